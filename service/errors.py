@@ -1,0 +1,113 @@
+"""The one exception tree of Sift.
+
+Every layer raises these; the API maps them to RFC 9457 ``application/problem+json`` answers in
+one place (``service.api.problems``). ``detail`` always says what was expected and what came.
+"""
+
+from __future__ import annotations
+
+
+class SiftError(Exception):
+    """Base of every error Sift raises on purpose."""
+
+    status: int = 500
+    title: str = "Internal error"
+    type_slug: str = "internal"
+
+    def __init__(self, detail: str, **extra: object) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = extra
+
+
+class BadRequest(SiftError):
+    """The request cannot be parsed at all (malformed JSON, broken .npy header, ...)."""
+
+    status = 400
+    title = "Malformed request"
+    type_slug = "malformed-request"
+
+
+class InvalidInput(SiftError):
+    """The request parses but its content is not acceptable (shape, values, parameters)."""
+
+    status = 422
+    title = "Invalid input"
+    type_slug = "invalid-input"
+
+
+class InvalidParams(InvalidInput):
+    """Hyperparameters of a method are out of range or inconsistent."""
+
+    title = "Invalid parameters"
+    type_slug = "invalid-params"
+
+
+class IdempotencyMismatch(InvalidInput):
+    """An ``Idempotency-Key`` was reused with a different body."""
+
+    title = "Idempotency key reused with another body"
+    type_slug = "idempotency-mismatch"
+
+
+class Unauthorized(SiftError):
+    status = 401
+    title = "Unauthorized"
+    type_slug = "unauthorized"
+
+
+class NotFound(SiftError):
+    status = 404
+    title = "Not found"
+    type_slug = "not-found"
+
+
+class Conflict(SiftError):
+    status = 409
+    title = "Conflict"
+    type_slug = "conflict"
+
+
+class PayloadTooLarge(SiftError):
+    status = 413
+    title = "Payload too large"
+    type_slug = "payload-too-large"
+
+
+class UnsupportedMediaType(SiftError):
+    status = 415
+    title = "Unsupported media type"
+    type_slug = "unsupported-media-type"
+
+
+class NotAcceptable(SiftError):
+    status = 406
+    title = "Not acceptable"
+    type_slug = "not-acceptable"
+
+
+class Unavailable(SiftError):
+    """Redis (or another dependency) cannot be reached; the client should retry."""
+
+    status = 503
+    title = "Service unavailable"
+    type_slug = "unavailable"
+
+    def __init__(self, detail: str, retry_after: int = 1, **extra: object) -> None:
+        super().__init__(detail, **extra)
+        self.retry_after = retry_after
+
+
+class CodecError(SiftError):
+    """Stored bytes do not decode (wrong magic, checksum, dtype): corruption, never user input."""
+
+    title = "Stored data is corrupt"
+    type_slug = "codec"
+
+
+class StaleApplier(SiftError):
+    """A commit was attempted by an applier whose lease or fencing token is no longer current."""
+
+    status = 409
+    title = "Stale applier"
+    type_slug = "stale-applier"
