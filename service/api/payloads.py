@@ -1,0 +1,262 @@
+"""Payload decoding: request bodies to validated row matrices, before anything is written.
+
+Supported bodies for row chunks:
+
+* ``application/json``: dense rows ``[[...], ...]`` or ``{"rows": [[...], ...]}``, or sparse CSR
+  ``{"shape": [n, m], "indptr": [...], "indices": [...], "data": [...]}``;
+* ``application/x-npy``: one 2-D numeric array (``numpy.save``), never unpickled;
+* ``application/x-npz``: a ``scipy.sparse.save_npz`` matrix (CSR, CSC or COO).
+
+Everything here is CPU work on possibly large bodies: callers run it off the event loop.
+Every rejection says what was expected and what came.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from typing import Any
+
+import numpy as np
+import orjson
+import scipy.sparse as sp
+
+from service.algorithms.base import Matrix
+from service.errors import BadRequest, InvalidInput, PayloadTooLarge, UnsupportedMediaType
+
+JSON = "application/json"
+NPY = "application/x-npy"
+NPZ = "application/x-npz"
+ROW_MEDIA_TYPES = (JSON, NPY, NPZ)
+
+#: A .npz is a zip: refuse archives that inflate far beyond the body limit (zip bombs).
+MAX_INFLATION = 16
+
+
+def media_type_of(content_type: str | None) -> str:
+    """The bare media type of a Content-Type header (parameters such as charset dropped)."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def require_media_type(content_type: str | None, accepted: tuple[str, ...]) -> str:
+    media_type = media_type_of(content_type)
+    if media_type not in accepted:
+        got = f"'{media_type}'" if media_type else "no Content-Type"
+        raise UnsupportedMediaType(f"expected Content-Type one of {', '.join(accepted)}; got {got}")
+    return media_type
+
+
+def decode_rows(body: bytes, media_type: str, n_features: int, max_bytes: int) -> Matrix:
+    """Decode and fully validate a chunk of rows for a selector with ``n_features`` columns."""
+    if not body:
+        raise InvalidInput("empty body: expected a chunk with at least one row")
+    if media_type == JSON:
+        rows = _rows_from_json(parse_json(body))
+    elif media_type == NPY:
+        rows = _rows_from_npy(body)
+    elif media_type == NPZ:
+        rows = _rows_from_npz(body, max_bytes)
+    else:  # pragma: no cover - require_media_type guards this
+        raise UnsupportedMediaType(f"unsupported media type '{media_type}'")
+    return validate_rows(rows, n_features)
+
+
+def parse_json(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"body is not valid JSON: {exc}") from None
+
+
+def _rows_from_json(document: Any) -> Matrix:
+    if isinstance(document, list):
+        return dense_from_json(document, "body")
+    if isinstance(document, dict):
+        if "rows" in document:
+            return dense_from_json(document["rows"], "rows")
+        if "indptr" in document:
+            return csr_from_json(document)
+        raise InvalidInput(
+            'expected a JSON list of rows, {"rows": [...]} or a CSR object with '
+            f"shape, indptr, indices and data; got an object with keys {sorted(document)}"
+        )
+    raise InvalidInput(f"expected a JSON list of rows or an object; got {type(document).__name__}")
+
+
+def dense_from_json(rows: Any, where: str) -> np.ndarray:
+    """A dense 2-D float array from JSON rows; rejects ragged rows and non-numbers precisely."""
+    if not isinstance(rows, list):
+        raise InvalidInput(f"'{where}' must be a list of rows; got {type(rows).__name__}")
+    if not rows:
+        raise InvalidInput(f"'{where}' is an empty chunk: expected at least one row")
+    for i, row in enumerate(rows):
+        if not isinstance(row, list):
+            raise InvalidInput(f"{where}[{i}] must be a list of numbers; got {type(row).__name__}")
+    width = len(rows[0])
+    for i, row in enumerate(rows):
+        if len(row) != width:
+            raise InvalidInput(
+                f"{where} is ragged: row 0 has {width} values but row {i} has {len(row)}"
+            )
+    array = np.array(rows)
+    if array.dtype.kind not in "iuf":
+        bad = _first_non_number(rows)
+        raise InvalidInput(f"{where} must hold numbers only; {bad}")
+    return np.asarray(array, dtype=np.float64).reshape(len(rows), width)
+
+
+def _first_non_number(rows: list[list[Any]]) -> str:
+    for i, row in enumerate(rows):
+        for j, value in enumerate(row):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return f"row {i}, column {j} is {orjson.dumps(value).decode()[:40]}"
+    return "values do not fit a 64-bit number"
+
+
+def csr_from_json(document: dict[str, Any]) -> sp.csr_matrix:
+    missing = [key for key in ("shape", "indptr", "indices", "data") if key not in document]
+    if missing:
+        raise InvalidInput(f"CSR object is missing {', '.join(missing)}")
+    shape = document["shape"]
+    if (
+        not isinstance(shape, list)
+        or len(shape) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in shape)
+    ):
+        raise InvalidInput(
+            f"CSR 'shape' must be [rows, columns] of non-negative integers; got {shape!r}"
+        )
+    arrays = {}
+    for key, kinds in (("indptr", "iu"), ("indices", "iu"), ("data", "iuf")):
+        value = document[key]
+        if not isinstance(value, list):
+            raise InvalidInput(f"CSR '{key}' must be a list; got {type(value).__name__}")
+        array = np.array(value) if value else np.zeros(0, dtype=np.int64)
+        if array.ndim != 1 or array.dtype.kind not in kinds:
+            what = "numbers" if key == "data" else "integers"
+            raise InvalidInput(f"CSR '{key}' must be a flat list of {what}")
+        arrays[key] = array
+    return build_csr(arrays["data"], arrays["indices"], arrays["indptr"], (shape[0], shape[1]))
+
+
+def build_csr(
+    data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]
+) -> sp.csr_matrix:
+    """A CSR matrix from its parts, after checking every structural invariant.
+
+    scipy would accept some broken structures and fail (or read out of bounds) later, so the
+    checks come first: lengths agree, indptr starts at 0 and never decreases, indices in range.
+    """
+    n_rows, n_cols = shape
+    if len(indptr) != n_rows + 1:
+        raise InvalidInput(
+            f"CSR indptr must have rows + 1 = {n_rows + 1} entries; got {len(indptr)}"
+        )
+    if len(indices) != len(data):
+        raise InvalidInput(
+            f"CSR indices and data must have the same length; got {len(indices)} and {len(data)}"
+        )
+    if indptr[0] != 0:
+        raise InvalidInput(f"CSR indptr must start at 0; got {indptr[0]}")
+    steps = np.diff(indptr)
+    if np.any(steps < 0):
+        at = int(np.argmax(steps < 0))
+        raise InvalidInput(
+            f"CSR indptr must be non-decreasing; indptr[{at + 1}] = {indptr[at + 1]} "
+            f"< indptr[{at}] = {indptr[at]}"
+        )
+    if indptr[-1] != len(indices):
+        raise InvalidInput(
+            f"CSR indptr[-1] must equal the number of stored values {len(indices)}; "
+            f"got {indptr[-1]}"
+        )
+    if len(indices) and (indices.min() < 0 or indices.max() >= n_cols):
+        bad = int(indices.min()) if indices.min() < 0 else int(indices.max())
+        raise InvalidInput(f"CSR column index {bad} is out of range [0, {n_cols})")
+    return sp.csr_matrix(
+        (
+            np.asarray(data, dtype=np.float64),
+            np.asarray(indices, dtype=np.int64),
+            np.asarray(indptr, dtype=np.int64),
+        ),
+        shape=(n_rows, n_cols),
+    )
+
+
+def _rows_from_npy(body: bytes) -> np.ndarray:
+    try:
+        array = np.load(io.BytesIO(body), allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise InvalidInput(
+                "the .npy holds Python objects and would need pickle to load; "
+                "expected a numeric array (float, int or bool dtype)"
+            ) from None
+        raise BadRequest(f"body is not a valid .npy file: {exc}") from None
+    except (OSError, EOFError) as exc:
+        raise BadRequest(f"body is not a valid .npy file: {exc}") from None
+    if not isinstance(array, np.ndarray):
+        raise InvalidInput("expected a single array in .npy format, got an archive")
+    if array.dtype.kind not in "biuf":
+        raise InvalidInput(
+            f"expected a numeric .npy array (float, int or bool dtype); got dtype {array.dtype}"
+        )
+    return array
+
+
+def _rows_from_npz(body: bytes, max_bytes: int) -> sp.csr_matrix:
+    try:
+        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+            inflated = sum(member.file_size for member in archive.infolist())
+    except zipfile.BadZipFile as exc:
+        raise BadRequest(f"body is not a valid .npz archive: {exc}") from None
+    if inflated > MAX_INFLATION * max(max_bytes, len(body)):
+        raise PayloadTooLarge(
+            f".npz inflates to {inflated} bytes, more than {MAX_INFLATION}x the body limit"
+        )
+    try:
+        matrix = sp.load_npz(io.BytesIO(body))
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise InvalidInput("the .npz holds Python objects that would need pickle") from None
+        raise BadRequest(f"body is not a scipy.sparse .npz matrix: {exc}") from None
+    except (OSError, KeyError, EOFError) as exc:
+        raise BadRequest(f"body is not a scipy.sparse .npz matrix: {exc}") from None
+    if matrix.dtype.kind not in "biuf":
+        raise InvalidInput(f"expected a numeric sparse matrix; got dtype {matrix.dtype}")
+    if matrix.format == "csr":
+        # Check the structure as sent: a broken indptr must not reach scipy's conversions.
+        return build_csr(matrix.data, matrix.indices, matrix.indptr, matrix.shape)
+    if matrix.format in ("csc", "coo"):
+        return sp.csr_matrix(matrix, dtype=np.float64)
+    raise InvalidInput(f"expected a CSR, CSC or COO matrix in the .npz; got {matrix.format}")
+
+
+def validate_rows(rows: Matrix, n_features: int) -> Matrix:
+    """Shape, emptiness and finiteness: the checks every row payload passes, whatever its format."""
+    if rows.ndim != 2:
+        raise InvalidInput(
+            f"expected a 2-D array of rows x {n_features} features; got {rows.ndim}-D"
+        )
+    n_rows, n_cols = rows.shape
+    if n_cols != n_features:
+        raise InvalidInput(f"expected {n_features} features per row; got {n_cols}")
+    if n_rows == 0:
+        raise InvalidInput("empty chunk: expected at least one row")
+    values = rows.data if sp.issparse(rows) else rows
+    if values.dtype.kind in "biu":
+        values = values.astype(np.float64)
+    finite = np.isfinite(values)
+    if not finite.all():
+        flat = int(np.argmin(finite.ravel()))
+        if sp.issparse(rows):
+            row = int(np.searchsorted(rows.indptr, flat, side="right") - 1)
+            col = int(rows.indices[flat])
+        else:
+            row, col = divmod(flat, n_cols)
+        raise InvalidInput(
+            f"values must be finite; got {values.ravel()[flat]} at row {row}, column {col}"
+        )
+    if sp.issparse(rows):
+        return sp.csr_matrix(rows, dtype=np.float64)
+    return np.ascontiguousarray(values, dtype=np.float64 if values.dtype != np.float32 else None)

@@ -1,0 +1,152 @@
+"""Routes of the selector resource: thin translations between HTTP and ``SelectorService``."""
+
+from __future__ import annotations
+
+import io
+from typing import Annotated
+
+import numpy as np
+from fastapi import APIRouter, Depends, Header, Query, Request
+from starlette.responses import Response
+
+from service.api.deps import get_service, get_settings, json_response, read_body
+from service.api.payloads import NPY, ROW_MEDIA_TYPES, media_type_of, require_media_type
+from service.api.schemas import (
+    PROBLEM_RESPONSES,
+    ChunkOut,
+    ChunkPending,
+    CreateSelector,
+    SelectorList,
+    SelectorOut,
+    TopOut,
+    WeightsOut,
+)
+from service.errors import NotAcceptable
+from service.selectors import SelectorService
+
+router = APIRouter(prefix="/v1/selectors", tags=["selectors"])
+Service = Annotated[SelectorService, Depends(get_service)]
+
+ROW_BODY_DOC = {
+    "requestBody": {
+        "required": True,
+        "description": "A chunk of rows (samples x n_features).",
+        "content": {
+            "application/json": {
+                "schema": {"oneOf": [{"type": "array"}, {"type": "object"}]},
+                "examples": {
+                    "dense": {"value": {"rows": [[0.0, 1.5, 2.0], [1.0, 0.0, 0.5]]}},
+                    "csr": {
+                        "value": {
+                            "shape": [2, 3],
+                            "indptr": [0, 2, 3],
+                            "indices": [1, 2, 0],
+                            "data": [1.5, 2.0, 1.0],
+                        }
+                    },
+                },
+            },
+            "application/x-npy": {"schema": {"type": "string", "format": "binary"}},
+            "application/x-npz": {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+}
+
+
+@router.post("", status_code=201, responses={201: {"model": SelectorOut}, **PROBLEM_RESPONSES})
+async def create_selector(body: CreateSelector, service: Service) -> Response:
+    """Create a selector; the answer echoes the resolved parameters (defaults filled in)."""
+    created = await service.create(
+        body.name, body.method, body.n_features, body.feature_names, body.params
+    )
+    return json_response(created, 201, {"Location": f"/v1/selectors/{created['name']}"})
+
+
+@router.get("", responses={200: {"model": SelectorList}})
+async def list_selectors(service: Service) -> Response:
+    return json_response({"selectors": await service.list()})
+
+
+@router.get("/{name}", responses={200: {"model": SelectorOut}, **PROBLEM_RESPONSES})
+async def describe_selector(name: str, service: Service) -> Response:
+    return json_response(await service.describe(name))
+
+
+@router.delete("/{name}", status_code=204, responses=PROBLEM_RESPONSES)
+async def delete_selector(name: str, service: Service) -> Response:
+    await service.delete(name)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/{name}/chunks",
+    openapi_extra=ROW_BODY_DOC,
+    responses={200: {"model": ChunkOut}, 202: {"model": ChunkPending}, **PROBLEM_RESPONSES},
+)
+async def push_chunk(
+    name: str,
+    request: Request,
+    service: Service,
+    wait: Annotated[bool, Query(description="Wait until the chunk is applied.")] = True,
+    idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+) -> Response:
+    """Append a chunk of rows; by default answer once it is applied, with that version.
+
+    With ``wait=false`` (or when applying takes longer than the configured bound) the answer
+    is 202 with the log ID. A repeated ``Idempotency-Key`` returns the first answer.
+    """
+    media_type = require_media_type(request.headers.get("content-type"), ROW_MEDIA_TYPES)
+    await service.store.get_meta(name)  # 404 before reading a large body for nothing
+    body = await read_body(request, get_settings(request).max_body_bytes)
+    receipt = await service.push_chunk(name, body, media_type, idempotency_key, wait)
+    return json_response(receipt.body, 200 if receipt.applied else 202)
+
+
+@router.get("/{name}/chunks/{log_id}", responses=PROBLEM_RESPONSES)
+async def chunk_status(name: str, log_id: str, service: Service) -> Response:
+    """Whether a chunk answered with 202 has been applied yet."""
+    return json_response(await service.chunk_status(name, log_id))
+
+
+@router.get("/{name}/top", responses={200: {"model": TopOut}, **PROBLEM_RESPONSES})
+async def top_features(
+    name: str,
+    service: Service,
+    h: Annotated[int, Query(ge=1, description="How many features (capped at n_features).")] = 10,
+) -> Response:
+    """The h highest-scoring features of the committed state (rank, index, name, score)."""
+    return json_response(await service.top(name, h))
+
+
+@router.get(
+    "/{name}/weights",
+    responses={
+        200: {
+            "model": WeightsOut,
+            "content": {"application/x-npy": {"schema": {"type": "string", "format": "binary"}}},
+        },
+        **PROBLEM_RESPONSES,
+    },
+)
+async def feature_weights(name: str, request: Request, service: Service) -> Response:
+    """The score of every feature: JSON, or ``.npy`` with ``Accept: application/x-npy``."""
+    accept = request.headers.get("accept", "*/*")
+    accepted = {media_type_of(part) for part in accept.split(",")}
+    ranking = await service.ranking(name)
+    headers = {
+        "Sift-Version": str(ranking.head.version),
+        "Sift-Rows-Seen": str(ranking.head.rows_seen),
+    }
+    if NPY in accepted:
+        buffer = io.BytesIO()
+        np.save(buffer, np.asarray(ranking.weights, dtype="<f8"), allow_pickle=False)
+        return Response(buffer.getvalue(), media_type=NPY, headers=headers)
+    if accepted & {"application/json", "*/*", "application/*", ""}:
+        body = {
+            "name": name,
+            "version": ranking.head.version,
+            "rows_seen": ranking.head.rows_seen,
+            "weights": ranking.weights,
+        }
+        return json_response(body, headers=headers)
+    raise NotAcceptable(f"expected Accept application/json or {NPY}; got '{accept}'")

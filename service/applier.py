@@ -1,0 +1,219 @@
+"""The applier: folds a selector's pending log entries into its state, exactly once.
+
+One applier per selector at a time, across every replica: it holds the selector's lease and
+a fencing token. It reads all entries after the committed cursor, coalesces them into one
+update, computes off the event loop, and commits state + version + cursor with a
+compare-and-set that rejects a stale applier (DESIGN.md, "The write path", steps 3 and 5).
+Recovery after a crash is the same code: whatever is in the log after the cursor is applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from service.algorithms import get_method
+from service.algorithms.base import Matrix
+from service.config import Settings
+from service.errors import NotFound, StaleApplier, Unavailable
+from service.metrics import Metrics
+from service.store.codec import decode_matrix, decode_state, encode_state
+from service.store.records import Head, Lease, LogEntry, SelectorMeta
+from service.store.redis_store import SelectorStore
+
+log = logging.getLogger("sift.applier")
+
+
+def stream_id(text: str) -> tuple[int, int]:
+    """A Redis Stream ID ``"ms-seq"`` as a tuple that orders like the stream."""
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def is_applied(head: Head, log_id: str) -> bool:
+    return stream_id(head.cursor) >= stream_id(log_id)
+
+
+def coalesce(chunks: Sequence[Matrix]) -> Matrix:
+    """Stack chunks into one update: dense if all are dense, else CSR (never densify sparse)."""
+    if len(chunks) == 1:
+        return chunks[0]
+    if any(sp.issparse(chunk) for chunk in chunks):
+        return sp.vstack([sp.csr_matrix(chunk) for chunk in chunks], format="csr")
+    return np.vstack(chunks)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Log entries taken into one update, bounded in count and rows."""
+
+    entries: list[LogEntry]
+    rows: list[Matrix]
+
+    @property
+    def row_count(self) -> int:
+        return sum(chunk.shape[0] for chunk in self.rows)
+
+
+def compute_update(
+    meta: SelectorMeta, raw_state: dict[str, bytes], rows: list[Matrix]
+) -> dict[str, bytes]:
+    """Decode state, run the method's update on the coalesced rows, encode: pure CPU work."""
+    method = get_method(meta.method)
+    state = decode_state(raw_state)
+    new_state = method.update(state, meta.params, coalesce(rows))
+    return encode_state(new_state)
+
+
+class Applier:
+    """Drives the appliers of this process; any replica may apply any selector."""
+
+    def __init__(self, store: SelectorStore, settings: Settings, metrics: Metrics) -> None:
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+        self._running: dict[str, asyncio.Task[None]] = {}
+
+    def kick(self, name: str) -> None:
+        """Start draining ``name`` in the background unless this process already is."""
+        task = self._running.get(name)
+        if task is not None and not task.done():
+            return
+        task = asyncio.create_task(self._drain_logged(name), name=f"drain:{name}")
+        self._running[name] = task
+
+    async def close(self) -> None:
+        tasks = [task for task in self._running.values() if not task.done()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _drain_logged(self, name: str) -> None:
+        try:
+            await self.drain(name)
+        except (NotFound, Unavailable) as exc:
+            log.info("drain of %s stopped: %s", name, exc.detail)
+        except Exception:
+            log.exception("drain of %s failed", name)
+
+    async def drain(self, name: str) -> None:
+        """Apply everything pending for ``name`` while holding its lease.
+
+        After releasing the lease, look once more: an entry appended while we were finishing
+        would otherwise wait for the sweeper, because its poster found the lease taken.
+        """
+        while True:
+            lease = await self.store.acquire_lease(name, self.settings.lease_ms)
+            if lease is None:
+                return
+            try:
+                await self._apply_all(name, lease)
+            finally:
+                with contextlib.suppress(Unavailable):
+                    await self.store.release_lease(lease)
+            head = await self.store.get_head(name)
+            if not await self.store.pending(name, head.cursor, 1):
+                return
+
+    async def _apply_all(self, name: str, lease: Lease) -> None:
+        meta = await self.store.get_meta(name)
+        keepalive = asyncio.create_task(self._keep_lease(lease))
+        try:
+            while True:
+                head = await self.store.get_head(name)
+                batch = await self._next_batch(name, head)
+                if batch is None:
+                    return
+                await self._apply_batch(meta, lease, head, batch)
+        finally:
+            keepalive.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keepalive
+
+    async def _next_batch(self, name: str, head: Head) -> Batch | None:
+        entries = await self.store.pending(name, head.cursor, self.settings.max_coalesce_entries)
+        if not entries:
+            return None
+        taken: list[LogEntry] = []
+        rows: list[Matrix] = []
+        total = 0
+        for entry in entries:
+            chunk = decode_matrix(entry.payload)
+            # Always take the first entry, even alone above the bound: it must make progress.
+            if taken and total + chunk.shape[0] > self.settings.max_coalesce_rows:
+                break
+            taken.append(entry)
+            rows.append(chunk)
+            total += chunk.shape[0]
+        return Batch(taken, rows)
+
+    async def _apply_batch(
+        self, meta: SelectorMeta, lease: Lease, head: Head, batch: Batch
+    ) -> None:
+        started = time.perf_counter()
+        raw_state = await self.store.load_state(meta.name, head)
+        new_state = await asyncio.to_thread(compute_update, meta, raw_state, batch.rows)
+        applied_keys = [e.idempotency_key for e in batch.entries if e.idempotency_key]
+        try:
+            await self.store.commit(
+                lease,
+                expected_version=head.version,
+                state=new_state,
+                cursor=batch.entries[-1].log_id,
+                rows_seen=head.rows_seen + batch.row_count,
+                applied_keys=applied_keys,
+            )
+        except StaleApplier:
+            self.metrics.stale_commits.inc()
+            raise
+        self.metrics.observe_apply(
+            meta.method, len(batch.entries), batch.row_count, time.perf_counter() - started
+        )
+
+    async def _keep_lease(self, lease: Lease) -> None:
+        """Renew the lease while a long update computes; the fence still guards the commit."""
+        interval = self.settings.lease_ms / 3000
+        while True:
+            await asyncio.sleep(interval)
+            if not await self.store.renew_lease(lease, self.settings.lease_ms):
+                log.warning("lost the lease of %s (token %s)", lease.name, lease.token)
+                return
+
+    async def wait_applied(self, name: str, log_id: str, timeout_s: float) -> Head | None:
+        """Wait until the committed cursor of ``name`` has passed ``log_id``; None on timeout.
+
+        Polls the head with a growing delay and kicks a drain whenever nobody here is
+        draining: if another replica holds the lease our kick is a cheap no-op.
+        """
+        deadline = time.monotonic() + timeout_s
+        delay = 0.002
+        while True:
+            head = await self.store.get_head(name)
+            if is_applied(head, log_id):
+                return head
+            if time.monotonic() >= deadline:
+                return None
+            self.kick(name)
+            await asyncio.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+            delay = min(delay * 2, 0.05)
+
+    async def sweep_forever(self) -> None:
+        """Apply entries that nobody is waiting for (``wait=false``, crashed appliers)."""
+        while True:
+            try:
+                for name in await self.store.names_with_pending():
+                    self.kick(name)
+            except Unavailable as exc:
+                log.warning("sweep skipped: %s", exc.detail)
+            except Exception:
+                log.exception("sweep failed")
+            await asyncio.sleep(self.settings.sweep_interval_seconds)
