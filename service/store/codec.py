@@ -1,0 +1,312 @@
+"""State codec: numpy arrays, matrices and method states <-> bytes. Never pickle.
+
+Array blob (all integers little-endian)::
+
+    offset  size      field
+    0       8         magic b"SIFTARR1"
+    8       1         length of the dtype string (1..8)
+    9       1         ndim (0..64)
+    10      2         reserved, 0
+    12      4         crc32 of the whole blob with this field read as 0 (header + payload)
+    16      len       dtype string, ASCII, e.g. b"<f8", b"|b1"
+    ...     8*ndim    shape, uint64 each (aligned to 8)
+    ...               zero padding up to a multiple of 8
+    H       n         payload: the array's raw C-order little-endian bytes
+
+The checksum covers the header as well as the payload, so a corrupt shape of an empty array is
+caught too. Decoded arrays are **read-only views** of the input buffer (no copy; copy them with
+``np.array(a)`` before mutating). The header is padded so the payload is 8-byte aligned.
+
+Matrix blob: magic b"SIFTMAT1", kind (0 dense, 1 CSR), reserved, component count, crc32 of the
+matrix header, rows and columns, the component lengths; then each component as an array blob
+padded to 8 bytes. Dense: one 2-D array. CSR: data, indices, indptr.
+
+State: every array is one hash field (array blob); every scalar goes into one JSON field
+``__scalars__``. Names starting with ``__`` are reserved for the codec and the store.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import zlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from service.errors import CodecError
+
+ARRAY_MAGIC = b"SIFTARR1"
+MATRIX_MAGIC = b"SIFTMAT1"
+SCALARS_FIELD = "__scalars__"
+
+#: Exactly the dtype strings an array blob may carry.
+ALLOWED_DTYPES = frozenset(
+    {"|b1", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8", "<f4", "<f8"}
+)
+MAX_NDIM = 64
+_MAX_DTYPE_LEN = 8
+
+_ARRAY_FIXED = struct.Struct("<8sBBHI")  # magic, dtype length, ndim, reserved, crc32
+_MATRIX_FIXED = struct.Struct("<8sBBHIQQ")  # magic, kind, ncomp, reserved, crc32, rows, cols
+_KIND_DENSE = 0
+_KIND_CSR = 1
+
+Scalar = int | float | str | bool | None
+
+
+def _pad8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+def _le_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The little-endian twin of an allowed dtype; CodecError for anything else."""
+    if dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in "biuf":
+        raise CodecError(
+            f"cannot encode arrays of dtype {dtype}: expected bool, (u)int8-64, float32 or float64"
+        )
+    le = dtype.newbyteorder("<")
+    if le.str not in ALLOWED_DTYPES:
+        raise CodecError(
+            f"cannot encode arrays of dtype {dtype}: expected bool, (u)int8-64, float32 or float64"
+        )
+    return le
+
+
+def encode_array(a: np.ndarray | np.generic) -> bytes:
+    """Encode one array (any layout or byte order) as a self-checking blob."""
+    if isinstance(a, np.generic):
+        a = np.asarray(a)
+    if not isinstance(a, np.ndarray):
+        raise CodecError(f"expected a numpy array, got {type(a).__name__}")
+    if a.ndim > MAX_NDIM:
+        raise CodecError(f"arrays may have at most {MAX_NDIM} dimensions, got {a.ndim}")
+    dtype = _le_dtype(a.dtype)
+    arr = np.asarray(a, dtype=dtype, order="C")  # ascontiguousarray would make 0-d arrays 1-d
+    dtype_str = dtype.str.encode("ascii")
+    header_len = _pad8(_ARRAY_FIXED.size + len(dtype_str) + 8 * arr.ndim)
+    header = bytearray(header_len)
+    _ARRAY_FIXED.pack_into(header, 0, ARRAY_MAGIC, len(dtype_str), arr.ndim, 0, 0)
+    offset = _ARRAY_FIXED.size
+    header[offset : offset + len(dtype_str)] = dtype_str
+    offset += len(dtype_str)
+    struct.pack_into(f"<{arr.ndim}Q", header, offset, *arr.shape)
+    payload = arr.reshape(-1).data.cast("B")
+    crc = zlib.crc32(payload, zlib.crc32(header))
+    struct.pack_into("<I", header, 12, crc)
+    return b"".join((header, payload))
+
+
+def decode_array(b: bytes | bytearray | memoryview) -> np.ndarray:
+    """Decode a blob of :func:`encode_array` into a read-only view; CodecError if it is not one."""
+    view = memoryview(b).cast("B")
+    if len(view) < _ARRAY_FIXED.size:
+        raise CodecError(f"array blob too short: {len(view)} bytes, header needs 16")
+    magic, dtype_len, ndim, reserved, crc = _ARRAY_FIXED.unpack_from(view, 0)
+    if magic != ARRAY_MAGIC:
+        raise CodecError(f"not an array blob: magic {bytes(magic)!r}, expected {ARRAY_MAGIC!r}")
+    if not 1 <= dtype_len <= _MAX_DTYPE_LEN or ndim > MAX_NDIM or reserved != 0:
+        raise CodecError(
+            f"corrupt array header: dtype length {dtype_len}, ndim {ndim}, reserved {reserved}"
+        )
+    shape_at = _ARRAY_FIXED.size + dtype_len
+    header_len = _pad8(shape_at + 8 * ndim)
+    if len(view) < header_len:
+        raise CodecError(f"array blob truncated: {len(view)} bytes, header needs {header_len}")
+    dtype_str = bytes(view[_ARRAY_FIXED.size : shape_at]).decode("ascii", "replace")
+    if dtype_str not in ALLOWED_DTYPES:
+        raise CodecError(f"array blob has dtype {dtype_str!r}, expected one of the allowed dtypes")
+    shape = struct.unpack_from(f"<{ndim}Q", view, shape_at)
+    if any(view[shape_at + 8 * ndim : header_len]):
+        raise CodecError("corrupt array header: non-zero padding")
+    dtype = np.dtype(dtype_str)
+    expected = math.prod(shape) * dtype.itemsize
+    if len(view) - header_len != expected:
+        raise CodecError(
+            f"array payload has {len(view) - header_len} bytes, shape {tuple(shape)} of "
+            f"{dtype_str} needs {expected}"
+        )
+    check = zlib.crc32(view[:12])
+    check = zlib.crc32(b"\0\0\0\0", check)
+    check = zlib.crc32(view[16:], check)
+    if check != crc:
+        raise CodecError(
+            f"array blob checksum mismatch: stored {crc:#010x}, computed {check:#010x}"
+        )
+    try:
+        out = np.frombuffer(view, dtype=dtype, count=math.prod(shape), offset=header_len)
+        out = out.reshape(shape)
+    except (ValueError, OverflowError) as exc:
+        raise CodecError(f"array blob with shape {tuple(shape)} does not load: {exc}") from exc
+    out.flags.writeable = False
+    return out
+
+
+def encode_matrix(m: np.ndarray | sp.csr_matrix | sp.csr_array) -> bytes:
+    """Encode a dense 2-D array or a CSR matrix (``csr_matrix`` or ``csr_array``) as one blob."""
+    components: list[bytes]
+    if isinstance(m, np.ndarray):
+        if m.ndim != 2:
+            raise CodecError(f"expected a 2-D matrix, got an array with {m.ndim} dimensions")
+        kind, shape = _KIND_DENSE, m.shape
+        components = [encode_array(m)]
+    elif sp.issparse(m) and m.format == "csr":
+        if len(m.shape) != 2:
+            raise CodecError(f"expected a 2-D sparse matrix, got shape {m.shape}")
+        kind, shape = _KIND_CSR, m.shape
+        components = [encode_array(m.data), encode_array(m.indices), encode_array(m.indptr)]
+    else:
+        raise CodecError(
+            f"expected a dense 2-D ndarray or a scipy.sparse CSR matrix, got {type(m).__name__}"
+            " (convert sparse matrices with .tocsr())"
+        )
+    lengths = struct.pack(f"<{len(components)}Q", *(len(c) for c in components))
+    fixed = bytearray(_MATRIX_FIXED.pack(MATRIX_MAGIC, kind, len(components), 0, 0, *shape))
+    crc = zlib.crc32(lengths, zlib.crc32(fixed))
+    struct.pack_into("<I", fixed, 12, crc)
+    parts: list[bytes] = [bytes(fixed), lengths]
+    for c in components:
+        parts.append(c)
+        parts.append(b"\0" * (_pad8(len(c)) - len(c)))
+    return b"".join(parts)
+
+
+def decode_matrix(b: bytes | bytearray | memoryview) -> np.ndarray | sp.csr_matrix:
+    """Decode a blob of :func:`encode_matrix`.
+
+    Dense matrices come back as read-only views; CSR matrices as ``csr_matrix`` owning writable
+    copies of their arrays (scipy canonicalises them in place).
+    """
+    view = memoryview(b).cast("B")
+    if len(view) < _MATRIX_FIXED.size:
+        raise CodecError(f"matrix blob too short: {len(view)} bytes")
+    magic, kind, ncomp, reserved, crc, rows, cols = _MATRIX_FIXED.unpack_from(view, 0)
+    if magic != MATRIX_MAGIC:
+        raise CodecError(f"not a matrix blob: magic {bytes(magic)!r}, expected {MATRIX_MAGIC!r}")
+    expected_ncomp = {_KIND_DENSE: 1, _KIND_CSR: 3}.get(kind)
+    if expected_ncomp is None or ncomp != expected_ncomp or reserved != 0:
+        raise CodecError(f"corrupt matrix header: kind {kind}, {ncomp} components")
+    lengths_end = _MATRIX_FIXED.size + 8 * ncomp
+    if len(view) < lengths_end:
+        raise CodecError(f"matrix blob truncated: {len(view)} bytes")
+    check = zlib.crc32(view[:12])
+    check = zlib.crc32(b"\0\0\0\0", check)
+    check = zlib.crc32(view[16:lengths_end], check)
+    if check != crc:
+        raise CodecError("matrix header checksum mismatch")
+    lengths = struct.unpack_from(f"<{ncomp}Q", view, _MATRIX_FIXED.size)
+    offset = lengths_end
+    arrays = []
+    for length in lengths:
+        end = offset + length
+        if end > len(view):
+            raise CodecError(f"matrix blob truncated: {len(view)} bytes, needs at least {end}")
+        arrays.append(decode_array(view[offset:end]))
+        padded = offset + _pad8(length)
+        if padded > len(view) or any(view[end:padded]):
+            raise CodecError("corrupt matrix blob: bad padding")
+        offset = padded
+    if offset != len(view):
+        raise CodecError(f"matrix blob has {len(view) - offset} trailing bytes")
+    if kind == _KIND_DENSE:
+        (dense,) = arrays
+        if dense.shape != (rows, cols):
+            raise CodecError(f"dense matrix has shape {dense.shape}, header says {(rows, cols)}")
+        return dense
+    data, indices, indptr = arrays
+    if indices.dtype.kind != "i" or indptr.dtype.kind != "i":
+        raise CodecError(f"CSR index arrays must be integers, got {indices.dtype}, {indptr.dtype}")
+    if data.ndim != 1 or indices.ndim != 1 or indptr.ndim != 1:
+        raise CodecError("CSR component arrays must be 1-D")
+    try:
+        out = sp.csr_matrix(
+            (np.array(data), np.array(indices), np.array(indptr)), shape=(rows, cols), copy=False
+        )
+        out.check_format(full_check=True)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise CodecError(f"CSR matrix blob is inconsistent: {exc}") from exc
+    return out
+
+
+def _check_field_name(name: object) -> str:
+    if not isinstance(name, str) or not name:
+        raise CodecError(f"state field names must be non-empty strings, got {name!r}")
+    if name.startswith("__"):
+        raise CodecError(f"state field names must not start with '__', got {name!r}")
+    return name
+
+
+def _scalar(name: str, value: object) -> Scalar:
+    if isinstance(value, np.generic):
+        if value.dtype.kind not in "biuf":
+            raise CodecError(f"state scalar {name!r} has unsupported dtype {value.dtype}")
+        value = value.item()
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise CodecError(f"state scalar {name!r} must be finite, got {value!r}")
+        return value
+    raise CodecError(
+        f"state field {name!r} must be a numpy array or an int/float/str/bool/None scalar, "
+        f"got {type(value).__name__}"
+    )
+
+
+def encode_state(state: Mapping[str, Any]) -> dict[str, bytes]:
+    """One field per array, all scalars in one JSON field ``__scalars__``.
+
+    numpy scalars (``np.float64(1.5)``) are stored as Python scalars; NaN/inf scalars are rejected
+    (store them in a 0-d array if a method really needs them).
+    """
+    fields: dict[str, bytes] = {}
+    scalars: dict[str, Scalar] = {}
+    for name, value in state.items():
+        _check_field_name(name)
+        if isinstance(value, np.ndarray):
+            fields[name] = encode_array(value)
+        else:
+            scalars[name] = _scalar(name, value)
+    fields[SCALARS_FIELD] = json.dumps(
+        scalars, allow_nan=False, ensure_ascii=False, separators=(",", ":")
+    ).encode("utf-8")
+    return fields
+
+
+def _reject_constant(token: str) -> float:
+    raise CodecError(f"state scalars contain {token}, which is never written")
+
+
+def decode_state(fields: Mapping[str, bytes] | Mapping[bytes, bytes]) -> dict[str, Any]:
+    """Inverse of :func:`encode_state`. Other ``__``-prefixed fields (store bookkeeping) are
+    ignored; a state without ``__scalars__`` simply has no scalars."""
+    out: dict[str, Any] = {}
+    scalars: dict[str, Any] = {}
+    items: Iterable[tuple[str | bytes, bytes]] = fields.items()
+    for raw_name, value in items:
+        try:
+            name = raw_name.decode("utf-8") if isinstance(raw_name, bytes) else raw_name
+        except UnicodeDecodeError as exc:
+            raise CodecError(f"state field name {raw_name!r} is not UTF-8") from exc
+        if name == SCALARS_FIELD:
+            try:
+                parsed = json.loads(value, parse_constant=_reject_constant)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise CodecError(f"state scalars do not parse as JSON: {exc}") from exc
+            if not isinstance(parsed, dict) or not all(
+                v is None or isinstance(v, bool | int | float | str) for v in parsed.values()
+            ):
+                raise CodecError("state scalars must be a JSON object of scalars")
+            scalars = parsed
+        elif name.startswith("__"):
+            continue
+        else:
+            out[name] = decode_array(value)
+    for name, value in scalars.items():
+        if name in out:
+            raise CodecError(f"state field {name!r} is both an array and a scalar")
+        out[name] = value
+    return out

