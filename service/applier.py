@@ -55,21 +55,23 @@ class Batch:
     """Log entries taken into one update, bounded in count and rows."""
 
     entries: list[LogEntry]
-    rows: list[Matrix]
 
     @property
     def row_count(self) -> int:
-        return sum(chunk.shape[0] for chunk in self.rows)
+        return sum(entry.rows for entry in self.entries)
 
 
 def compute_update(
-    meta: SelectorMeta, raw_state: dict[str, bytes], rows: list[Matrix]
+    meta: SelectorMeta, raw_state: dict[str, bytes], payloads: list[bytes]
 ) -> dict[str, bytes]:
-    """Decode state, run the method's update on the coalesced rows, encode: pure CPU work."""
+    """Decode state and chunks, run the method's update on the coalesced rows, encode.
+
+    Pure CPU work (checksums, numerics): the applier runs it in a worker thread.
+    """
     method = get_method(meta.method)
     state = decode_state(raw_state)
-    new_state = method.update(state, meta.params, coalesce(rows))
-    return encode_state(new_state)
+    rows = coalesce([decode_matrix(payload) for payload in payloads])
+    return encode_state(method.update(state, meta.params, rows))
 
 
 class Applier:
@@ -144,24 +146,22 @@ class Applier:
         if not entries:
             return None
         taken: list[LogEntry] = []
-        rows: list[Matrix] = []
         total = 0
         for entry in entries:
-            chunk = decode_matrix(entry.payload)
             # Always take the first entry, even alone above the bound: it must make progress.
-            if taken and total + chunk.shape[0] > self.settings.max_coalesce_rows:
+            if taken and total + entry.rows > self.settings.max_coalesce_rows:
                 break
             taken.append(entry)
-            rows.append(chunk)
-            total += chunk.shape[0]
-        return Batch(taken, rows)
+            total += entry.rows
+        return Batch(taken)
 
     async def _apply_batch(
         self, meta: SelectorMeta, lease: Lease, head: Head, batch: Batch
     ) -> None:
         started = time.perf_counter()
         raw_state = await self.store.load_state(meta.name, head)
-        new_state = await asyncio.to_thread(compute_update, meta, raw_state, batch.rows)
+        payloads = [entry.payload for entry in batch.entries]
+        new_state = await asyncio.to_thread(compute_update, meta, raw_state, payloads)
         applied_keys = [e.idempotency_key for e in batch.entries if e.idempotency_key]
         try:
             await self.store.commit(

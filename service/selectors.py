@@ -205,7 +205,8 @@ class SelectorService:
             # repeated request answers exactly what the first one did.
             record = await self.store.idempotency_record(name, idempotency_key)
             if record is not None and record.applied_version is not None:
-                version, rows_seen = record.applied_version, record.rows_seen
+                version = record.applied_version
+                rows_seen = record.rows_seen if record.rows_seen is not None else rows_seen
         return ChunkReceipt(True, self._applied_body(outcome, rows, version, rows_seen))
 
     def _decode(self, body: bytes, media_type: str, meta: SelectorMeta) -> tuple[int, bytes]:

@@ -243,20 +243,22 @@ def validate_rows(rows: Matrix, n_features: int) -> Matrix:
         raise InvalidInput(f"expected {n_features} features per row; got {n_cols}")
     if n_rows == 0:
         raise InvalidInput("empty chunk: expected at least one row")
-    values = rows.data if sp.issparse(rows) else rows
+    csr = sp.csr_matrix(rows) if sp.issparse(rows) else None
+    values = np.asarray(csr.data if csr is not None else rows)
     if values.dtype.kind in "biu":
         values = values.astype(np.float64)
     finite = np.isfinite(values)
     if not finite.all():
         flat = int(np.argmin(finite.ravel()))
-        if sp.issparse(rows):
-            row = int(np.searchsorted(rows.indptr, flat, side="right") - 1)
-            col = int(rows.indices[flat])
+        if csr is not None:
+            row = int(np.searchsorted(csr.indptr, flat, side="right")) - 1
+            col = int(csr.indices[flat])
         else:
             row, col = divmod(flat, n_cols)
         raise InvalidInput(
             f"values must be finite; got {values.ravel()[flat]} at row {row}, column {col}"
         )
-    if sp.issparse(rows):
-        return sp.csr_matrix(rows, dtype=np.float64)
+    if csr is not None:
+        return sp.csr_matrix((values.astype(np.float64), csr.indices, csr.indptr), shape=csr.shape)
+    # float32 stays float32 in the log (half the bytes); methods compute in float64.
     return np.ascontiguousarray(values, dtype=np.float64 if values.dtype != np.float32 else None)
