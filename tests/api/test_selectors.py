@@ -1,0 +1,137 @@
+"""Selector lifecycle and the read side, through HTTP against the real app and Redis."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from service.algorithms.fsds import FSDS
+
+from tests.api.helpers import create_selector, csr_json, npy_bytes, npz_bytes
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_probes_and_docs(client):
+    assert (await client.get("/v1/healthz")).json() == {"status": "ok"}
+    ready = await client.get("/v1/readyz")
+    assert ready.status_code == 200 and ready.json()["status"] == "ready"
+    spec = (await client.get("/openapi.json")).json()
+    assert "/v1/selectors/{name}/chunks" in spec["paths"]
+    create_schema = spec["components"]["schemas"]["CreateSelector"]
+    assert create_schema["examples"][0]["method"] == "fsds"
+    assert (await client.get("/docs")).status_code == 200
+
+
+async def test_create_echoes_resolved_params(client):
+    response = await client.post(
+        "/v1/selectors", json={"name": "news", "method": "fsds", "n_features": 4862}
+    )
+    assert response.status_code == 201
+    assert response.headers["location"] == "/v1/selectors/news"
+    body = response.json()
+    assert body["name"] == "news" and body["method"] == "fsds" and body["n_features"] == 4862
+    assert body["version"] == 0 and body["rows_seen"] == 0
+    params = body["params"]
+    assert params["k"] == 10
+    assert params["ell"] == max(math.ceil(math.sqrt(4862)), params["k"] + 1) == 70
+    assert params["alpha_exponent"] == 3
+    assert params["normalize_rows"] is True
+
+
+async def test_list_describe_delete(client):
+    await create_selector(client, "a", 5)
+    await create_selector(client, "b", 7, feature_names=[f"w{i}" for i in range(7)])
+    listed = (await client.get("/v1/selectors")).json()["selectors"]
+    assert [s["name"] for s in listed] == ["a", "b"]
+    described = (await client.get("/v1/selectors/b")).json()
+    assert described["n_features"] == 7 and described["has_feature_names"] is True
+    assert described["state"]["pending_entries"] == 0
+    assert (await client.delete("/v1/selectors/a")).status_code == 204
+    assert (await client.get("/v1/selectors/a")).status_code == 404
+    assert [s["name"] for s in (await client.get("/v1/selectors")).json()["selectors"]] == ["b"]
+
+
+async def test_chunks_in_every_format_match_the_library(client):
+    """Each format lands as the same rows; the served weights equal an in-process FSDS run."""
+    m = 12
+    created = await create_selector(client, "mix", m, params={"k": 3, "ell": 6})
+    rng = np.random.default_rng(0)
+    chunks = [rng.standard_normal((9, m)) for _ in range(3)]
+    chunks.append(sp.random(8, m, density=0.3, random_state=1, format="csr"))
+    chunks.append(sp.random(10, m, density=0.3, random_state=2, format="csr"))
+    bodies = [
+        {"json": {"rows": chunks[0].tolist()}},
+        {"content": npy_bytes(chunks[1]), "headers": {"content-type": "application/x-npy"}},
+        {"json": chunks[2].tolist()},
+        {"json": csr_json(chunks[3])},
+        {"content": npz_bytes(chunks[4]), "headers": {"content-type": "application/x-npz"}},
+    ]
+    rows_seen = 0
+    for version, body in enumerate(bodies, start=1):
+        response = await client.post("/v1/selectors/mix/chunks", **body)
+        assert response.status_code == 200, response.text
+        rows_seen += chunks[version - 1].shape[0]
+        assert response.json()["version"] == version
+        assert response.json()["rows_seen"] == rows_seen
+        assert response.json()["duplicate"] is False
+
+    method, params = FSDS(), created["params"]
+    state = method.initial_state(params, m)
+    for chunk in chunks:
+        state = method.update(state, params, chunk)
+    served = (await client.get("/v1/selectors/mix/weights")).json()
+    assert served["version"] == 5 and served["rows_seen"] == rows_seen
+    np.testing.assert_allclose(served["weights"], method.weights(state, params), rtol=1e-10)
+
+    npy = await client.get("/v1/selectors/mix/weights", headers={"accept": "application/x-npy"})
+    assert npy.headers["content-type"] == "application/x-npy"
+    weights = np.load(io.BytesIO(npy.content), allow_pickle=False)
+    np.testing.assert_array_equal(weights, served["weights"])
+
+
+async def test_top_ranks_by_score_with_names(client):
+    names = [f"term{i}" for i in range(20)]
+    await create_selector(client, "t", 20, feature_names=names, params={"k": 2})
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((40, 20)) * np.linspace(0.1, 3, 20)
+    assert (await client.post("/v1/selectors/t/chunks", json=rows.tolist())).status_code == 200
+    top = (await client.get("/v1/selectors/t/top", params={"h": 5})).json()
+    weights = np.array((await client.get("/v1/selectors/t/weights")).json()["weights"])
+    assert top["version"] == 1 and top["rows_seen"] == 40 and top["name"] == "t"
+    expected = np.argsort(-weights, kind="stable")[:5]
+    assert [f["index"] for f in top["features"]] == expected.tolist()
+    assert [f["rank"] for f in top["features"]] == [1, 2, 3, 4, 5]
+    assert [f["name"] for f in top["features"]] == [names[i] for i in expected]
+    assert [f["score"] for f in top["features"]] == pytest.approx(weights[expected].tolist())
+    everything = (await client.get("/v1/selectors/t/top", params={"h": 500})).json()
+    assert len(everything["features"]) == 20
+    assert (await client.get("/v1/selectors/t/top", params={"h": 0})).status_code == 422
+
+
+async def test_weights_not_acceptable(client):
+    await create_selector(client, "w", 4)
+    response = await client.get("/v1/selectors/w/weights", headers={"accept": "text/csv"})
+    assert response.status_code == 406
+    assert response.headers["content-type"] == "application/problem+json"
+
+
+async def test_metrics_count_chunks(client):
+    await create_selector(client, "m", 3)
+    await client.post("/v1/selectors/m/chunks", json=[[1.0, 2.0, 3.0]])
+    text = (await client.get("/metrics")).text
+    assert 'sift_chunks_accepted_total{method="fsds"} 1.0' in text
+    assert 'sift_rows_applied_total{method="fsds"} 1.0' in text
+
+
+async def test_api_token_required_when_configured(app_factory):
+    async with app_factory(api_token="s3cret") as (_, http):
+        assert (await http.get("/v1/healthz")).status_code == 200
+        denied = await http.get("/v1/selectors")
+        assert denied.status_code == 401
+        assert denied.headers["content-type"] == "application/problem+json"
+        allowed = await http.get("/v1/selectors", headers={"authorization": "Bearer s3cret"})
+        assert allowed.status_code == 200

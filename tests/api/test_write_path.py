@@ -1,0 +1,163 @@
+"""The write path through HTTP: idempotency, wait=false, concurrency, restarts, recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import numpy as np
+import pytest
+
+from service.store.codec import encode_matrix
+from service.store.redis_store import SelectorStore
+from tests.api.conftest import make_settings, running_app
+from tests.api.helpers import create_selector, npy_bytes, wait_for
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_idempotency_key_returns_the_first_answer(client):
+    await create_selector(client, "idem", 4)
+    first = await client.post(
+        "/v1/selectors/idem/chunks", json=[[1, 2, 3, 4]], headers={"idempotency-key": "k1"}
+    )
+    assert first.status_code == 200
+    await client.post("/v1/selectors/idem/chunks", json=[[4, 3, 2, 1], [0, 1, 0, 1]])
+    again = await client.post(
+        "/v1/selectors/idem/chunks", json=[[1, 2, 3, 4]], headers={"idempotency-key": "k1"}
+    )
+    assert again.status_code == 200
+    assert again.json() == {**first.json(), "duplicate": True}
+    # The same data in another encoding is the same body.
+    as_npy = await client.post(
+        "/v1/selectors/idem/chunks",
+        content=npy_bytes(np.array([[1.0, 2, 3, 4]])),
+        headers={"idempotency-key": "k1", "content-type": "application/x-npy"},
+    )
+    assert as_npy.json()["version"] == first.json()["version"]
+    other = await client.post(
+        "/v1/selectors/idem/chunks", json=[[9, 9, 9, 9]], headers={"idempotency-key": "k1"}
+    )
+    assert other.status_code == 422
+    assert "different body" in other.json()["detail"]
+    described = (await client.get("/v1/selectors/idem")).json()
+    assert described["rows_seen"] == 3 and described["version"] == 2
+
+
+async def test_wait_false_answers_202_and_applies_in_background(client):
+    await create_selector(client, "bg", 3)
+    response = await client.post(
+        "/v1/selectors/bg/chunks", params={"wait": "false"}, json=[[1, 0, 0], [0, 1, 0]]
+    )
+    assert response.status_code == 202
+    body = response.json()
+    assert body["status"] == "pending" and body["rows"] == 2 and body["log_id"]
+
+    async def applied() -> bool:
+        status = await client.get(f"/v1/selectors/bg/chunks/{body['log_id']}")
+        return bool(status.json()["applied"])
+
+    await wait_for(applied)
+    assert (await client.get("/v1/selectors/bg")).json()["rows_seen"] == 2
+
+
+async def test_concurrent_posts_are_each_applied_exactly_once(client):
+    m = 16
+    await create_selector(client, "busy", m, params={"k": 2, "ell": 5})
+    rng = np.random.default_rng(7)
+    chunks = [rng.standard_normal((int(rng.integers(1, 30)), m)) for _ in range(24)]
+
+    async def post(i: int, chunk: np.ndarray) -> dict:
+        response = await client.post(
+            "/v1/selectors/busy/chunks",
+            content=npy_bytes(chunk),
+            headers={"content-type": "application/x-npy", "idempotency-key": f"c{i}"},
+        )
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    answers = await asyncio.gather(*(post(i, c) for i, c in enumerate(chunks)))
+    total = sum(c.shape[0] for c in chunks)
+    final = (await client.get("/v1/selectors/busy")).json()
+    assert final["rows_seen"] == total
+    assert final["state"]["pending_entries"] == 0
+    # Coalescing: fewer versions than chunks is allowed, more is not.
+    assert 1 <= final["version"] <= len(chunks)
+    assert all(1 <= a["version"] <= final["version"] for a in answers)
+    assert len({a["log_id"] for a in answers}) == len(chunks)
+    # Replaying every request changes nothing.
+    replays = await asyncio.gather(*(post(i, c) for i, c in enumerate(chunks)))
+    assert [r["version"] for r in replays] == [a["version"] for a in answers]
+    assert (await client.get("/v1/selectors/busy")).json()["rows_seen"] == total
+
+
+async def test_state_survives_a_restart_of_service_and_redis(restartable_redis):
+    url = restartable_redis.start()
+    settings = make_settings(url)
+    rows = np.random.default_rng(1).standard_normal((50, 8))
+    async with running_app(settings) as (_, http):
+        await create_selector(http, "keep", 8, params={"k": 2})
+        await http.post("/v1/selectors/keep/chunks", json=rows[:20].tolist())
+        await http.post("/v1/selectors/keep/chunks", json=rows[20:].tolist())
+        before = (await http.get("/v1/selectors/keep/weights")).json()
+    restartable_redis.stop()
+    url = restartable_redis.start()
+    async with running_app(make_settings(url)) as (_, http):
+        after = (await http.get("/v1/selectors/keep/weights")).json()
+        described = (await http.get("/v1/selectors/keep")).json()
+    assert after == before
+    assert described["version"] == 2 and described["rows_seen"] == 50
+
+
+async def test_embedded_redis_default_mode_persists(tmp_path):
+    """No SIFT_REDIS_URL: the service runs its own redis-server and keeps data across runs."""
+    settings = make_settings(None, data_dir=tmp_path / "data")
+    async with running_app(settings) as (_, http):
+        assert (await http.get("/v1/readyz")).json()["redis"] == "embedded"
+        await create_selector(http, "own", 5)
+        assert (await http.post("/v1/selectors/own/chunks", json=[[1, 2, 3, 4, 5]])).json()[
+            "version"
+        ] == 1
+    async with running_app(settings) as (_, http):
+        described = (await http.get("/v1/selectors/own")).json()
+    assert described["rows_seen"] == 1 and described["version"] == 1
+
+
+async def test_entries_left_in_the_log_are_recovered_at_start(redis_url, redis_client):
+    """A crash between append and apply: the next service start applies the entry."""
+    async with running_app(make_settings(redis_url)) as (_, http):
+        await create_selector(http, "crash", 3)
+    store = SelectorStore(redis_client)
+    payload = encode_matrix(np.array([[1.0, 2.0, 3.0]]))
+    await store.append("crash", payload, 1, hashlib.sha256(payload).hexdigest(), None)
+    async with running_app(make_settings(redis_url)) as (_, http):
+
+        async def recovered() -> bool:
+            return (await http.get("/v1/selectors/crash")).json()["rows_seen"] == 1
+
+        await wait_for(recovered)
+
+
+async def test_pending_entries_are_coalesced_into_one_version(app_factory, redis_client):
+    """Entries that pile up while another applier holds the lease land in one update."""
+    async with app_factory() as (app, http):
+        await create_selector(http, "pile", 4)
+        store = app.state.service.store
+        lease = await store.acquire_lease("pile", 60_000)
+        assert lease is not None
+        for i in range(5):
+            response = await http.post(
+                "/v1/selectors/pile/chunks", params={"wait": "false"}, json=[[i, 1, 2, 3]]
+            )
+            assert response.status_code == 202
+        assert (await http.get("/v1/selectors/pile")).json()["version"] == 0
+        await store.release_lease(lease)
+
+        async def applied() -> bool:
+            return (await http.get("/v1/selectors/pile")).json()["rows_seen"] == 5
+
+        await wait_for(applied)
+        described = (await http.get("/v1/selectors/pile")).json()
+        assert described["version"] == 1
+        metrics = (await http.get("/metrics")).text
+        assert 'sift_entries_per_update_bucket{le="8.0"} 1.0' in metrics
