@@ -152,7 +152,8 @@ class SelectorService:
         meta = await self.store.get_meta(name)
         head, fields = await self.store.read_state_fields(name, ["__scalars__"])
         summary = decode_state(fields) if fields.get("__scalars__") else {}
-        summary["pending_entries"] = len(await self.store.pending(name, head.cursor, 1000))
+        # The commit trims the log up to its cursor atomically: what remains is pending.
+        summary["pending_entries"] = await self.store.log_length(name)
         return describe(meta, head, summary)
 
     async def list(self) -> list[dict[str, Any]]:
@@ -171,11 +172,19 @@ class SelectorService:
 
     # -- the write path --------------------------------------------------------------------
 
+    async def meta(self, name: str) -> SelectorMeta:
+        return await self.store.get_meta(name)
+
     async def push_chunk(
-        self, name: str, body: bytes, media_type: str, idempotency_key: str | None, wait: bool
+        self,
+        meta: SelectorMeta,
+        body: bytes,
+        media_type: str,
+        idempotency_key: str | None,
+        wait: bool,
     ) -> ChunkReceipt:
         """Validate fully, append atomically with the idempotency record, then wait (bounded)."""
-        meta = await self.store.get_meta(name)
+        name = meta.name
         try:
             rows, payload = await asyncio.to_thread(self._decode, body, media_type, meta)
         except InvalidInput as exc:

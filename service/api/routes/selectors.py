@@ -96,9 +96,9 @@ async def push_chunk(
     is 202 with the log ID. A repeated ``Idempotency-Key`` returns the first answer.
     """
     media_type = require_media_type(request.headers.get("content-type"), ROW_MEDIA_TYPES)
-    await service.store.get_meta(name)  # 404 before reading a large body for nothing
+    meta = await service.meta(name)  # 404 before reading a large body for nothing
     body = await read_body(request, get_settings(request).max_body_bytes)
-    receipt = await service.push_chunk(name, body, media_type, idempotency_key, wait)
+    receipt = await service.push_chunk(meta, body, media_type, idempotency_key, wait)
     return json_response(receipt.body, 200 if receipt.applied else 202)
 
 
