@@ -1,0 +1,20 @@
+"""The registry of streaming feature-selection methods the service can drive."""
+
+from __future__ import annotations
+
+from service.algorithms.base import StreamingMethod
+from service.algorithms.fsds import FSDS
+from service.errors import InvalidInput
+
+__all__ = ["METHODS", "get_method"]
+
+METHODS: dict[str, StreamingMethod] = {"fsds": FSDS()}
+
+
+def get_method(name: str) -> StreamingMethod:
+    """The method registered as ``name``; ``InvalidInput`` if there is none."""
+    method = METHODS.get(name) if isinstance(name, str) else None
+    if method is None:
+        expected = ", ".join(sorted(METHODS))
+        raise InvalidInput(f"unknown method {name!r}; expected one of: {expected}")
+    return method

@@ -1,0 +1,287 @@
+"""FSDS: weights against the batch GFW-p2 reference, the sketch guarantee, params, state."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from service.algorithms import METHODS, get_method
+from service.algorithms.base import State
+from service.algorithms.fsds import FSDS, gfw_p2_weights, normalize_rows
+from service.algorithms.sketching import paper_svd_update
+from service.errors import InvalidInput, InvalidParams
+
+
+def low_rank(rng: np.random.Generator, n: int, m: int, rank: int, noise: float) -> np.ndarray:
+    scales = 1.0 / (1.0 + np.arange(rank))
+    signal = (rng.standard_normal((n, rank)) * scales) @ rng.standard_normal((rank, m))
+    return signal + noise * rng.standard_normal((n, m))
+
+
+def run(
+    rows: np.ndarray | sp.csr_matrix, params: dict[str, Any], chunk: int
+) -> tuple[FSDS, dict[str, Any], State]:
+    method = FSDS()
+    resolved = method.resolve_params(params, rows.shape[1])
+    state = method.initial_state(resolved, rows.shape[1])
+    for start in range(0, rows.shape[0], chunk):
+        state = method.update(state, resolved, rows[start : start + chunk])
+    return method, resolved, state
+
+
+# -- weights -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize(
+    ("n", "m", "rank", "k", "ell", "chunk"),
+    [
+        (150, 80, 7, 5, 12, 40),
+        (60, 300, 9, 4, 10, 17),
+        (200, 25, 6, 3, 8, 1),
+    ],
+)
+def test_streaming_weights_equal_gfw_p2_below_rank_ell(
+    sparse: bool, n: int, m: int, rank: int, k: int, ell: int, chunk: int
+) -> None:
+    rng = np.random.default_rng(n + m)
+    y = low_rank(rng, n, m, rank, noise=0.0) * rng.uniform(0.5, 3.0, size=(n, 1))
+    rows = sp.csr_matrix(y) if sparse else y
+    method, params, state = run(rows, {"k": k, "ell": ell}, chunk)
+    assert state["shrinkage_total"] == 0.0
+    reference = gfw_p2_weights(rows, k)
+    weights = method.weights(state, params)
+    assert weights.shape == (m,)
+    np.testing.assert_allclose(weights, reference, rtol=1e-8, atol=1e-10 * reference.max())
+    # The ranking (what selection uses) is the same.
+    top = np.argsort(-reference)[:10]
+    assert set(np.argsort(-weights)[:10]) == set(top)
+    _, sigma, _ = np.linalg.svd(normalize_rows(y), full_matrices=False)
+    assert state["alpha"] == pytest.approx(2**3 * sigma[k - 1], rel=1e-9)
+
+
+def test_weights_are_lemma_3_3_on_the_sketch() -> None:
+    rng = np.random.default_rng(1)
+    y = low_rank(rng, 300, 40, 12, noise=0.2)
+    method, params, state = run(y, {"k": 4, "ell": 9, "alpha_exponent": 1.5}, 70)
+    sketch, s = state["sketch_rows"], state["singular_values"]
+    assert isinstance(sketch, np.ndarray) and isinstance(s, np.ndarray)
+    alpha = 2**1.5 * s[3]
+    expected = np.max(np.abs(sketch[:4]) * (s[:4] / (s[:4] ** 2 + alpha))[:, None] / s[:4, None], 0)
+    np.testing.assert_allclose(method.weights(state, params), expected, rtol=1e-12)
+    assert state["alpha"] == pytest.approx(alpha)
+
+
+def test_fewer_rows_than_k_gives_no_nan() -> None:
+    # sigma_k = 0, so alpha = 0 and the terms with s_j = 0 must be 0, not 0/0.
+    rows = np.random.default_rng(0).standard_normal((2, 30))
+    method, params, state = run(rows, {"k": 5, "ell": 8}, 2)
+    weights = method.weights(state, params)
+    assert np.all(np.isfinite(weights)) and weights.max() > 0
+    assert state["alpha"] == 0.0
+    np.testing.assert_allclose(weights, gfw_p2_weights(rows, 5), rtol=1e-10)
+
+
+# -- the sketch guarantee through the method ---------------------------------------------------
+
+
+@pytest.mark.parametrize("block_rows", ["default", None, 3])
+@pytest.mark.parametrize(("n", "m", "ell", "chunk"), [(400, 50, 9, 90), (70, 250, 12, 20)])
+def test_state_sketch_carries_the_fd_guarantee(
+    block_rows: object, n: int, m: int, ell: int, chunk: int
+) -> None:
+    rng = np.random.default_rng(n)
+    y = low_rank(rng, n, m, 15, noise=0.3) * rng.uniform(0.2, 5.0, size=(n, 1))
+    params: dict[str, Any] = {"k": 3, "ell": ell}
+    if block_rows != "default":
+        params["block_rows"] = block_rows
+    _, _, state = run(y, params, chunk)
+    unit = normalize_rows(y)
+    assert isinstance(unit, np.ndarray)
+    sketch = state["sketch_rows"]
+    assert isinstance(sketch, np.ndarray)
+    diff = unit.T @ unit - sketch.T @ sketch
+    eig = np.linalg.eigvalsh((diff + diff.T) / 2)
+    tol = 1e-10 * np.linalg.norm(unit, 2) ** 2
+    assert eig[0] >= -tol
+    err = max(-eig[0], eig[-1])
+    shrinkage = float(state["shrinkage_total"])  # type: ignore[arg-type]
+    assert shrinkage > 0 and err <= shrinkage + tol
+    sigma2 = np.linalg.svd(unit, compute_uv=False) ** 2
+    for k in range(ell):
+        assert err <= shrinkage + tol <= float(np.sum(sigma2[k:])) / (ell - k) + 2 * tol
+    assert state["rows_seen"] == n
+    assert state["squared_norm_seen"] == pytest.approx(float(np.sum(unit * unit)))
+
+
+def test_null_block_rows_is_the_paper_update() -> None:
+    rng = np.random.default_rng(8)
+    y = low_rank(rng, 360, 90, 20, noise=0.4)
+    _, _, state = run(y, {"k": 4, "ell": 10, "block_rows": None}, 120)
+    paper = np.zeros((10, 90))
+    unit = normalize_rows(y)
+    assert isinstance(unit, np.ndarray)
+    for start in range(0, 360, 120):
+        paper = paper_svd_update(paper, unit[start : start + 120]).sketch_rows
+    sketch = state["sketch_rows"]
+    assert isinstance(sketch, np.ndarray)
+    np.testing.assert_allclose(sketch.T @ sketch, paper.T @ paper, atol=1e-10 * 360)
+
+
+def test_sparse_and_dense_chunks_give_the_same_state() -> None:
+    y = sp.random(300, 400, density=0.03, random_state=np.random.default_rng(2), format="csr")
+    method, params, sparse_state = run(y, {"k": 5, "ell": 20}, 75)
+    _, _, dense_state = run(y.toarray(), {"k": 5, "ell": 20}, 75)
+    s1, s2 = sparse_state["sketch_rows"], dense_state["sketch_rows"]
+    assert isinstance(s1, np.ndarray) and isinstance(s2, np.ndarray)
+    np.testing.assert_allclose(s1.T @ s1, s2.T @ s2, atol=1e-10 * 300)
+    np.testing.assert_allclose(
+        method.weights(sparse_state, params), method.weights(dense_state, params), rtol=1e-7
+    )
+
+
+# -- state hygiene -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", ["cosine", "gaussian"])
+def test_update_does_not_mutate_its_input(kernel: str) -> None:
+    rng = np.random.default_rng(4)
+    method = FSDS()
+    extra = {"kernel_components": 16} if kernel == "gaussian" else {}
+    params = method.resolve_params({"k": 2, "ell": 5, "kernel": kernel, **extra}, 30)
+    state = method.update(method.initial_state(params, 30), params, rng.standard_normal((20, 30)))
+    frozen = copy.deepcopy(state)
+    for value in state.values():
+        if isinstance(value, np.ndarray):
+            value.setflags(write=False)  # an in-place write would raise
+    rows = rng.standard_normal((25, 30))
+    rows.setflags(write=False)
+    new = method.update(state, params, rows)
+    assert new is not state
+    for key, value in frozen.items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(state[key], value)  # type: ignore[arg-type]
+            assert not np.shares_memory(new[key], state[key])  # type: ignore[arg-type]
+        else:
+            assert state[key] == value
+    assert new["rows_seen"] == 45
+
+
+def test_state_is_flat_arrays_and_scalars() -> None:
+    rng = np.random.default_rng(5)
+    method, params, state = run(rng.standard_normal((40, 12)), {"k": 2, "ell": 4}, 15)
+    assert set(state) == {
+        "sketch_rows", "singular_values", "weights", "alpha", "rows_seen",
+        "shrinkage_total", "squared_norm_seen", "kernel_bandwidth",
+    }  # fmt: skip
+    for key, value in state.items():
+        if isinstance(value, np.ndarray):
+            assert value.dtype == np.float64, key
+        else:
+            assert type(value) in (int, float), key
+    assert state["sketch_rows"].shape == (4, 12)  # type: ignore[union-attr]
+    np.testing.assert_array_equal(method.weights(state, params), state["weights"])  # type: ignore[arg-type]
+    initial = method.initial_state(params, 12)
+    assert initial["rows_seen"] == 0 and not initial["weights"].any()  # type: ignore[union-attr]
+
+
+def test_rows_with_the_wrong_width_are_rejected() -> None:
+    method = FSDS()
+    params = method.resolve_params({}, 10)
+    with pytest.raises(InvalidInput, match="10 columns"):
+        method.update(method.initial_state(params, 10), params, np.ones((3, 11)))
+
+
+# -- parameters --------------------------------------------------------------------------------
+
+
+def test_defaults() -> None:
+    method = FSDS()
+    assert method.resolve_params({}, 1024) == {
+        "k": 10, "ell": 32, "alpha_exponent": 3.0, "normalize_rows": True,
+        "block_rows": 32, "kernel": "cosine",
+    }  # fmt: skip
+    assert method.resolve_params({}, 100)["ell"] == 11  # max(ceil(sqrt(m)), k + 1)
+    tiny = method.resolve_params({}, 5)
+    assert (tiny["k"], tiny["ell"], tiny["block_rows"]) == (5, 6, 6)
+    small = method.resolve_params({}, 1)
+    assert (small["k"], small["ell"]) == (1, 2)
+    assert method.resolve_params({"k": 20}, 26214)["ell"] == math.ceil(math.sqrt(26214)) == 162
+    assert method.resolve_params({"block_rows": None}, 50)["block_rows"] is None
+    gaussian = method.resolve_params({"kernel": "gaussian"}, 64)
+    assert gaussian["kernel_components"] == 512
+    assert gaussian["kernel_bandwidth"] is None and gaussian["seed"] == 0
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"k": 3, "ell": 7, "alpha_exponent": 0, "normalize_rows": False, "block_rows": None},
+        {"kernel": "gaussian", "kernel_components": 8, "kernel_bandwidth": 0.5, "seed": 7},
+        {"kernel": "gaussian", "kernel_bandwidth": None},
+    ],
+)
+def test_resolved_params_are_json_and_stable(params: dict[str, Any]) -> None:
+    method = FSDS()
+    resolved = method.resolve_params(params, 40)
+    echoed = json.loads(json.dumps(resolved))
+    assert echoed == resolved
+    assert method.resolve_params(echoed, 40) == resolved
+    assert isinstance(resolved["alpha_exponent"], float)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"k": 12, "ell": 10}, r"k must be smaller than ell \(got k=12, ell=10\)"),
+        ({"k": 10, "ell": 10}, r"k must be smaller than ell \(got k=10, ell=10\)"),
+        ({"ell": 5}, r"k must be smaller than ell \(got k=10, ell=5\); k defaults"),
+        ({"ell": 1}, r"ell must be an integer >= 2; got 1"),
+        ({"k": 0}, r"k must be an integer >= 1; got 0"),
+        ({"k": 101}, r"k must be at most n_features=100; got k=101"),
+        ({"alpha_exponent": -0.5}, r"alpha_exponent must be >= 0; got -0.5"),
+        ({"alpha_exponent": float("nan")}, r"alpha_exponent must be a finite number"),
+        ({"alpha_exponent": "3"}, r"alpha_exponent must be a finite number; got '3'"),
+        ({"kk": 3}, r"unknown parameter\(s\) for fsds: 'kk'; expected some of: k, ell"),
+        ({"seed": 1}, r"seed only apply to kernel='gaussian'; got kernel='cosine'"),
+        ({"kernel_components": 8}, r"kernel_components only apply to kernel='gaussian'"),
+        ({"kernel_bandwidth": None}, r"kernel_bandwidth only apply to kernel='gaussian'"),
+        ({"kernel": "rbf"}, r"kernel must be one of 'cosine', 'gaussian'; got 'rbf'"),
+        ({"k": True}, r"k must be an integer >= 1; got True"),
+        ({"ell": True}, r"ell must be an integer >= 2; got True"),
+        ({"k": 2.0}, r"k must be an integer >= 1; got 2.0"),
+        ({"block_rows": True}, r"block_rows must be an integer >= 1; got True"),
+        ({"block_rows": 0}, r"block_rows must be an integer >= 1; got 0"),
+        ({"alpha_exponent": True}, r"alpha_exponent must be a finite number; got True"),
+        ({"normalize_rows": 1}, r"normalize_rows must be true or false; got 1"),
+        ({"kernel": "gaussian", "seed": True}, r"seed must be an integer >= 0; got True"),
+        ({"kernel": "gaussian", "seed": -1}, r"seed must be an integer >= 0; got -1"),
+        ({"kernel": "gaussian", "kernel_components": 0}, r"kernel_components must be an integer"),
+        ({"kernel": "gaussian", "kernel_components": False}, r"kernel_components must be an"),
+        ({"kernel": "gaussian", "kernel_bandwidth": 0}, r"kernel_bandwidth must be > 0 or null"),
+        ({"kernel": "gaussian", "kernel_bandwidth": True}, r"kernel_bandwidth must be a finite"),
+    ],
+)
+def test_invalid_params(params: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidParams, match=message) as info:
+        FSDS().resolve_params(params, 100)
+    assert info.value.detail == str(info.value)
+
+
+def test_params_must_be_a_mapping() -> None:
+    with pytest.raises(InvalidParams, match="params must be an object; got list"):
+        FSDS().resolve_params([], 10)  # type: ignore[arg-type]
+
+
+def test_registry() -> None:
+    assert get_method("fsds") is METHODS["fsds"]
+    assert get_method("fsds").name == "fsds"
+    with pytest.raises(InvalidInput, match="unknown method 'x'; expected one of: fsds"):
+        get_method("x")
