@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,9 @@ from service.store.records import Head, Lease, LogEntry, SelectorMeta
 from service.store.redis_store import SelectorStore
 
 log = logging.getLogger("sift.applier")
+
+#: Selectors whose last committed state this process keeps to skip reading it back.
+LAST_STATE_CACHE_SIZE = 16
 
 
 def stream_id(text: str) -> tuple[int, int]:
@@ -82,6 +86,12 @@ class Applier:
         self.settings = settings
         self.metrics = metrics
         self._running: dict[str, asyncio.Task[None]] = {}
+        # Set (and replaced) on every commit made here, so local waiters wake at once instead
+        # of at their next poll; waiters still poll for commits made by other replicas.
+        self._committed: dict[str, asyncio.Event] = {}
+        # The encoded state this process committed last, per selector: the next update here
+        # starts from it instead of reading it back. Keyed by the immutable state key.
+        self._last_state: OrderedDict[str, tuple[str, dict[str, bytes]]] = OrderedDict()
 
     def kick(self, name: str) -> None:
         """Start draining ``name`` in the background unless this process already is."""
@@ -118,24 +128,25 @@ class Applier:
             if lease is None:
                 return
             try:
-                await self._apply_all(name, lease)
+                head = await self._apply_all(name, lease)
             finally:
                 with contextlib.suppress(Unavailable):
                     await self.store.release_lease(lease)
-            head = await self.store.get_head(name)
             if not await self.store.pending(name, head.cursor, 1):
                 return
 
-    async def _apply_all(self, name: str, lease: Lease) -> None:
+    async def _apply_all(self, name: str, lease: Lease) -> Head:
+        """Apply batches until the log is empty; returns the last head this applier saw."""
         meta = await self.store.get_meta(name)
         keepalive = asyncio.create_task(self._keep_lease(lease))
         try:
+            # Read the head once: from then on, each commit returns the next one.
+            head = await self.store.get_head(name)
             while True:
-                head = await self.store.get_head(name)
                 batch = await self._next_batch(name, head)
                 if batch is None:
-                    return
-                await self._apply_batch(meta, lease, head, batch)
+                    return head
+                head = await self._apply_batch(meta, lease, head, batch)
         finally:
             keepalive.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -157,14 +168,18 @@ class Applier:
 
     async def _apply_batch(
         self, meta: SelectorMeta, lease: Lease, head: Head, batch: Batch
-    ) -> None:
+    ) -> Head:
         started = time.perf_counter()
-        raw_state = await self.store.load_state(meta.name, head)
+        cached = self._last_state.pop(meta.name, None)
+        if cached is not None and cached[0] == head.state_key:
+            raw_state = cached[1]
+        else:
+            raw_state = await self.store.load_state(meta.name, head)
         payloads = [entry.payload for entry in batch.entries]
         new_state = await asyncio.to_thread(compute_update, meta, raw_state, payloads)
         applied_keys = [e.idempotency_key for e in batch.entries if e.idempotency_key]
         try:
-            await self.store.commit(
+            committed_head = await self.store.commit(
                 lease,
                 expected_version=head.version,
                 state=new_state,
@@ -178,6 +193,13 @@ class Applier:
         self.metrics.observe_apply(
             meta.method, len(batch.entries), batch.row_count, time.perf_counter() - started
         )
+        self._last_state[meta.name] = (committed_head.state_key, new_state)
+        while len(self._last_state) > LAST_STATE_CACHE_SIZE:
+            self._last_state.popitem(last=False)
+        committed = self._committed.pop(meta.name, None)
+        if committed is not None:
+            committed.set()
+        return committed_head
 
     async def _keep_lease(self, lease: Lease) -> None:
         """Renew the lease while a long update computes; the fence still guards the commit."""
@@ -191,20 +213,25 @@ class Applier:
     async def wait_applied(self, name: str, log_id: str, timeout_s: float) -> Head | None:
         """Wait until the committed cursor of ``name`` has passed ``log_id``; None on timeout.
 
-        Polls the head with a growing delay and kicks a drain whenever nobody here is
-        draining: if another replica holds the lease our kick is a cheap no-op.
+        Wakes on every local commit, and otherwise polls the head with a growing delay (for
+        commits by other replicas); kicks a drain whenever nobody here is draining: if another
+        replica holds the lease the kick is a cheap no-op.
         """
         deadline = time.monotonic() + timeout_s
-        delay = 0.002
+        delay = 0.01
         while True:
+            # Take the event before reading the head: a commit in between still wakes us.
+            committed = self._committed.setdefault(name, asyncio.Event())
             head = await self.store.get_head(name)
             if is_applied(head, log_id):
                 return head
-            if time.monotonic() >= deadline:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
                 return None
             self.kick(name)
-            await asyncio.sleep(min(delay, max(deadline - time.monotonic(), 0)))
-            delay = min(delay * 2, 0.05)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(committed.wait(), timeout=min(delay, remaining))
+            delay = min(delay * 2, 0.1)
 
     async def sweep_forever(self) -> None:
         """Apply entries that nobody is waiting for (``wait=false``, crashed appliers)."""
