@@ -50,7 +50,7 @@ from service.algorithms.base import Matrix
 from service.algorithms.fsds import FSDS, normalize_rows
 from service.algorithms.sketching import paper_svd_update
 
-BASEHOCK = Path("/work/shared/data/BASEHOCK.mat")
+BASEHOCK = Path(__file__).resolve().parents[2] / "shared" / "data" / "BASEHOCK.mat"
 TARGET_PAPER_DENSE = 8.0
 TARGET_PAPER_SPARSE = 20.0
 TARGET_GRAM_RATIO = 1.5

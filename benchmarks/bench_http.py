@@ -163,11 +163,13 @@ def report(label: str, in_process: list[float], http: list[dict[str, float]], rs
     inproc = float(np.median(in_process))
     served = float(np.median([h["rows_per_s"] for h in http]))
     ratios = [h["rows_per_s"] / p for h, p in zip(http, in_process, strict=True)]
+    rounds = ", ".join(f"{r:.0%}" for r in ratios)
+    p50 = np.median([h["p50_ms"] for h in http])
+    p95 = np.median([h["p95_ms"] for h in http])
     print(
         f"{label:<32} in-process {inproc:8.0f} rows/s | HTTP {served:8.0f} rows/s | "
-        f"HTTP/in-process median {np.median(ratios):4.0%} (rounds {', '.join(f'{r:.0%}' for r in ratios)}; "
-        f"target >= 70%) | POST p50 {np.median([h['p50_ms'] for h in http]):7.1f} ms "
-        f"p95 {np.median([h['p95_ms'] for h in http]):7.1f} ms | body {http[0]['body_mib']:5.1f} MiB | "
+        f"HTTP/in-process median {np.median(ratios):4.0%} (rounds {rounds}; target >= 70%) | "
+        f"POST p50 {p50:7.1f} ms p95 {p95:7.1f} ms | body {http[0]['body_mib']:5.1f} MiB | "
         f"versions {http[0]['versions']:.0f} | service peak RSS {rss:5.0f} MiB"
     )
 

@@ -8,20 +8,14 @@ averaged over several k-means seeds so the comparison is not at the mercy of one
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pytest
-import scipy.io
 
 from service.algorithms.fsds import FSDS, gfw_p2_weights
+from tests.datasets import load_mat
 
-DATA = Path("/work/shared/data/COIL20.mat")
 TOP = 200
 K = 20
 KMEANS_SEEDS = (0, 1, 2, 3, 4)
-
-pytestmark = pytest.mark.skipif(not DATA.exists(), reason="COIL20.mat not available")
 
 
 def mean_nmi(x: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> float:
@@ -39,9 +33,8 @@ def mean_nmi(x: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> float:
 
 
 def test_fsds_reaches_97_percent_of_gfw_p2_nmi() -> None:
-    data = scipy.io.loadmat(DATA)
-    x = np.asarray(data["X"], dtype=np.float64)
-    labels = np.asarray(data["Y"]).ravel()
+    x, labels = load_mat("COIL20.mat")
+    assert isinstance(x, np.ndarray)
     n, m = x.shape
 
     method = FSDS()
