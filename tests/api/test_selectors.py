@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from service.algorithms.fsds import FSDS
 
+from service.algorithms.fsds import FSDS
 from tests.api.helpers import create_selector, csr_json, npy_bytes, npz_bytes
 
 pytestmark = pytest.mark.asyncio
