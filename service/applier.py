@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from service.algorithms import get_method
-from service.algorithms.base import Matrix
+from service.algorithms.base import Matrix, Stream
 from service.config import Settings
 from service.errors import NotFound, StaleApplier, Unavailable
 from service.metrics import Metrics
@@ -45,10 +45,16 @@ def is_applied(head: Head, log_id: str) -> bool:
     return stream_id(head.cursor) >= stream_id(log_id)
 
 
-def coalesce(chunks: Sequence[Matrix]) -> Matrix:
-    """Stack chunks into one update: dense if all are dense, else CSR (never densify sparse)."""
+def coalesce(chunks: Sequence[Matrix], stream: Stream = "rows") -> Matrix:
+    """Join chunks into one update, in log order.
+
+    Rows are stacked (dense if all are dense, else CSR: never densify sparse); feature columns
+    are put side by side, which a ``"columns"`` method processes exactly as one by one.
+    """
     if len(chunks) == 1:
         return chunks[0]
+    if stream == "columns":
+        return np.hstack([c if isinstance(c, np.ndarray) else c.toarray() for c in chunks])
     if any(sp.issparse(chunk) for chunk in chunks):
         return sp.vstack([sp.csr_matrix(chunk) for chunk in chunks], format="csr")
     return np.vstack(chunks)
@@ -74,7 +80,7 @@ def compute_update(
     """
     method = get_method(meta.method)
     state = decode_state(raw_state)
-    rows = coalesce([decode_matrix(payload) for payload in payloads])
+    rows = coalesce([decode_matrix(payload) for payload in payloads], method.stream)
     return encode_state(method.update(state, meta.params, rows))
 
 
@@ -92,22 +98,32 @@ class Applier:
         # The encoded state this process committed last, per selector: the next update here
         # starts from it instead of reading it back. Keyed by the immutable state key.
         self._last_state: OrderedDict[str, tuple[str, dict[str, bytes]]] = OrderedDict()
+        self._closing = False
 
     def kick(self, name: str) -> None:
         """Start draining ``name`` in the background unless this process already is."""
+        if self._closing:
+            return
         task = self._running.get(name)
         if task is not None and not task.done():
             return
         task = asyncio.create_task(self._drain_logged(name), name=f"drain:{name}")
         self._running[name] = task
 
-    async def close(self) -> None:
+    async def close(self, timeout_s: float = 5.0) -> None:
+        """Stop the sweeper and every drain; an unfinished update is simply redone later.
+
+        Bounded: a task that does not end within ``timeout_s`` after its cancellation (a
+        client library that swallowed it, say) is left behind rather than hanging shutdown.
+        """
+        self._closing = True
         tasks = [task for task in self._running.values() if not task.done()]
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if tasks:
+            _done, stuck = await asyncio.wait(tasks, timeout=timeout_s)
+            for task in stuck:
+                log.warning("task %s did not stop within %.0f s", task.get_name(), timeout_s)
 
     async def _drain_logged(self, name: str) -> None:
         try:
@@ -234,8 +250,12 @@ class Applier:
             delay = min(delay * 2, 0.1)
 
     async def sweep_forever(self) -> None:
-        """Apply entries that nobody is waiting for (``wait=false``, crashed appliers)."""
-        while True:
+        """Apply entries that nobody is waiting for (``wait=false``, crashed appliers).
+
+        Runs until ``close``. The flag matters, not only the cancellation: a cancellation that
+        lands inside a Redis call may come back as a connection error, which is caught here.
+        """
+        while not self._closing:
             try:
                 for name in await self.store.names_with_pending():
                     self.kick(name)

@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 
 from service.algorithms import get_method
-from service.api.payloads import decode_rows
+from service.algorithms.base import StreamingMethod
+from service.algorithms.ofs import cluster_samples, recorded_decisions
+from service.api.payloads import decode_columns, decode_rows, validate_names
 from service.applier import Applier, is_applied
 from service.config import Settings
-from service.errors import CodecError, InvalidInput
+from service.errors import CodecError, Conflict, InvalidInput
 from service.metrics import Metrics
 from service.store.codec import decode_array, decode_state, encode_matrix, encode_state
 from service.store.records import AppendOutcome, Head, SelectorMeta
@@ -31,6 +33,12 @@ from service.store.redis_store import SelectorStore
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 #: Upper bound on features of one selector (the state alone is ell x m doubles).
 MAX_FEATURES = 10_000_000
+#: Upper bound on samples of a feature-stream selector (OFS keeps an n x n factor at worst).
+MAX_SAMPLES = 100_000
+#: Most decisions one ``GET .../features`` returns.
+MAX_FEATURE_PAGE = 10_000
+#: State fields that record OFS decisions (see ``recorded_decisions``).
+DECISION_FIELDS = ["leverage", "probability", "kept_indices", "kept_scales"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,19 @@ class Ranking:
     weights: np.ndarray
 
 
+@dataclass(frozen=True)
+class Submitted:
+    """An appended entry and, once applied, the version that contains it."""
+
+    outcome: AppendOutcome
+    version: int | None
+    rows_seen: int | None
+
+    @property
+    def applied(self) -> bool:
+        return self.version is not None
+
+
 def validate_name(name: Any) -> str:
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise InvalidInput(
@@ -57,28 +78,17 @@ def validate_name(name: Any) -> str:
     return name
 
 
-def validate_feature_names(names: Any, n_features: int) -> list[str] | None:
-    if names is None:
-        return None
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise InvalidInput("feature_names must be a list of strings")
-    if len(names) != n_features:
-        raise InvalidInput(
-            f"expected {n_features} feature_names (one per feature); got {len(names)}"
-        )
-    if len(set(names)) != len(names):
-        seen: set[str] = set()
-        duplicate = next(n for n in names if n in seen or seen.add(n))  # type: ignore[func-returns-value]
-        raise InvalidInput(f"feature_names must be unique; '{duplicate}' appears more than once")
-    return names
+def validate_size(value: Any, field: str, upper: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{field} must be an integer; got {value!r}")
+    if not 1 <= value <= upper:
+        raise InvalidInput(f"{field} must be between 1 and {upper}; got {value}")
+    return value
 
 
-def validate_n_features(n_features: Any) -> int:
-    if isinstance(n_features, bool) or not isinstance(n_features, int):
-        raise InvalidInput(f"n_features must be an integer; got {n_features!r}")
-    if not 1 <= n_features <= MAX_FEATURES:
-        raise InvalidInput(f"n_features must be between 1 and {MAX_FEATURES}; got {n_features}")
-    return n_features
+def n_samples_of(meta: SelectorMeta) -> int:
+    """The fixed number of samples of a feature-stream (``"columns"``) selector."""
+    return int(meta.extra["n_samples"])
 
 
 def feature_name(meta: SelectorMeta, index: int) -> str:
@@ -99,6 +109,11 @@ def describe(
         "updated_at": head.updated_at,
         "has_feature_names": meta.feature_names is not None,
     }
+    if "n_samples" in meta.extra:
+        # A feature stream: the samples are fixed and every applied item is a feature.
+        body["n_samples"] = n_samples_of(meta)
+        body["n_features"] = head.rows_seen
+        body["features_seen"] = head.rows_seen
     if summary is not None:
         body["state"] = summary
     return body
@@ -114,6 +129,8 @@ class SelectorService:
         self.metrics = metrics
         # Committed weights are immutable per state key: cache a few to skip Redis reads.
         self._weights_cache: OrderedDict[tuple[str, str, float], np.ndarray] = OrderedDict()
+        # k-means answers are a pure function of (state, k, seed): cache the last few.
+        self._cluster_cache: OrderedDict[tuple[str, str, int, int], dict[str, Any]] = OrderedDict()
 
     # -- selectors -------------------------------------------------------------------------
 
@@ -121,19 +138,39 @@ class SelectorService:
         self,
         name: Any,
         method_name: Any,
-        n_features: Any,
+        n_features: Any = None,
         feature_names: Any = None,
         params: Any = None,
+        n_samples: Any = None,
     ) -> dict[str, Any]:
+        """Create a selector: ``n_features`` for rows, ``n_samples`` for feature columns."""
         name = validate_name(name)
         if not isinstance(method_name, str):
             raise InvalidInput(f"method must be a string; got {method_name!r}")
         method = get_method(method_name)
-        n_features = validate_n_features(n_features)
-        names = validate_feature_names(feature_names, n_features)
+        extra: dict[str, Any] = {}
+        if method.stream == "columns":
+            if n_features is not None or feature_names is not None:
+                raise InvalidInput(
+                    f"method {method.name} takes feature columns over fixed samples: expected "
+                    "n_samples (features are counted and named as they arrive), not "
+                    "n_features or feature_names"
+                )
+            size = validate_size(n_samples, "n_samples", MAX_SAMPLES)
+            extra["n_samples"] = size
+            names = None
+            n_features = 0
+        else:
+            if n_samples is not None:
+                raise InvalidInput(
+                    f"method {method.name} takes rows over fixed features: expected n_features, "
+                    "not n_samples"
+                )
+            size = n_features = validate_size(n_features, "n_features", MAX_FEATURES)
+            names = validate_names(feature_names, n_features, "feature_names", "feature")
         if params is not None and not isinstance(params, dict):
             raise InvalidInput(f"params must be an object; got {type(params).__name__}")
-        resolved = method.resolve_params(params or {}, n_features)
+        resolved = method.resolve_params(params or {}, size)
         meta = SelectorMeta(
             name=name,
             method=method.name,
@@ -141,9 +178,10 @@ class SelectorService:
             params=resolved,
             feature_names=names,
             created_at=time.time(),
+            extra=extra,
         )
         initial = await asyncio.to_thread(
-            lambda: encode_state(method.initial_state(resolved, n_features))
+            lambda: encode_state(method.initial_state(resolved, size))
         )
         head = await self.store.create(meta, initial)
         return describe(meta, head)
@@ -154,9 +192,12 @@ class SelectorService:
         summary = decode_state(fields) if fields.get("__scalars__") else {}
         # The commit trims the log up to its cursor atomically: what remains is pending.
         summary["pending_entries"] = await self.store.log_length(name)
-        return describe(meta, head, summary)
+        body = describe(meta, head, summary)
+        if "features_kept" in summary:
+            body["features_kept"] = summary["features_kept"]
+        return body
 
-    async def list(self) -> list[dict[str, Any]]:
+    async def list_selectors(self) -> list[dict[str, Any]]:
         described = []
         for name in await self.store.list_names():
             try:
@@ -183,31 +224,105 @@ class SelectorService:
         idempotency_key: str | None,
         wait: bool,
     ) -> ChunkReceipt:
-        """Validate fully, append atomically with the idempotency record, then wait (bounded)."""
-        name = meta.name
+        """Append a chunk of rows; answer with the version that contains it (or 202)."""
+        method = require_stream(meta, "rows")
         try:
             rows, payload = await asyncio.to_thread(self._decode, body, media_type, meta)
         except InvalidInput as exc:
             self.metrics.chunks_rejected.labels(str(exc.status)).inc()
             raise
         digest = hashlib.sha256(payload).hexdigest()
-        outcome = await self.store.append(name, payload, rows, digest, idempotency_key)
+        submitted = await self._submit(meta, method, payload, rows, digest, idempotency_key, wait)
+        outcome = submitted.outcome
+        if not submitted.applied:
+            return ChunkReceipt(False, self._pending_body(outcome, rows))
+        body_out = {
+            "version": submitted.version,
+            "rows_seen": submitted.rows_seen,
+            "rows": rows,
+            "duplicate": outcome.duplicate,
+            "log_id": outcome.log_id,
+        }
+        return ChunkReceipt(True, body_out)
+
+    async def push_features(
+        self,
+        meta: SelectorMeta,
+        body: bytes,
+        media_type: str,
+        idempotency_key: str | None,
+        wait: bool,
+    ) -> ChunkReceipt:
+        """Append new feature columns; answer with what the method decided for each (or 202).
+
+        The decisions are read back from the committed state, where the method records them:
+        a retried or repeated request gets the very same decisions, never new ones.
+        """
+        method = require_stream(meta, "columns")
+        n_samples = n_samples_of(meta)
+
+        def decode() -> tuple[int, bytes, list[str] | None]:
+            columns, names = decode_columns(body, media_type, n_samples)
+            return columns.shape[1], encode_matrix(columns), names
+
+        try:
+            count, payload, names = await asyncio.to_thread(decode)
+        except InvalidInput as exc:
+            self.metrics.chunks_rejected.labels(str(exc.status)).inc()
+            raise
+        # The names are part of the request: the same columns under other names are another body.
+        hasher = hashlib.sha256(payload)
+        hasher.update(b"\0".join(name.encode() for name in names or []))
+        submitted = await self._submit(
+            meta, method, payload, count, hasher.hexdigest(), idempotency_key, wait, names or ()
+        )
+        outcome = submitted.outcome
+        if not submitted.applied:
+            pending = self._pending_body(outcome, count)
+            pending["columns"] = pending.pop("rows")
+            pending["first_index"] = outcome.first
+            return ChunkReceipt(False, pending)
+        _head, decisions = await self._decisions(meta, outcome.first, count)
+        return ChunkReceipt(
+            True,
+            {
+                "version": submitted.version,
+                "features_seen": submitted.rows_seen,
+                "rows_seen": submitted.rows_seen,
+                "duplicate": outcome.duplicate,
+                "log_id": outcome.log_id,
+                "decisions": decisions,
+            },
+        )
+
+    async def _submit(
+        self,
+        meta: SelectorMeta,
+        method: StreamingMethod,
+        payload: bytes,
+        items: int,
+        digest: str,
+        idempotency_key: str | None,
+        wait: bool,
+        item_names: tuple[str, ...] | list[str] = (),
+    ) -> Submitted:
+        """Append with the idempotency record, then wait (bounded) for the applier."""
+        name = meta.name
+        outcome = await self.store.append(name, payload, items, digest, idempotency_key, item_names)
         if outcome.duplicate:
             self.metrics.chunks_duplicate.inc()
         else:
-            self.metrics.chunks_accepted.labels(meta.method).inc()
+            self.metrics.chunks_accepted.labels(method.name).inc()
         if outcome.applied_version is not None:
-            return ChunkReceipt(
-                True, self._applied_body(outcome, rows, outcome.applied_version, outcome.rows_seen)
-            )
+            return Submitted(outcome, outcome.applied_version, outcome.rows_seen)
         self.applier.kick(name)
         if not wait:
-            return ChunkReceipt(False, self._pending_body(outcome, rows))
+            return Submitted(outcome, None, None)
         head = await self.applier.wait_applied(
             name, outcome.log_id, self.settings.apply_wait_seconds
         )
         if head is None:
-            return ChunkReceipt(False, self._pending_body(outcome, rows))
+            return Submitted(outcome, None, None)
         version, rows_seen = head.version, head.rows_seen
         if idempotency_key:
             # The idempotency record knows the exact version that applied the entry, so that a
@@ -216,23 +331,11 @@ class SelectorService:
             if record is not None and record.applied_version is not None:
                 version = record.applied_version
                 rows_seen = record.rows_seen if record.rows_seen is not None else rows_seen
-        return ChunkReceipt(True, self._applied_body(outcome, rows, version, rows_seen))
+        return Submitted(outcome, version, rows_seen)
 
     def _decode(self, body: bytes, media_type: str, meta: SelectorMeta) -> tuple[int, bytes]:
         rows = decode_rows(body, media_type, meta.n_features, self.settings.max_body_bytes)
         return rows.shape[0], encode_matrix(rows)
-
-    @staticmethod
-    def _applied_body(
-        outcome: AppendOutcome, rows: int, version: int, rows_seen: int | None
-    ) -> dict[str, Any]:
-        return {
-            "version": version,
-            "rows_seen": rows_seen,
-            "rows": rows,
-            "duplicate": outcome.duplicate,
-            "log_id": outcome.log_id,
-        }
 
     @staticmethod
     def _pending_body(outcome: AppendOutcome, rows: int) -> dict[str, Any]:
@@ -253,6 +356,91 @@ class SelectorService:
             "rows_seen": head.rows_seen,
         }
 
+    # -- feature streams -------------------------------------------------------------------
+
+    async def _decisions(
+        self, meta: SelectorMeta, first: int, count: int
+    ) -> tuple[Head, list[dict[str, Any]]]:
+        """Decisions on features ``first .. first + count - 1`` as the committed state has them."""
+        head, fields = await self.store.read_state_fields(meta.name, DECISION_FIELDS)
+        missing = [f for f in DECISION_FIELDS if f not in fields]
+        if missing:
+            raise CodecError(f"state of '{meta.name}' has no {missing} at version {head.version}")
+        arrays = [decode_array(fields[f]) for f in DECISION_FIELDS]
+        count = max(0, min(count, int(arrays[0].size) - first))
+        leverage, probability, kept_indices, kept_scales = arrays
+        decided = recorded_decisions(
+            leverage, probability, kept_indices, kept_scales, first=first, count=count
+        )
+        names = await self.store.item_names(meta.name, [d.index for d in decided])
+        return head, [
+            {
+                "index": d.index,
+                "name": given or f"f{d.index}",
+                "kept": d.kept,
+                "leverage": d.leverage,
+                "probability": d.probability,
+                "scale": d.scale,
+            }
+            for d, given in zip(decided, names, strict=True)
+        ]
+
+    async def features(self, name: str, offset: int, limit: int) -> dict[str, Any]:
+        """A page of decided features, in arrival order (also what a 202 answer can look up)."""
+        meta = await self.store.get_meta(name)
+        require_stream(meta, "columns")
+        if offset < 0 or not 1 <= limit <= MAX_FEATURE_PAGE:
+            raise InvalidInput(
+                f"expected offset >= 0 and limit in [1, {MAX_FEATURE_PAGE}]; "
+                f"got offset={offset}, limit={limit}"
+            )
+        head, decisions = await self._decisions(meta, offset, limit)
+        return {
+            "name": name,
+            "version": head.version,
+            "features_seen": head.rows_seen,
+            "offset": offset,
+            "features": decisions,
+        }
+
+    async def cluster(self, name: str, k: Any, seed: Any) -> dict[str, Any]:
+        """k-means of the ``n_samples`` samples on the kept, rescaled columns (OFS, section 4)."""
+        meta = await self.store.get_meta(name)
+        require_stream(meta, "columns")
+        n_samples = n_samples_of(meta)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n_samples:
+            raise InvalidInput(f"k must be an integer in [1, n_samples={n_samples}]; got {k!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+            raise InvalidInput(f"seed must be an integer in [0, 2**32); got {seed!r}")
+        head, fields = await self.store.read_state_fields(name, ["kept_columns"])
+        cache_key = (name, head.state_key, k, seed)
+        cached = self._cluster_cache.get(cache_key)
+        if cached is not None:
+            return cached
+        if "kept_columns" not in fields:
+            raise CodecError(f"state of '{name}' at version {head.version} has no kept columns")
+        kept = decode_array(fields["kept_columns"])
+        if kept.shape[1] == 0:
+            raise Conflict(
+                f"selector '{name}' has kept no feature yet ({head.rows_seen} seen): "
+                "push feature columns first"
+            )
+        labels, objective = await asyncio.to_thread(cluster_samples, kept, k, seed)
+        answer = {
+            "name": name,
+            "version": head.version,
+            "features_seen": head.rows_seen,
+            "features_used": int(kept.shape[1]),
+            "k": k,
+            "seed": seed,
+            "objective": objective,
+            "labels": labels,
+        }
+        self._cluster_cache[cache_key] = answer
+        while len(self._cluster_cache) > 8:
+            self._cluster_cache.popitem(last=False)
+        return answer
+
     # -- rankings --------------------------------------------------------------------------
 
     async def ranking(self, name: str) -> Ranking:
@@ -261,10 +449,11 @@ class SelectorService:
         key = (name, head.state_key, head.updated_at)
         weights = self._weights_cache.get(key)
         if weights is None:
-            head, fields = await self.store.read_state_fields(name, ["weights"])
-            raw = fields.get("weights")
+            field = get_method(meta.method).score_field
+            head, fields = await self.store.read_state_fields(name, [field])
+            raw = fields.get(field)
             if raw is None:
-                raise CodecError(f"state of '{name}' at version {head.version} has no weights")
+                raise CodecError(f"state of '{name}' at version {head.version} has no {field}")
             weights = decode_array(raw)
             self._weights_cache[(name, head.state_key, head.updated_at)] = weights
             while len(self._weights_cache) > 64:
@@ -277,15 +466,15 @@ class SelectorService:
         h = min(h, weights.size)
         # Highest score first; ties by the lower index so the order is deterministic
         # (argpartition would pick arbitrarily among ties at the cut).
-        order = np.lexsort((np.arange(weights.size), -weights))[:h]
+        order = [int(i) for i in np.lexsort((np.arange(weights.size), -weights))[:h]]
+        if "n_samples" in ranking.meta.extra:
+            given = await self.store.item_names(name, order)
+            names = [g or f"f{i}" for g, i in zip(given, order, strict=True)]
+        else:
+            names = [feature_name(ranking.meta, i) for i in order]
         features = [
-            {
-                "rank": rank,
-                "index": int(index),
-                "name": feature_name(ranking.meta, int(index)),
-                "score": float(weights[index]),
-            }
-            for rank, index in enumerate(order, start=1)
+            {"rank": rank, "index": index, "name": label, "score": float(weights[index])}
+            for rank, (index, label) in enumerate(zip(order, names, strict=True), start=1)
         ]
         return {
             "name": name,
@@ -294,3 +483,15 @@ class SelectorService:
             "rows_seen": ranking.head.rows_seen,
             "features": features,
         }
+
+
+def require_stream(meta: SelectorMeta, stream: str) -> StreamingMethod:
+    """The selector's method, if it takes this kind of chunk; else a 422 naming the right one."""
+    method = get_method(meta.method)
+    if method.stream != stream:
+        if method.stream == "columns":
+            expected = f"feature columns at POST /v1/selectors/{meta.name}/features"
+        else:
+            expected = f"rows at POST /v1/selectors/{meta.name}/chunks"
+        raise InvalidInput(f"selector '{meta.name}' runs {method.name}, which takes {expected}")
+    return method

@@ -7,7 +7,7 @@ mapping of named arrays and scalars (``State``) that the store encodes without p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
@@ -18,6 +18,10 @@ Matrix: TypeAlias = np.ndarray | sp.csr_matrix | sp.csr_array
 Scalar: TypeAlias = int | float | str | bool | None
 #: The learned state of one selector: named arrays and scalars, nothing else.
 State: TypeAlias = dict[str, np.ndarray | Scalar]
+#: What one pushed chunk holds. ``"rows"``: new samples over a fixed set of ``n_features``
+#: features (``POST .../chunks``). ``"columns"``: new feature columns over a fixed set of
+#: ``n_samples`` samples (``POST .../features``), each chunk ``n_samples x c``.
+Stream: TypeAlias = Literal["rows", "columns"]
 
 
 class StreamingMethod(Protocol):
@@ -25,9 +29,16 @@ class StreamingMethod(Protocol):
 
     #: The name users pass as ``"method"`` when creating a selector.
     name: str
+    #: Whether chunks are rows (fixed features) or feature columns (fixed samples).
+    stream: Stream
+    #: The state field holding the score of every feature (read alone for rankings).
+    score_field: str
 
     def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
         """Validate user parameters and fill in defaults.
+
+        ``n_features`` is the fixed size of the stream: features per row for ``"rows"``
+        methods, samples per column for ``"columns"`` methods.
 
         Raises ``service.errors.InvalidParams`` with a detail saying what was expected and what
         came. Unknown parameter names are an error too (a typo must not silently use a default).
@@ -40,12 +51,13 @@ class StreamingMethod(Protocol):
         ...
 
     def update(self, state: State, params: Mapping[str, Any], rows: Matrix) -> State:
-        """Fold a chunk of rows into the state; returns a new state, never mutates the input.
+        """Fold a chunk into the state; returns a new state, never mutates the input.
 
-        ``rows`` is already validated (2-D, ``n_features`` columns, finite, at least one row).
+        ``rows`` is already validated: finite, not empty, and ``samples x n_features`` for a
+        ``"rows"`` method or ``n_samples x new features`` (dense) for a ``"columns"`` method.
         """
         ...
 
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
-        """The current score of every feature (length ``n_features``), higher is better."""
+        """The current score of every feature seen, higher is better."""
         ...

@@ -43,7 +43,7 @@ from typing import Any, cast
 import numpy as np
 import scipy.sparse as sp
 
-from service.algorithms.base import Matrix, State
+from service.algorithms.base import Matrix, State, Stream
 from service.algorithms.kernels import RandomFourierFeatures, median_pairwise_distance
 from service.algorithms.sketching import frequent_directions_update, normalize_sparse_rows
 from service.errors import InvalidInput, InvalidParams
@@ -338,6 +338,8 @@ class FSDS:
     """
 
     name = "fsds"
+    stream: Stream = "rows"
+    score_field = "weights"
 
     def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
         return _resolve(params, n_features).as_params()

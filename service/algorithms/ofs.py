@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from service.algorithms.base import State
+from service.algorithms.base import State, Stream
 from service.algorithms.leverage import (
     batch_leverage_scores,
     cholesky_add_columns,
@@ -69,7 +69,14 @@ from service.algorithms.leverage import (
 )
 from service.errors import InvalidInput, InvalidParams
 
-__all__ = ["OFS", "SPAN_TOL", "Decision", "batch_leverage_scores", "cluster_samples"]
+__all__ = [
+    "OFS",
+    "SPAN_TOL",
+    "Decision",
+    "batch_leverage_scores",
+    "cluster_samples",
+    "recorded_decisions",
+]
 
 _PARAMS = ("epsilon", "c", "ridge", "seed")
 DEFAULT_EPSILON = 0.5
@@ -289,9 +296,21 @@ class OFS:
     """
 
     name = "ofs"
+    stream: Stream = "columns"
+    score_field = "leverage"
 
     def resolve_params(self, params: Mapping[str, Any], n_samples: int) -> dict[str, Any]:
         return _resolve(params, n_samples).as_params()
+
+    def update(self, state: State, params: Mapping[str, Any], rows: np.ndarray) -> State:
+        """The service's entry point: ``rows`` holds new feature columns (``n x c``).
+
+        The decisions are not returned here: they are recorded in the state (``leverage``,
+        ``probability``, ``kept_indices``, ``kept_scales``) and read back with
+        ``recorded_decisions``, so any later reader gets exactly what Algorithm 1 decided.
+        """
+        new_state, _decisions = self.add_features(state, params, rows)
+        return new_state
 
     def initial_state(self, params: Mapping[str, Any], n_samples: int) -> State:
         cfg = _resolve(params, n_samples)
@@ -300,6 +319,7 @@ class OFS:
         return {
             "n_samples": n,
             "features_seen": 0,
+            "features_kept": 0,
             "ridge": cfg.ridge,
             "basis": np.zeros((n, 0)),
             "cholesky": lower,
@@ -352,10 +372,12 @@ class OFS:
             new["kept_columns"] = np.hstack(
                 [_array(state, "kept_columns"), cols[:, local] * scales]
             )
-            new["kept_indices"] = np.concatenate(
+            kept_indices = np.concatenate(
                 [_array(state, "kept_indices").astype(np.int64), local + seen]
             )
+            new["kept_indices"] = kept_indices
             new["kept_scales"] = np.concatenate([_array(state, "kept_scales"), scales])
+            new["features_kept"] = int(kept_indices.size)
         if factor.lower is not lower_before:
             new["cholesky"] = factor.lower
         if factor.rank != rank_before:
@@ -473,6 +495,41 @@ class OFS:
         if resid is not None:
             out[np.linalg.norm(resid, axis=0) > SPAN_TOL * norms] = np.inf
         return out
+
+
+def recorded_decisions(
+    leverage: np.ndarray,
+    probability: np.ndarray,
+    kept_indices: np.ndarray,
+    kept_scales: np.ndarray,
+    first: int,
+    count: int,
+) -> list[Decision]:
+    """The decisions of features ``first .. first + count - 1`` as recorded in a state.
+
+    Algorithm 1 never revisits a decision, so every later state answers the same: this is how a
+    request learns what happened to its columns however its entry was batched or retried.
+    """
+    stop = first + count
+    if first < 0 or count < 0 or stop > leverage.size:
+        raise InvalidInput(
+            f"features {first}..{stop - 1} are not all decided; {leverage.size} seen so far"
+        )
+    where = np.searchsorted(kept_indices, np.arange(first, stop))
+    decisions = []
+    for offset, index in enumerate(range(first, stop)):
+        slot = int(where[offset])
+        kept = slot < kept_indices.size and int(kept_indices[slot]) == index
+        decisions.append(
+            Decision(
+                index=index,
+                leverage=float(leverage[index]),
+                probability=float(probability[index]),
+                kept=kept,
+                scale=float(kept_scales[slot]) if kept else 0.0,
+            )
+        )
+    return decisions
 
 
 def cluster_samples(kept: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, float]:

@@ -22,6 +22,9 @@ from service.store.redis_store import SelectorStore
 
 log = logging.getLogger("sift")
 
+#: Upper bound on each step of shutdown (stopping appliers, sweeper, Redis connections).
+SHUTDOWN_STEP_SECONDS = 5.0
+
 DESCRIPTION = """
 Streaming feature selection as a service. Create a *selector* running one published streaming
 method, push chunks of rows to it, and read its live top-h feature ranking.
@@ -61,12 +64,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             sweeper = asyncio.create_task(applier.sweep_forever(), name="sweeper")
             yield
         finally:
+            # Every step is bounded: shutdown must finish even if Redis or a task misbehaves.
+            await applier.close(SHUTDOWN_STEP_SECONDS)
             if sweeper is not None:
                 sweeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sweeper
-            await applier.close()
-            await client.aclose()
+                await asyncio.wait([sweeper], timeout=SHUTDOWN_STEP_SECONDS)
+            try:
+                await asyncio.wait_for(client.aclose(), SHUTDOWN_STEP_SECONDS)
+            except TimeoutError:
+                log.warning("closing the Redis connections took over %s s", SHUTDOWN_STEP_SECONDS)
             if embedded is not None:
                 await asyncio.to_thread(embedded.stop)
 

@@ -1,11 +1,15 @@
 """Payload decoding: request bodies to validated row matrices, before anything is written.
 
-Supported bodies for row chunks:
+Supported bodies for row chunks (``decode_rows``):
 
 * ``application/json``: dense rows ``[[...], ...]`` or ``{"rows": [[...], ...]}``, or sparse CSR
   ``{"shape": [n, m], "indptr": [...], "indices": [...], "data": [...]}``;
 * ``application/x-npy``: one 2-D numeric array (``numpy.save``), never unpickled;
 * ``application/x-npz``: a ``scipy.sparse.save_npz`` matrix (CSR, CSC or COO).
+
+Feature columns (``decode_columns``, for ``"columns"`` methods) come as ``application/json``
+``{"columns": [[...n values...], ...], "names": [...optional...]}`` or ``application/x-npy``
+(``n x c``, or 1-D for one column).
 
 Everything here is CPU work on possibly large bodies: callers run it off the event loop.
 Every rejection says what was expected and what came.
@@ -28,6 +32,9 @@ JSON = "application/json"
 NPY = "application/x-npy"
 NPZ = "application/x-npz"
 ROW_MEDIA_TYPES = (JSON, NPY, NPZ)
+COLUMN_MEDIA_TYPES = (JSON, NPY)
+#: Longest feature name accepted (names end up in Redis hashes and in every ranking).
+MAX_NAME_LENGTH = 256
 
 #: A .npz is a zip: refuse archives that inflate far beyond the body limit (zip bombs).
 MAX_INFLATION = 16
@@ -83,12 +90,16 @@ def _rows_from_json(document: Any) -> Matrix:
     raise InvalidInput(f"expected a JSON list of rows or an object; got {type(document).__name__}")
 
 
-def dense_from_json(rows: Any, where: str) -> np.ndarray:
-    """A dense 2-D float array from JSON rows; rejects ragged rows and non-numbers precisely."""
+def dense_from_json(rows: Any, where: str, item: str = "row") -> np.ndarray:
+    """A dense 2-D float array from JSON lists (one per ``item``: row, or column as sent).
+
+    Rejects ragged lists and non-numbers precisely.
+    """
     if not isinstance(rows, list):
-        raise InvalidInput(f"'{where}' must be a list of rows; got {type(rows).__name__}")
+        raise InvalidInput(f"'{where}' must be a list of {item}s; got {type(rows).__name__}")
     if not rows:
-        raise InvalidInput(f"'{where}' is an empty chunk: expected at least one row")
+        chunk = "an empty chunk" if item == "row" else "empty"
+        raise InvalidInput(f"'{where}' is {chunk}: expected at least one {item}")
     for i, row in enumerate(rows):
         if not isinstance(row, list):
             raise InvalidInput(f"{where}[{i}] must be a list of numbers; got {type(row).__name__}")
@@ -96,20 +107,21 @@ def dense_from_json(rows: Any, where: str) -> np.ndarray:
     for i, row in enumerate(rows):
         if len(row) != width:
             raise InvalidInput(
-                f"{where} is ragged: row 0 has {width} values but row {i} has {len(row)}"
+                f"{where} is ragged: {item} 0 has {width} values but {item} {i} has {len(row)}"
             )
     array = np.array(rows)
     if array.dtype.kind not in "iuf":
-        bad = _first_non_number(rows)
+        bad = _first_non_number(rows, item)
         raise InvalidInput(f"{where} must hold numbers only; {bad}")
     return np.asarray(array, dtype=np.float64).reshape(len(rows), width)
 
 
-def _first_non_number(rows: list[list[Any]]) -> str:
+def _first_non_number(rows: list[list[Any]], item: str = "row") -> str:
+    inner = "column" if item == "row" else "sample"
     for i, row in enumerate(rows):
         for j, value in enumerate(row):
             if isinstance(value, bool) or not isinstance(value, int | float):
-                return f"row {i}, column {j} is {orjson.dumps(value).decode()[:40]}"
+                return f"{item} {i}, {inner} {j} is {orjson.dumps(value).decode()[:40]}"
     return "values do not fit a 64-bit number"
 
 
@@ -262,3 +274,72 @@ def validate_rows(rows: Matrix, n_features: int) -> Matrix:
         return sp.csr_matrix((values.astype(np.float64), csr.indices, csr.indptr), shape=csr.shape)
     # float32 stays float32 in the log (half the bytes); methods compute in float64.
     return np.ascontiguousarray(values, dtype=np.float64 if values.dtype != np.float32 else None)
+
+
+def decode_columns(
+    body: bytes, media_type: str, n_samples: int
+) -> tuple[np.ndarray, list[str] | None]:
+    """Decode and fully validate new feature columns: ``(n_samples x c, names or None)``."""
+    if not body:
+        raise InvalidInput("empty body: expected at least one feature column")
+    names: list[str] | None = None
+    if media_type == JSON:
+        document = parse_json(body)
+        if not isinstance(document, dict) or "columns" not in document:
+            got = sorted(document) if isinstance(document, dict) else type(document).__name__
+            raise InvalidInput(
+                f'expected a JSON object {{"columns": [[...], ...], "names": [...]}}; got {got}'
+            )
+        unknown = sorted(set(document) - {"columns", "names"})
+        if unknown:
+            raise InvalidInput(f"unexpected keys {unknown}; expected 'columns' and 'names'")
+        columns = dense_from_json(document["columns"], "columns", "column").T
+        names = validate_names(document.get("names"), columns.shape[1], "names", "column")
+    elif media_type == NPY:
+        columns = _rows_from_npy(body)
+        if columns.ndim == 1:
+            columns = columns.reshape(-1, 1)
+    else:  # pragma: no cover - require_media_type guards this
+        raise UnsupportedMediaType(f"unsupported media type '{media_type}'")
+    if columns.ndim != 2:
+        raise InvalidInput(
+            f"expected a 2-D array of n_samples={n_samples} x new features; got {columns.ndim}-D"
+        )
+    if columns.shape[0] != n_samples:
+        raise InvalidInput(
+            f"expected columns of n_samples={n_samples} values; got {columns.shape[0]}"
+        )
+    if columns.shape[1] == 0:
+        raise InvalidInput("no columns: expected at least one feature column")
+    values = np.asarray(columns, dtype=np.float64)
+    finite = np.isfinite(values)
+    if not finite.all():
+        sample, column = divmod(int(np.argmin(finite.ravel())), values.shape[1])
+        raise InvalidInput(
+            f"values must be finite; got {values[sample, column]} in column {column} "
+            f"at sample {sample}"
+        )
+    return np.ascontiguousarray(values), names
+
+
+def validate_names(names: Any, count: int, field: str, item: str) -> list[str] | None:
+    """Optional names of ``count`` features (one per ``item``): unique, non-empty strings."""
+    if names is None:
+        return None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InvalidInput(f"{field} must be a list of strings")
+    if len(names) != count:
+        raise InvalidInput(f"expected {count} {field} (one per {item}); got {len(names)}")
+    for name in names:
+        if not name or len(name) > MAX_NAME_LENGTH:
+            shown = name if len(name) <= 40 else name[:40] + "..."
+            raise InvalidInput(
+                f"{field} must have 1-{MAX_NAME_LENGTH} characters each; "
+                f"got {shown!r} ({len(name)} characters)"
+            )
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise InvalidInput(f"{field} must be unique; '{name}' appears more than once")
+        seen.add(name)
+    return names

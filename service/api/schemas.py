@@ -29,15 +29,26 @@ class CreateSelector(BaseModel):
                     "feature_names": ["a", "b", "c", "d"],
                     "params": {"kernel": "gaussian", "kernel_components": 256, "seed": 7},
                 },
+                {
+                    "name": "patients",
+                    "method": "ofs",
+                    "n_samples": 1440,
+                    "params": {"epsilon": 0.5, "seed": 0},
+                },
             ]
         },
     )
 
     name: str = Field(description="1-128 letters, digits, '.', '_' or '-'.")
-    method: str = Field(description="Streaming method, e.g. 'fsds'.")
-    n_features: StrictInt = Field(description="Number of columns of every row chunk.")
+    method: str = Field(description="Streaming method: 'fsds' (rows) or 'ofs' (feature columns).")
+    n_features: StrictInt | None = Field(
+        default=None, description="Row methods: number of columns of every row chunk."
+    )
+    n_samples: StrictInt | None = Field(
+        default=None, description="Feature-column methods: number of values of every column."
+    )
     feature_names: list[str] | None = Field(
-        default=None, description="Optional unique names, one per feature."
+        default=None, description="Row methods: optional unique names, one per feature."
     )
     params: dict[str, Any] | None = Field(
         default=None, description="Method hyperparameters; omitted ones take their defaults."
@@ -54,6 +65,11 @@ class SelectorOut(BaseModel):
     created_at: float
     updated_at: float
     has_feature_names: bool
+    n_samples: int | None = Field(default=None, description="Feature-column methods only.")
+    features_seen: int | None = Field(default=None, description="Feature-column methods only.")
+    features_kept: int | None = Field(
+        default=None, description="OFS: columns kept in A~ (describe only)."
+    )
     state: dict[str, Any] | None = Field(
         default=None, description="Scalars of the committed state (describe only)."
     )
@@ -89,6 +105,84 @@ class ChunkPending(BaseModel):
     status: str = "pending"
     rows: int
     duplicate: bool
+
+
+class Decision(BaseModel):
+    """What OFS decided for one feature column (Algorithm 1, steps 3-5)."""
+
+    index: int = Field(description="0-based position of the feature in the stream.")
+    name: str = Field(description="The name sent with the column, else 'f<index>'.")
+    kept: bool
+    leverage: float = Field(description="Online leverage score l~_i, eq. (3.3).")
+    probability: float = Field(description="Sampling probability p_i = min(c l~_i, 1), eq. (3.4).")
+    scale: float = Field(description="1/sqrt(p_i) if kept (the column enters A~ scaled), else 0.")
+
+
+class FeaturesOut(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "version": 3,
+                    "features_seen": 130,
+                    "rows_seen": 130,
+                    "duplicate": False,
+                    "log_id": "1732258800000-0",
+                    "decisions": [
+                        {
+                            "index": 129,
+                            "name": "age",
+                            "kept": True,
+                            "leverage": 0.41,
+                            "probability": 1.0,
+                            "scale": 1.0,
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+    version: int = Field(description="First selector version whose state contains the columns.")
+    features_seen: int
+    rows_seen: int = Field(description="Same as features_seen for feature-column methods.")
+    duplicate: bool
+    log_id: str
+    decisions: list[Decision]
+
+
+class FeaturesPending(BaseModel):
+    log_id: str
+    status: str = "pending"
+    columns: int
+    first_index: int = Field(description="Index of the first column: look it up later at GET.")
+    duplicate: bool
+
+
+class FeaturePage(BaseModel):
+    name: str
+    version: int
+    features_seen: int
+    offset: int
+    features: list[Decision]
+
+
+class ClusterIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"k": 20, "seed": 0}]}
+    )
+    k: StrictInt = Field(description="Number of clusters, 1 <= k <= n_samples.")
+    seed: StrictInt = Field(default=0, description="k-means seed (scikit-learn random_state).")
+
+
+class ClusterOut(BaseModel):
+    name: str
+    version: int
+    features_seen: int
+    features_used: int = Field(description="Kept columns of A~ the samples were clustered on.")
+    k: int
+    seed: int
+    objective: float = Field(description="k-means objective (inertia) on the rows of A~.")
+    labels: list[int] = Field(description="Cluster of each of the n_samples samples.")
 
 
 class RankedFeature(BaseModel):

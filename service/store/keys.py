@@ -5,9 +5,12 @@ and the Lua scripts of :mod:`service.store.redis_store` stay valid on Redis Clus
 
     {prefix}:{name}:meta             JSON of the SelectorMeta (without feature names)
     {prefix}:{name}:names            JSON list of feature names (absent when there are none)
-    {prefix}:{name}:head             hash: version, cursor, rows_seen, state_key, updated_at
+    {prefix}:{name}:head             hash: version, cursor, rows_seen, appended (items ever
+                                     appended: numbers them in log order), state_key, updated_at
+    {prefix}:{name}:fname            hash: feature name -> index (features named on arrival)
+    {prefix}:{name}:findex           hash: index -> feature name (same features)
     {prefix}:{name}:log              Redis Stream of appended chunks (the ingest log)
-    {prefix}:{name}:idem:<key>       hash: digest, log_id[, applied_version, rows_seen]; TTL
+    {prefix}:{name}:idem:<key>       hash: digest, log_id, first[, applied_version, rows_seen]; TTL
     {prefix}:{name}:idems            sorted set of the idem keys above (score = expiry, ms)
     {prefix}:{name}:lease            the applier lease (value = holder id, PX ttl)
     {prefix}:{name}:fence            fencing counter (INCR on every lease acquisition)
@@ -71,6 +74,16 @@ class SelectorKeys:
     @property
     def head(self) -> str:
         return f"{self.base}:head"
+
+    @property
+    def feature_index(self) -> str:
+        """Names given to features as they arrive -> their index."""
+        return f"{self.base}:fname"
+
+    @property
+    def feature_name(self) -> str:
+        """Index -> name, for features named as they arrive."""
+        return f"{self.base}:findex"
 
     @property
     def log(self) -> str:

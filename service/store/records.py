@@ -83,6 +83,8 @@ class AppendOutcome:
     applied_version: int | None
     #: ``rows_seen`` of that version (else None).
     rows_seen: int | None
+    #: Stream position of the entry's first item (row or feature column), from 0.
+    first: int = 0
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,8 @@ class LogEntry:
     idempotency_key: str | None
     #: Rows the appender declared for this chunk (bounds coalescing without decoding).
     rows: int = 0
+    #: Stream position of its first item (row or feature column), from 0.
+    first: int = 0
 
 
 @dataclass(frozen=True)

@@ -261,7 +261,11 @@ class SelectorStore:
         """Remove every key of the selector atomically, then its registry entry."""
         k = self.keys(name)
         existed = await self._run(
-            "delete", [k.meta, k.head, k.names, k.log, k.lease, k.fence, k.blobs, k.idems]
+            "delete",
+            [
+                *(k.meta, k.head, k.names, k.log, k.lease, k.fence, k.blobs, k.idems),
+                *(k.feature_index, k.feature_name),
+            ],
         )
         await self.redis.srem(self._registry, name)
         # A create of the same name may have run between the script and SREM.
@@ -284,11 +288,24 @@ class SelectorStore:
 
     @_redis_errors
     async def append(
-        self, name: str, payload: bytes, rows: int, digest: str, idempotency_key: str | None
+        self,
+        name: str,
+        payload: bytes,
+        rows: int,
+        digest: str,
+        idempotency_key: str | None,
+        item_names: Sequence[str] = (),
     ) -> AppendOutcome:
-        """Append a chunk (and its idempotency record, atomically)."""
+        """Append a chunk (and its idempotency record, atomically).
+
+        ``item_names`` names the chunk's items (feature columns) in order, or is empty; they are
+        registered atomically with the append. Raises Conflict when a name is already taken or
+        is ``f<j>`` for another index ``j`` (the name shown for unnamed feature ``j``).
+        """
+        if item_names and len(item_names) != rows:
+            raise ValueError(f"expected {rows} item names, got {len(item_names)}")
         k = self.keys(name)
-        keys = [k.head, k.log, k.idems]
+        keys = [k.head, k.log, k.idems, k.feature_index, k.feature_name]
         if idempotency_key is not None:
             if not idempotency_key:
                 raise InvalidInput("Idempotency-Key must not be empty")
@@ -296,7 +313,14 @@ class SelectorStore:
         reply = await self._run(
             "append",
             keys,
-            [payload, int(rows), digest, idempotency_key or "", self.idempotency_ttl_ms],
+            [
+                payload,
+                int(rows),
+                digest,
+                idempotency_key or "",
+                self.idempotency_ttl_ms,
+                *item_names,
+            ],
         )
         status = _str(reply[0])
         if status == "NOTFOUND":
@@ -305,23 +329,38 @@ class SelectorStore:
             raise IdempotencyMismatch(
                 f"Idempotency-Key '{idempotency_key}' was first used with a different body"
             )
+        if status == "NAME_TAKEN":
+            raise Conflict(
+                f"feature name '{_str(reply[1])}' is already used by feature {_str(reply[2])} "
+                f"of selector '{name}'; expected a new name"
+            )
+        if status == "NAME_RESERVED":
+            raise Conflict(
+                f"feature name '{_str(reply[1])}' is reserved: 'f<i>' is the name shown for "
+                f"unnamed feature i, and this column is feature {_str(reply[2])}"
+            )
         if status == "DUP":
             return AppendOutcome(
                 log_id=_str(reply[1]),
                 duplicate=True,
                 applied_version=_opt_int(reply[2]),
                 rows_seen=_opt_int(reply[3]),
+                first=_opt_int(reply[4]) or 0,
             )
         return AppendOutcome(
-            log_id=_str(reply[1]), duplicate=False, applied_version=None, rows_seen=None
+            log_id=_str(reply[1]),
+            duplicate=False,
+            applied_version=None,
+            rows_seen=None,
+            first=int(reply[2]),
         )
 
     @_redis_errors
     async def idempotency_record(self, name: str, key: str) -> AppendOutcome | None:
         """The record of an idempotency key (``duplicate=True``: it exists), or None."""
         k = self.keys(name)
-        _digest, log_id, version, rows_seen = await self.redis.hmget(
-            k.idem(key), ["digest", "log_id", "applied_version", "rows_seen"]
+        _digest, log_id, version, rows_seen, first = await self.redis.hmget(
+            k.idem(key), ["digest", "log_id", "applied_version", "rows_seen", "first"]
         )
         if log_id is None:
             return None
@@ -330,7 +369,16 @@ class SelectorStore:
             duplicate=True,
             applied_version=_opt_int(version),
             rows_seen=_opt_int(rows_seen),
+            first=_opt_int(first) or 0,
         )
+
+    @_redis_errors
+    async def item_names(self, name: str, indices: Sequence[int]) -> list[str | None]:
+        """Names given on arrival to the features at ``indices`` (None where unnamed)."""
+        if not indices:
+            return []
+        values = await self.redis.hmget(self.keys(name).feature_name, [str(i) for i in indices])
+        return [None if v is None else _str(v) for v in values]
 
     @_redis_errors
     async def pending(self, name: str, after: str, count: int) -> list[LogEntry]:
@@ -354,6 +402,7 @@ class SelectorStore:
                     payload=fields.get(b"payload", b""),
                     idempotency_key=None if idem is None else _str(idem),
                     rows=int(fields.get(b"rows", 0)),
+                    first=int(fields.get(b"first", 0)),
                 )
             )
         return out

@@ -38,13 +38,14 @@ end
 local now = now_str()
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'version', '0', 'cursor', '0-0', 'rows_seen', '0',
-           'state_key', KEYS[5], 'updated_at', now)
+           'appended', '0', 'state_key', KEYS[5], 'updated_at', now)
 redis.call('SADD', KEYS[6], KEYS[5])
 return {'OK', now}
 """
 )
 
-#: KEYS: meta, head, names, log, lease, fence, blobs, idems.  Returns 1 if the selector existed.
+#: KEYS: meta, head, names, log, lease, fence, blobs, idems, name->index, index->name.
+#: Returns 1 if the selector existed.
 DELETE = """
 local existed = redis.call('EXISTS', KEYS[1]) + redis.call('EXISTS', KEYS[2])
 for _, k in ipairs(redis.call('SMEMBERS', KEYS[7])) do
@@ -58,30 +59,59 @@ if existed > 0 then return 1 end
 return 0
 """
 
-#: KEYS: head, log, idems[, idem].  ARGV: payload, rows, digest, idem key or '', ttl ms.
+#: KEYS: head, log, idems, name->index, index->name[, idem].
+#: ARGV: payload, rows, digest, idem key or '', ttl ms, then one name per item (or none).
+#: The head's ``appended`` counter numbers the items (rows or feature columns) in log order, so
+#: an entry knows the stream position of its first item before it is applied. Names are checked
+#: and registered here, atomically with the append: no two features ever share a name, and
+#: ``f<i>`` (the name shown for an unnamed feature ``i``) may only name feature ``i``.
 APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {'NOTFOUND'}
 end
-if #KEYS < 4 then
-  local id = redis.call('XADD', KEYS[2], '*', 'payload', ARGV[1], 'rows', ARGV[2])
-  return {'NEW', id}
-end
-local rec = redis.call('HMGET', KEYS[4], 'digest', 'log_id', 'applied_version', 'rows_seen')
-if rec[1] then
-  if rec[1] ~= ARGV[3] then
-    return {'MISMATCH'}
+if #KEYS >= 6 then
+  local rec = redis.call('HMGET', KEYS[6], 'digest', 'log_id', 'applied_version', 'rows_seen',
+                         'first')
+  if rec[1] then
+    if rec[1] ~= ARGV[3] then
+      return {'MISMATCH'}
+    end
+    return {'DUP', rec[2], rec[3], rec[4], rec[5]}
   end
-  return {'DUP', rec[2], rec[3], rec[4]}
 end
-local id = redis.call('XADD', KEYS[2], '*', 'payload', ARGV[1], 'rows', ARGV[2], 'idem', ARGV[4])
-redis.call('HSET', KEYS[4], 'digest', ARGV[3], 'log_id', id)
-redis.call('PEXPIRE', KEYS[4], ARGV[5])
+local first = tonumber(redis.call('HGET', KEYS[1], 'appended') or '0')
+for i = 6, #ARGV do
+  local index = first + i - 6
+  local owner = redis.call('HGET', KEYS[4], ARGV[i])
+  if owner then
+    return {'NAME_TAKEN', ARGV[i], owner}
+  end
+  local number = string.match(ARGV[i], '^f(%d+)$')
+  if number and tonumber(number) ~= index then
+    return {'NAME_RESERVED', ARGV[i], string.format('%d', index)}
+  end
+end
+for i = 6, #ARGV do
+  local index = string.format('%d', first + i - 6)
+  redis.call('HSET', KEYS[4], ARGV[i], index)
+  redis.call('HSET', KEYS[5], index, ARGV[i])
+end
+redis.call('HINCRBY', KEYS[1], 'appended', ARGV[2])
+local first_str = string.format('%d', first)
+if #KEYS < 6 then
+  local id = redis.call('XADD', KEYS[2], '*', 'payload', ARGV[1], 'rows', ARGV[2],
+                        'first', first_str)
+  return {'NEW', id, first_str}
+end
+local id = redis.call('XADD', KEYS[2], '*', 'payload', ARGV[1], 'rows', ARGV[2],
+                      'first', first_str, 'idem', ARGV[4])
+redis.call('HSET', KEYS[6], 'digest', ARGV[3], 'log_id', id, 'first', first_str)
+redis.call('PEXPIRE', KEYS[6], ARGV[5])
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', string.format('%.0f', now_ms))
-redis.call('ZADD', KEYS[3], string.format('%.0f', now_ms + tonumber(ARGV[5])), KEYS[4])
-return {'NEW', id}
+redis.call('ZADD', KEYS[3], string.format('%.0f', now_ms + tonumber(ARGV[5])), KEYS[6])
+return {'NEW', id, first_str}
 """
 
 #: KEYS: head, lease, fence.  ARGV: holder, ttl ms.

@@ -10,12 +10,23 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import Response
 
 from service.api.deps import get_service, get_settings, json_response, read_body
-from service.api.payloads import NPY, ROW_MEDIA_TYPES, media_type_of, require_media_type
+from service.api.payloads import (
+    COLUMN_MEDIA_TYPES,
+    NPY,
+    ROW_MEDIA_TYPES,
+    media_type_of,
+    require_media_type,
+)
 from service.api.schemas import (
     PROBLEM_RESPONSES,
     ChunkOut,
     ChunkPending,
+    ClusterIn,
+    ClusterOut,
     CreateSelector,
+    FeaturePage,
+    FeaturesOut,
+    FeaturesPending,
     SelectorList,
     SelectorOut,
     TopOut,
@@ -53,18 +64,48 @@ ROW_BODY_DOC = {
 }
 
 
+COLUMN_BODY_DOC = {
+    "requestBody": {
+        "required": True,
+        "description": "New feature columns, n_samples values each, processed in order.",
+        "content": {
+            "application/json": {
+                "schema": {"type": "object"},
+                "examples": {
+                    "named": {
+                        "value": {
+                            "columns": [[0.1, 2.0, 0.0], [1.0, 1.0, 3.5]],
+                            "names": ["a", "b"],
+                        }
+                    }
+                },
+            },
+            "application/x-npy": {
+                "schema": {"type": "string", "format": "binary"},
+                "description": "n_samples x c numeric array (or 1-D for one column).",
+            },
+        },
+    }
+}
+
+
 @router.post("", status_code=201, responses={201: {"model": SelectorOut}, **PROBLEM_RESPONSES})
 async def create_selector(body: CreateSelector, service: Service) -> Response:
     """Create a selector; the answer echoes the resolved parameters (defaults filled in)."""
     created = await service.create(
-        body.name, body.method, body.n_features, body.feature_names, body.params
+        body.name,
+        body.method,
+        n_features=body.n_features,
+        feature_names=body.feature_names,
+        params=body.params,
+        n_samples=body.n_samples,
     )
     return json_response(created, 201, {"Location": f"/v1/selectors/{created['name']}"})
 
 
 @router.get("", responses={200: {"model": SelectorList}})
 async def list_selectors(service: Service) -> Response:
-    return json_response({"selectors": await service.list()})
+    return json_response({"selectors": await service.list_selectors()})
 
 
 @router.get("/{name}", responses={200: {"model": SelectorOut}, **PROBLEM_RESPONSES})
@@ -100,6 +141,52 @@ async def push_chunk(
     body = await read_body(request, get_settings(request).max_body_bytes)
     receipt = await service.push_chunk(meta, body, media_type, idempotency_key, wait)
     return json_response(receipt.body, 200 if receipt.applied else 202)
+
+
+@router.post(
+    "/{name}/features",
+    openapi_extra=COLUMN_BODY_DOC,
+    responses={
+        200: {"model": FeaturesOut},
+        202: {"model": FeaturesPending},
+        **PROBLEM_RESPONSES,
+    },
+)
+async def push_features(
+    name: str,
+    request: Request,
+    service: Service,
+    wait: Annotated[bool, Query(description="Wait until the columns are decided.")] = True,
+    idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+) -> Response:
+    """Append new feature columns (OFS); answer what was decided for each, in order.
+
+    Columns of one request are processed exactly as if sent one by one. With ``wait=false``
+    the answer is 202; ``GET .../features?offset=<first_index>`` shows the decisions later.
+    A repeated ``Idempotency-Key`` returns the same decisions.
+    """
+    media_type = require_media_type(request.headers.get("content-type"), COLUMN_MEDIA_TYPES)
+    meta = await service.meta(name)
+    body = await read_body(request, get_settings(request).max_body_bytes)
+    receipt = await service.push_features(meta, body, media_type, idempotency_key, wait)
+    return json_response(receipt.body, 200 if receipt.applied else 202)
+
+
+@router.get("/{name}/features", responses={200: {"model": FeaturePage}, **PROBLEM_RESPONSES})
+async def list_features(
+    name: str,
+    service: Service,
+    offset: Annotated[int, Query(ge=0, description="First feature index.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=10_000, description="Features to return.")] = 100,
+) -> Response:
+    """Decided features in arrival order: name, kept, leverage, probability, scale."""
+    return json_response(await service.features(name, offset, limit))
+
+
+@router.post("/{name}/cluster", responses={200: {"model": ClusterOut}, **PROBLEM_RESPONSES})
+async def cluster_samples(name: str, body: ClusterIn, service: Service) -> Response:
+    """k-means of the n samples on the kept, rescaled feature columns (OFS pipeline)."""
+    return json_response(await service.cluster(name, body.k, body.seed))
 
 
 @router.get("/{name}/chunks/{log_id}", responses=PROBLEM_RESPONSES)
