@@ -133,6 +133,7 @@ async def test_batching_of_columns_does_not_change_decisions(client):
             headers={"content-type": "application/x-npy"},
         )
         assert response.status_code in (200, 202), response.text
+
     async def all_decided() -> bool:
         return (await client.get("/v1/selectors/npy")).json()["features_seen"] == 24
 
@@ -316,9 +317,7 @@ async def test_cluster_runs_kmeans_on_the_kept_rescaled_columns(client):
         bad = await client.post("/v1/selectors/km/cluster", json=payload)
         assert bad.status_code == status, (payload, bad.text)
         assert detail in bad.text
-    await client.post(
-        "/v1/selectors", json={"name": "rows", "method": "fsds", "n_features": 3}
-    )
+    await client.post("/v1/selectors", json={"name": "rows", "method": "fsds", "n_features": 3})
     wrong = await client.post("/v1/selectors/rows/cluster", json={"k": 2})
     assert wrong.status_code == 422 and "/v1/selectors/rows/chunks" in wrong.json()["detail"]
     wrong = await client.post("/v1/selectors/rows/features", json={"columns": [[1.0, 2.0]]})
@@ -343,9 +342,7 @@ async def test_invalid_creation_is_rejected(client):
     assert (await client.get("/v1/selectors")).json()["selectors"] == []
 
 
-async def test_restart_keeps_the_stream_and_the_decisions_continue_exactly(
-    redis_url, redis_client
-):
+async def test_restart_keeps_the_stream_and_the_decisions_continue_exactly(redis_url, redis_client):
     columns = low_rank_columns(30, seed=9)
     settings = make_settings(redis_url)
     async with running_app(settings) as (_, http):

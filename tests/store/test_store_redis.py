@@ -150,6 +150,33 @@ async def test_append_is_idempotent(store: SelectorStore, redis_client: aioredis
         await store.pending("nobody", "0-0", 10)
 
 
+async def test_append_numbers_items_and_registers_names_atomically(
+    store: SelectorStore, redis_client: aioredis.Redis
+) -> None:
+    await store.create(meta(), state_of(0))
+    a = await store.append("s1", b"a", 3, digest(b"a"), "k-a", ["x", "y", "f2"])
+    b = await store.append("s1", b"b", 2, digest(b"b"), None)
+    assert (a.first, b.first) == (0, 3)
+    # A repeat answers the first position; nothing is numbered or registered again.
+    again = await store.append("s1", b"a", 3, digest(b"a"), "k-a", ["x", "y", "f2"])
+    assert again.duplicate and again.first == 0
+    assert (await store.idempotency_record("s1", "k-a")).first == 0  # type: ignore[union-attr]
+    with pytest.raises(Conflict, match="'y' is already used by feature 1"):
+        await store.append("s1", b"c", 2, digest(b"c"), "k-c", ["z", "y"])
+    with pytest.raises(Conflict, match="this column is feature 6"):
+        await store.append("s1", b"c", 2, digest(b"c"), None, ["z", "f1"])
+    # The rejected appends wrote nothing: no entry, no name, no position, no idempotency record.
+    assert await store.log_length("s1") == 2
+    assert await store.idempotency_record("s1", "k-c") is None
+    assert await store.item_names("s1", [0, 1, 2, 3, 5, 6]) == ["x", "y", "f2", None, None, None]
+    c = await store.append("s1", b"c", 2, digest(b"c"), None, ["z", "f6"])
+    assert c.first == 5
+    entries = await store.pending("s1", "0-0", 10)
+    assert [(e.first, e.rows) for e in entries] == [(0, 3), (3, 2), (5, 2)]
+    await store.delete("s1")
+    assert await keys_of(redis_client, "s1") == set()
+
+
 async def test_idempotency_keys_expire(redis_client: aioredis.Redis) -> None:
     store = SelectorStore(redis_client, idempotency_ttl_s=1)
     await store.create(meta(), {})
