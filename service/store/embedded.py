@@ -4,8 +4,14 @@ Durability comes from the append-only file in ``data_dir`` (``--appendonly yes``
 snapshots). By default the server listens on a unix socket only (``--port 0``), so nothing else
 on the machine can reach it over TCP; with an explicit port it binds 127.0.0.1.
 
+One owner per data directory: ``start`` takes an exclusive ``flock`` on ``data_dir/sift.lock``
+and holds it until ``stop``; a second service on the same directory is refused with an error
+naming the owner's pid instead of taking over its Redis. The kernel drops the lock when the
+owner dies, however it dies, so a crashed run never blocks the next one.
+
 Stale runs: if ``data_dir`` holds the pidfile of a live ``redis-server`` whose working directory
-is ``data_dir`` (an orphan of a crashed earlier run), it is **stopped** (SIGTERM, which makes
+is ``data_dir`` while we hold the lock, its owner is gone (an orphan of a crashed earlier run):
+it is **stopped** (SIGTERM, which makes
 Redis flush its AOF and exit; SIGKILL after a timeout) and a fresh server is started. We never
 reuse it: its configuration (port, fsync policy) is unknown, and two servers must never share
 one AOF directory. A pidfile or socket of a dead process is simply removed.
@@ -14,6 +20,7 @@ one AOF directory. A pidfile or socket of a dead process is simply removed.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -31,6 +38,7 @@ from redis.retry import Retry
 from service.errors import SiftError
 
 PIDFILE = "redis.pid"
+LOCKFILE = "sift.lock"
 LOGFILE = "redis.log"
 SOCKET = "redis.sock"
 CONSOLE = "redis.console"
@@ -134,6 +142,7 @@ class EmbeddedRedis:
         self.appendfsync = appendfsync
         self.process: subprocess.Popen[bytes] | None = None
         self.url: str | None = None
+        self._lock_fd: int | None = None
 
     @property
     def socket_path(self) -> Path:
@@ -192,6 +201,35 @@ class EmbeddedRedis:
             cmd += ["--port", str(self.port)]
         return cmd
 
+    def _lock(self) -> None:
+        """Become the one owner of ``data_dir`` (see the module docstring)."""
+        if self._lock_fd is not None:
+            return
+        fd = os.open(self.data_dir / LOCKFILE, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise SiftError(
+                f"{self.data_dir} is in use by another Sift process (pid {owner}); stop it, "
+                "or give this one another data directory (SIFT_DATA_DIR)"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
+
+    def abandon(self) -> None:
+        """Forget the server without stopping it, as a crash of the owning process would."""
+        self.process = None
+        self.url = None
+        self._unlock()
+
     def _clear_stale(self) -> None:
         """Deal with leftovers of an earlier run in ``data_dir`` (see the module docstring)."""
         try:
@@ -226,7 +264,17 @@ class EmbeddedRedis:
                 f"unix socket path {self.socket_path} is longer than {_MAX_SOCKET_PATH} bytes; "
                 "use a shorter data directory or a TCP port"
             )
-        self._clear_stale()
+        self._lock()
+        try:
+            self._clear_stale()
+            self._spawn(executable, timeout_s)
+        except BaseException:
+            self._unlock()
+            raise
+        assert self.url is not None
+        return self.url
+
+    def _spawn(self, executable: str, timeout_s: float) -> None:
         with open(self.data_dir / CONSOLE, "ab") as console:
             self.process = subprocess.Popen(
                 self._command(executable),
@@ -246,7 +294,6 @@ class EmbeddedRedis:
             self.process = None
             raise
         self.url = self._url()
-        return self.url
 
     def _log_tail(self, lines: int = 15) -> str:
         chunks = []
@@ -285,6 +332,7 @@ class EmbeddedRedis:
     def stop(self, timeout_s: float = 10) -> None:
         """SHUTDOWN (fsyncs the AOF), wait for exit; SIGTERM, then SIGKILL as fallback."""
         if self.process is None:
+            self._unlock()
             return
         if self.process.poll() is None:
             client = self._client(timeout_s=timeout_s)
@@ -297,6 +345,7 @@ class EmbeddedRedis:
             self._terminate(timeout_s)
         self.process = None
         self.url = None
+        self._unlock()
 
     def kill(self) -> None:
         """SIGKILL the server (simulates a crash; the pidfile and socket stay behind)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import socket
 import subprocess
@@ -111,15 +112,31 @@ def test_live_orphan_of_this_dir_is_stopped_and_replaced(short_dir: Path) -> Non
     client.set("written-by-orphan", "1")
     client.close()
     # The service crashed without stopping its Redis; the next run finds the orphan.
+    orphan_process = orphan.process
+    orphan.abandon()
     successor = EmbeddedRedis(short_dir)
     try:
         url = successor.start()
-        assert orphan.process is not None and orphan.process.wait(timeout=5) is not None
-        assert successor.pid != orphan.pid
+        assert orphan_process is not None and orphan_process.wait(timeout=5) is not None
+        assert successor.pid != orphan_process.pid
         assert redis.from_url(url).get("written-by-orphan") == b"1"
     finally:
         successor.stop()
         orphan.stop()
+
+
+def test_a_second_owner_of_a_live_data_dir_is_refused(short_dir: Path) -> None:
+    with EmbeddedRedis(short_dir) as first:
+        client = redis.from_url(first.url or "")
+        client.set("k", "v")
+        with pytest.raises(SiftError, match=f"in use by another Sift process \\(pid {os.getpid()}"):
+            EmbeddedRedis(short_dir).start()
+        # The first server was not touched.
+        assert first.running and client.get("k") == b"v"
+        client.close()
+    # Released on stop: the next owner starts (and finds the data).
+    with EmbeddedRedis(short_dir) as second:
+        assert redis.from_url(second.url or "").get("k") == b"v"
 
 
 def test_pidfile_naming_an_unrelated_process_is_ignored(short_dir: Path) -> None:
