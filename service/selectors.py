@@ -127,8 +127,10 @@ class SelectorService:
         self.applier = applier
         self.settings = settings
         self.metrics = metrics
-        # Committed weights are immutable per state key: cache a few to skip Redis reads.
-        self._weights_cache: OrderedDict[tuple[str, str, float], np.ndarray] = OrderedDict()
+        # Committed state is immutable per state key (unique per commit): cache a few decoded
+        # small arrays (scores, decisions) to skip Redis reads and decoding.
+        self._arrays_cache: OrderedDict[tuple[str, str, tuple[str, ...]], dict[str, np.ndarray]]
+        self._arrays_cache = OrderedDict()
         # k-means answers are a pure function of (state, k, seed): cache the last few.
         self._cluster_cache: OrderedDict[tuple[str, str, int, int], dict[str, Any]] = OrderedDict()
 
@@ -358,19 +360,42 @@ class SelectorService:
 
     # -- feature streams -------------------------------------------------------------------
 
+    async def _read_arrays(
+        self, name: str, fields: list[str], cache: bool = True
+    ) -> tuple[Head, dict[str, np.ndarray]]:
+        """Arrays of the committed state (decoded in a worker thread), cached per state key."""
+        head = await self.store.get_head(name)
+        key = (name, head.state_key, tuple(fields))
+        cached = self._arrays_cache.get(key)
+        if cached is not None:
+            self._arrays_cache.move_to_end(key)
+            return head, cached
+        head, raw = await self.store.read_state_fields(name, fields)
+        missing = [f for f in fields if f not in raw]
+        if missing:
+            raise CodecError(f"state of '{name}' at version {head.version} has no {missing}")
+        arrays = await asyncio.to_thread(lambda: {f: decode_array(raw[f]) for f in fields})
+        if cache:
+            self._arrays_cache[(name, head.state_key, tuple(fields))] = arrays
+            while len(self._arrays_cache) > 64:
+                self._arrays_cache.popitem(last=False)
+        return head, arrays
+
     async def _decisions(
         self, meta: SelectorMeta, first: int, count: int
     ) -> tuple[Head, list[dict[str, Any]]]:
         """Decisions on features ``first .. first + count - 1`` as the committed state has them."""
-        head, fields = await self.store.read_state_fields(meta.name, DECISION_FIELDS)
-        missing = [f for f in DECISION_FIELDS if f not in fields]
-        if missing:
-            raise CodecError(f"state of '{meta.name}' has no {missing} at version {head.version}")
-        arrays = [decode_array(fields[f]) for f in DECISION_FIELDS]
-        count = max(0, min(count, int(arrays[0].size) - first))
-        leverage, probability, kept_indices, kept_scales = arrays
-        decided = recorded_decisions(
-            leverage, probability, kept_indices, kept_scales, first=first, count=count
+        head, arrays = await self._read_arrays(meta.name, DECISION_FIELDS)
+        leverage = arrays["leverage"]
+        count = max(0, min(count, int(leverage.size) - first))
+        decided = await asyncio.to_thread(
+            recorded_decisions,
+            leverage,
+            arrays["probability"],
+            arrays["kept_indices"],
+            arrays["kept_scales"],
+            first,
+            count,
         )
         names = await self.store.item_names(meta.name, [d.index for d in decided])
         return head, [
@@ -412,14 +437,13 @@ class SelectorService:
             raise InvalidInput(f"k must be an integer in [1, n_samples={n_samples}]; got {k!r}")
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
             raise InvalidInput(f"seed must be an integer in [0, 2**32); got {seed!r}")
-        head, fields = await self.store.read_state_fields(name, ["kept_columns"])
-        cache_key = (name, head.state_key, k, seed)
-        cached = self._cluster_cache.get(cache_key)
+        head = await self.store.get_head(name)
+        cached = self._cluster_cache.get((name, head.state_key, k, seed))
         if cached is not None:
             return cached
-        if "kept_columns" not in fields:
-            raise CodecError(f"state of '{name}' at version {head.version} has no kept columns")
-        kept = decode_array(fields["kept_columns"])
+        # Kept columns can be large (n x kept): read for this answer only, never cached.
+        head, arrays = await self._read_arrays(name, ["kept_columns"], cache=False)
+        kept = arrays["kept_columns"]
         if kept.shape[1] == 0:
             raise Conflict(
                 f"selector '{name}' has kept no feature yet ({head.rows_seen} seen): "
@@ -436,7 +460,7 @@ class SelectorService:
             "objective": objective,
             "labels": labels,
         }
-        self._cluster_cache[cache_key] = answer
+        self._cluster_cache[(name, head.state_key, k, seed)] = answer
         while len(self._cluster_cache) > 8:
             self._cluster_cache.popitem(last=False)
         return answer
@@ -445,20 +469,9 @@ class SelectorService:
 
     async def ranking(self, name: str) -> Ranking:
         meta = await self.store.get_meta(name)
-        head = await self.store.get_head(name)
-        key = (name, head.state_key, head.updated_at)
-        weights = self._weights_cache.get(key)
-        if weights is None:
-            field = get_method(meta.method).score_field
-            head, fields = await self.store.read_state_fields(name, [field])
-            raw = fields.get(field)
-            if raw is None:
-                raise CodecError(f"state of '{name}' at version {head.version} has no {field}")
-            weights = decode_array(raw)
-            self._weights_cache[(name, head.state_key, head.updated_at)] = weights
-            while len(self._weights_cache) > 64:
-                self._weights_cache.popitem(last=False)
-        return Ranking(meta, head, weights)
+        field = get_method(meta.method).score_field
+        head, arrays = await self._read_arrays(name, [field])
+        return Ranking(meta, head, arrays[field])
 
     async def top(self, name: str, h: int) -> dict[str, Any]:
         ranking = await self.ranking(name)
