@@ -21,11 +21,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from service.algorithms import get_method
-from service.algorithms.base import Matrix, Stream
+from service.algorithms.base import SEGMENT_PREFIX, Matrix, Stream
 from service.config import Settings
 from service.errors import NotFound, StaleApplier, Unavailable
 from service.metrics import Metrics
-from service.store.codec import decode_matrix, decode_state, encode_state
+from service.store.codec import decode_matrix, decode_state, encode_array, encode_state
 from service.store.records import Head, Lease, LogEntry, SelectorMeta
 from service.store.redis_store import SelectorStore
 
@@ -73,15 +73,23 @@ class Batch:
 
 def compute_update(
     meta: SelectorMeta, raw_state: dict[str, bytes], payloads: list[bytes]
-) -> dict[str, bytes]:
+) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """Decode state and chunks, run the method's update on the coalesced rows, encode.
 
-    Pure CPU work (checksums, numerics): the applier runs it in a worker thread.
+    Returns the encoded state and the new immutable segments (``SEGMENT_PREFIX`` fields, by
+    id). Pure CPU work (checksums, numerics): the applier runs it in a worker thread.
     """
     method = get_method(meta.method)
     state = decode_state(raw_state)
     rows = coalesce([decode_matrix(payload) for payload in payloads], method.stream)
-    return encode_state(method.update(state, meta.params, rows))
+    new_state = method.update(state, meta.params, rows)
+    segments = {
+        field.removeprefix(SEGMENT_PREFIX): encode_array(np.asarray(value))
+        for field, value in new_state.items()
+        if field.startswith(SEGMENT_PREFIX)
+    }
+    kept = {f: v for f, v in new_state.items() if not f.startswith(SEGMENT_PREFIX)}
+    return encode_state(kept), segments
 
 
 class Applier:
@@ -192,7 +200,8 @@ class Applier:
         else:
             raw_state = await self.store.load_state(meta.name, head)
         payloads = [entry.payload for entry in batch.entries]
-        new_state = await asyncio.to_thread(compute_update, meta, raw_state, payloads)
+        new_state, segments = await asyncio.to_thread(compute_update, meta, raw_state, payloads)
+        await self.store.put_segments(meta.name, segments)
         applied_keys = [e.idempotency_key for e in batch.entries if e.idempotency_key]
         try:
             committed_head = await self.store.commit(

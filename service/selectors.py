@@ -19,9 +19,12 @@ import numpy as np
 
 from service.algorithms import get_method
 from service.algorithms.base import StreamingMethod
+from service.algorithms.column_blocks import block_bounds
 from service.algorithms.ofs import cluster_samples, recorded_decisions
+from service.algorithms.pivoted_qr import IQRPResult, MatrixSource, iqrp
 from service.api.payloads import decode_columns, decode_rows, validate_names
 from service.applier import Applier, is_applied
+from service.column_source import StoredColumns
 from service.config import Settings
 from service.errors import CodecError, Conflict, InvalidInput
 from service.metrics import Metrics
@@ -37,6 +40,8 @@ MAX_FEATURES = 10_000_000
 MAX_SAMPLES = 100_000
 #: Most decisions one ``GET .../features`` returns.
 MAX_FEATURE_PAGE = 10_000
+#: Ranking strategies of ``GET .../top``: individual scores, or IQRP's spanning selection.
+STRATEGIES = ("score", "diverse")
 #: State fields that record OFS decisions (see ``recorded_decisions``).
 DECISION_FIELDS = ["leverage", "probability", "kept_indices", "kept_scales"]
 
@@ -131,6 +136,8 @@ class SelectorService:
         # small arrays (scores, decisions) to skip Redis reads and decoding.
         self._arrays_cache: OrderedDict[tuple[str, str, tuple[str, ...]], dict[str, np.ndarray]]
         self._arrays_cache = OrderedDict()
+        # Pivoted-QR selections are a pure function of (state, h, l): cache the last few.
+        self._pivoted_cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
         # k-means answers are a pure function of (state, k, seed): cache the last few.
         self._cluster_cache: OrderedDict[tuple[str, str, int, int], dict[str, Any]] = OrderedDict()
 
@@ -144,13 +151,21 @@ class SelectorService:
         feature_names: Any = None,
         params: Any = None,
         n_samples: Any = None,
+        n_objects: Any = None,
     ) -> dict[str, Any]:
-        """Create a selector: ``n_features`` for rows, ``n_samples`` for feature columns."""
+        """Create a selector: ``n_features`` for rows, ``n_samples`` for feature columns.
+
+        ``n_objects`` is accepted for ``n_samples`` (IQRP's paper calls the rows objects).
+        """
         name = validate_name(name)
         if not isinstance(method_name, str):
             raise InvalidInput(f"method must be a string; got {method_name!r}")
         method = get_method(method_name)
         extra: dict[str, Any] = {}
+        if n_objects is not None:
+            if n_samples is not None:
+                raise InvalidInput("give n_samples or n_objects (the same thing), not both")
+            n_samples = n_objects
         if method.stream == "columns":
             if n_features is not None or feature_names is not None:
                 raise InvalidInput(
@@ -284,18 +299,18 @@ class SelectorService:
             pending["columns"] = pending.pop("rows")
             pending["first_index"] = outcome.first
             return ChunkReceipt(False, pending)
-        _head, decisions = await self._decisions(meta, outcome.first, count)
-        return ChunkReceipt(
-            True,
-            {
-                "version": submitted.version,
-                "features_seen": submitted.rows_seen,
-                "rows_seen": submitted.rows_seen,
-                "duplicate": outcome.duplicate,
-                "log_id": outcome.log_id,
-                "decisions": decisions,
-            },
-        )
+        answer: dict[str, Any] = {
+            "version": submitted.version,
+            "features_seen": submitted.rows_seen,
+            "rows_seen": submitted.rows_seen,
+            "duplicate": outcome.duplicate,
+            "log_id": outcome.log_id,
+        }
+        if method.name == "ofs":  # OFS decides on arrival; iqrp only stores the columns
+            _head, answer["decisions"] = await self._decisions(meta, outcome.first, count)
+        else:
+            answer["columns"], answer["first_index"] = count, outcome.first
+        return ChunkReceipt(True, answer)
 
     async def _submit(
         self,
@@ -413,7 +428,7 @@ class SelectorService:
     async def features(self, name: str, offset: int, limit: int) -> dict[str, Any]:
         """A page of decided features, in arrival order (also what a 202 answer can look up)."""
         meta = await self.store.get_meta(name)
-        require_stream(meta, "columns")
+        require_ofs(meta, "GET .../features lists the decisions")
         if offset < 0 or not 1 <= limit <= MAX_FEATURE_PAGE:
             raise InvalidInput(
                 f"expected offset >= 0 and limit in [1, {MAX_FEATURE_PAGE}]; "
@@ -431,7 +446,7 @@ class SelectorService:
     async def cluster(self, name: str, k: Any, seed: Any) -> dict[str, Any]:
         """k-means of the ``n_samples`` samples on the kept, rescaled columns (OFS, section 4)."""
         meta = await self.store.get_meta(name)
-        require_stream(meta, "columns")
+        require_ofs(meta, "POST .../cluster clusters the samples on the kept columns")
         n_samples = n_samples_of(meta)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n_samples:
             raise InvalidInput(f"k must be an integer in [1, n_samples={n_samples}]; got {k!r}")
@@ -473,29 +488,115 @@ class SelectorService:
         head, arrays = await self._read_arrays(name, [field])
         return Ranking(meta, head, arrays[field])
 
-    async def top(self, name: str, h: int) -> dict[str, Any]:
+    async def top(
+        self, name: str, h: int, strategy: str = "score", candidates: int | None = None
+    ) -> dict[str, Any]:
+        """The h best features: by score, or (``diverse``, and always for ``iqrp``) the h
+        columns pivoted QR selects, i.e. h features that together span the data."""
+        if strategy not in STRATEGIES:
+            raise InvalidInput(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+        meta = await self.store.get_meta(name)
+        if meta.method == "iqrp":
+            return await self._top_pivoted(meta, h, candidates, "stored columns")
+        if strategy == "diverse":
+            if meta.method != "fsds":
+                raise InvalidInput(
+                    f"strategy=diverse needs a sketch to select from (fsds); selector '{name}' "
+                    f"runs {meta.method}"
+                )
+            return await self._top_pivoted(meta, h, candidates, "sketch")
+        if candidates is not None:
+            raise InvalidInput("l (IQRP's candidate list) applies to strategy=diverse and iqrp")
         ranking = await self.ranking(name)
         weights = ranking.weights
         h = min(h, weights.size)
         # Highest score first; ties by the lower index so the order is deterministic
         # (argpartition would pick arbitrarily among ties at the cut).
         order = [int(i) for i in np.lexsort((np.arange(weights.size), -weights))[:h]]
-        if "n_samples" in ranking.meta.extra:
-            given = await self.store.item_names(name, order)
+        scores = [float(weights[i]) for i in order]
+        return await self._top_answer(ranking.meta, ranking.head, order, scores)
+
+    async def _top_answer(
+        self, meta: SelectorMeta, head: Head, order: list[int], scores: list[float]
+    ) -> dict[str, Any]:
+        if "n_samples" in meta.extra:
+            given = await self.store.item_names(meta.name, order)
             names = [g or f"f{i}" for g, i in zip(given, order, strict=True)]
         else:
-            names = [feature_name(ranking.meta, i) for i in order]
-        features = [
-            {"rank": rank, "index": index, "name": label, "score": float(weights[index])}
-            for rank, (index, label) in enumerate(zip(order, names, strict=True), start=1)
-        ]
+            names = [feature_name(meta, i) for i in order]
         return {
-            "name": name,
-            "method": ranking.meta.method,
-            "version": ranking.head.version,
-            "rows_seen": ranking.head.rows_seen,
-            "features": features,
+            "name": meta.name,
+            "method": meta.method,
+            "version": head.version,
+            "rows_seen": head.rows_seen,
+            "features": [
+                {"rank": rank, "index": index, "name": label, "score": score}
+                for rank, (index, label, score) in enumerate(
+                    zip(order, names, scores, strict=True), start=1
+                )
+            ],
         }
+
+    async def _top_pivoted(
+        self, meta: SelectorMeta, h: int, candidates: int | None, source: str
+    ) -> dict[str, Any]:
+        """IQRP's exact pivoted-QR selection of h columns (scores are the pivots ``|R_jj|``).
+
+        ``candidates`` is IQRP's l (default h). ``source`` is ``"stored columns"`` (an iqrp
+        selector: blocks read from Redis in passes, skipped blocks never fetched) or
+        ``"sketch"`` (fsds: the feature columns of the Frequent-Directions sketch B, in memory).
+        Answers are cached per version.
+        """
+        head = await self.store.get_head(meta.name)
+        cache_key = (meta.name, head.state_key, h, candidates, source)
+        cached = self._pivoted_cache.get(cache_key)
+        if cached is not None:
+            self._pivoted_cache.move_to_end(cache_key)
+            return cached
+        if source == "sketch":
+            head, arrays = await self._read_arrays(meta.name, ["sketch_rows"], cache=False)
+            # In gaussian mode the sketch has random-feature columns after the m features.
+            sketch = arrays["sketch_rows"][:, : meta.n_features]
+            in_memory = MatrixSource(sketch)
+            result = await asyncio.to_thread(iqrp, in_memory, h, candidates)
+            blocks_total = len(in_memory.block_bounds)
+        else:
+            head, raw = await self.store.read_state_fields(meta.name, ["__scalars__", "tail"])
+            state = await asyncio.to_thread(decode_state, raw)
+            bounds = block_bounds(state, meta.params)
+            if not bounds:
+                raise Conflict(f"selector '{meta.name}' has no columns yet: push features first")
+            columns = StoredColumns(
+                self.store,
+                meta.name,
+                asyncio.get_running_loop(),
+                bounds,
+                int(state["full_blocks"]),
+                state["tail"],
+            )
+            result = await asyncio.to_thread(iqrp, columns, h, candidates)
+            blocks_total = len(bounds)
+        answer = await self._top_answer(meta, head, result.indices, result.pivots)
+        answer["strategy"] = "pivoted-qr"
+        answer["account"] = pass_account(result, blocks_total)
+        self._pivoted_cache[(meta.name, head.state_key, h, candidates, source)] = answer
+        while len(self._pivoted_cache) > 32:
+            self._pivoted_cache.popitem(last=False)
+        return answer
+
+
+def pass_account(result: IQRPResult, blocks_total: int) -> dict[str, Any]:
+    """What IQRP's passes cost (section 4.3): passes, IO-passes, reads and flops."""
+    return {
+        "l": result.l,
+        "passes": result.passes,
+        "io_passes": result.io_passes,
+        "columns_read": result.columns_read,
+        "blocks_read": result.blocks_read,
+        "blocks_total": blocks_total,
+        "flops": result.flops,
+        "flops_per_kmn": result.flops_per_kmn,
+    }
 
 
 def require_stream(meta: SelectorMeta, stream: str) -> StreamingMethod:
@@ -508,3 +609,10 @@ def require_stream(meta: SelectorMeta, stream: str) -> StreamingMethod:
             expected = f"rows at POST /v1/selectors/{meta.name}/chunks"
         raise InvalidInput(f"selector '{meta.name}' runs {method.name}, which takes {expected}")
     return method
+
+
+def require_ofs(meta: SelectorMeta, what: str) -> None:
+    """422 unless the selector runs OFS (decisions and kept columns exist only there)."""
+    if meta.method != "ofs":
+        require_stream(meta, "columns")  # the more helpful message for a row selector
+        raise InvalidInput(f"{what} of an ofs selector; selector '{meta.name}' runs {meta.method}")

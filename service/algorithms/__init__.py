@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from service.algorithms.base import StreamingMethod
+from service.algorithms.column_blocks import ColumnBlocks
 from service.algorithms.fsds import FSDS
 from service.algorithms.ofs import OFS
 from service.errors import InvalidInput
 
 __all__ = ["METHODS", "get_method"]
 
-METHODS: dict[str, StreamingMethod] = {"fsds": FSDS(), "ofs": OFS()}
+METHODS: dict[str, StreamingMethod] = {"fsds": FSDS(), "ofs": OFS(), "iqrp": ColumnBlocks()}
 
 
 def get_method(name: str) -> StreamingMethod:

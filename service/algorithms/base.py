@@ -18,6 +18,12 @@ Matrix: TypeAlias = np.ndarray | sp.csr_matrix | sp.csr_array
 Scalar: TypeAlias = int | float | str | bool | None
 #: The learned state of one selector: named arrays and scalars, nothing else.
 State: TypeAlias = dict[str, np.ndarray | Scalar]
+#: State fields named ``segment:<id>`` are immutable blobs (a full block of stored columns,
+#: say): the applier writes each once as its own Redis key and never again, and they are not
+#: part of the state a method receives back. ``<id>`` must always name the same bytes, which a
+#: method guarantees by deriving both from the log order. This keeps a commit from rewriting
+#: data that only grows.
+SEGMENT_PREFIX = "segment:"
 #: What one pushed chunk holds. ``"rows"``: new samples over a fixed set of ``n_features``
 #: features (``POST .../chunks``). ``"columns"``: new feature columns over a fixed set of
 #: ``n_samples`` samples (``POST .../features``), each chunk ``n_samples x c``.

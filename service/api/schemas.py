@@ -40,13 +40,16 @@ class CreateSelector(BaseModel):
     )
 
     name: str = Field(description="1-128 letters, digits, '.', '_' or '-'.")
-    method: str = Field(description="Streaming method: 'fsds' (rows) or 'ofs' (feature columns).")
+    method: str = Field(
+        description="Streaming method: 'fsds' (rows), 'ofs' or 'iqrp' (feature columns)."
+    )
     n_features: StrictInt | None = Field(
         default=None, description="Row methods: number of columns of every row chunk."
     )
     n_samples: StrictInt | None = Field(
         default=None, description="Feature-column methods: number of values of every column."
     )
+    n_objects: StrictInt | None = Field(default=None, description="Same as n_samples.")
     feature_names: list[str] | None = Field(
         default=None, description="Row methods: optional unique names, one per feature."
     )
@@ -189,7 +192,20 @@ class RankedFeature(BaseModel):
     rank: int
     index: int
     name: str
-    score: float
+    score: float = Field(description="The method's score, or the pivot |R_jj| for pivoted-qr.")
+
+
+class PassAccount(BaseModel):
+    """What IQRP's passes cost (Maung & Schweitzer, section 4.3)."""
+
+    l: int = Field(description="Length of the candidate list.")  # noqa: E741 (the paper's l)
+    passes: int
+    io_passes: float = Field(description="q = 1 + sum_j n_j / n: the data actually read.")
+    columns_read: list[int] = Field(description="n_j: columns not skipped in each pass.")
+    blocks_read: int
+    blocks_total: int
+    flops: float
+    flops_per_kmn: float
 
 
 class TopOut(BaseModel):
@@ -211,6 +227,8 @@ class TopOut(BaseModel):
     version: int
     rows_seen: int
     features: list[RankedFeature]
+    strategy: str | None = Field(default=None, description="'pivoted-qr' for IQRP answers.")
+    account: PassAccount | None = None
 
 
 class WeightsOut(BaseModel):

@@ -17,6 +17,9 @@ and the Lua scripts of :mod:`service.store.redis_store` stay valid on Redis Clus
     {prefix}:{name}:state:<v>:<t>:<n>  hash of encoded state fields of version v, written by
                                      the applier with fencing token t (0: create), nonce n
     {prefix}:{name}:blobs            set of state keys written (orphan cleanup)
+    {prefix}:{name}:segment:<id>     an immutable array a method emitted (e.g. a full block of
+                                     columns): written once, never rewritten, read on demand
+    {prefix}:{name}:segments         set of the segment keys above (removed with the selector)
     {prefix}:{name}:staging:<nonce>  state of a ``create`` in flight (short TTL, then renamed)
 
 The registry ``{prefix}:selectors`` is a plain set in its own slot, updated by separate commands.
@@ -100,6 +103,13 @@ class SelectorKeys:
     @property
     def blobs(self) -> str:
         return f"{self.base}:blobs"
+
+    @property
+    def segments(self) -> str:
+        return f"{self.base}:segments"
+
+    def segment(self, segment_id: str) -> str:
+        return f"{self.base}:segment:{segment_id}"
 
     @property
     def idems(self) -> str:

@@ -264,7 +264,7 @@ class SelectorStore:
             "delete",
             [
                 *(k.meta, k.head, k.names, k.log, k.lease, k.fence, k.blobs, k.idems),
-                *(k.feature_index, k.feature_name),
+                *(k.feature_index, k.feature_name, k.segments),
             ],
         )
         await self.redis.srem(self._registry, name)
@@ -467,6 +467,34 @@ class SelectorStore:
         await self._run("release_lease", [k.lease], [lease.holder])
 
     # -- state -------------------------------------------------------------------------------
+
+    @_redis_errors
+    async def put_segments(self, name: str, segments: Mapping[str, bytes]) -> None:
+        """Write immutable segments (before the commit that refers to them).
+
+        A segment id always names the same bytes (methods derive both from the log order), so
+        ``SET NX`` makes a retry, or a stale applier racing the current one, harmless; a segment
+        written by an applier whose commit then fails is reused by the next one.
+        """
+        if not segments:
+            return
+        k = self.keys(name)
+        pipe = self.redis.pipeline(transaction=True)
+        for segment_id, payload in segments.items():
+            pipe.set(k.segment(segment_id), payload, nx=True)
+            pipe.sadd(k.segments, k.segment(segment_id))
+        await pipe.execute()
+
+    @_redis_errors
+    async def get_segment(self, name: str, segment_id: str) -> bytes:
+        payload = await self.redis.get(self.keys(name).segment(segment_id))
+        if payload is None:
+            if not await self.redis.exists(self.keys(name).head):
+                raise _not_found(name)
+            raise CodecError(f"segment '{segment_id}' of selector '{name}' is missing")
+        if isinstance(payload, str):  # pragma: no cover - the store requires a bytes client
+            raise CodecError("the Redis client decodes responses; expected raw bytes")
+        return payload
 
     @_redis_errors
     async def load_state(self, name: str, head: Head) -> dict[str, bytes]:

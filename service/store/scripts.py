@@ -44,11 +44,14 @@ return {'OK', now}
 """
 )
 
-#: KEYS: meta, head, names, log, lease, fence, blobs, idems, name->index, index->name.
-#: Returns 1 if the selector existed.
+#: KEYS: meta, head, names, log, lease, fence, blobs, idems, name->index, index->name,
+#: segments.  Returns 1 if the selector existed.
 DELETE = """
 local existed = redis.call('EXISTS', KEYS[1]) + redis.call('EXISTS', KEYS[2])
 for _, k in ipairs(redis.call('SMEMBERS', KEYS[7])) do
+  redis.call('UNLINK', k)
+end
+for _, k in ipairs(redis.call('SMEMBERS', KEYS[11])) do
   redis.call('UNLINK', k)
 end
 for _, k in ipairs(redis.call('ZRANGE', KEYS[8], 0, -1)) do

@@ -177,6 +177,25 @@ async def test_append_numbers_items_and_registers_names_atomically(
     assert await keys_of(redis_client, "s1") == set()
 
 
+async def test_segments_are_written_once_and_removed_with_the_selector(
+    store: SelectorStore, redis_client: aioredis.Redis
+) -> None:
+    await store.create(meta(), state_of(0))
+    await store.put_segments("s1", {"colblock:0": b"first", "colblock:1": b"second"})
+    # The same id always names the same bytes: a second write (a retry, a stale applier)
+    # neither fails nor replaces it.
+    await store.put_segments("s1", {"colblock:0": b"other", "colblock:2": b"third"})
+    assert await store.get_segment("s1", "colblock:0") == b"first"
+    assert await store.get_segment("s1", "colblock:2") == b"third"
+    await store.put_segments("s1", {})
+    with pytest.raises(CodecError, match="segment 'colblock:9' of selector 's1' is missing"):
+        await store.get_segment("s1", "colblock:9")
+    await store.delete("s1")
+    assert await keys_of(redis_client, "s1") == set()
+    with pytest.raises(NotFound):
+        await store.get_segment("s1", "colblock:0")
+
+
 async def test_idempotency_keys_expire(redis_client: aioredis.Redis) -> None:
     store = SelectorStore(redis_client, idempotency_ttl_s=1)
     await store.create(meta(), {})

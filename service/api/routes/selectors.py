@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -99,6 +99,7 @@ async def create_selector(body: CreateSelector, service: Service) -> Response:
         feature_names=body.feature_names,
         params=body.params,
         n_samples=body.n_samples,
+        n_objects=body.n_objects,
     )
     return json_response(created, 201, {"Location": f"/v1/selectors/{created['name']}"})
 
@@ -200,9 +201,24 @@ async def top_features(
     name: str,
     service: Service,
     h: Annotated[int, Query(ge=1, description="How many features (capped at n_features).")] = 10,
+    strategy: Annotated[
+        Literal["score", "diverse"],
+        Query(
+            description="score: the h highest scores. diverse (fsds): the h features pivoted "
+            "QR (IQRP) selects on the sketch, which together span the data."
+        ),
+    ] = "score",
+    candidates: Annotated[
+        int | None,
+        Query(alias="l", ge=1, description="IQRP's candidate list length (default h)."),
+    ] = None,
 ) -> Response:
-    """The h highest-scoring features of the committed state (rank, index, name, score)."""
-    return json_response(await service.top(name, h))
+    """The h best features of the committed state (rank, index, name, score).
+
+    For ``iqrp`` selectors (and ``strategy=diverse``) the answer is the exact pivoted-QR order
+    with the pivots as scores and the pass account (passes, IO-passes, blocks read, flops).
+    """
+    return json_response(await service.top(name, h, strategy, candidates))
 
 
 @router.get(
