@@ -78,7 +78,7 @@ def bench_dataset(client: httpx.Client, data: str) -> None:
         blocks = f"{account['blocks_read']}/{account['blocks_total']}"
         print(
             f"{name:<11} {f'{m}x{n}':<10} {push_rate:>10.0f} {k:>4} "
-            f"{account['passes']:>6} {account['io_passes']:>7.2f} {blocks:>11} "
+            f"{account['passes']:>6} {account['io_passes']:>7.2f} {blocks:>12} "
             f"{first_ms:>10.1f} {cached_ms:>11.1f} {local_ms:>9.1f}"
         )
 
@@ -93,7 +93,7 @@ def main() -> None:
     print(f"blocks of {BLOCK_COLUMNS} columns; l = k; times in ms")
     print(
         f"{'data':<11} {'m x n':<10} {'push col/s':>10} {'k':>4} {'passes':>6} {'IO-pass':>7} "
-        f"{'blocks read':>11} {'HTTP first':>10} {'HTTP cached':>11} {'in-memory':>9}"
+        f"{'reads/blocks':>12} {'HTTP first':>10} {'HTTP cached':>11} {'in-memory':>9}"
     )
     with (
         tempfile.TemporaryDirectory() as tmp,
