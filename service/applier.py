@@ -167,7 +167,7 @@ class Applier:
             # Read the head once: from then on, each commit returns the next one.
             head = await self.store.get_head(name)
             while True:
-                batch = await self._next_batch(name, head)
+                batch = await self._next_batch(meta, head)
                 if batch is None:
                     return head
                 head = await self._apply_batch(meta, lease, head, batch)
@@ -176,8 +176,10 @@ class Applier:
             with contextlib.suppress(asyncio.CancelledError):
                 await keepalive
 
-    async def _next_batch(self, name: str, head: Head) -> Batch | None:
-        entries = await self.store.pending(name, head.cursor, self.settings.max_coalesce_entries)
+    async def _next_batch(self, meta: SelectorMeta, head: Head) -> Batch | None:
+        coalesces = get_method(meta.method).coalesces
+        limit = self.settings.max_coalesce_entries if coalesces else 1
+        entries = await self.store.pending(meta.name, head.cursor, limit)
         if not entries:
             return None
         taken: list[LogEntry] = []

@@ -22,7 +22,7 @@ from service.algorithms.base import StreamingMethod
 from service.algorithms.column_blocks import block_bounds
 from service.algorithms.ofs import cluster_samples, recorded_decisions
 from service.algorithms.pivoted_qr import IQRPResult, MatrixSource, iqrp
-from service.api.payloads import decode_columns, decode_rows, validate_names
+from service.api.payloads import decode_columns, decode_rows, decode_views, validate_names
 from service.applier import Applier, is_applied
 from service.column_source import StoredColumns
 from service.config import Settings
@@ -91,6 +91,44 @@ def validate_size(value: Any, field: str, upper: int) -> int:
     return value
 
 
+def validate_views(views: Any) -> list[tuple[str, int]]:
+    """``{"<view>": <number of features>, ...}`` of a multi-view selector, in the given order."""
+    if not isinstance(views, dict) or not views:
+        raise InvalidInput(
+            'expected "views": {"<view name>": <number of features>, ...}; got ' + repr(views)
+        )
+    out = []
+    for view, dim in views.items():
+        if not isinstance(view, str) or not NAME_PATTERN.match(view):
+            raise InvalidInput(
+                f"view names must be 1-128 letters, digits, '.', '_' or '-'; got {view!r}"
+            )
+        out.append((view, validate_size(dim, f"views['{view}']", MAX_FEATURES)))
+    if sum(dim for _, dim in out) > MAX_FEATURES:
+        raise InvalidInput(f"the views have more than {MAX_FEATURES} features in all")
+    return out
+
+
+def validate_view_names(names: Any, views: list[tuple[str, int]]) -> list[str] | None:
+    """Optional ``{"<view>": [names...]}``, flattened in view order (stored like fsds names)."""
+    if names is None:
+        return None
+    if not isinstance(names, dict) or set(names) != {view for view, _ in views}:
+        got = sorted(names) if isinstance(names, dict) else type(names).__name__
+        raise InvalidInput(
+            f"feature_names of a multi-view selector must be an object with a list for every "
+            f"view {[view for view, _ in views]}; got {got}"
+        )
+    flat: list[str] = []
+    for view, dim in views:
+        flat += validate_names(names[view], dim, f"feature_names['{view}']", "feature") or []
+    return flat
+
+
+def views_of(meta: SelectorMeta) -> list[tuple[str, int]]:
+    return [(str(view), int(dim)) for view, dim in meta.extra.get("views") or []]
+
+
 def n_samples_of(meta: SelectorMeta) -> int:
     """The fixed number of samples of a feature-stream (``"columns"``) selector."""
     return int(meta.extra["n_samples"])
@@ -114,6 +152,8 @@ def describe(
         "updated_at": head.updated_at,
         "has_feature_names": meta.feature_names is not None,
     }
+    if "views" in meta.extra:
+        body["views"] = dict(views_of(meta))
     if "n_samples" in meta.extra:
         # A feature stream: the samples are fixed and every applied item is a feature.
         body["n_samples"] = n_samples_of(meta)
@@ -152,6 +192,7 @@ class SelectorService:
         params: Any = None,
         n_samples: Any = None,
         n_objects: Any = None,
+        views: Any = None,
     ) -> dict[str, Any]:
         """Create a selector: ``n_features`` for rows, ``n_samples`` for feature columns.
 
@@ -166,7 +207,20 @@ class SelectorService:
             if n_samples is not None:
                 raise InvalidInput("give n_samples or n_objects (the same thing), not both")
             n_samples = n_objects
-        if method.stream == "columns":
+        if params is not None and not isinstance(params, dict):
+            raise InvalidInput(f"params must be an object; got {type(params).__name__}")
+        params = dict(params or {})
+        if method.name == "omvfs" or views is not None:
+            if method.name != "omvfs":
+                raise InvalidInput(f"views apply to multi-view methods (omvfs), not {method.name}")
+            if n_features is not None or n_samples is not None:
+                raise InvalidInput("a multi-view selector takes views, not n_features/n_samples")
+            view_list = validate_views(views)
+            n_features = size = sum(dim for _, dim in view_list)
+            names = validate_view_names(feature_names, view_list)
+            extra["views"] = [[view, dim] for view, dim in view_list]
+            params["views"] = dict(view_list)
+        elif method.stream == "columns":
             if n_features is not None or feature_names is not None:
                 raise InvalidInput(
                     f"method {method.name} takes feature columns over fixed samples: expected "
@@ -185,9 +239,7 @@ class SelectorService:
                 )
             size = n_features = validate_size(n_features, "n_features", MAX_FEATURES)
             names = validate_names(feature_names, n_features, "feature_names", "feature")
-        if params is not None and not isinstance(params, dict):
-            raise InvalidInput(f"params must be an object; got {type(params).__name__}")
-        resolved = method.resolve_params(params or {}, size)
+        resolved = method.resolve_params(params, size)
         meta = SelectorMeta(
             name=name,
             method=method.name,
@@ -351,7 +403,11 @@ class SelectorService:
         return Submitted(outcome, version, rows_seen)
 
     def _decode(self, body: bytes, media_type: str, meta: SelectorMeta) -> tuple[int, bytes]:
-        rows = decode_rows(body, media_type, meta.n_features, self.settings.max_body_bytes)
+        limit = self.settings.max_body_bytes
+        if "views" in meta.extra:
+            rows = decode_views(body, media_type, views_of(meta), limit)
+        else:
+            rows = decode_rows(body, media_type, meta.n_features, limit)
         return rows.shape[0], encode_matrix(rows)
 
     @staticmethod
@@ -489,7 +545,12 @@ class SelectorService:
         return Ranking(meta, head, arrays[field])
 
     async def top(
-        self, name: str, h: int, strategy: str = "score", candidates: int | None = None
+        self,
+        name: str,
+        h: int,
+        strategy: str = "score",
+        candidates: int | None = None,
+        view: str | None = None,
     ) -> dict[str, Any]:
         """The h best features: by score, or (``diverse``, and always for ``iqrp``) the h
         columns pivoted QR selects, i.e. h features that together span the data."""
@@ -507,6 +568,8 @@ class SelectorService:
             return await self._top_pivoted(meta, h, candidates, "sketch")
         if candidates is not None:
             raise InvalidInput("l (IQRP's candidate list) applies to strategy=diverse and iqrp")
+        if view is not None or "views" in meta.extra:
+            return await self._top_by_view(meta, h, view)
         ranking = await self.ranking(name)
         weights = ranking.weights
         h = min(h, weights.size)
@@ -515,6 +578,43 @@ class SelectorService:
         order = [int(i) for i in np.lexsort((np.arange(weights.size), -weights))[:h]]
         scores = [float(weights[i]) for i in order]
         return await self._top_answer(ranking.meta, ranking.head, order, scores)
+
+    async def _top_by_view(self, meta: SelectorMeta, h: int, view: str | None) -> dict[str, Any]:
+        """Multi-view ranking (OMVFS step 19): the top h of one view, or of every view in turn.
+
+        ``index`` is the feature's position in its view; ``rank`` counts within the view.
+        """
+        views = views_of(meta)
+        if not views:
+            raise InvalidInput(f"view= applies to multi-view selectors; '{meta.name}' has no views")
+        if view is not None and view not in dict(views):
+            raise InvalidInput(f"unknown view {view!r}; expected one of {[v for v, _ in views]}")
+        ranking = await self.ranking(meta.name)
+        features = []
+        start = 0
+        for name, dim in views:
+            scores = ranking.weights[start : start + dim]
+            if view is None or name == view:
+                order = np.lexsort((np.arange(dim), -scores))[: min(h, dim)]
+                for rank, local in enumerate(order, start=1):
+                    label = meta.feature_names[start + local] if meta.feature_names else f"f{local}"
+                    features.append(
+                        {
+                            "rank": rank,
+                            "view": name,
+                            "index": int(local),
+                            "name": label,
+                            "score": float(scores[local]),
+                        }
+                    )
+            start += dim
+        return {
+            "name": meta.name,
+            "method": meta.method,
+            "version": ranking.head.version,
+            "rows_seen": ranking.head.rows_seen,
+            "features": features,
+        }
 
     async def _top_answer(
         self, meta: SelectorMeta, head: Head, order: list[int], scores: list[float]

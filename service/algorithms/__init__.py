@@ -6,11 +6,17 @@ from service.algorithms.base import StreamingMethod
 from service.algorithms.column_blocks import ColumnBlocks
 from service.algorithms.fsds import FSDS
 from service.algorithms.ofs import OFS
+from service.algorithms.omvfs import OMVFS
 from service.errors import InvalidInput
 
 __all__ = ["METHODS", "get_method"]
 
-METHODS: dict[str, StreamingMethod] = {"fsds": FSDS(), "ofs": OFS(), "iqrp": ColumnBlocks()}
+METHODS: dict[str, StreamingMethod] = {
+    "fsds": FSDS(),
+    "ofs": OFS(),
+    "iqrp": ColumnBlocks(),
+    "omvfs": OMVFS(),
+}
 
 
 def get_method(name: str) -> StreamingMethod:

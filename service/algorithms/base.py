@@ -39,6 +39,9 @@ class StreamingMethod(Protocol):
     stream: Stream
     #: The state field holding the score of every feature (read alone for rankings).
     score_field: str
+    #: Whether the applier may join pending chunks into one update. A method whose result
+    #: depends on chunk boundaries (a buffer of the last s chunks) says no.
+    coalesces: bool
 
     def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
         """Validate user parameters and fill in defaults.

@@ -57,6 +57,7 @@ class ColumnBlocks:
     name = "iqrp"
     stream: Stream = "columns"
     score_field = "column_norms"
+    coalesces = True
 
     def resolve_params(self, params: Mapping[str, Any], n_samples: int) -> dict[str, Any]:
         if not isinstance(params, Mapping):

@@ -340,6 +340,7 @@ class FSDS:
     name = "fsds"
     stream: Stream = "rows"
     score_field = "weights"
+    coalesces = True
 
     def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
         return _resolve(params, n_features).as_params()

@@ -298,6 +298,7 @@ class OFS:
     name = "ofs"
     stream: Stream = "columns"
     score_field = "leverage"
+    coalesces = True
 
     def resolve_params(self, params: Mapping[str, Any], n_samples: int) -> dict[str, Any]:
         return _resolve(params, n_samples).as_params()

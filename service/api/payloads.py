@@ -11,6 +11,10 @@ Feature columns (``decode_columns``, for ``"columns"`` methods) come as ``applic
 ``{"columns": [[...n values...], ...], "names": [...optional...]}`` or ``application/x-npy``
 (``n x c``, or 1-D for one column).
 
+Multi-view rows (``decode_views``, for ``omvfs``) come as ``application/json``
+``{"views": {"<view>": <rows or CSR object>, ...}}`` or ``application/x-npz`` written by
+``numpy.savez`` with one 2-D array per view, named after the view.
+
 Everything here is CPU work on possibly large bodies: callers run it off the event loop.
 Every rejection says what was expected and what came.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -216,7 +221,8 @@ def _rows_from_npy(body: bytes) -> np.ndarray:
     return array
 
 
-def _rows_from_npz(body: bytes, max_bytes: int) -> sp.csr_matrix:
+def _check_inflation(body: bytes, max_bytes: int) -> None:
+    """A .npz is a zip: refuse one that inflates far beyond the body limit (a zip bomb)."""
     try:
         with zipfile.ZipFile(io.BytesIO(body)) as archive:
             inflated = sum(member.file_size for member in archive.infolist())
@@ -226,6 +232,10 @@ def _rows_from_npz(body: bytes, max_bytes: int) -> sp.csr_matrix:
         raise PayloadTooLarge(
             f".npz inflates to {inflated} bytes, more than {MAX_INFLATION}x the body limit"
         )
+
+
+def _rows_from_npz(body: bytes, max_bytes: int) -> sp.csr_matrix:
+    _check_inflation(body, max_bytes)
     try:
         matrix = sp.load_npz(io.BytesIO(body))
     except ValueError as exc:
@@ -343,3 +353,86 @@ def validate_names(names: Any, count: int, field: str, item: str) -> list[str] |
             raise InvalidInput(f"{field} must be unique; '{name}' appears more than once")
         seen.add(name)
     return names
+
+
+def decode_views(
+    body: bytes, media_type: str, views: list[tuple[str, int]], max_bytes: int
+) -> Matrix:
+    """Decode and validate a multi-view chunk; the views side by side, in ``views`` order.
+
+    Every view must be present (and no other), have the same rows, its own number of
+    features, finite and nonnegative values (NMF). CSR if any view came sparse.
+    """
+    if not body:
+        raise InvalidInput("empty body: expected a chunk with one matrix per view")
+    if media_type == JSON:
+        document = parse_json(body)
+        if not isinstance(document, dict) or not isinstance(document.get("views"), dict):
+            raise InvalidInput('expected a JSON object {"views": {"<view>": <rows>, ...}}')
+        parts: dict[str, Any] = document["views"]
+        decode: Callable[[Any], Matrix] = _rows_from_json
+    elif media_type == NPZ:
+        parts = _arrays_from_npz(body, max_bytes)
+        decode = _numeric_array
+    else:
+        raise UnsupportedMediaType(
+            f"a multi-view chunk is application/json or application/x-npz; got '{media_type}'"
+        )
+    expected = [name for name, _ in views]
+    missing = [name for name in expected if name not in parts]
+    extra = sorted(set(parts) - set(expected))
+    if missing or extra:
+        raise InvalidInput(
+            f"expected exactly the views {expected}; missing {missing}, unexpected {extra}"
+        )
+    matrices = []
+    for name, dim in views:
+        try:
+            rows = validate_rows(decode(parts[name]), dim)
+        except InvalidInput as exc:
+            raise InvalidInput(f"view '{name}': {exc.detail}") from None
+        _require_nonnegative(rows, name)
+        matrices.append(rows)
+    counts = {name: m.shape[0] for (name, _), m in zip(views, matrices, strict=True)}
+    if len(set(counts.values())) > 1:
+        raise InvalidInput(f"every view must have the same rows; got row counts {counts}")
+    if any(sp.issparse(m) for m in matrices):
+        return sp.hstack([sp.csr_matrix(m) for m in matrices], format="csr")
+    return np.hstack([np.asarray(m, dtype=np.float64) for m in matrices])
+
+
+def _require_nonnegative(rows: Matrix, view: str) -> None:
+    csr = sp.csr_matrix(rows) if sp.issparse(rows) else None
+    values = csr.data if csr is not None else np.asarray(rows)
+    if values.size and values.min() < 0:
+        flat = int(np.argmin(values.ravel()))
+        if csr is not None:
+            row = int(np.searchsorted(csr.indptr, flat, side="right")) - 1
+            col = int(csr.indices[flat])
+        else:
+            row, col = divmod(flat, rows.shape[1])
+        raise InvalidInput(
+            f"view '{view}' must be nonnegative (NMF); got {values.ravel()[flat]} at row {row}, "
+            f"column {col}"
+        )
+
+
+def _arrays_from_npz(body: bytes, max_bytes: int) -> dict[str, Any]:
+    """The arrays of a ``numpy.savez`` archive, never unpickled, after the zip-bomb check."""
+    _check_inflation(body, max_bytes)
+    try:
+        with np.load(io.BytesIO(body), allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise InvalidInput("the .npz holds Python objects that would need pickle") from None
+        raise BadRequest(f"body is not a numpy .npz archive: {exc}") from None
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise BadRequest(f"body is not a numpy .npz archive: {exc}") from None
+
+
+def _numeric_array(array: Any) -> np.ndarray:
+    if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
+        kind = getattr(array, "dtype", type(array).__name__)
+        raise InvalidInput(f"expected a numeric array (float, int or bool dtype); got {kind}")
+    return array

@@ -50,8 +50,13 @@ class CreateSelector(BaseModel):
         default=None, description="Feature-column methods: number of values of every column."
     )
     n_objects: StrictInt | None = Field(default=None, description="Same as n_samples.")
-    feature_names: list[str] | None = Field(
-        default=None, description="Row methods: optional unique names, one per feature."
+    views: dict[str, StrictInt] | None = Field(
+        default=None, description="Multi-view methods (omvfs): features per view, in order."
+    )
+    feature_names: list[str] | dict[str, list[str]] | None = Field(
+        default=None,
+        description="Row methods: optional unique names, one per feature ({view: [...]} for "
+        "multi-view selectors).",
     )
     params: dict[str, Any] | None = Field(
         default=None, description="Method hyperparameters; omitted ones take their defaults."
@@ -68,6 +73,7 @@ class SelectorOut(BaseModel):
     created_at: float
     updated_at: float
     has_feature_names: bool
+    views: dict[str, int] | None = Field(default=None, description="Multi-view methods only.")
     n_samples: int | None = Field(default=None, description="Feature-column methods only.")
     features_seen: int | None = Field(default=None, description="Feature-column methods only.")
     features_kept: int | None = Field(
@@ -190,6 +196,7 @@ class ClusterOut(BaseModel):
 
 class RankedFeature(BaseModel):
     rank: int
+    view: str | None = Field(default=None, description="Multi-view selectors: the feature's view.")
     index: int
     name: str
     score: float = Field(description="The method's score, or the pivot |R_jj| for pivoted-qr.")

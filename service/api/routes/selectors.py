@@ -100,6 +100,7 @@ async def create_selector(body: CreateSelector, service: Service) -> Response:
         params=body.params,
         n_samples=body.n_samples,
         n_objects=body.n_objects,
+        views=body.views,
     )
     return json_response(created, 201, {"Location": f"/v1/selectors/{created['name']}"})
 
@@ -212,13 +213,16 @@ async def top_features(
         int | None,
         Query(alias="l", ge=1, description="IQRP's candidate list length (default h)."),
     ] = None,
+    view: Annotated[
+        str | None, Query(description="Multi-view selectors: rank this view only.")
+    ] = None,
 ) -> Response:
     """The h best features of the committed state (rank, index, name, score).
 
     For ``iqrp`` selectors (and ``strategy=diverse``) the answer is the exact pivoted-QR order
     with the pivots as scores and the pass account (passes, IO-passes, blocks read, flops).
     """
-    return json_response(await service.top(name, h, strategy, candidates))
+    return json_response(await service.top(name, h, strategy, candidates, view))
 
 
 @router.get(
