@@ -16,16 +16,27 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
 
 from service.algorithms import get_method
-from service.algorithms.base import SEGMENT_PREFIX, Matrix, Stream
+from service.algorithms.base import (
+    SEGMENT_PREFIX,
+    LabelledMethod,
+    Matrix,
+    Method,
+    State,
+    Stream,
+    StreamingMethod,
+)
+from service.algorithms.labels import LabelledRows, join
 from service.config import Settings
-from service.errors import NotFound, StaleApplier, Unavailable
+from service.errors import CodecError, NotFound, StaleApplier, Unavailable
 from service.metrics import Metrics
-from service.store.codec import decode_matrix, decode_state, encode_array, encode_state
+from service.store.chunks import decode_chunk
+from service.store.codec import decode_state, encode_array, encode_state
 from service.store.records import Head, Lease, LogEntry, SelectorMeta
 from service.store.redis_store import SelectorStore
 
@@ -45,19 +56,27 @@ def is_applied(head: Head, log_id: str) -> bool:
     return stream_id(head.cursor) >= stream_id(log_id)
 
 
-def coalesce(chunks: Sequence[Matrix], stream: Stream = "rows") -> Matrix:
+def coalesce(
+    chunks: Sequence[Matrix] | Sequence[LabelledRows], stream: Stream = "rows"
+) -> Matrix | LabelledRows:
     """Join chunks into one update, in log order.
 
     Rows are stacked (dense if all are dense, else CSR: never densify sparse); feature columns
-    are put side by side, which a ``"columns"`` method processes exactly as one by one.
+    are put side by side, which a ``"columns"`` method processes exactly as one by one;
+    labelled rows keep their labels (classes in order of first appearance).
     """
     if len(chunks) == 1:
         return chunks[0]
+    if any(isinstance(chunk, LabelledRows) for chunk in chunks):
+        if not all(isinstance(chunk, LabelledRows) for chunk in chunks):
+            raise CodecError("a selector's log mixes labelled and unlabelled chunks")
+        return join(cast(Sequence[LabelledRows], chunks))
+    matrices = cast(Sequence[Matrix], chunks)
     if stream == "columns":
-        return np.hstack([c if isinstance(c, np.ndarray) else c.toarray() for c in chunks])
-    if any(sp.issparse(chunk) for chunk in chunks):
-        return sp.vstack([sp.csr_matrix(chunk) for chunk in chunks], format="csr")
-    return np.vstack(chunks)
+        return np.hstack([c if isinstance(c, np.ndarray) else c.toarray() for c in matrices])
+    if any(sp.issparse(chunk) for chunk in matrices):
+        return sp.vstack([sp.csr_matrix(chunk) for chunk in matrices], format="csr")
+    return np.vstack(matrices)
 
 
 @dataclass(frozen=True)
@@ -81,8 +100,8 @@ def compute_update(
     """
     method = get_method(meta.method)
     state = decode_state(raw_state)
-    rows = coalesce([decode_matrix(payload) for payload in payloads], method.stream)
-    new_state = method.update(state, meta.params, rows)
+    chunks: Any = [decode_chunk(payload) for payload in payloads]
+    new_state = run_update(method, state, meta.params, coalesce(chunks, method.stream))
     segments = {
         field.removeprefix(SEGMENT_PREFIX): encode_array(np.asarray(value))
         for field, value in new_state.items()
@@ -90,6 +109,20 @@ def compute_update(
     }
     kept = {f: v for f, v in new_state.items() if not f.startswith(SEGMENT_PREFIX)}
     return encode_state(kept), segments
+
+
+def run_update(
+    method: Method, state: State, params: dict[str, Any], chunk: Matrix | LabelledRows
+) -> State:
+    """The method's update on a chunk of the kind it takes (labelled or not)."""
+    if isinstance(chunk, LabelledRows) != method.labelled:
+        raise CodecError(
+            f"method {method.name} takes {'labelled' if method.labelled else 'unlabelled'} "
+            "chunks; the log holds the other kind"
+        )
+    if isinstance(chunk, LabelledRows):
+        return cast(LabelledMethod, method).update(state, params, chunk)
+    return cast(StreamingMethod, method).update(state, params, chunk)
 
 
 class Applier:

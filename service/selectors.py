@@ -18,16 +18,19 @@ from typing import Any
 import numpy as np
 
 from service.algorithms import get_method
-from service.algorithms.base import StreamingMethod
+from service.algorithms.base import Method
 from service.algorithms.column_blocks import block_bounds
+from service.algorithms.labels import CLASSES_FIELD, COUNTS_FIELD, stored_classes
 from service.algorithms.ofs import cluster_samples, recorded_decisions
 from service.algorithms.pivoted_qr import IQRPResult, MatrixSource, iqrp
+from service.api.labelled_payloads import decode_labelled_rows
 from service.api.payloads import decode_columns, decode_rows, decode_views, validate_names
 from service.applier import Applier, is_applied
 from service.column_source import StoredColumns
 from service.config import Settings
 from service.errors import CodecError, Conflict, InvalidInput
 from service.metrics import Metrics
+from service.store.chunks import encode_chunk
 from service.store.codec import decode_array, decode_state, encode_matrix, encode_state
 from service.store.records import AppendOutcome, Head, SelectorMeta
 from service.store.redis_store import SelectorStore
@@ -257,13 +260,24 @@ class SelectorService:
 
     async def describe(self, name: str) -> dict[str, Any]:
         meta = await self.store.get_meta(name)
-        head, fields = await self.store.read_state_fields(name, ["__scalars__"])
+        labelled = get_method(meta.method).labelled
+        wanted = ["__scalars__", COUNTS_FIELD] if labelled else ["__scalars__"]
+        head, fields = await self.store.read_state_fields(name, wanted)
         summary = decode_state(fields) if fields.get("__scalars__") else {}
         # The commit trims the log up to its cursor atomically: what remains is pending.
         summary["pending_entries"] = await self.store.log_length(name)
         body = describe(meta, head, summary)
         if "features_kept" in summary:
             body["features_kept"] = summary["features_kept"]
+        if labelled:
+            # Labels as sent (integers stay integers), in order of discovery, with counts.
+            counts = summary.pop(COUNTS_FIELD, [])
+            classes = stored_classes(summary)
+            summary.pop(CLASSES_FIELD, None)
+            body["classes"] = [
+                {"label": label, "count": int(count)}
+                for label, count in zip(classes, counts, strict=True)
+            ]
         return body
 
     async def list_selectors(self) -> list[dict[str, Any]]:
@@ -301,10 +315,10 @@ class SelectorService:
             self.metrics.chunks_rejected.labels(str(exc.status)).inc()
             raise
         digest = hashlib.sha256(payload).hexdigest()
-        submitted = await self._submit(meta, method, payload, rows, digest, idempotency_key, wait)
+        submitted = await self.submit(meta, method, payload, rows, digest, idempotency_key, wait)
         outcome = submitted.outcome
         if not submitted.applied:
-            return ChunkReceipt(False, self._pending_body(outcome, rows))
+            return ChunkReceipt(False, self.pending_body(outcome, rows))
         body_out = {
             "version": submitted.version,
             "rows_seen": submitted.rows_seen,
@@ -342,12 +356,12 @@ class SelectorService:
         # The names are part of the request: the same columns under other names are another body.
         hasher = hashlib.sha256(payload)
         hasher.update(b"\0".join(name.encode() for name in names or []))
-        submitted = await self._submit(
+        submitted = await self.submit(
             meta, method, payload, count, hasher.hexdigest(), idempotency_key, wait, names or ()
         )
         outcome = submitted.outcome
         if not submitted.applied:
-            pending = self._pending_body(outcome, count)
+            pending = self.pending_body(outcome, count)
             pending["columns"] = pending.pop("rows")
             pending["first_index"] = outcome.first
             return ChunkReceipt(False, pending)
@@ -364,10 +378,10 @@ class SelectorService:
             answer["columns"], answer["first_index"] = count, outcome.first
         return ChunkReceipt(True, answer)
 
-    async def _submit(
+    async def submit(
         self,
         meta: SelectorMeta,
-        method: StreamingMethod,
+        method: Method,
         payload: bytes,
         items: int,
         digest: str,
@@ -404,6 +418,9 @@ class SelectorService:
 
     def _decode(self, body: bytes, media_type: str, meta: SelectorMeta) -> tuple[int, bytes]:
         limit = self.settings.max_body_bytes
+        if get_method(meta.method).labelled:
+            chunk = decode_labelled_rows(body, media_type, meta.n_features, limit)
+            return chunk.n_rows, encode_chunk(chunk)
         if "views" in meta.extra:
             rows = decode_views(body, media_type, views_of(meta), limit)
         else:
@@ -411,7 +428,7 @@ class SelectorService:
         return rows.shape[0], encode_matrix(rows)
 
     @staticmethod
-    def _pending_body(outcome: AppendOutcome, rows: int) -> dict[str, Any]:
+    def pending_body(outcome: AppendOutcome, rows: int) -> dict[str, Any]:
         return {
             "log_id": outcome.log_id,
             "status": "pending",
@@ -431,7 +448,7 @@ class SelectorService:
 
     # -- feature streams -------------------------------------------------------------------
 
-    async def _read_arrays(
+    async def read_arrays(
         self, name: str, fields: list[str], cache: bool = True
     ) -> tuple[Head, dict[str, np.ndarray]]:
         """Arrays of the committed state (decoded in a worker thread), cached per state key."""
@@ -456,7 +473,7 @@ class SelectorService:
         self, meta: SelectorMeta, first: int, count: int
     ) -> tuple[Head, list[dict[str, Any]]]:
         """Decisions on features ``first .. first + count - 1`` as the committed state has them."""
-        head, arrays = await self._read_arrays(meta.name, DECISION_FIELDS)
+        head, arrays = await self.read_arrays(meta.name, DECISION_FIELDS)
         leverage = arrays["leverage"]
         count = max(0, min(count, int(leverage.size) - first))
         decided = await asyncio.to_thread(
@@ -513,7 +530,7 @@ class SelectorService:
         if cached is not None:
             return cached
         # Kept columns can be large (n x kept): read for this answer only, never cached.
-        head, arrays = await self._read_arrays(name, ["kept_columns"], cache=False)
+        head, arrays = await self.read_arrays(name, ["kept_columns"], cache=False)
         kept = arrays["kept_columns"]
         if kept.shape[1] == 0:
             raise Conflict(
@@ -541,7 +558,7 @@ class SelectorService:
     async def ranking(self, name: str) -> Ranking:
         meta = await self.store.get_meta(name)
         field = get_method(meta.method).score_field
-        head, arrays = await self._read_arrays(name, [field])
+        head, arrays = await self.read_arrays(name, [field])
         return Ranking(meta, head, arrays[field])
 
     async def top(
@@ -654,7 +671,7 @@ class SelectorService:
             self._pivoted_cache.move_to_end(cache_key)
             return cached
         if source == "sketch":
-            head, arrays = await self._read_arrays(meta.name, ["sketch_rows"], cache=False)
+            head, arrays = await self.read_arrays(meta.name, ["sketch_rows"], cache=False)
             # In gaussian mode the sketch has random-feature columns after the m features.
             sketch = arrays["sketch_rows"][:, : meta.n_features]
             in_memory = MatrixSource(sketch)
@@ -699,7 +716,7 @@ def pass_account(result: IQRPResult, blocks_total: int) -> dict[str, Any]:
     }
 
 
-def require_stream(meta: SelectorMeta, stream: str) -> StreamingMethod:
+def require_stream(meta: SelectorMeta, stream: str) -> Method:
     """The selector's method, if it takes this kind of chunk; else a 422 naming the right one."""
     method = get_method(meta.method)
     if method.stream != stream:

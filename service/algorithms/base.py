@@ -7,10 +7,13 @@ mapping of named arrays and scalars (``State``) that the store encodes without p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    from service.algorithms.labels import LabelledRows
 
 #: A chunk of rows (samples x features): dense float array or CSR matrix.
 Matrix: TypeAlias = np.ndarray | sp.csr_matrix | sp.csr_array
@@ -30,8 +33,8 @@ SEGMENT_PREFIX = "segment:"
 Stream: TypeAlias = Literal["rows", "columns"]
 
 
-class StreamingMethod(Protocol):
-    """The contract between a method module and the service."""
+class MethodInfo(Protocol):
+    """What the service asks of every method, labelled or not."""
 
     #: The name users pass as ``"method"`` when creating a selector.
     name: str
@@ -42,6 +45,8 @@ class StreamingMethod(Protocol):
     #: Whether the applier may join pending chunks into one update. A method whose result
     #: depends on chunk boundaries (a buffer of the last s chunks) says no.
     coalesces: bool
+    #: Whether every row comes with a class label (``LabelledRows`` chunks, OCFS and IOC).
+    labelled: bool
 
     def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
         """Validate user parameters and fill in defaults.
@@ -59,6 +64,14 @@ class StreamingMethod(Protocol):
         """The state of a selector that has seen no data."""
         ...
 
+    def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
+        """The current score of every feature seen, higher is better."""
+        ...
+
+
+class StreamingMethod(MethodInfo, Protocol):
+    """A method over unlabelled chunks (``labelled = False``)."""
+
     def update(self, state: State, params: Mapping[str, Any], rows: Matrix) -> State:
         """Fold a chunk into the state; returns a new state, never mutates the input.
 
@@ -67,6 +80,14 @@ class StreamingMethod(Protocol):
         """
         ...
 
-    def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
-        """The current score of every feature seen, higher is better."""
+
+class LabelledMethod(MethodInfo, Protocol):
+    """A method over labelled row chunks (``labelled = True``)."""
+
+    def update(self, state: State, params: Mapping[str, Any], rows: LabelledRows) -> State:
+        """Fold a chunk of labelled rows into the state (a new state; the input is untouched)."""
         ...
+
+
+#: Any registered method.
+Method: TypeAlias = "StreamingMethod | LabelledMethod"

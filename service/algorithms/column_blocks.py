@@ -58,6 +58,7 @@ class ColumnBlocks:
     stream: Stream = "columns"
     score_field = "column_norms"
     coalesces = True
+    labelled = False
 
     def resolve_params(self, params: Mapping[str, Any], n_samples: int) -> dict[str, Any]:
         if not isinstance(params, Mapping):

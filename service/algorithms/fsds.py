@@ -341,6 +341,7 @@ class FSDS:
     stream: Stream = "rows"
     score_field = "weights"
     coalesces = True
+    labelled = False
 
     def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
         return _resolve(params, n_features).as_params()

@@ -299,6 +299,7 @@ class OFS:
     stream: Stream = "columns"
     score_field = "leverage"
     coalesces = True
+    labelled = False
 
     def resolve_params(self, params: Mapping[str, Any], n_samples: int) -> dict[str, Any]:
         return _resolve(params, n_samples).as_params()

@@ -291,6 +291,7 @@ class OMVFS:
     stream: Stream = "rows"
     score_field = "weights"
     coalesces = False
+    labelled = False
 
     def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
         return _resolve(params, n_features).as_params()

@@ -12,7 +12,7 @@ from fastapi import Depends, FastAPI
 
 from service.api.deps import require_token
 from service.api.problems import install_problem_handlers
-from service.api.routes import health, selectors
+from service.api.routes import health, labelled, selectors
 from service.applier import Applier
 from service.config import Settings
 from service.metrics import Metrics
@@ -87,4 +87,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_problem_handlers(app)
     app.include_router(health.router)
     app.include_router(selectors.router, dependencies=[Depends(require_token)])
+    app.include_router(labelled.router, dependencies=[Depends(require_token)])
     return app

@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import hmac
+import io
 from typing import Any
 
+import numpy as np
 import orjson
 from fastapi import Request
 from starlette.responses import Response
 
+from service.api.payloads import NPY, media_type_of
 from service.config import Settings
-from service.errors import PayloadTooLarge, Unauthorized
+from service.errors import NotAcceptable, PayloadTooLarge, Unauthorized
+from service.labelled_selectors import LabelledSelectors
 from service.selectors import SelectorService
+from service.store.records import Head
 
 
 def get_service(request: Request) -> SelectorService:
     service: SelectorService = request.app.state.service
     return service
+
+
+def get_labelled(request: Request) -> LabelledSelectors:
+    return LabelledSelectors(get_service(request))
 
 
 def get_settings(request: Request) -> Settings:
@@ -58,3 +67,26 @@ async def read_body(request: Request, limit: int) -> bytes:
             )
         parts.append(part)
     return b"".join(parts)
+
+
+def wants_npy(request: Request) -> bool:
+    """True for ``Accept: application/x-npy``, False for JSON; 406 for anything else."""
+    accept = request.headers.get("accept", "*/*")
+    accepted = {media_type_of(part) for part in accept.split(",")}
+    if NPY in accepted:
+        return True
+    if accepted & {"application/json", "*/*", "application/*", ""}:
+        return False
+    raise NotAcceptable(f"expected Accept application/json or {NPY}; got '{accept}'")
+
+
+def npy_response(array: Any, headers: dict[str, str] | None = None) -> Response:
+    """An array as a ``.npy`` body (little-endian float64, never pickled)."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(array, dtype="<f8"), allow_pickle=False)
+    return Response(buffer.getvalue(), media_type=NPY, headers=headers)
+
+
+def version_headers(head: Head) -> dict[str, str]:
+    """The committed version an answer comes from, for answers whose body is a bare array."""
+    return {"Sift-Version": str(head.version), "Sift-Rows-Seen": str(head.rows_seen)}

@@ -84,6 +84,10 @@ def _rows_from_json(document: Any) -> Matrix:
     if isinstance(document, list):
         return dense_from_json(document, "body")
     if isinstance(document, dict):
+        if "labels" in document:
+            raise InvalidInput(
+                "labels apply to labelled methods (ocfs, ioc); this selector takes rows only"
+            )
         if "rows" in document:
             return dense_from_json(document["rows"], "rows")
         if "indptr" in document:
@@ -372,8 +376,8 @@ def decode_views(
         parts: dict[str, Any] = document["views"]
         decode: Callable[[Any], Matrix] = _rows_from_json
     elif media_type == NPZ:
-        parts = _arrays_from_npz(body, max_bytes)
-        decode = _numeric_array
+        parts = arrays_from_npz(body, max_bytes)
+        decode = numeric_array
     else:
         raise UnsupportedMediaType(
             f"a multi-view chunk is application/json or application/x-npz; got '{media_type}'"
@@ -417,7 +421,7 @@ def _require_nonnegative(rows: Matrix, view: str) -> None:
         )
 
 
-def _arrays_from_npz(body: bytes, max_bytes: int) -> dict[str, Any]:
+def arrays_from_npz(body: bytes, max_bytes: int) -> dict[str, Any]:
     """The arrays of a ``numpy.savez`` archive, never unpickled, after the zip-bomb check."""
     _check_inflation(body, max_bytes)
     try:
@@ -431,7 +435,7 @@ def _arrays_from_npz(body: bytes, max_bytes: int) -> dict[str, Any]:
         raise BadRequest(f"body is not a numpy .npz archive: {exc}") from None
 
 
-def _numeric_array(array: Any) -> np.ndarray:
+def numeric_array(array: Any) -> np.ndarray:
     if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
         kind = getattr(array, "dtype", type(array).__name__)
         raise InvalidInput(f"expected a numeric array (float, int or bool dtype); got {kind}")

@@ -63,6 +63,11 @@ class CreateSelector(BaseModel):
     )
 
 
+class ClassCount(BaseModel):
+    label: int | str = Field(description="The class label as sent.")
+    count: int
+
+
 class SelectorOut(BaseModel):
     name: str
     method: str
@@ -76,6 +81,9 @@ class SelectorOut(BaseModel):
     views: dict[str, int] | None = Field(default=None, description="Multi-view methods only.")
     n_samples: int | None = Field(default=None, description="Feature-column methods only.")
     features_seen: int | None = Field(default=None, description="Feature-column methods only.")
+    classes: list[ClassCount] | None = Field(
+        default=None, description="Labelled methods (describe only): classes seen, in order."
+    )
     features_kept: int | None = Field(
         default=None, description="OFS: columns kept in A~ (describe only)."
     )
@@ -243,6 +251,38 @@ class WeightsOut(BaseModel):
     version: int
     rows_seen: int
     weights: list[float]
+
+
+class MergeIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"from": "east"}]})
+    source: str = Field(alias="from", description="The ocfs selector whose data to add.")
+
+
+class Merged(BaseModel):
+    source: str = Field(alias="from")
+    version: int = Field(description="The source's version that was read.")
+    rows: int = Field(description="Samples the merge adds (the source's rows).")
+
+
+class MergeOut(ChunkOut):
+    merged: Merged
+
+
+class ProjectionOut(BaseModel):
+    name: str
+    version: int
+    rows_seen: int
+    n_components: int
+    eigenvalues: list[float] = Field(description="||v^j||: IOC's estimates of S_b's eigenvalues.")
+    projection: list[list[float]] = Field(description="W, n_features x n_components.")
+
+
+class TransformOut(BaseModel):
+    name: str
+    version: int
+    rows_seen: int
+    n_components: int
+    rows: list[list[float]] = Field(description="W^T x for every row sent, in order.")
 
 
 class Problem(BaseModel):

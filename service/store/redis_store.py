@@ -408,6 +408,13 @@ class SelectorStore:
         return out
 
     @_redis_errors
+    async def last_log_id(self, name: str) -> str | None:
+        """The id of the newest log entry (None when the log is empty: all applied)."""
+        newest = await self.redis.xrevrange(self.keys(name).log, count=1)
+        log_id = newest[0][0] if newest else None
+        return None if log_id is None else _str(log_id)
+
+    @_redis_errors
     async def log_length(self, name: str) -> int:
         return int(await self.redis.xlen(self.keys(name).log))
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import io
 from typing import Annotated, Literal
 
-import numpy as np
 from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import Response
 
-from service.api.deps import get_service, get_settings, json_response, read_body
+from service.api.deps import (
+    get_service,
+    get_settings,
+    json_response,
+    npy_response,
+    read_body,
+    version_headers,
+    wants_npy,
+)
 from service.api.payloads import (
     COLUMN_MEDIA_TYPES,
-    NPY,
     ROW_MEDIA_TYPES,
-    media_type_of,
     require_media_type,
 )
 from service.api.schemas import (
@@ -32,7 +36,6 @@ from service.api.schemas import (
     TopOut,
     WeightsOut,
 )
-from service.errors import NotAcceptable
 from service.selectors import SelectorService
 
 router = APIRouter(prefix="/v1/selectors", tags=["selectors"])
@@ -237,23 +240,15 @@ async def top_features(
 )
 async def feature_weights(name: str, request: Request, service: Service) -> Response:
     """The score of every feature: JSON, or ``.npy`` with ``Accept: application/x-npy``."""
-    accept = request.headers.get("accept", "*/*")
-    accepted = {media_type_of(part) for part in accept.split(",")}
+    npy = wants_npy(request)
     ranking = await service.ranking(name)
-    headers = {
-        "Sift-Version": str(ranking.head.version),
-        "Sift-Rows-Seen": str(ranking.head.rows_seen),
+    headers = version_headers(ranking.head)
+    if npy:
+        return npy_response(ranking.weights, headers)
+    body = {
+        "name": name,
+        "version": ranking.head.version,
+        "rows_seen": ranking.head.rows_seen,
+        "weights": ranking.weights,
     }
-    if NPY in accepted:
-        buffer = io.BytesIO()
-        np.save(buffer, np.asarray(ranking.weights, dtype="<f8"), allow_pickle=False)
-        return Response(buffer.getvalue(), media_type=NPY, headers=headers)
-    if accepted & {"application/json", "*/*", "application/*", ""}:
-        body = {
-            "name": name,
-            "version": ranking.head.version,
-            "rows_seen": ranking.head.rows_seen,
-            "weights": ranking.weights,
-        }
-        return json_response(body, headers=headers)
-    raise NotAcceptable(f"expected Accept application/json or {NPY}; got '{accept}'")
+    return json_response(body, headers=headers)

@@ -1,0 +1,221 @@
+"""Incremental Orthogonal Centroid (Yan et al., TKDE 2006, section 3.1, Table 1).
+
+IOC learns the ``p`` leading eigenvectors of the inter-class scatter ``S_b`` one labelled
+sample at a time, without forming ``S_b``. For sample ``n`` (Table 1):
+
+* update the class counts and means and the overall mean; ``Phi_i^1 = m_i(n) - m(n)``;
+* for the vectors ``j = 1 .. min(p, n)``: if ``j = n`` the vector starts as the sample,
+  ``v^j(n) = x(n)``; otherwise, with ``alpha_i^j = Phi_i^j . v^j(n-1) / ||v^j(n-1)||``,
+
+      v^j(n) = (n-1)/n v^j(n-1) + 1/n sum_i alpha_i^j p_i(n) Phi_i^j        (the 1/n average)
+      Phi_i^{j+1} = Phi_i^j - (Phi_i^j . v^j(n)) v^j(n) / ||v^j(n)||^2       (deflation)
+
+  where ``p_i(n) = N_i(n) / n`` is the class prior.
+
+The solution is ``u^j = v^j / ||v^j||``; ``||v^j||`` estimates the eigenvalue ``lambda_j``
+(``v = S_b u = lambda u`` at convergence). A projection ``W = [u^1 .. u^p]`` maps a row ``x``
+to ``W^T x`` (section 2.1). Cost per sample O(c m p), as section 3.1.2 says.
+
+Two departures, both documented in the README:
+
+* A vector is started by the first sample after its predecessor whose row is not all zero
+  (the paper's ``j = n``, which it equals when no row is zero): a zero start would stay zero.
+* ``amnesia`` (default 0, the paper) is CCIPCA's amnesic average: weights
+  ``(n-1-l)/n`` and ``(1+l)/n`` with ``l = min(amnesia, (n-1)/2)``, which forgets the early
+  (poor) estimates faster and converges faster in high dimension.
+
+Feature scores (``weights``): ``score_i = sum_j lambda_j (u_i^j)^2 = sum_j (v_i^j)^2 / ||v^j||``,
+the between-class scatter the projection keeps along feature ``i``. With ``p = c - 1`` this is
+the diagonal of ``S_b``, i.e. the OCFS score; with fewer vectors it keeps the leading part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from service.algorithms.base import State, Stream
+from service.algorithms.labels import (
+    CLASSES_FIELD,
+    COUNTS_FIELD,
+    LabelledRows,
+    discover,
+    encode_classes,
+    grow_rows,
+    stored_classes,
+)
+from service.algorithms.ocfs import SUMS_FIELD
+from service.errors import InvalidParams
+
+_PARAMS = ("n_components", "amnesia")
+
+
+@dataclass(frozen=True)
+class _Config:
+    n_components: int
+    amnesia: float
+
+
+def _resolve(params: Mapping[str, Any], n_features: int) -> _Config:
+    if not isinstance(params, Mapping):
+        raise InvalidParams(f"params must be an object; got {type(params).__name__}")
+    unknown = sorted(str(key) for key in params if key not in _PARAMS)
+    if unknown:
+        raise InvalidParams(
+            f"unknown parameter(s) for ioc: {', '.join(repr(u) for u in unknown)}; "
+            f"expected some of: {', '.join(_PARAMS)}"
+        )
+    p = params.get("n_components", 1)
+    if isinstance(p, bool) or not isinstance(p, Integral) or not 1 <= int(p) <= n_features:
+        raise InvalidParams(
+            f"n_components must be an integer in [1, n_features={n_features}]; got {p!r}"
+        )
+    amnesia = params.get("amnesia", 0.0)
+    if isinstance(amnesia, bool) or not isinstance(amnesia, Real) or not 0 <= float(amnesia) <= 100:
+        raise InvalidParams(f"amnesia must be a number in [0, 100]; got {amnesia!r}")
+    return _Config(int(p), float(amnesia))
+
+
+class IOC:
+    """Incremental Orthogonal Centroid over labelled row chunks, one sample at a time.
+
+    The result does not depend on the chunking (the samples are processed in log order either
+    way), so the applier may coalesce chunks.
+    """
+
+    name = "ioc"
+    stream: Stream = "rows"
+    score_field = "weights"
+    coalesces = True
+    labelled = True
+
+    def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
+        cfg = _resolve(params, n_features)
+        return {"n_components": cfg.n_components, "amnesia": cfg.amnesia}
+
+    def initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
+        cfg = _resolve(params, n_features)
+        return {
+            CLASSES_FIELD: encode_classes([]),
+            COUNTS_FIELD: np.zeros(0, dtype=np.int64),
+            SUMS_FIELD: np.zeros((0, n_features)),
+            "sample_sum": np.zeros(n_features),
+            "samples": 0,
+            "vectors": np.zeros((cfg.n_components, n_features)),
+            "vectors_started": 0,
+            "eigenvalues": np.zeros(cfg.n_components),
+            "weights": np.zeros(n_features),
+        }
+
+    def update(self, state: State, params: Mapping[str, Any], rows: LabelledRows) -> State:
+        """Table 1 for every row of the chunk, in order."""
+        m = int(np.asarray(state["sample_sum"]).size)
+        cfg = _resolve(params, m)
+        if rows.multiplicity is not None:
+            raise ValueError("IOC processes samples one by one: it cannot take class summaries")
+        classes, codes = discover(stored_classes(state), rows)
+        run = _Run(
+            counts=grow_rows(np.asarray(state[COUNTS_FIELD], dtype=np.int64), len(classes)),
+            sums=grow_rows(np.asarray(state[SUMS_FIELD], dtype=np.float64), len(classes)),
+            total=np.array(state["sample_sum"], dtype=np.float64),
+            n=int(np.asarray(state["samples"])),
+            vectors=np.array(state["vectors"], dtype=np.float64),
+            started=int(np.asarray(state["vectors_started"])),
+            amnesia=cfg.amnesia,
+        )
+        x = rows.rows
+        if sp.issparse(x):
+            csr = sp.csr_matrix(x, copy=True)
+            csr.sum_duplicates()  # a row's values are added by index: one entry per index
+            for i in range(csr.shape[0]):
+                lo, hi = csr.indptr[i], csr.indptr[i + 1]
+                run.step(codes[i], csr.indices[lo:hi], csr.data[lo:hi])
+        else:
+            dense = np.asarray(x, dtype=np.float64)
+            for i in range(dense.shape[0]):
+                run.step(codes[i], None, dense[i])
+        lengths = np.linalg.norm(run.vectors, axis=1)
+        return {
+            CLASSES_FIELD: encode_classes(classes),
+            COUNTS_FIELD: run.counts,
+            SUMS_FIELD: run.sums,
+            "sample_sum": run.total,
+            "samples": run.n,
+            "vectors": run.vectors,
+            "vectors_started": run.started,
+            "eigenvalues": lengths,
+            "weights": feature_scores(run.vectors),
+        }
+
+    def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
+        return np.array(state["weights"], dtype=np.float64)
+
+
+def feature_scores(vectors: np.ndarray) -> np.ndarray:
+    """``sum_j lambda_j (u_i^j)^2 = sum_j (v_i^j)^2 / ||v^j||`` over the started vectors."""
+    lengths = np.linalg.norm(vectors, axis=1)
+    started = lengths > 0
+    return (vectors[started] ** 2 / lengths[started, None]).sum(axis=0)
+
+
+def projection(vectors: np.ndarray) -> np.ndarray:
+    """``W = [u^1 .. u^p]`` (``m x p``): the unit vectors of IOC's solution."""
+    lengths = np.linalg.norm(vectors, axis=1)
+    return np.ascontiguousarray((vectors / np.where(lengths > 0, lengths, 1.0)[:, None]).T)
+
+
+@dataclass
+class _Run:
+    """The mutable working copy of the state while one chunk's samples are folded in."""
+
+    counts: np.ndarray
+    sums: np.ndarray
+    total: np.ndarray
+    n: int
+    vectors: np.ndarray
+    started: int
+    amnesia: float
+
+    def step(self, k: int, indices: np.ndarray | None, values: np.ndarray) -> None:
+        """One sample of class ``k`` (a dense row, or a sparse row's indices and values)."""
+        if indices is None:
+            self.sums[k] += values
+            self.total += values
+        else:
+            self.sums[k, indices] += values
+            self.total[indices] += values
+        self.counts[k] += 1
+        self.n += 1
+        n = self.n
+        present = self.counts > 0
+        priors = self.counts[present] / n
+        phi = self.sums[present] / self.counts[present, None] - self.total / n  # Phi^1
+        # Amnesia only once the old estimate keeps at least half its weight: an early vector
+        # must not be wiped out by a sample that carries no class information yet.
+        forget = min(self.amnesia, (n - 1) / 2)
+        keep, learn = (n - 1 - forget) / n, (1 + forget) / n
+        for j in range(self.started):
+            v = self.vectors[j]
+            length = np.linalg.norm(v)
+            if length == 0:  # cancelled out exactly; the next samples restart it
+                continue
+            alpha = phi @ v / length
+            v = keep * v + learn * ((alpha * priors) @ phi)
+            self.vectors[j] = v
+            squared = v @ v
+            if squared > 0:
+                phi = phi - np.outer(phi @ v, v / squared)  # deflate for vector j + 1
+        if self.started < self.vectors.shape[0] and values.any():
+            # Table 1's "if j = n then v^j(n) = x(n)": the next vector starts at this sample.
+            row = self.vectors[self.started]
+            row[:] = 0.0
+            if indices is None:
+                row += values
+            else:
+                row[indices] = values
+            self.started += 1

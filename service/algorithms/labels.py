@@ -1,0 +1,144 @@
+"""Class labels of labelled row streams (OCFS, IOC): chunks that carry them, classes as found.
+
+A label is an integer or a string, taken as sent: ``1`` and ``"1"`` are different classes.
+Classes get their index in the order the stream first shows them (log order, then row order
+within a chunk), so a selector's class list and every per-class array line up whatever the
+chunking. The list is kept in the state as a JSON string (``classes``), next to the per-class
+arrays the method needs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from service.algorithms.base import Matrix, State
+
+#: A class label as a user sends it.
+Label = int | str
+#: The state field holding the classes seen, in order of discovery (a JSON list).
+CLASSES_FIELD = "classes"
+#: The state field holding the number of samples of every class (int64, one per class).
+COUNTS_FIELD = "class_counts"
+
+
+@dataclass(frozen=True)
+class LabelledRows:
+    """A chunk of rows with one class label each.
+
+    ``classes`` are the chunk's distinct labels in order of first appearance and ``codes`` the
+    index into ``classes`` of every row. ``multiplicity`` (optional) says how many samples a
+    row stands for: a merge sends one row per class holding the class *sum*, with the class
+    count as its multiplicity, and a method that keeps only counts and sums (OCFS) folds it in
+    exactly as it would the samples themselves.
+    """
+
+    rows: Matrix
+    classes: tuple[Label, ...]
+    codes: np.ndarray
+    multiplicity: np.ndarray | None = None
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.rows.shape[0])
+
+    @property
+    def samples(self) -> int:
+        """The samples this chunk stands for (rows, or the sum of the multiplicities)."""
+        return self.n_rows if self.multiplicity is None else int(self.multiplicity.sum())
+
+
+def labelled(rows: Matrix, labels: Sequence[Label]) -> LabelledRows:
+    """Rows with their labels (one per row, already validated) as a ``LabelledRows``."""
+    index: dict[tuple[type, Label], int] = {}
+    codes = np.empty(len(labels), dtype=np.int64)
+    for row, label in enumerate(labels):
+        codes[row] = index.setdefault((type(label), label), len(index))
+    return LabelledRows(rows, tuple(label for _, label in index), codes)
+
+
+def join(chunks: Sequence[LabelledRows]) -> LabelledRows:
+    """Chunks in log order as one: classes keep their order of first appearance.
+
+    A method that processes the joined chunk discovers the same classes in the same order as
+    one that processes the chunks one by one.
+    """
+    if len(chunks) == 1:
+        return chunks[0]
+    index: dict[tuple[type, Label], int] = {}
+    codes = []
+    for chunk in chunks:
+        remap = np.array(
+            [index.setdefault((type(c), c), len(index)) for c in chunk.classes], dtype=np.int64
+        )
+        codes.append(remap[chunk.codes])
+    if any(sp.issparse(chunk.rows) for chunk in chunks):
+        rows: Matrix = sp.vstack([sp.csr_matrix(c.rows) for c in chunks], format="csr")
+    else:
+        rows = np.vstack([np.asarray(c.rows) for c in chunks])
+    multiplicity = None
+    if any(chunk.multiplicity is not None for chunk in chunks):
+        multiplicity = np.concatenate(
+            [
+                np.ones(c.n_rows, dtype=np.int64) if c.multiplicity is None else c.multiplicity
+                for c in chunks
+            ]
+        )
+    return LabelledRows(
+        rows, tuple(label for _, label in index), np.concatenate(codes), multiplicity
+    )
+
+
+def stored_classes(state: State) -> list[Label]:
+    """The classes a state has seen, in order of discovery."""
+    raw = state.get(CLASSES_FIELD) or "[]"
+    return list(json.loads(str(raw)))
+
+
+def encode_classes(classes: Sequence[Label]) -> str:
+    return json.dumps(list(classes), separators=(",", ":"), ensure_ascii=False)
+
+
+def discover(known: Sequence[Label], chunk: LabelledRows) -> tuple[list[Label], np.ndarray]:
+    """All classes after this chunk (new ones appended) and every row's index among them."""
+    index = {(type(c), c): i for i, c in enumerate(known)}
+    classes = list(known)
+    remap = np.empty(len(chunk.classes), dtype=np.int64)
+    for local, label in enumerate(chunk.classes):
+        key = (type(label), label)
+        if key not in index:
+            index[key] = len(classes)
+            classes.append(label)
+        remap[local] = index[key]
+    return classes, remap[chunk.codes]
+
+
+def class_totals(
+    rows: Matrix, codes: np.ndarray, n_classes: int, multiplicity: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-class sample counts and row sums of one chunk: ``(c,)`` int64 and ``c x m``.
+
+    The sums are ``G^T X`` with ``G`` the sparse ``rows x c`` class indicator: O(nnz(X)) for
+    sparse and O(rows * m) for dense rows, never O(c * rows * m).
+    """
+    n = rows.shape[0]
+    indicator = sp.csr_matrix(
+        (np.ones(n), (np.arange(n), codes)), shape=(n, n_classes), dtype=np.float64
+    )
+    sums = indicator.T @ rows
+    sums = sums.toarray() if sp.issparse(sums) else np.asarray(sums, dtype=np.float64)
+    weights = np.ones(n, dtype=np.int64) if multiplicity is None else multiplicity
+    counts = np.bincount(codes, weights=weights, minlength=n_classes)
+    return np.rint(counts).astype(np.int64), sums
+
+
+def grow_rows(array: np.ndarray, rows: int) -> np.ndarray:
+    """``array`` with zero rows appended up to ``rows`` (new classes start empty)."""
+    extra = rows - array.shape[0]
+    if extra <= 0:
+        return np.array(array)
+    return np.concatenate([array, np.zeros((extra, *array.shape[1:]), dtype=array.dtype)])

@@ -1,0 +1,136 @@
+"""Orthogonal Centroid Feature Selection (Yan et al., TKDE 2006, section 3.2, Table 2).
+
+OCFS picks the ``p`` features that maximise ``J(W~) = trace(W~^T S_b W~)`` over 0/1 selection
+matrices (eq. 2), i.e. the ``p`` largest scores
+
+    s(i) = sum_j n_j / n * (m_j^i - m^i)^2,
+
+with ``m_j`` the mean of class ``j`` and ``m`` the mean of all samples (Table 2, steps 1-3).
+The scores depend on the data only through the class counts ``n_j`` and the class sums, so the
+state is exactly those: any chunking gives the same scores (up to the rounding of the sums),
+and two selectors over disjoint data merge exactly by adding their counts and sums. The sum
+of all scores is ``trace(S_b)``.
+
+The batch references ``between_class_scatter`` and ``oc_directions`` (the eigenvectors of
+``S_b``, the batch Orthogonal Centroid solution) serve the tests and IOC's convergence curve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from service.algorithms.base import Matrix, State, Stream
+from service.algorithms.labels import (
+    CLASSES_FIELD,
+    COUNTS_FIELD,
+    Label,
+    LabelledRows,
+    class_totals,
+    discover,
+    encode_classes,
+    grow_rows,
+    stored_classes,
+)
+from service.errors import InvalidParams
+
+#: The state field holding every class's row sum (``c x m``).
+SUMS_FIELD = "class_sums"
+
+
+def ocfs_scores(counts: np.ndarray, sums: np.ndarray) -> np.ndarray:
+    """Table 2, steps 1-3: ``s(i) = sum_j n_j/n (m_j^i - m^i)^2`` from counts and class sums."""
+    counts = np.asarray(counts, dtype=np.float64)
+    n = counts.sum()
+    if n == 0:
+        return np.zeros(sums.shape[1])
+    present = counts > 0
+    means = sums[present] / counts[present, None]  # step 1: class centroids m_j
+    overall = sums.sum(axis=0) / n  # step 2: the centroid m of all samples
+    return ((counts[present] / n)[:, None] * (means - overall) ** 2).sum(axis=0)
+
+
+class OCFS:
+    """OCFS over labelled row chunks; the state is class counts and class sums."""
+
+    name = "ocfs"
+    stream: Stream = "rows"
+    score_field = "scores"
+    coalesces = True
+    labelled = True
+
+    def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
+        if not isinstance(params, Mapping):
+            raise InvalidParams(f"params must be an object; got {type(params).__name__}")
+        if params:
+            raise InvalidParams(
+                f"ocfs has no parameters (the scores are exact); got {sorted(map(str, params))}"
+            )
+        return {}
+
+    def initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
+        return {
+            CLASSES_FIELD: encode_classes([]),
+            COUNTS_FIELD: np.zeros(0, dtype=np.int64),
+            SUMS_FIELD: np.zeros((0, n_features)),
+            "scores": np.zeros(n_features),
+        }
+
+    def update(self, state: State, params: Mapping[str, Any], rows: LabelledRows) -> State:
+        """Fold the chunk's class counts and sums in, then recompute every score (O(cm))."""
+        classes, codes = discover(stored_classes(state), rows)
+        counts, sums = class_totals(rows.rows, codes, len(classes), rows.multiplicity)
+        counts += grow_rows(np.asarray(state[COUNTS_FIELD], dtype=np.int64), len(classes))
+        sums += grow_rows(np.asarray(state[SUMS_FIELD], dtype=np.float64), len(classes))
+        return {
+            CLASSES_FIELD: encode_classes(classes),
+            COUNTS_FIELD: counts,
+            SUMS_FIELD: sums,
+            "scores": ocfs_scores(counts, sums),
+        }
+
+    def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
+        return np.array(state["scores"], dtype=np.float64)
+
+
+def summary_rows(state: State) -> LabelledRows:
+    """The state as a chunk to merge elsewhere: one row per class holding its sum, with the
+    class count as multiplicity (so the receiver adds counts and sums, exactly)."""
+    classes = stored_classes(state)
+    return LabelledRows(
+        rows=np.array(state[SUMS_FIELD], dtype=np.float64),
+        classes=tuple(classes),
+        codes=np.arange(len(classes), dtype=np.int64),
+        multiplicity=np.array(state[COUNTS_FIELD], dtype=np.int64),
+    )
+
+
+# -- batch references (the Orthogonal Centroid criterion computed from all the data) -----------
+
+
+def centred_class_means(x: Matrix, labels: Sequence[Label]) -> tuple[np.ndarray, np.ndarray]:
+    """``Phi`` (``c x m``, rows ``m_j - m``) and the class priors ``n_j / n``, from all rows."""
+    keys = [(type(label), label) for label in labels]
+    classes = list(dict.fromkeys(keys))
+    codes = np.array([classes.index(key) for key in keys])
+    dense = sp.csr_matrix(x).toarray() if sp.issparse(x) else np.asarray(x, dtype=np.float64)
+    means = np.stack([dense[codes == j].mean(axis=0) for j in range(len(classes))])
+    priors = np.bincount(codes) / len(codes)
+    return means - dense.mean(axis=0), priors
+
+
+def between_class_scatter(x: Matrix, labels: Sequence[Label]) -> np.ndarray:
+    """``S_b = sum_j n_j/n (m_j - m)(m_j - m)^T`` (section 2.1), ``m x m``."""
+    phi, priors = centred_class_means(x, labels)
+    return phi.T @ (priors[:, None] * phi)
+
+
+def oc_directions(x: Matrix, labels: Sequence[Label], p: int) -> tuple[np.ndarray, np.ndarray]:
+    """The batch OC solution: the ``p`` leading unit eigenvectors of ``S_b`` (``m x p``) and
+    their eigenvalues, from the SVD of ``diag(sqrt(n_j/n)) Phi`` (``c x m``, cheap for big m)."""
+    phi, priors = centred_class_means(x, labels)
+    _, singular, vt = np.linalg.svd(np.sqrt(priors)[:, None] * phi, full_matrices=False)
+    return vt[:p].T, singular[:p] ** 2
