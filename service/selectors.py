@@ -20,7 +20,7 @@ import numpy as np
 from service.algorithms import get_method
 from service.algorithms.base import Method
 from service.algorithms.column_blocks import block_bounds
-from service.algorithms.labels import CLASSES_FIELD, COUNTS_FIELD, stored_classes
+from service.algorithms.labels import CLASSES_FIELD, COUNTS_FIELD, Label, stored_classes
 from service.algorithms.ofs import cluster_samples, recorded_decisions
 from service.algorithms.pivoted_qr import IQRPResult, MatrixSource, iqrp
 from service.api.labelled_payloads import decode_labelled_rows
@@ -43,6 +43,10 @@ MAX_FEATURES = 10_000_000
 MAX_SAMPLES = 100_000
 #: Most decisions one ``GET .../features`` returns.
 MAX_FEATURE_PAGE = 10_000
+#: Class sums a labelled selector may keep, in doubles (1 GiB): bounds its number of classes.
+MAX_CLASS_CELLS = 2**27
+#: Most classes of one labelled selector, whatever its width.
+MAX_CLASSES = 10_000
 #: Ranking strategies of ``GET .../top``: individual scores, or IQRP's spanning selection.
 STRATEGIES = ("score", "diverse")
 #: State fields that record OFS decisions (see ``recorded_decisions``).
@@ -75,6 +79,11 @@ class Submitted:
     @property
     def applied(self) -> bool:
         return self.version is not None
+
+
+def max_classes(n_features: int) -> int:
+    """How many classes a labelled selector over ``n_features`` features may discover."""
+    return max(2, min(MAX_CLASSES, MAX_CLASS_CELLS // max(n_features, 1)))
 
 
 def validate_name(name: Any) -> str:
@@ -310,7 +319,9 @@ class SelectorService:
         """Append a chunk of rows; answer with the version that contains it (or 202)."""
         method = require_stream(meta, "rows")
         try:
-            rows, payload = await asyncio.to_thread(self._decode, body, media_type, meta)
+            rows, payload, classes = await asyncio.to_thread(self._decode, body, media_type, meta)
+            if classes:
+                await self._check_class_budget(meta, classes)
         except InvalidInput as exc:
             self.metrics.chunks_rejected.labels(str(exc.status)).inc()
             raise
@@ -416,16 +427,37 @@ class SelectorService:
                 rows_seen = record.rows_seen if record.rows_seen is not None else rows_seen
         return Submitted(outcome, version, rows_seen)
 
-    def _decode(self, body: bytes, media_type: str, meta: SelectorMeta) -> tuple[int, bytes]:
+    def _decode(
+        self, body: bytes, media_type: str, meta: SelectorMeta
+    ) -> tuple[int, bytes, tuple[Label, ...]]:
+        """Rows in the body, the log payload, and the classes of a labelled chunk."""
         limit = self.settings.max_body_bytes
         if get_method(meta.method).labelled:
             chunk = decode_labelled_rows(body, media_type, meta.n_features, limit)
-            return chunk.n_rows, encode_chunk(chunk)
+            return chunk.n_rows, encode_chunk(chunk), chunk.classes
         if "views" in meta.extra:
             rows = decode_views(body, media_type, views_of(meta), limit)
         else:
             rows = decode_rows(body, media_type, meta.n_features, limit)
-        return rows.shape[0], encode_matrix(rows)
+        return rows.shape[0], encode_matrix(rows), ()
+
+    async def _check_class_budget(self, meta: SelectorMeta, classes: tuple[Label, ...]) -> None:
+        """422 if the chunk would take the selector past ``max_classes`` (a row of sums each).
+
+        Checked against the committed classes: chunks racing each other may overshoot by what
+        they bring together, which stays bounded by the per-chunk limit.
+        """
+        _head, fields = await self.store.read_state_fields(meta.name, ["__scalars__"])
+        known = stored_classes(decode_state(fields)) if fields.get("__scalars__") else []
+        seen = {(type(label), label) for label in known}
+        new = sum(1 for label in classes if (type(label), label) not in seen)
+        budget = max_classes(meta.n_features)
+        if len(known) + new > budget:
+            raise InvalidInput(
+                f"selector '{meta.name}' may hold at most {budget} classes (class sums of "
+                f"{meta.n_features} features each); it has {len(known)} and this chunk brings "
+                f"{new} new"
+            )
 
     @staticmethod
     def pending_body(outcome: AppendOutcome, rows: int) -> dict[str, Any]:

@@ -29,6 +29,13 @@ class CreateSelector(BaseModel):
                     "feature_names": ["a", "b", "c", "d"],
                     "params": {"kernel": "gaussian", "kernel_components": 256, "seed": 7},
                 },
+                {"name": "mail", "method": "ocfs", "n_features": 3289},
+                {
+                    "name": "faces",
+                    "method": "ioc",
+                    "n_features": 1024,
+                    "params": {"n_components": 19, "amnesia": 2},
+                },
                 {
                     "name": "patients",
                     "method": "ofs",
@@ -41,7 +48,8 @@ class CreateSelector(BaseModel):
 
     name: str = Field(description="1-128 letters, digits, '.', '_' or '-'.")
     method: str = Field(
-        description="Streaming method: 'fsds' (rows), 'ofs' or 'iqrp' (feature columns)."
+        description="Streaming method: 'fsds' (rows), 'ocfs' or 'ioc' (labelled rows), 'omvfs' "
+        "(multi-view rows), 'ofs' or 'iqrp' (feature columns)."
     )
     n_features: StrictInt | None = Field(
         default=None, description="Row methods: number of columns of every row chunk."

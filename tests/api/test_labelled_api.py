@@ -338,3 +338,18 @@ async def test_labelled_chunks_survive_a_restart_and_coalesce_in_log_order(app_f
     params = method.resolve_params({"n_components": 2}, 64)
     state = method.update(method.initial_state(params, 64), params, labelled(x[:300], y[:300]))
     np.testing.assert_allclose(vectors, projection(np.asarray(state["vectors"])), rtol=1e-12)
+
+
+async def test_the_number_of_classes_is_bounded(client, monkeypatch):
+    import service.selectors
+
+    monkeypatch.setattr(service.selectors, "MAX_CLASS_CELLS", 12)  # 12 sums of 3 features: 4
+    await create(client, "many", "ocfs", 3)
+    assert (await push(client, "many", np.ones((3, 3)), ["a", "b", "c"])).status_code == 200
+    response = await push(client, "many", np.ones((2, 3)), ["a", "d"])
+    assert response.status_code == 200, response.text
+    response = await push(client, "many", np.ones((2, 3)), ["b", "e"])
+    assert response.status_code == 422
+    assert "at most 4 classes" in response.json()["detail"]
+    assert "has 4 and this chunk brings 1 new" in response.json()["detail"]
+    assert (await client.get("/v1/selectors/many")).json()["rows_seen"] == 5

@@ -44,7 +44,8 @@ Service = Annotated[SelectorService, Depends(get_service)]
 ROW_BODY_DOC = {
     "requestBody": {
         "required": True,
-        "description": "A chunk of rows (samples x n_features).",
+        "description": "A chunk of rows (samples x n_features); labelled methods (ocfs, ioc) "
+        "need one label per row: JSON 'labels' or an .npz from numpy.savez with 'labels'.",
         "content": {
             "application/json": {
                 "schema": {"oneOf": [{"type": "array"}, {"type": "object"}]},
@@ -57,6 +58,9 @@ ROW_BODY_DOC = {
                             "indices": [1, 2, 0],
                             "data": [1.5, 2.0, 1.0],
                         }
+                    },
+                    "labelled (ocfs, ioc)": {
+                        "value": {"rows": [[0.0, 1.5, 2.0], [1.0, 0.0, 0.5]], "labels": ["a", 7]}
                     },
                 },
             },

@@ -1,0 +1,245 @@
+"""OCFS and IOC: rows/s in-process and over HTTP, cost per unit of the paper's complexity.
+
+Data: PCMAC and BASEHOCK (sparse text, c = 2) and COIL20 (dense images, c = 20), each stacked
+to at least 5000 rows in a seeded order, pushed in chunks of 500 labelled rows.
+
+In-process (the method's update, as the applier runs it, without HTTP or Redis):
+
+* OCFS: rows/s, and the time of one score recomputation per ``c * d`` (Table 2's O(cd)).
+  Baseline: re-running batch OCFS on all rows seen so far after every chunk (what a batch
+  library does on a stream).
+* IOC: rows/s for p = 1 (and p = 5, 19 on COIL20), and the time per sample per ``c * d * p``
+  (section 3.1.2's O(cdp)). Baseline: the exact batch OC solution (SVD of the c x d centred
+  class means) recomputed after every chunk from all rows seen so far, and the inner product
+  of IOC's first vector with it at the end.
+
+Over HTTP: the real service (``python -m service serve``) on its embedded Redis in a
+temporary directory; chunks posted as ``.npz`` (``numpy.savez`` with the CSR parts or the rows,
+and labels), every POST waiting for its version. rows/s and POST latency percentiles.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_labelled.py          # ~3 minutes
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_labelled.py --quick  # in-process
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_http import peak_rss_mib, running_service
+
+from service.algorithms.ioc import IOC, projection
+from service.algorithms.labels import labelled
+from service.algorithms.ocfs import OCFS, oc_directions, ocfs_scores
+from tests.datasets import load_mat
+
+CHUNK = 500
+MIN_ROWS = 5000
+
+
+def stream(name: str) -> tuple[Any, list[int]]:
+    x, y = load_mat(name, dense=name == "COIL20.mat")
+    copies = -(-MIN_ROWS // x.shape[0])
+    stacked = sp.vstack([x] * copies, format="csr") if sp.issparse(x) else np.vstack([x] * copies)
+    labels = np.tile(y, copies)
+    order = np.random.default_rng(0).permutation(stacked.shape[0])
+    return stacked[order], [int(v) for v in labels[order]]
+
+
+def chunks(x: Any, y: list[int]) -> list[tuple[Any, list[int]]]:
+    return [(x[s : s + CHUNK], y[s : s + CHUNK]) for s in range(0, x.shape[0], CHUNK)]
+
+
+def timed(fn: Any) -> tuple[Any, float]:
+    started = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - started
+
+
+def ocfs_in_process(parts: list[tuple[Any, list[int]]], d: int) -> dict[str, float]:
+    method = OCFS()
+
+    def run() -> Any:
+        state = method.initial_state({}, d)
+        for rows, labels in parts:
+            state = method.update(state, {}, labelled(rows, labels))
+        return state
+
+    state, seconds = timed(run)
+    counts, sums = np.asarray(state["class_counts"]), np.asarray(state["class_sums"])
+    _, score_seconds = timed(lambda: [ocfs_scores(counts, sums) for _ in range(20)])
+    c = counts.size
+
+    def batch() -> None:
+        seen_x: list[Any] = []
+        seen_y: list[int] = []
+        for rows, labels in parts:
+            seen_x.append(rows)
+            seen_y += labels
+            stacked = sp.vstack(seen_x) if sp.issparse(rows) else np.vstack(seen_x)
+            ocfs_scores(*_totals(stacked, seen_y))  # Table 2 on every row seen so far
+
+    _, batch_seconds = timed(batch)
+    rows = sum(part[0].shape[0] for part in parts)
+    return {
+        "rows_per_s": rows / seconds,
+        "score_ns_per_cd": score_seconds / 20 / (c * d) * 1e9,
+        "batch_rows_per_s": rows / batch_seconds,
+    }
+
+
+def _totals(x: Any, y: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    classes = sorted(set(y))
+    codes = np.searchsorted(classes, y)
+    indicator = sp.csr_matrix((np.ones(len(y)), (np.arange(len(y)), codes)))
+    sums = indicator.T @ x
+    return np.bincount(codes), np.asarray(sums.toarray() if sp.issparse(sums) else sums)
+
+
+def ioc_in_process(
+    parts: list[tuple[Any, list[int]]], d: int, p: int, amnesia: float
+) -> dict[str, float]:
+    method = IOC()
+    params = method.resolve_params({"n_components": p, "amnesia": amnesia}, d)
+
+    def run() -> Any:
+        state = method.initial_state(params, d)
+        for rows, labels in parts:
+            state = method.update(state, params, labelled(rows, labels))
+        return state
+
+    state, seconds = timed(run)
+    rows = sum(part[0].shape[0] for part in parts)
+    c = int(np.asarray(state["class_counts"]).size)
+
+    def exact_each_chunk() -> np.ndarray:
+        seen_x: list[Any] = []
+        seen_y: list[int] = []
+        target = np.zeros((d, p))
+        for chunk_rows, labels in parts:
+            seen_x.append(chunk_rows)
+            seen_y += labels
+            stacked = sp.vstack(seen_x) if sp.issparse(chunk_rows) else np.vstack(seen_x)
+            target, _ = oc_directions(stacked, seen_y, p)
+        return target
+
+    target, exact_seconds = timed(exact_each_chunk)
+    learned = projection(np.asarray(state["vectors"]))
+    return {
+        "rows_per_s": rows / seconds,
+        "ns_per_cdp": seconds / rows / (c * d * p) * 1e9,
+        "exact_rows_per_s": rows / exact_seconds,
+        "inner_first": float(abs(learned[:, 0] @ target[:, 0])),
+        "inner_last": float(abs(learned[:, -1] @ target[:, -1])),
+    }
+
+
+def npz_chunk(rows: Any, labels: list[int]) -> bytes:
+    buffer = io.BytesIO()
+    if sp.issparse(rows):
+        csr = sp.csr_matrix(rows)
+        np.savez(
+            buffer,
+            data=csr.data,
+            indices=csr.indices,
+            indptr=csr.indptr,
+            shape=np.array(csr.shape),
+            labels=np.array(labels),
+        )
+    else:
+        np.savez(buffer, rows=np.asarray(rows), labels=np.array(labels))
+    return buffer.getvalue()
+
+
+def over_http(base: str, name: str, method: str, d: int, params: dict[str, Any], parts: Any) -> Any:
+    bodies = [npz_chunk(rows, labels) for rows, labels in parts]
+    latencies = []
+    with httpx.Client(base_url=base, timeout=600) as client:
+        client.post(
+            "/v1/selectors",
+            json={"name": name, "method": method, "n_features": d, "params": params},
+        ).raise_for_status()
+        started = time.perf_counter()
+        for i, body in enumerate(bodies):
+            t0 = time.perf_counter()
+            response = client.post(
+                f"/v1/selectors/{name}/chunks",
+                content=body,
+                headers={"content-type": "application/x-npz", "idempotency-key": f"{name}-{i}"},
+            )
+            response.raise_for_status()
+            latencies.append(time.perf_counter() - t0)
+        seconds = time.perf_counter() - started
+    rows = sum(part[0].shape[0] for part in parts)
+    p50, p95 = np.percentile(latencies, [50, 95]) * 1000
+    return rows / seconds, p50, p95
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="in-process only")
+    args = parser.parse_args()
+    sets = {name: stream(f"{name}.mat") for name in ("PCMAC", "BASEHOCK", "COIL20")}
+
+    print(f"in-process, chunks of {CHUNK} labelled rows")
+    print(f"{'data':>9} {'rows':>6} {'d':>5} {'c':>3} | OCFS rows/s  score ns/(c*d)", end="")
+    print("  batch-rerun rows/s")
+    for name, (x, y) in sets.items():
+        d, c = x.shape[1], len(set(y))
+        got = ocfs_in_process(chunks(x, y), d)
+        print(
+            f"{name:>9} {x.shape[0]:>6} {d:>5} {c:>3} | {got['rows_per_s']:>11.0f} "
+            f"{got['score_ns_per_cd']:>15.2f} {got['batch_rows_per_s']:>19.0f}"
+        )
+    print(
+        f"\n{'data':>9} {'p':>3} {'amnesia':>7} | IOC rows/s  ns/(c*d*p) per row  "
+        "exact-OC-rerun rows/s  |u1.e1|  |up.ep|"
+    )
+    cases = [("PCMAC", 1), ("BASEHOCK", 1), ("COIL20", 1), ("COIL20", 5), ("COIL20", 19)]
+    for name, p in cases:
+        x, y = sets[name]
+        for amnesia in (0.0, 2.0):
+            got = ioc_in_process(chunks(x, y), x.shape[1], p, amnesia)
+            print(
+                f"{name:>9} {p:>3} {amnesia:>7} | {got['rows_per_s']:>10.0f} "
+                f"{got['ns_per_cdp']:>19.2f} {got['exact_rows_per_s']:>22.0f} "
+                f"{got['inner_first']:>8.4f} {got['inner_last']:>8.4f}"
+            )
+    if args.quick:
+        return
+
+    print("\nover HTTP (embedded Redis, appendfsync always), .npz chunks, one producer")
+    print(f"{'case':>18} | rows/s  p50 ms  p95 ms")
+    with tempfile.TemporaryDirectory() as folder, running_service(Path(folder)) as (base, proc):
+        for name, method, params in [
+            ("PCMAC", "ocfs", {}),
+            ("BASEHOCK", "ocfs", {}),
+            ("COIL20", "ocfs", {}),
+            ("PCMAC", "ioc", {"n_components": 1}),
+            ("BASEHOCK", "ioc", {"n_components": 1}),
+            ("COIL20", "ioc", {"n_components": 5}),
+        ]:
+            x, y = sets[name]
+            label = f"{method} {name}"
+            rate, p50, p95 = over_http(
+                base, f"{method}-{name.lower()}", method, x.shape[1], params, chunks(x, y)
+            )
+            print(f"{label:>18} | {rate:>6.0f} {p50:>7.1f} {p95:>7.1f}")
+        print(f"service peak RSS {peak_rss_mib(proc.pid):.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
