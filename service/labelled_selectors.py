@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from service.algorithms import get_method
 from service.algorithms.ioc import projection
 from service.algorithms.labels import COUNTS_FIELD
-from service.algorithms.ocfs import SUMS_FIELD, summary_rows
+from service.algorithms.ocfs import SUMS_FIELD, exact_directions, summary_rows
 from service.api.payloads import decode_rows
 from service.errors import Conflict, InvalidInput
 from service.selectors import ChunkReceipt, SelectorService, validate_name
@@ -28,7 +28,9 @@ from service.store.codec import decode_state
 from service.store.records import Head, SelectorMeta
 
 #: State arrays IOC's answers read (cached per version by ``read_arrays``).
-IOC_FIELDS = ["vectors", "eigenvalues", COUNTS_FIELD]
+IOC_FIELDS = ["vectors", "eigenvalues", COUNTS_FIELD, SUMS_FIELD]
+#: Which W a projection answers: IOC's learned vectors, or the exact batch OC solution.
+SOLUTIONS = ("ioc", "exact")
 
 
 class LabelledSelectors:
@@ -119,13 +121,22 @@ class LabelledSelectors:
 
     # -- IOC: projection and transform ------------------------------------------------------
 
-    async def projection(self, name: str) -> tuple[SelectorMeta, Head, dict[str, np.ndarray]]:
-        """``W`` (``m x p``) and the eigenvalue estimates, once they mean something.
+    async def projection(
+        self, name: str, solution: str = "ioc"
+    ) -> tuple[SelectorMeta, Head, dict[str, np.ndarray]]:
+        """``W`` (``m x p``), the eigenvalue estimates and how far IOC has converged.
+
+        ``solution="ioc"`` answers IOC's vectors (Table 1); ``"exact"`` the batch OC solution,
+        which the state determines exactly (``S_b`` depends only on the class counts and
+        sums). Both come with ``agreement``: ``|u^j . e_j|`` between IOC's vector and the exact
+        eigenvector, 1 when converged.
 
         409 until every one of the ``p`` vectors has started (a vector starts at a nonzero
         sample) and while fewer than ``p + 1`` classes have been seen: ``S_b`` has rank at
         most ``c - 1``, so directions beyond ``c - 1`` carry no class information at all.
         """
+        if solution not in SOLUTIONS:
+            raise InvalidInput(f"solution must be one of {', '.join(SOLUTIONS)}; got {solution!r}")
         meta = await self.store.get_meta(name)
         if meta.method != "ioc":
             raise InvalidInput(
@@ -148,14 +159,13 @@ class LabelledSelectors:
                 "carry class information; push rows of more classes, or create the selector "
                 f"with n_components <= {max(classes - 1, 1)}"
             )
-        w = await asyncio.to_thread(projection, np.asarray(arrays["vectors"]))
-        return meta, head, {"projection": w, "eigenvalues": np.asarray(arrays["eigenvalues"])}
+        return meta, head, await asyncio.to_thread(_solutions, arrays, p, solution)
 
     async def transform(
-        self, name: str, body: bytes, media_type: str
+        self, name: str, body: bytes, media_type: str, solution: str = "ioc"
     ) -> tuple[SelectorMeta, Head, np.ndarray]:
         """``W^T x`` for every row of the body (rows as a chunk takes them, without labels)."""
-        meta, head, learned = await self.projection(name)
+        meta, head, learned = await self.projection(name, solution)
         limit = self.service.settings.max_body_bytes
 
         def apply() -> np.ndarray:
@@ -164,3 +174,17 @@ class LabelledSelectors:
             return np.asarray(out.toarray() if sp.issparse(out) else out, dtype=np.float64)
 
         return meta, head, await asyncio.to_thread(apply)
+
+
+def _solutions(arrays: dict[str, np.ndarray], p: int, solution: str) -> dict[str, np.ndarray]:
+    """The requested W with its eigenvalues, and IOC's agreement with the exact solution."""
+    learned = projection(np.asarray(arrays["vectors"]))
+    exact, exact_values = exact_directions(arrays[COUNTS_FIELD], arrays[SUMS_FIELD], p)
+    # Eigenvectors have no sign: show the exact ones pointing the way IOC's do.
+    signs = np.where(np.sum(learned * exact, axis=0) < 0, -1.0, 1.0)
+    exact = exact * signs
+    agreement = np.abs(np.sum(learned * exact, axis=0))
+    if solution == "exact":
+        return {"projection": exact, "eigenvalues": exact_values, "agreement": agreement}
+    eigenvalues = np.asarray(arrays["eigenvalues"], dtype=np.float64)
+    return {"projection": learned, "eigenvalues": eigenvalues, "agreement": agreement}

@@ -122,6 +122,23 @@ def centred_class_means(x: Matrix, labels: Sequence[Label]) -> tuple[np.ndarray,
     return means - dense.mean(axis=0), priors
 
 
+def exact_directions(counts: np.ndarray, sums: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """The batch OC solution from class counts and sums alone: ``S_b`` depends on the data only
+    through them, so the exact leading eigenvectors (``m x p``) and eigenvalues of ``S_b`` come
+    from the SVD of ``diag(sqrt(n_j/n)) Phi`` (``c x m``) at O(c^2 m), whatever was seen."""
+    counts = np.asarray(counts, dtype=np.float64)
+    n = counts.sum()
+    present = counts > 0
+    priors = counts[present] / n
+    phi = sums[present] / counts[present, None] - sums.sum(axis=0) / n
+    _, singular, vt = np.linalg.svd(np.sqrt(priors)[:, None] * phi, full_matrices=False)
+    vectors = np.zeros((sums.shape[1], p))
+    values = np.zeros(p)
+    k = min(p, singular.size)
+    vectors[:, :k], values[:k] = vt[:k].T, singular[:k] ** 2
+    return vectors, values
+
+
 def between_class_scatter(x: Matrix, labels: Sequence[Label]) -> np.ndarray:
     """``S_b = sum_j n_j/n (m_j - m)(m_j - m)^T`` (section 2.1), ``m x m``."""
     phi, priors = centred_class_means(x, labels)

@@ -281,7 +281,13 @@ class ProjectionOut(BaseModel):
     version: int
     rows_seen: int
     n_components: int
-    eigenvalues: list[float] = Field(description="||v^j||: IOC's estimates of S_b's eigenvalues.")
+    solution: str = Field(description="'ioc' (learned) or 'exact' (batch OC from the state).")
+    eigenvalues: list[float] = Field(
+        description="||v^j|| (ioc: IOC's estimates) or the exact eigenvalues of S_b."
+    )
+    agreement: list[float] = Field(
+        description="|u^j . e_j|: IOC's vector against the exact eigenvector, 1 when converged."
+    )
     projection: list[list[float]] = Field(description="W, n_features x n_components.")
 
 
@@ -290,6 +296,7 @@ class TransformOut(BaseModel):
     version: int
     rows_seen: int
     n_components: int
+    solution: str
     rows: list[list[float]] = Field(description="W^T x for every row sent, in order.")
 
 

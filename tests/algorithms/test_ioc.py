@@ -14,7 +14,7 @@ from sklearn.datasets import load_digits, load_iris
 
 from service.algorithms.ioc import IOC, feature_scores, projection
 from service.algorithms.labels import labelled
-from service.algorithms.ocfs import between_class_scatter, oc_directions
+from service.algorithms.ocfs import between_class_scatter, exact_directions, oc_directions
 from service.errors import InvalidParams
 from service.store.codec import decode_state, encode_state
 
@@ -188,3 +188,15 @@ def test_bad_parameters_are_refused(params, message):
 
 def test_defaults_are_the_papers():
     assert METHOD.resolve_params({}, 4) == {"n_components": 1, "amnesia": 0.0}
+
+
+def test_the_exact_oc_solution_follows_from_class_counts_and_sums():
+    x, y = digits_order()
+    state = run(x, y, {"n_components": 4}, [500, 1000])
+    vectors, values = exact_directions(state["class_counts"], state["class_sums"], 4)
+    reference, reference_values = oc_directions(x, y, 4)
+    np.testing.assert_allclose(np.abs(np.sum(vectors * reference, axis=0)), 1.0, rtol=1e-10)
+    np.testing.assert_allclose(values, reference_values, rtol=1e-10)
+    # More directions than S_b has (rank c - 1 = 9): the extra ones are zero, not noise.
+    vectors, values = exact_directions(state["class_counts"], state["class_sums"], 12)
+    assert not np.any(vectors[:, 10:]) and not np.any(values[10:])

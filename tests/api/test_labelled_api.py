@@ -13,7 +13,7 @@ from sklearn.datasets import load_digits
 
 from service.algorithms.ioc import IOC, projection
 from service.algorithms.labels import labelled
-from service.algorithms.ocfs import between_class_scatter
+from service.algorithms.ocfs import between_class_scatter, oc_directions
 from tests.api.helpers import csr_json, npy_bytes, wait_for
 
 pytestmark = pytest.mark.asyncio
@@ -186,8 +186,20 @@ async def test_ioc_projection_transform_and_top_match_the_library(client):
 
     answer = (await client.get("/v1/selectors/oc/projection")).json()
     assert answer["n_components"] == 3 and answer["rows_seen"] == 600
+    assert answer["solution"] == "ioc"
     np.testing.assert_allclose(answer["projection"], expected, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(answer["eigenvalues"], state["eigenvalues"], rtol=1e-9)
+    batch, batch_values = oc_directions(x, y, 3)
+    agreement = np.abs(np.sum(expected * batch, axis=0))
+    np.testing.assert_allclose(answer["agreement"], agreement, rtol=1e-9)
+    assert np.all(agreement > 0.8) and np.all(agreement < 1 - 1e-6)  # close, not exact
+    exact = (await client.get("/v1/selectors/oc/projection?solution=exact")).json()
+    assert exact["solution"] == "exact"
+    np.testing.assert_allclose(np.abs(np.sum(np.asarray(exact["projection"]) * batch, axis=0)), 1)
+    np.testing.assert_allclose(exact["eigenvalues"], batch_values, rtol=1e-9)
+    np.testing.assert_allclose(exact["agreement"], agreement, rtol=1e-9)
+    bad = await client.get("/v1/selectors/oc/projection?solution=best")
+    assert bad.status_code == 422
     as_npy = await client.get(
         "/v1/selectors/oc/projection", headers={"accept": "application/x-npy"}
     )

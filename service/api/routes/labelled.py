@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import Response
@@ -30,6 +30,13 @@ from service.labelled_selectors import LabelledSelectors
 
 router = APIRouter(prefix="/v1/selectors", tags=["labelled selectors"])
 Labelled = Annotated[LabelledSelectors, Depends(get_labelled)]
+Solution = Annotated[
+    Literal["ioc", "exact"],
+    Query(
+        description="ioc: the vectors IOC learned (Table 1). exact: the batch OC solution, "
+        "the leading eigenvectors of S_b computed from the class counts and sums."
+    ),
+]
 NPY_ANSWER = {"content": {NPY: {"schema": {"type": "string", "format": "binary"}}}}
 
 
@@ -57,14 +64,18 @@ async def merge_selector(
     "/{name}/projection",
     responses={200: {"model": ProjectionOut, **NPY_ANSWER}, **PROBLEM_RESPONSES},
 )
-async def get_projection(name: str, request: Request, labelled: Labelled) -> Response:
+async def get_projection(
+    name: str, request: Request, labelled: Labelled, solution: Solution = "ioc"
+) -> Response:
     """IOC's projection W (n_features x n_components): JSON, or ``.npy`` by Accept header.
 
-    409 until all n_components vectors have started and at least n_components + 1 classes
-    have been seen (S_b has rank at most c - 1).
+    ``agreement`` is |u^j . e_j| between IOC's vectors and the exact batch OC eigenvectors
+    (which the class counts and sums determine): 1 when IOC has converged. 409 until all
+    n_components vectors have started and at least n_components + 1 classes have been seen
+    (S_b has rank at most c - 1).
     """
     npy = wants_npy(request)
-    meta, head, learned = await labelled.projection(name)
+    meta, head, learned = await labelled.projection(name, solution)
     if npy:
         return npy_response(learned["projection"], version_headers(head))
     return json_response(
@@ -73,7 +84,9 @@ async def get_projection(name: str, request: Request, labelled: Labelled) -> Res
             "version": head.version,
             "rows_seen": head.rows_seen,
             "n_components": meta.params["n_components"],
+            "solution": solution,
             "eigenvalues": learned["eigenvalues"],
+            "agreement": learned["agreement"],
             "projection": learned["projection"],
         },
         headers=version_headers(head),
@@ -85,12 +98,14 @@ async def get_projection(name: str, request: Request, labelled: Labelled) -> Res
     openapi_extra=ROW_BODY_DOC,
     responses={200: {"model": TransformOut, **NPY_ANSWER}, **PROBLEM_RESPONSES},
 )
-async def transform_rows(name: str, request: Request, labelled: Labelled) -> Response:
+async def transform_rows(
+    name: str, request: Request, labelled: Labelled, solution: Solution = "ioc"
+) -> Response:
     """Map rows (as a chunk takes them, no labels) to n_components dimensions: ``W^T x``."""
     media_type = require_media_type(request.headers.get("content-type"), ROW_MEDIA_TYPES)
     npy = wants_npy(request)
     body = await read_body(request, get_settings(request).max_body_bytes)
-    meta, head, projected = await labelled.transform(name, body, media_type)
+    meta, head, projected = await labelled.transform(name, body, media_type, solution)
     if npy:
         return npy_response(projected, version_headers(head))
     return json_response(
@@ -99,6 +114,7 @@ async def transform_rows(name: str, request: Request, labelled: Labelled) -> Res
             "version": head.version,
             "rows_seen": head.rows_seen,
             "n_components": meta.params["n_components"],
+            "solution": solution,
             "rows": projected,
         },
         headers=version_headers(head),
