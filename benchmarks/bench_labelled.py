@@ -24,7 +24,6 @@ and labels), every POST waiting for its version. rows/s and POST latency percent
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 import tempfile
 import time
@@ -42,6 +41,7 @@ from bench_http import peak_rss_mib, running_service
 from service.algorithms.ioc import IOC, projection
 from service.algorithms.labels import labelled
 from service.algorithms.ocfs import OCFS, oc_directions, ocfs_scores
+from tests.api.helpers import npz_labelled
 from tests.datasets import load_mat
 
 CHUNK = 500
@@ -145,25 +145,8 @@ def ioc_in_process(
     }
 
 
-def npz_chunk(rows: Any, labels: list[int]) -> bytes:
-    buffer = io.BytesIO()
-    if sp.issparse(rows):
-        csr = sp.csr_matrix(rows)
-        np.savez(
-            buffer,
-            data=csr.data,
-            indices=csr.indices,
-            indptr=csr.indptr,
-            shape=np.array(csr.shape),
-            labels=np.array(labels),
-        )
-    else:
-        np.savez(buffer, rows=np.asarray(rows), labels=np.array(labels))
-    return buffer.getvalue()
-
-
 def over_http(base: str, name: str, method: str, d: int, params: dict[str, Any], parts: Any) -> Any:
-    bodies = [npz_chunk(rows, labels) for rows, labels in parts]
+    bodies = [npz_labelled(rows, labels) for rows, labels in parts]
     latencies = []
     with httpx.Client(base_url=base, timeout=600) as client:
         client.post(

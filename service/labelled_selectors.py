@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,9 @@ class LabelledSelectors:
     def __init__(self, service: SelectorService) -> None:
         self.service = service
         self.store = service.store
+        # Projections are a pure function of (state, solution): keep the last few.
+        self._projections: OrderedDict[tuple[str, str, str], dict[str, np.ndarray]]
+        self._projections = OrderedDict()
 
     # -- OCFS: merge ------------------------------------------------------------------------
 
@@ -159,7 +163,14 @@ class LabelledSelectors:
                 "carry class information; push rows of more classes, or create the selector "
                 f"with n_components <= {max(classes - 1, 1)}"
             )
-        return meta, head, await asyncio.to_thread(_solutions, arrays, p, solution)
+        key = (name, head.state_key, solution)
+        answer = self._projections.get(key)
+        if answer is None:
+            answer = await asyncio.to_thread(_solutions, arrays, p, solution)
+            self._projections[key] = answer
+            while len(self._projections) > 16:
+                self._projections.popitem(last=False)
+        return meta, head, answer
 
     async def transform(
         self, name: str, body: bytes, media_type: str, solution: str = "ioc"

@@ -45,6 +45,7 @@ import scipy.sparse as sp
 
 from service.algorithms.base import Matrix, State, Stream
 from service.algorithms.kernels import RandomFourierFeatures, median_pairwise_distance
+from service.algorithms.params import require_known
 from service.algorithms.sketching import frequent_directions_update, normalize_sparse_rows
 from service.errors import InvalidInput, InvalidParams
 
@@ -122,12 +123,7 @@ def _resolve(params: Mapping[str, Any], n_features: int) -> _Config:
     if isinstance(n_features, bool) or not isinstance(n_features, Integral) or n_features < 1:
         raise InvalidParams(f"n_features must be an integer >= 1; got {n_features!r}")
     m = int(n_features)
-    unknown = sorted(str(key) for key in params if key not in _PARAMS)
-    if unknown:
-        raise InvalidParams(
-            f"unknown parameter(s) for fsds: {', '.join(repr(u) for u in unknown)}; "
-            f"expected some of: {', '.join(_PARAMS)}"
-        )
+    params = require_known(params, _PARAMS, "fsds")
 
     kernel = params.get("kernel", "cosine")
     if kernel not in _KERNELS:

@@ -50,6 +50,7 @@ from service.algorithms.labels import (
     stored_classes,
 )
 from service.algorithms.ocfs import SUMS_FIELD
+from service.algorithms.params import require_known
 from service.errors import InvalidParams
 
 _PARAMS = ("n_components", "amnesia")
@@ -62,14 +63,7 @@ class _Config:
 
 
 def _resolve(params: Mapping[str, Any], n_features: int) -> _Config:
-    if not isinstance(params, Mapping):
-        raise InvalidParams(f"params must be an object; got {type(params).__name__}")
-    unknown = sorted(str(key) for key in params if key not in _PARAMS)
-    if unknown:
-        raise InvalidParams(
-            f"unknown parameter(s) for ioc: {', '.join(repr(u) for u in unknown)}; "
-            f"expected some of: {', '.join(_PARAMS)}"
-        )
+    params = require_known(params, _PARAMS, "ioc")
     p = params.get("n_components", 1)
     if isinstance(p, bool) or not isinstance(p, Integral) or not 1 <= int(p) <= n_features:
         raise InvalidParams(

@@ -67,6 +67,7 @@ from service.algorithms.leverage import (
     rank_one_factor,
     rank_one_solve,
 )
+from service.algorithms.params import require_known
 from service.errors import InvalidInput, InvalidParams
 
 __all__ = [
@@ -134,15 +135,8 @@ class _Config:
 
 
 def _resolve(params: Mapping[str, Any], n_samples: int) -> _Config:
-    if not isinstance(params, Mapping):
-        raise InvalidParams(f"params must be an object; got {type(params).__name__}")
+    params = require_known(params, _PARAMS, "ofs")
     n = _n_samples(n_samples)
-    unknown = sorted(str(key) for key in params if key not in _PARAMS)
-    if unknown:
-        raise InvalidParams(
-            f"unknown parameter(s) for ofs: {', '.join(repr(u) for u in unknown)}; "
-            f"expected some of: {', '.join(_PARAMS)}"
-        )
     epsilon = _real("epsilon", params.get("epsilon", DEFAULT_EPSILON))
     if not 0.0 < epsilon < 1.0:
         raise InvalidParams(f"epsilon must be in (0, 1); got {epsilon}")

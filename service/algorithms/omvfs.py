@@ -55,6 +55,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from service.algorithms.base import Matrix, State, Stream
+from service.algorithms.params import require_known
 from service.errors import InvalidInput, InvalidParams
 
 __all__ = ["OMVFS", "objective_terms"]
@@ -149,14 +150,8 @@ def _per_view(name: str, value: Any, views: list[tuple[str, int]], default: floa
 
 
 def _resolve(params: Mapping[str, Any], n_features: int) -> _Config:
-    if not isinstance(params, Mapping):
-        raise InvalidParams(f"params must be an object; got {type(params).__name__}")
-    unknown = sorted(str(key) for key in params if key not in _PARAMS)
-    if unknown:
-        raise InvalidParams(
-            f"unknown parameter(s) for omvfs: {', '.join(repr(u) for u in unknown)}; "
-            f"expected some of: {', '.join(_PARAMS[1:])}"
-        )
+    # "views" is filled in by the service from the selector's views: not listed to users.
+    params = require_known(params, _PARAMS, "omvfs", _PARAMS[1:])
     raw_views = params.get("views")
     if not isinstance(raw_views, Mapping) or not raw_views:
         raise InvalidParams(

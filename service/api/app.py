@@ -15,6 +15,7 @@ from service.api.problems import install_problem_handlers
 from service.api.routes import health, labelled, selectors
 from service.applier import Applier
 from service.config import Settings
+from service.labelled_selectors import LabelledSelectors
 from service.metrics import Metrics
 from service.selectors import SelectorService
 from service.store.embedded import EmbeddedRedis
@@ -56,6 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         applier = Applier(store, settings, metrics)
         app.state.service = SelectorService(store, applier, settings, metrics)
+        app.state.labelled = LabelledSelectors(app.state.service)
         app.state.redis_mode = "embedded" if embedded else "external"
         sweeper: asyncio.Task[None] | None = None
         try:

@@ -25,7 +25,8 @@ def get_service(request: Request) -> SelectorService:
 
 
 def get_labelled(request: Request) -> LabelledSelectors:
-    return LabelledSelectors(get_service(request))
+    labelled: LabelledSelectors = request.app.state.labelled
+    return labelled
 
 
 def get_settings(request: Request) -> Settings:

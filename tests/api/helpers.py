@@ -24,6 +24,24 @@ def npz_bytes(matrix: Any) -> bytes:
     return buffer.getvalue()
 
 
+def npz_labelled(rows: Any, labels: Any) -> bytes:
+    """A labelled chunk as numpy.savez writes it: rows (or the CSR parts) and labels."""
+    buffer = io.BytesIO()
+    if sp.issparse(rows):
+        csr = sp.csr_matrix(rows)
+        np.savez(
+            buffer,
+            data=csr.data,
+            indices=csr.indices,
+            indptr=csr.indptr,
+            shape=np.array(csr.shape),
+            labels=np.asarray(labels),
+        )
+    else:
+        np.savez(buffer, rows=rows, labels=np.asarray(labels))
+    return buffer.getvalue()
+
+
 def csr_json(matrix: Any) -> dict[str, Any]:
     csr = sp.csr_matrix(matrix)
     return {

@@ -14,26 +14,9 @@ from sklearn.datasets import load_digits
 from service.algorithms.ioc import IOC, projection
 from service.algorithms.labels import labelled
 from service.algorithms.ocfs import between_class_scatter, oc_directions
-from tests.api.helpers import csr_json, npy_bytes, wait_for
+from tests.api.helpers import csr_json, npy_bytes, npz_labelled, wait_for
 
 pytestmark = pytest.mark.asyncio
-
-
-def npz_labelled(rows: Any, labels: Any) -> bytes:
-    buffer = io.BytesIO()
-    if sp.issparse(rows):
-        csr = sp.csr_matrix(rows)
-        np.savez(
-            buffer,
-            data=csr.data,
-            indices=csr.indices,
-            indptr=csr.indptr,
-            shape=np.array(csr.shape),
-            labels=np.asarray(labels),
-        )
-    else:
-        np.savez(buffer, rows=rows, labels=np.asarray(labels))
-    return buffer.getvalue()
 
 
 async def create(http: httpx.AsyncClient, name: str, method: str, m: int, **body: Any) -> Any:
