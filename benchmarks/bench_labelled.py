@@ -19,6 +19,7 @@ and labels), every POST waiting for its version. rows/s and POST latency percent
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_labelled.py          # ~3 minutes
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_labelled.py --quick  # in-process
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_labelled.py --curves # convergence
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 import httpx
 import numpy as np
 import scipy.sparse as sp
+from sklearn.datasets import load_digits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -169,12 +171,61 @@ def over_http(base: str, name: str, method: str, d: int, params: dict[str, Any],
     return rows / seconds, p50, p95
 
 
+def convergence_curves() -> None:
+    """IOC's first vector against the batch OC solution as samples arrive (paper's Fig. 3b)."""
+    method = IOC()
+    marks = [2, 5, 10, 20, 40, 60, 100]
+    found = []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        cov = [[1.0, 0.5], [0.5, 1.0]]
+        x = np.vstack(
+            [rng.multivariate_normal([0, 0], cov, 50), rng.multivariate_normal([3, 1.5], cov, 50)]
+        )
+        order = rng.permutation(100)
+        x, y = x[order], [int(v) for v in (np.arange(100) >= 50)[order]]
+        target, _ = oc_directions(x, y, 1)
+        params = method.resolve_params({"n_components": 1}, 2)
+        state = method.initial_state(params, 2)
+        row = []
+        for lo, hi in zip([0, *marks], marks, strict=False):
+            state = method.update(state, params, labelled(x[lo:hi], y[lo:hi]))
+            row.append(abs(projection(np.asarray(state["vectors"]))[:, 0] @ target[:, 0]))
+        found.append(row)
+    print("toy set (2 Gaussian classes in 2-D, 20 seeds): median |u1.e1| after n samples")
+    print(
+        "  ".join(f"n={n}: {v:.4f}" for n, v in zip(marks, np.median(found, axis=0), strict=True))
+    )
+
+    x, y = load_digits(return_X_y=True)
+    shuffled = np.random.default_rng(0).permutation(len(y))
+    print("\ndigits (64 features, 10 classes), p = 3: |u^j.e_j| after n samples")
+    for order_name, order in (("random order", shuffled), ("as shipped", np.arange(len(y)))):
+        target, _ = oc_directions(x, [int(v) for v in y], 3)
+        for amnesia in (0.0, 2.0, 4.0):
+            params = method.resolve_params({"n_components": 3, "amnesia": amnesia}, 64)
+            state = method.initial_state(params, 64)
+            shown = []
+            for n_pass in range(2):
+                for lo in range(0, len(y), 600):
+                    idx = order[lo : lo + 600]
+                    state = method.update(state, params, labelled(x[idx], [int(v) for v in y[idx]]))
+                    got = np.abs(np.sum(projection(np.asarray(state["vectors"])) * target, axis=0))
+                    seen = n_pass * len(y) + min(lo + 600, len(y))
+                    shown.append(f"{seen}: {' '.join(f'{v:.3f}' for v in got)}")
+            print(f"  {order_name:>12}, amnesia {amnesia}: " + " | ".join(shown))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="in-process only")
+    parser.add_argument("--curves", action="store_true", help="IOC convergence curves only")
     args = parser.parse_args()
+    if args.curves:
+        convergence_curves()
+        return
     sets = {name: stream(f"{name}.mat") for name in ("PCMAC", "BASEHOCK", "COIL20")}
 
     print(f"in-process, chunks of {CHUNK} labelled rows")
