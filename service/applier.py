@@ -57,7 +57,7 @@ def is_applied(head: Head, log_id: str) -> bool:
 
 
 def coalesce(
-    chunks: Sequence[Matrix] | Sequence[LabelledRows], stream: Stream = "rows"
+    chunks: Sequence[Matrix | LabelledRows], stream: Stream = "rows"
 ) -> Matrix | LabelledRows:
     """Join chunks into one update, in log order.
 
@@ -100,7 +100,7 @@ def compute_update(
     """
     method = get_method(meta.method)
     state = decode_state(raw_state)
-    chunks: Any = [decode_chunk(payload) for payload in payloads]
+    chunks = [decode_chunk(payload) for payload in payloads]
     new_state = run_update(method, state, meta.params, coalesce(chunks, method.stream))
     segments = {
         field.removeprefix(SEGMENT_PREFIX): encode_array(np.asarray(value))

@@ -40,8 +40,8 @@ class LabelledSelectors:
     def __init__(self, service: SelectorService) -> None:
         self.service = service
         self.store = service.store
-        # Projections are a pure function of (state, solution): keep the last few.
-        self._projections: OrderedDict[tuple[str, str, str], dict[str, np.ndarray]]
+        # Both solutions are a pure function of the state (one SVD): keep the last few states'.
+        self._projections: OrderedDict[tuple[str, str], dict[str, dict[str, np.ndarray]]]
         self._projections = OrderedDict()
 
     # -- OCFS: merge ------------------------------------------------------------------------
@@ -83,7 +83,7 @@ class LabelledSelectors:
         head, raw = await self.store.read_state_fields(source, fields)
         if head.rows_seen == 0:
             raise Conflict(f"selector '{source}' has seen no rows: nothing to merge")
-        chunk = await asyncio.to_thread(lambda: summary_rows(decode_state(raw)))
+        chunk = summary_rows(decode_state(raw))  # small: c x m sums, decoded views
         payload = await asyncio.to_thread(encode_chunk, chunk)
         # The request is "merge <source>": a retry with the same key is a duplicate even if
         # the source has grown since, and the same key naming another source is refused.
@@ -163,14 +163,14 @@ class LabelledSelectors:
                 "carry class information; push rows of more classes, or create the selector "
                 f"with n_components <= {max(classes - 1, 1)}"
             )
-        key = (name, head.state_key, solution)
-        answer = self._projections.get(key)
-        if answer is None:
-            answer = await asyncio.to_thread(_solutions, arrays, p, solution)
-            self._projections[key] = answer
+        key = (name, head.state_key)
+        answers = self._projections.get(key)
+        if answers is None:
+            answers = await asyncio.to_thread(_solutions, arrays, p)
+            self._projections[key] = answers
             while len(self._projections) > 16:
                 self._projections.popitem(last=False)
-        return meta, head, answer
+        return meta, head, answers[solution]
 
     async def transform(
         self, name: str, body: bytes, media_type: str, solution: str = "ioc"
@@ -187,15 +187,16 @@ class LabelledSelectors:
         return meta, head, await asyncio.to_thread(apply)
 
 
-def _solutions(arrays: dict[str, np.ndarray], p: int, solution: str) -> dict[str, np.ndarray]:
-    """The requested W with its eigenvalues, and IOC's agreement with the exact solution."""
+def _solutions(arrays: dict[str, np.ndarray], p: int) -> dict[str, dict[str, np.ndarray]]:
+    """Both W (IOC's and the exact one) with their eigenvalues and IOC's agreement."""
     learned = projection(np.asarray(arrays["vectors"]))
     exact, exact_values = exact_directions(arrays[COUNTS_FIELD], arrays[SUMS_FIELD], p)
     # Eigenvectors have no sign: show the exact ones pointing the way IOC's do.
     signs = np.where(np.sum(learned * exact, axis=0) < 0, -1.0, 1.0)
     exact = exact * signs
     agreement = np.abs(np.sum(learned * exact, axis=0))
-    if solution == "exact":
-        return {"projection": exact, "eigenvalues": exact_values, "agreement": agreement}
     eigenvalues = np.asarray(arrays["eigenvalues"], dtype=np.float64)
-    return {"projection": learned, "eigenvalues": eigenvalues, "agreement": agreement}
+    return {
+        "ioc": {"projection": learned, "eigenvalues": eigenvalues, "agreement": agreement},
+        "exact": {"projection": exact, "eigenvalues": exact_values, "agreement": agreement},
+    }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import Response
@@ -27,6 +27,7 @@ from service.api.schemas import (
     TransformOut,
 )
 from service.labelled_selectors import LabelledSelectors
+from service.store.records import Head, SelectorMeta
 
 router = APIRouter(prefix="/v1/selectors", tags=["labelled selectors"])
 Labelled = Annotated[LabelledSelectors, Depends(get_labelled)]
@@ -78,19 +79,7 @@ async def get_projection(
     meta, head, learned = await labelled.projection(name, solution)
     if npy:
         return npy_response(learned["projection"], version_headers(head))
-    return json_response(
-        {
-            "name": name,
-            "version": head.version,
-            "rows_seen": head.rows_seen,
-            "n_components": meta.params["n_components"],
-            "solution": solution,
-            "eigenvalues": learned["eigenvalues"],
-            "agreement": learned["agreement"],
-            "projection": learned["projection"],
-        },
-        headers=version_headers(head),
-    )
+    return _answer(meta, head, solution, **learned)
 
 
 @router.post(
@@ -108,14 +97,17 @@ async def transform_rows(
     meta, head, projected = await labelled.transform(name, body, media_type, solution)
     if npy:
         return npy_response(projected, version_headers(head))
-    return json_response(
-        {
-            "name": name,
-            "version": head.version,
-            "rows_seen": head.rows_seen,
-            "n_components": meta.params["n_components"],
-            "solution": solution,
-            "rows": projected,
-        },
-        headers=version_headers(head),
-    )
+    return _answer(meta, head, solution, rows=projected)
+
+
+def _answer(meta: SelectorMeta, head: Head, solution: str, **arrays: Any) -> Response:
+    """A projection or transform answer: which selector, version and W, then the arrays."""
+    body = {
+        "name": meta.name,
+        "version": head.version,
+        "rows_seen": head.rows_seen,
+        "n_components": meta.params["n_components"],
+        "solution": solution,
+        **arrays,
+    }
+    return json_response(body, headers=version_headers(head))
