@@ -10,7 +10,7 @@ Workloads (1000-row chunks):
 Compared per chunk:
 
 * ``fsds``              -- ``FSDS.update`` (normalise, Frequent Directions via Gram matrices with
-                           one shrink per ``ell`` rows, weights);
+                           the default schedule, one shrink per max(4 ell, 200) rows, weights);
 * ``fsds block=null``   -- the same with one shrink per chunk (the paper's schedule);
 * ``paper svd``         -- normalise + ``paper_svd_update`` (dense SVD of [B | Y_t]) + weights;
 * ``sklearn ipca``      -- ``IncrementalPCA(n_components=ell).partial_fit`` (densified chunk);
@@ -49,8 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from service.algorithms.base import Matrix
 from service.algorithms.fsds import FSDS, normalize_rows
 from service.algorithms.sketching import paper_svd_update
+from tests.datasets import data_path
 
-BASEHOCK = Path(__file__).resolve().parents[2] / "shared" / "data" / "BASEHOCK.mat"
+BASEHOCK = data_path("BASEHOCK.mat")
 TARGET_PAPER_DENSE = 8.0
 TARGET_PAPER_SPARSE = 20.0
 TARGET_GRAM_RATIO = 1.5
@@ -130,7 +131,7 @@ class IpcaUpdate:
         self.model = IncrementalPCA(n_components=ell)
 
     def __call__(self, rows: Matrix) -> None:
-        dense = rows.toarray() if sp.issparse(rows) else rows
+        dense = sp.csr_matrix(rows).toarray() if sp.issparse(rows) else rows
         self.model.partial_fit(dense)
 
 

@@ -32,9 +32,10 @@ import scipy.io
 import scipy.sparse as sp
 
 from service.algorithms.fsds import FSDS
-from service.api.payloads import validate_rows
+from service.wire.rows import validate_rows
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# datasets/ at the repository root (tests.datasets is not importable: root not on sys.path).
+DATA = Path(__file__).resolve().parents[1] / "datasets"
 
 
 def free_port() -> int:
@@ -47,6 +48,8 @@ def free_port() -> int:
 def running_service(data_dir: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
     env = {**os.environ, "SIFT_DATA_DIR": str(data_dir), "SIFT_PORT": str(port)}
+    # The dense case sends 200 MiB chunks, over the default body limit of 64 MiB.
+    env.setdefault("SIFT_MAX_BODY_BYTES", str(256 * 2**20))
     env.pop("SIFT_REDIS_URL", None)
     process = subprocess.Popen(
         [sys.executable, "-m", "service", "serve", "--log-level", "warning"],

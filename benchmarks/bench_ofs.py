@@ -36,8 +36,8 @@ import scipy.io
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.algorithms.ofs import OFS, SPAN_TOL
+from tests.datasets import data_path
 
-DATA = (Path(__file__).resolve().parents[2] / "shared" / "data", Path("/work/shared/data"))
 CHUNK = 32
 METHOD = OFS()
 
@@ -79,10 +79,7 @@ def run_naive(a: np.ndarray, params: dict[str, Any], columns: int) -> tuple[floa
 
 
 def load(name: str) -> np.ndarray:
-    for folder in DATA:
-        if (folder / name).exists():
-            return np.asarray(scipy.io.loadmat(folder / name)["X"], dtype=np.float64)
-    raise FileNotFoundError(f"{name} not found in {[str(f) for f in DATA]}")
+    return np.asarray(scipy.io.loadmat(data_path(name))["X"], dtype=np.float64)
 
 
 def synthetic(sizes: list[int], naive_columns: dict[int, int], single_max: int) -> None:

@@ -1,6 +1,6 @@
-"""IQRP's passes, IO-passes, flops and time on the shared datasets (columns = features).
+"""IQRP's passes, IO-passes, flops and time on the benchmark datasets (columns = features).
 
-For l = k in {10, 50, 100, 200} on each matrix of ``shared/data`` (samples x features, so the
+For l = k in {10, 50, 100, 200} on each matrix of ``datasets/`` (samples x features, so the
 features are the columns; the text sets stay sparse, read as CSC blocks of 256 columns):
 
 * passes p and IO-passes q = 1 + sum_j n_j / n (section 4.3; the paper: "passes below 10 and
@@ -30,13 +30,13 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.algorithms.pivoted_qr import MatrixSource, iqrp, qrp
+from tests.datasets import data_path
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATASETS = ["COIL20.mat", "Isolet.mat", "PCMAC.mat", "BASEHOCK.mat", "warpPIE10P.mat"]
 
 
 def load(name: str) -> Any:
-    x = scipy.io.loadmat(DATA / name)["X"]
+    x = scipy.io.loadmat(data_path(name))["X"]
     return sp.csc_matrix(x, dtype=np.float64) if sp.issparse(x) else np.asarray(x, np.float64)
 
 

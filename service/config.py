@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -40,20 +41,117 @@ class Settings(BaseSettings):
         description="fsync policy of the embedded Redis: 'always' makes every acknowledged "
         "chunk survive a power loss; 'everysec' is faster and risks the last second.",
     )
+    redis_cluster: bool = Field(
+        default=False,
+        description="SIFT_REDIS_URL is a node of a Redis Cluster (as is any "
+        "'redis+cluster://' URL): connect with the cluster client.",
+    )
+    #: After each write a client is told about (a chunk appended, a version committed, a
+    #: checkpoint, a selector created), wait until this many replicas of the selector's master
+    #: have it (Redis ``WAIT``), and answer 503 if fewer do within ``redis_wait_ms``: what is
+    #: acknowledged then survives the loss of the master. 0: do not wait (Redis replicates
+    #: asynchronously; a failover may lose the last writes).
+    redis_wait_replicas: int = Field(default=0, ge=0)
+    #: How long each such write waits for its replicas (milliseconds).
+    redis_wait_ms: int = Field(default=1000, ge=1)
     key_prefix: str = "sift"
 
-    max_body_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
+    #: Bodies of chunks and feature columns (.npy, .npz); larger ones get 413. A request's peak
+    #: memory is about 7 times its body (the body, its values, the log payload, Redis's copy,
+    #: the update's working copies), so this bounds it (README, Limits).
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    #: JSON bodies of every route: parsed into Python objects, a JSON chunk peaks at about 25
+    #: times its size, so bounded tighter (send large chunks as .npy or .npz).
+    max_json_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    #: Most bytes one selector's state may take in Redis (creation and every commit check it;
+    #: Redis itself refuses a single value over 512 MiB).
+    max_state_bytes: int = Field(default=1024**3, ge=1024)
     #: How long a POST waits for its chunk to be applied before answering 202 instead.
     apply_wait_seconds: float = Field(default=60.0, ge=0)
-    #: Lease of the applier of one selector; renewed while it computes.
-    lease_ms: int = Field(default=30_000, ge=100)
+    #: Lease of the applier of one selector, renewed every third of it while it computes: short,
+    #: so that a crashed applier's selector is taken over within seconds (the fencing token,
+    #: not the lease, is what keeps a stalled applier from committing).
+    lease_ms: int = Field(default=3_000, ge=100)
+    #: The log is the truth; the whole state is written (in pieces) as a checkpoint once the
+    #: updates since the last one took this much computing, which bounds how long a takeover
+    #: replays ...
+    checkpoint_replay_seconds: float = Field(default=4.0, gt=0)
+    #: ... or once the log since the last checkpoint holds this many times the state's bytes,
+    #: which bounds the log's memory in Redis and makes checkpoints cost at most that share of
+    #: what producers send ...
+    checkpoint_log_ratio: float = Field(default=1.0, gt=0)
+    #: ... or once a selector had no commit for this long (at rest, its log is trimmed and a
+    #: restart replays nothing).
+    checkpoint_interval_seconds: float = Field(default=5.0, gt=0)
+    #: States the appliers of this process keep decoded in memory between commits, in bytes of
+    #: their arrays (least recently used go first; a state dropped is reloaded from its
+    #: checkpoint and the log when its selector next gets a chunk).
+    hot_state_bytes: int = Field(default=1024**3, ge=0)
+    #: An applier that has applied everything keeps its lease this long, watching the log,
+    #: before letting go: the next chunks of a busy selector are applied by the replica that
+    #: holds its state in memory, instead of by another that would first rebuild it.
+    applier_linger_seconds: float = Field(default=2.0, ge=0)
     #: At most this many log entries are coalesced into one update.
     max_coalesce_entries: int = Field(default=64, ge=1)
     #: ... and at most this many rows (keeps one update's memory bounded).
     max_coalesce_rows: int = Field(default=20_000, ge=1)
     #: Background sweep for entries nobody is applying (wait=false posts, crashed appliers).
     sweep_interval_seconds: float = Field(default=1.0, gt=0)
+    #: How long an Idempotency-Key is remembered (a retry after that is a new chunk) ...
     idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=1)
+    #: ... and how many keys per selector at most (the oldest are forgotten first): bounds the
+    #: memory the records take, about 250 bytes each.
+    idempotency_max_records: int = Field(default=100_000, ge=1)
+    #: Attempts at applying a log entry before it is moved aside as rejected, for failures that
+    #: may not repeat (out of memory, the applying process died); a failure that repeats
+    #: deterministically (the method refuses the chunk) rejects the entry at once.
+    max_apply_attempts: int = Field(default=3, ge=1)
+    #: Largest selector archive ``POST /v1/selectors/import`` reads (and an export may make);
+    #: unset: ``max_state_bytes`` plus 64 MiB for the manifest, names and segments.
+    max_archive_bytes: int | None = Field(default=None, ge=1024)
+    #: The ranking history keeps, per committed version, the top this many features (per view)
+    #: ...
+    history_top: int = Field(default=100, ge=1, le=10_000)
+    #: ... of the newest this many versions per selector (older ones are trimmed).
+    history_versions: int = Field(default=200, ge=1, le=100_000)
 
-    #: If set, every /v1 request except the probes needs ``Authorization: Bearer <token>``.
+    #: The bootstrap admin key. Set: every /v1 request except the probes needs
+    #: ``Authorization: Bearer <token or API key>``; API keys are created with it. Unset: no
+    #: authentication (refused on non-loopback addresses unless explicitly allowed).
     api_token: str | None = None
+    #: If set, ``GET /metrics`` needs ``Authorization: Bearer <metrics token>``.
+    metrics_token: str | None = None
+
+    #: ``text`` (human) or ``json`` (one object per line, for log collectors).
+    log_format: Literal["text", "json"] = "text"
+    #: Origins allowed by CORS, comma-separated (``*`` for any); empty: no CORS headers at all.
+    cors_origins: str = ""
+    #: Compress answers of at least this many bytes when the client accepts gzip; 0: never.
+    #: Off by default: the proxy in front usually compresses, and the CPU is the selectors'.
+    gzip_min_bytes: int = Field(default=0, ge=0)
+    #: The selector gauges of ``/metrics`` (pending entries, state bytes) are read from Redis
+    #: at a scrape at most this often; scrapes in between answer the last reading.
+    metrics_refresh_seconds: float = Field(default=5.0, ge=0)
+
+    @model_validator(mode="after")
+    def _external_redis_for_cluster_and_replicas(self) -> Settings:
+        """A cluster, and replicas to wait for, are external Redis deployments: the embedded
+        Redis is one server without replicas."""
+        if self.redis_url is None and self.redis_cluster:
+            raise ValueError("SIFT_REDIS_CLUSTER needs SIFT_REDIS_URL (a node of the cluster)")
+        if self.redis_url is None and self.redis_wait_replicas:
+            raise ValueError(
+                "SIFT_REDIS_WAIT_REPLICAS needs SIFT_REDIS_URL: the embedded Redis has no replicas"
+            )
+        return self
+
+    @property
+    def archive_limit(self) -> int:
+        """The size limit of selector archives (``max_archive_bytes``, or its default)."""
+        if self.max_archive_bytes is not None:
+            return self.max_archive_bytes
+        return self.max_state_bytes + 64 * 1024**2
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return [origin.strip() for origin in self.cors_origins.split(",") if origin.strip()]

@@ -43,6 +43,25 @@ class InvalidParams(InvalidInput):
     type_slug = "invalid-params"
 
 
+class Inconsistent(InvalidInput):
+    """Fields that are each valid contradict each other (names as many as features, say).
+
+    The OpenAPI schema states every rule it can; this type marks those it cannot, so a client
+    (and the contract test) can tell the two apart.
+    """
+
+    title = "Inconsistent request"
+    type_slug = "inconsistent"
+
+
+class SelectorMismatch(InvalidInput):
+    """A well-formed request that does not fit the selector it names: rows of another width,
+    labels for an unlabelled method, a route its method does not offer."""
+
+    title = "Request does not fit the selector"
+    type_slug = "selector-mismatch"
+
+
 class IdempotencyMismatch(InvalidInput):
     """An ``Idempotency-Key`` was reused with a different body."""
 
@@ -50,10 +69,36 @@ class IdempotencyMismatch(InvalidInput):
     type_slug = "idempotency-mismatch"
 
 
+class ChunkRejected(InvalidInput):
+    """An appended chunk could not be applied and was moved aside (dead-lettered).
+
+    Validation is meant to refuse every such chunk up front; this is the safety net for the
+    rest, so that one poison entry never jams its selector.
+    """
+
+    title = "Chunk rejected"
+    type_slug = "chunk-rejected"
+
+
+class StateTooLarge(InvalidInput):
+    """A selector's state would exceed ``SIFT_MAX_STATE_BYTES`` (or Redis's value limit)."""
+
+    title = "State too large"
+    type_slug = "state-too-large"
+
+
 class Unauthorized(SiftError):
     status = 401
     title = "Unauthorized"
     type_slug = "unauthorized"
+
+
+class Forbidden(SiftError):
+    """The API key is valid but lacks the scope (or the name prefix) the request needs."""
+
+    status = 403
+    title = "Forbidden"
+    type_slug = "forbidden"
 
 
 class NotFound(SiftError):
@@ -87,7 +132,12 @@ class NotAcceptable(SiftError):
 
 
 class Unavailable(SiftError):
-    """Redis (or another dependency) cannot be reached; the client should retry."""
+    """Redis (or another dependency) cannot be reached; the client should retry.
+
+    Only for conditions that pass by themselves: a permanent error is never a 503, or clients
+    would retry it forever. The detail is shown to clients, so it never carries addresses or
+    library messages (those go to the log).
+    """
 
     status = 503
     title = "Service unavailable"

@@ -1,11 +1,96 @@
-"""Prometheus metrics of one service instance (its own registry: apps in one process stay apart)."""
+"""Prometheus metrics of one service instance (its own registry: apps in one process stay apart).
+
+Besides the write path's counters: HTTP requests by route template (never the raw path, so the
+label sets stay bounded), method and status, with a latency histogram per route; and gauges of
+the selectors (how many, pending log entries and state bytes of each), which come from Redis.
+Prometheus collectors are synchronous, so those gauges show the last reading, which the
+``/metrics`` route refreshes before rendering when it is older than
+``SIFT_METRICS_REFRESH_SECONDS`` (one bounded, pipelined read; scrapes in between cost nothing).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-__all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
+from service.errors import Unavailable
+
+if TYPE_CHECKING:
+    from service.store.inventory import Usage
+
+__all__ = ["CONTENT_TYPE_LATEST", "GAUGED_SELECTORS_MAX", "Metrics", "SelectorGauges"]
+
+log = logging.getLogger("sift.metrics")
+
+#: Selectors with their own label in the per-selector gauges (the first ones by name); the
+#: count ``sift_selectors`` covers all of them.
+GAUGED_SELECTORS_MAX = 1000
+#: HTTP methods that get their own label value; anything else is counted as ``other``.
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+#: The route label of requests that matched no route (404s of unknown paths, scanners).
+UNMATCHED_ROUTE = "unmatched"
+
+
+class SelectorGauges(Collector):
+    """The selector gauges, from the last reading of the registry's usage."""
+
+    def __init__(self) -> None:
+        self.usage: Usage | None = None
+        self.read_at: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def refresh(self, read: Callable[[], Awaitable[Usage]], max_age_s: float) -> None:
+        """Read the usage again if the last reading is older than ``max_age_s``.
+
+        One reading at a time: concurrent scrapes wait for it instead of reading too. While
+        Redis is unavailable the last reading stays (its age says how old it is).
+        """
+        async with self._lock:
+            if self.read_at is not None and time.monotonic() - self.read_at < max_age_s:
+                return
+            try:
+                self.usage = await read()
+            except Unavailable as exc:
+                log.debug("selector gauges not refreshed: %s", exc.detail)
+                return
+            self.read_at = time.monotonic()
+
+    def collect(self) -> Iterator[Metric]:
+        usage = self.usage
+        if usage is None or self.read_at is None:
+            return
+        yield GaugeMetricFamily(
+            "sift_selectors", "Selectors in the registry.", value=usage.selectors
+        )
+        pending = GaugeMetricFamily(
+            "sift_selector_pending_entries",
+            f"Log entries not yet applied, per selector (the first {GAUGED_SELECTORS_MAX} "
+            "by name).",
+            labels=["selector"],
+        )
+        state = GaugeMetricFamily(
+            "sift_selector_state_bytes",
+            "Bytes Redis reports for the committed state, per selector.",
+            labels=["selector"],
+        )
+        for measured in usage.measured:
+            pending.add_metric([measured.name], measured.pending_entries)
+            state.add_metric([measured.name], measured.state_bytes)
+        yield pending
+        yield state
+        yield GaugeMetricFamily(
+            "sift_selector_gauges_age_seconds",
+            "Seconds since the selector gauges were read from Redis.",
+            value=time.monotonic() - self.read_at,
+        )
 
 
 class Metrics:
@@ -52,6 +137,69 @@ class Metrics:
             "Commits rejected because the applier lost its lease or fencing token.",
             registry=self.registry,
         )
+
+        self.chunks_dead_lettered = Counter(
+            "sift_chunks_dead_lettered",
+            "Appended chunks that could not be applied and were moved aside, by method.",
+            ["method"],
+            registry=self.registry,
+        )
+        self.apply_failures = Counter(
+            "sift_apply_failures",
+            "Updates that failed and will be retried (not the chunk's fault), by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+
+        self.checkpoints = Counter(
+            "sift_checkpoints",
+            "Checkpoints written (the whole state, in pieces), by what made them due.",
+            ["trigger"],
+            registry=self.registry,
+        )
+        self.checkpoint_seconds = Histogram(
+            "sift_checkpoint_seconds",
+            "Time to encode and write one checkpoint.",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=self.registry,
+        )
+        self.replay_seconds = Histogram(
+            "sift_replay_seconds",
+            "Time to rebuild a state from its checkpoint and the log (an applier taking over).",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=self.registry,
+        )
+        self.replayed_versions = Counter(
+            "sift_replayed_versions",
+            "Versions re-applied from the log after a checkpoint (takeovers, restarts).",
+            registry=self.registry,
+        )
+
+        self.http_requests = Counter(
+            "sift_http_requests",
+            "HTTP requests answered, by route template, method and status.",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.http_seconds = Histogram(
+            "sift_http_request_duration_seconds",
+            "Time from a request's arrival to the end of its answer, by route template.",
+            ["route", "method"],
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=self.registry,
+        )
+        self.redis_restarts = Counter(
+            "sift_embedded_redis_restarts",
+            "Restarts of the embedded redis-server after it exited.",
+            registry=self.registry,
+        )
+        self.selector_gauges = SelectorGauges()
+        self.registry.register(self.selector_gauges)
+
+    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        method = method if method in HTTP_METHODS else "other"
+        self.http_requests.labels(route, method, str(status)).inc()
+        self.http_seconds.labels(route, method).observe(seconds)
 
     def observe_apply(self, method: str, entries: int, rows: int, seconds: float) -> None:
         self.rows_applied.labels(method).inc(rows)

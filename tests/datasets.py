@@ -1,34 +1,30 @@
-"""The shared benchmark matrices (``shared/data/*.mat`` beside the repository).
+"""The benchmark matrices, committed in ``datasets/*.mat`` at the repository root.
 
-Tests that use them fail, never skip, when the data is missing: CI has it beside the clone,
-and a skipped quality test would be a test that cannot fail.
+Tests that use them fail, never skip, when a file is missing: the folder is part of the
+repository, and a skipped quality test would be a test that cannot fail.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 
 import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-CANDIDATES = (
-    Path(os.environ.get("SIFT_SHARED_DATA", "")),
-    Path(__file__).resolve().parents[2] / "shared" / "data",
-    Path("/work/shared/data"),
-)
+#: ``datasets/`` beside ``tests/``, located from this file: no environment variable needed.
+DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 
 
 def data_path(name: str) -> Path:
-    for folder in CANDIDATES:
-        if str(folder) and (folder / name).exists():
-            return folder / name
-    raise FileNotFoundError(
-        f"{name} not found in {[str(c) for c in CANDIDATES if str(c)]}; "
-        "set SIFT_SHARED_DATA to the folder holding the shared .mat files"
-    )
+    path = DATASETS / name
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{name} not found in {DATASETS}: the benchmark matrices are committed there "
+            "(see datasets/README.md)"
+        )
+    return path
 
 
 def load_mat(name: str, dense: bool = True) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:

@@ -2,28 +2,30 @@
 
 from __future__ import annotations
 
-from service.algorithms.base import Method
-from service.algorithms.column_blocks import ColumnBlocks
+from service.algorithms.base import AnyMethod
 from service.algorithms.fsds import FSDS
 from service.algorithms.ioc import IOC
+from service.algorithms.iqrp import IQRP
 from service.algorithms.ocfs import OCFS
 from service.algorithms.ofs import OFS
 from service.algorithms.omvfs import OMVFS
+from service.algorithms.variance import Variance
 from service.errors import InvalidInput
 
 __all__ = ["METHODS", "get_method"]
 
-METHODS: dict[str, Method] = {
+METHODS: dict[str, AnyMethod] = {
     "fsds": FSDS(),
     "ofs": OFS(),
-    "iqrp": ColumnBlocks(),
+    "iqrp": IQRP(),
     "omvfs": OMVFS(),
     "ocfs": OCFS(),
     "ioc": IOC(),
+    "variance": Variance(),
 }
 
 
-def get_method(name: str) -> Method:
+def get_method(name: str) -> AnyMethod:
     """The method registered as ``name``; ``InvalidInput`` if there is none."""
     method = METHODS.get(name) if isinstance(name, str) else None
     if method is None:

@@ -1,19 +1,38 @@
-"""What every streaming method module provides, so the service can drive any of them alike.
+"""The method protocol: what every streaming method provides, and what some of them offer.
 
-A method is pure numpy/scipy: no Redis, no HTTP, no globals. Its learned state is a flat
-mapping of named arrays and scalars (``State``) that the store encodes without pickle.
+A method is pure numpy/scipy: no Redis, no HTTP, no globals. Its learned state is a flat mapping
+of named arrays and scalars (``State``) that the store encodes without pickle. The service never
+asks a method's name what to do; it reads what the method declares:
+
+* ``chunk_kind``: what one pushed chunk holds (``ChunkKind``); ``service.wire.kinds`` knows each
+  kind's request bodies, log payload, how pending chunks of it join into one update and what a
+  rejected chunk leaves behind;
+* ``coalesces``: whether pending chunks may be joined into one update (river's ``learn_many``):
+  a method whose result depends on chunk boundaries says no;
+* ``score_field``, ``describe``: where the ranking and the description come from;
+* capabilities, each a protocol below that a method implements or not (the service checks with
+  ``isinstance``): ``DecidesOnArrival`` (OFS), ``Clusters`` (OFS), ``SelectsColumns`` (IQRP,
+  and FSDS on its sketch), ``Mergeable`` (OCFS, variance), ``Projects`` (IOC), and for states
+  that come from elsewhere (imports) ``StoresSegments`` (IQRP) and ``ChecksState``, which
+  ``check_state`` uses.
+
+Adding a method is one module that implements this protocol and one line in the registry
+(``service.algorithms.METHODS``); ``tests/algorithms/test_conformance.py`` checks it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 import numpy as np
 import scipy.sparse as sp
 
+from service.errors import Inconsistent
+
 if TYPE_CHECKING:
-    from service.algorithms.labels import LabelledRows
+    from service.algorithms.pivoted_qr import ColumnSource
 
 #: A chunk of rows (samples x features): dense float array or CSR matrix.
 Matrix: TypeAlias = np.ndarray | sp.csr_matrix | sp.csr_array
@@ -27,67 +46,372 @@ State: TypeAlias = dict[str, np.ndarray | Scalar]
 #: method guarantees by deriving both from the log order. This keeps a commit from rewriting
 #: data that only grows.
 SEGMENT_PREFIX = "segment:"
-#: What one pushed chunk holds. ``"rows"``: new samples over a fixed set of ``n_features``
-#: features (``POST .../chunks``). ``"columns"``: new feature columns over a fixed set of
-#: ``n_samples`` samples (``POST .../features``), each chunk ``n_samples x c``.
-Stream: TypeAlias = Literal["rows", "columns"]
+
+#: What one pushed chunk holds:
+#:
+#: * ``"rows"``: new samples over the selector's ``n_features`` features (``POST .../chunks``);
+#: * ``"labelled rows"``: the same, with one class label per row;
+#: * ``"views"``: the rows of every view side by side (multi-view selectors);
+#: * ``"columns"``: new feature columns over the selector's ``n_samples`` fixed samples
+#:   (``POST .../features``); features are counted (and may be named) as they arrive.
+ChunkKind: TypeAlias = Literal["rows", "labelled rows", "views", "columns"]
+
+#: The chunk type a method's ``update`` takes (``Matrix``, or ``LabelledRows``).
+C = TypeVar("C", contravariant=True)
 
 
-class MethodInfo(Protocol):
-    """What the service asks of every method, labelled or not."""
+class Method(Protocol[C]):
+    """What the service asks of every method."""
 
     #: The name users pass as ``"method"`` when creating a selector.
     name: str
-    #: Whether chunks are rows (fixed features) or feature columns (fixed samples).
-    stream: Stream
+    chunk_kind: ChunkKind
+    #: The JSON Schema of its ``params`` (``service.algorithms.params`` builds them): the
+    #: OpenAPI create body documents it, ``resolve_params`` enforces it and more.
+    params_schema: dict[str, Any]
     #: The state field holding the score of every feature (read alone for rankings).
     score_field: str
-    #: Whether the applier may join pending chunks into one update. A method whose result
-    #: depends on chunk boundaries (a buffer of the last s chunks) says no.
+    #: Whether the applier may join pending chunks into one update.
     coalesces: bool
-    #: Whether every row comes with a class label (``LabelledRows`` chunks, OCFS and IOC).
-    labelled: bool
+    #: Whether the state after a stream does not depend on how it was chunked (up to rounding).
+    #: FSDS's sketch does (its Frequent-Directions bound holds for any chunking), OMVFS's buffer
+    #: holds whole chunks.
+    chunking_invariant: bool
+    #: State fields ``describe`` reads (the scalars always come with them).
+    describe_fields: tuple[str, ...]
+    #: Fields some reader needs that are too large to publish with every version (a sketch, the
+    #: kept columns): readers get them from a checkpoint brought up to date on demand, and
+    #: every other field a reader needs is published per version (``published_fields``).
+    served_from_checkpoints: tuple[str, ...]
 
-    def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
+    def resolve_params(self, params: Mapping[str, Any], size: int) -> dict[str, Any]:
         """Validate user parameters and fill in defaults.
 
-        ``n_features`` is the fixed size of the stream: features per row for ``"rows"``
-        methods, samples per column for ``"columns"`` methods.
+        ``size`` is the fixed dimension of the stream: features per row for row kinds, samples
+        per column for ``"columns"``, all views' features together for ``"views"``.
 
         Raises ``service.errors.InvalidParams`` with a detail saying what was expected and what
-        came. Unknown parameter names are an error too (a typo must not silently use a default).
-        The result is JSON-serialisable and is echoed back to the user.
+        came; unknown names are an error too (a typo must not silently use a default). The
+        result is JSON-serialisable, echoed back to the user, and resolves to itself.
         """
         ...
 
-    def initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
+    def initial_state(self, params: Mapping[str, Any], size: int) -> State:
         """The state of a selector that has seen no data."""
+        ...
+
+    def state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
+        """Bytes of every array ``initial_state`` holds, computed without allocating them.
+
+        The service refuses a selector whose state would not fit before anything is allocated
+        (``params`` are already resolved); what a state grows to later is checked at every
+        commit.
+        """
+        ...
+
+    def update(self, state: State, params: Mapping[str, Any], chunk: C) -> State:
+        """Fold a chunk into the state; returns a new state, never mutates the input.
+
+        The chunk is already validated by its kind: finite, not empty, of the selector's shape.
+        """
         ...
 
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         """The current score of every feature seen, higher is better."""
         ...
 
+    def describe(self, state: State) -> dict[str, Any]:
+        """What a description of the selector shows of its state beyond the scalars (JSON).
 
-class StreamingMethod(MethodInfo, Protocol):
-    """A method over unlabelled chunks (``labelled = False``)."""
-
-    def update(self, state: State, params: Mapping[str, Any], rows: Matrix) -> State:
-        """Fold a chunk into the state; returns a new state, never mutates the input.
-
-        ``rows`` is already validated: finite, not empty, and ``samples x n_features`` for a
-        ``"rows"`` method or ``n_samples x new features`` (dense) for a ``"columns"`` method.
+        ``state`` holds the scalars and the ``describe_fields``.
         """
         ...
 
 
-class LabelledMethod(MethodInfo, Protocol):
-    """A method over labelled row chunks (``labelled = True``)."""
+@dataclass(frozen=True)
+class Decision:
+    """What a method decided for one arriving item (OFS: Algorithm 1, steps 3-5)."""
 
-    def update(self, state: State, params: Mapping[str, Any], rows: LabelledRows) -> State:
-        """Fold a chunk of labelled rows into the state (a new state; the input is untouched)."""
+    #: 0-based position of the feature in the whole stream.
+    index: int
+    #: ``l~_i`` of step 3 (eq. (3.3)).
+    leverage: float
+    #: ``p_i`` of step 4 (eq. (3.4)).
+    probability: float
+    kept: bool
+    #: ``1 / sqrt(p_i)`` if kept (the column enters ``A~`` times this), else 0.0.
+    scale: float
+
+
+@runtime_checkable
+class DecidesOnArrival(Protocol):
+    """Decides on every item as it arrives and records the decision in the state, so a request,
+    its retry and any later reader get the very same answer (OFS keeps or discards columns)."""
+
+    decision_fields: tuple[str, ...]
+
+    def decisions(
+        self, arrays: Mapping[str, np.ndarray], first: int, count: int
+    ) -> Sequence[Decision]:
+        """The recorded decisions on items ``first .. first + count - 1`` (all decided)."""
         ...
 
 
+@runtime_checkable
+class Clusters(Protocol):
+    """Clusters the fixed samples on what the method kept (OFS: k-means on the rows of A~)."""
+
+    cluster_fields: tuple[str, ...]
+
+    def cluster(
+        self, arrays: Mapping[str, np.ndarray], k: int, seed: int
+    ) -> tuple[np.ndarray, float, int]:
+        """Labels of the samples, the objective, and how many features were used.
+
+        Raises ``service.errors.Conflict`` while there is nothing to cluster on.
+        """
+        ...
+
+
+@runtime_checkable
+class SelectsColumns(Protocol):
+    """Selects h features that together span the data, by pivoted QR (IQRP, Maung &
+    Schweitzer 2013) over columns it holds or sketches."""
+
+    #: True: every ranking is this selection (iqrp). False: on request (fsds's
+    #: ``strategy=diverse``, on the columns of its sketch).
+    pivoted_by_default: bool
+    #: State fields ``pivot_source`` needs.
+    pivot_fields: tuple[str, ...]
+
+    def pivot_source(
+        self,
+        state: State,
+        params: Mapping[str, Any],
+        n_features: int,
+        read_segment: Callable[[str], np.ndarray],
+    ) -> ColumnSource:
+        """The columns to select from; ``read_segment(id)`` fetches a stored segment.
+
+        Raises ``service.errors.Conflict`` while there are no columns.
+        """
+        ...
+
+
+@runtime_checkable
+class Mergeable(Protocol):
+    """Adds another selector's state exactly: the result is the state one selector would have
+    after seeing both streams (OCFS: class counts and sums add; variance: Chan's update)."""
+
+    #: The fields of the other selector's state that ``merge`` needs (its summary).
+    summary_fields: tuple[str, ...]
+
+    def merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
+        """``state`` with ``summary`` (another state's ``summary_fields``) added; a new state."""
+        ...
+
+    def summary_samples(self, summary: State) -> int:
+        """How many samples a summary stands for (they count as rows seen)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A learned projection ``W`` (``n_features x p``) and how it was obtained."""
+
+    projection: np.ndarray
+    eigenvalues: np.ndarray
+    #: ``|u^j . e_j|`` against the exact solution, 1 when converged.
+    agreement: np.ndarray
+
+
+@runtime_checkable
+class Projects(Protocol):
+    """Learns a projection of rows onto a few directions (IOC's ``W``) and applies it."""
+
+    projection_fields: tuple[str, ...]
+    #: The projections offered (the first is the default).
+    solutions: tuple[str, ...]
+
+    def projections(
+        self, arrays: Mapping[str, np.ndarray], params: Mapping[str, Any]
+    ) -> dict[str, Projection]:
+        """Every solution's projection of this state.
+
+        Raises ``service.errors.Conflict`` while the state cannot define one yet.
+        """
+        ...
+
+
+@runtime_checkable
+class StoresSegments(Protocol):
+    """Keeps part of its state as immutable segments (``SEGMENT_PREFIX``): IQRP's full blocks of
+    columns. Says which segments a state refers to, so that a copy of the state (an export)
+    carries exactly those, and none an unfinished update wrote ahead of its commit."""
+
+    def segment_ids(self, state: State, params: Mapping[str, Any]) -> list[str]:
+        """The ids of every segment ``state`` refers to."""
+        ...
+
+
+@runtime_checkable
+class ChecksState(Protocol):
+    """States obey rules that ``check_state`` cannot read off the initial state: counts that
+    match array lengths, buffers whose parts agree, axes that grow although they do not start
+    empty. ``check_state`` asks a method that offers this capability for them."""
+
+    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
+        """Axes (by field) that may differ from the initial state's although it is not empty
+        there (``check_state`` lets every axis of length 0 grow anyway)."""
+        ...
+
+    def check_consistency(
+        self,
+        state: State,
+        params: Mapping[str, Any],
+        size: int,
+        segments: Mapping[str, np.ndarray],
+    ) -> None:
+        """``service.errors.Inconsistent`` unless the fields (and segments) agree."""
+        ...
+
+
+#: Each capability and the attribute naming the state fields its readers read.
+_READER_FIELDS: tuple[tuple[type, str], ...] = (
+    (DecidesOnArrival, "decision_fields"),
+    (Clusters, "cluster_fields"),
+    (SelectsColumns, "pivot_fields"),
+    (Mergeable, "summary_fields"),
+    (Projects, "projection_fields"),
+)
+
+
+def check_state(
+    method: Method[Any],
+    state: State,
+    params: Mapping[str, Any],
+    size: int,
+    segments: Mapping[str, np.ndarray] | None = None,
+) -> None:
+    """``Inconsistent`` unless ``state`` could be one of ``method``'s states for ``params``.
+
+    For a state that did not come from the method itself (an imported archive): the applier and
+    the readers assume what this checks, so a crafted state must never get in. Derived from
+    ``initial_state``: the same fields; every scalar of the same JSON type (an integer may stand
+    for a float); every array of the same dtype and number of axes, finite, and as long as the
+    initial one on every axis that is not empty there (those grow with the stream) unless the
+    method says it grows (``ChecksState.growing_axes``). Then the method's own rules
+    (``ChecksState``) and its segments (``StoresSegments``): exactly the ones it refers to.
+    """
+    initial = method.initial_state(params, size)
+    growing = method.growing_axes(params, size) if isinstance(method, ChecksState) else {}
+    missing = sorted(set(initial) - set(state))
+    unexpected = sorted(set(state) - set(initial))
+    if missing or unexpected:
+        raise Inconsistent(
+            f"a {method.name} state has the fields {sorted(initial)}; this one lacks {missing} "
+            f"and has {unexpected} besides"
+        )
+    for field, expected in initial.items():
+        value = state[field]
+        if isinstance(expected, np.ndarray):
+            _check_array(field, value, expected, growing.get(field, ()))
+        elif not _same_scalar_type(value, expected):
+            raise Inconsistent(
+                f"state scalar '{field}' must be of type {type(expected).__name__}; got "
+                f"{type(value).__name__}"
+            )
+        elif isinstance(value, float) and not np.isfinite(value):
+            raise Inconsistent(f"state scalar '{field}' must be finite; got {value}")
+    given = dict(segments or {})
+    wanted = method.segment_ids(state, params) if isinstance(method, StoresSegments) else []
+    if sorted(wanted) != sorted(given):
+        lacking = sorted(set(wanted) - set(given))
+        extra = sorted(set(given) - set(wanted))
+        raise Inconsistent(
+            f"the state refers to {len(wanted)} segments; {len(lacking)} of them are missing "
+            f"{lacking[:3]} and {len(extra)} are not referred to {extra[:3]}"
+        )
+    for segment_id, array in given.items():
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            raise Inconsistent(f"segment '{segment_id}' holds NaN or infinity")
+    if isinstance(method, ChecksState):
+        method.check_consistency(state, params, size, given)
+
+
+def _check_array(field: str, value: object, expected: np.ndarray, growing: tuple[int, ...]) -> None:
+    if not isinstance(value, np.ndarray):
+        raise Inconsistent(f"state field '{field}' must be an array; got {type(value).__name__}")
+    if value.dtype != expected.dtype or value.ndim != expected.ndim:
+        raise Inconsistent(
+            f"state field '{field}' must be a {expected.ndim}-D {expected.dtype} array; got a "
+            f"{value.ndim}-D {value.dtype} one"
+        )
+    for axis, (got, want) in enumerate(zip(value.shape, expected.shape, strict=True)):
+        if want and got != want and axis not in growing:
+            raise Inconsistent(
+                f"state field '{field}' must have {want} entries on axis {axis} (shape "
+                f"{expected.shape}, axes of length 0 grow); got shape {value.shape}"
+            )
+    if value.dtype.kind == "f" and not np.isfinite(value).all():
+        raise Inconsistent(f"state field '{field}' holds NaN or infinity")
+
+
+def _same_scalar_type(value: object, expected: object) -> bool:
+    """JSON types: bool is not a number, an int may stand for a float, None only for None."""
+    if isinstance(expected, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(expected, bool)
+    if isinstance(expected, float):
+        return isinstance(value, int | float)
+    if isinstance(expected, int):
+        return isinstance(value, int)
+    if isinstance(expected, str):
+        return isinstance(value, str)
+    return value is None and expected is None
+
+
+def published_fields(method: Method[Any]) -> tuple[str, ...]:
+    """The state fields every version publishes for its readers, besides the scalars.
+
+    What the rankings (``score_field``), ``describe`` and each capability the method offers
+    read, except what the method serves from checkpoints. Everything else in the state (the
+    working matrices of an update) stays with the applier and its checkpoints, so a commit
+    writes what readers need, not the whole state.
+    """
+    fields = [method.score_field, *method.describe_fields]
+    for capability, attribute in _READER_FIELDS:
+        if isinstance(method, capability):
+            fields.extend(getattr(method, attribute))
+    skipped = set(method.served_from_checkpoints)
+    return tuple(dict.fromkeys(f for f in fields if f not in skipped))
+
+
+def order_by_score(scores: np.ndarray, h: int) -> np.ndarray:
+    """The ``h`` highest scores' indices, ties broken by the lower index (deterministic, where
+    argpartition would pick arbitrarily among ties at the cut). Every ranking of ``weights``
+    (the top h, the ranking history) orders this way."""
+    h = max(0, min(h, scores.size))
+    if 0 < h < scores.size // 4:
+        # Sort only the candidates at or above the h-th largest score (every tie at the cut
+        # included, so the answer is the same): O(n) instead of O(n log n) for a short top.
+        threshold = np.partition(scores, scores.size - h)[scores.size - h]
+        candidates = np.flatnonzero(scores >= threshold)
+        return candidates[np.lexsort((candidates, -scores[candidates]))][:h]
+    return np.lexsort((np.arange(scores.size), -scores))[:h]
+
+
+def top_per_view(
+    scores: np.ndarray, views: Sequence[tuple[str, int]], h: int
+) -> list[tuple[str, int, np.ndarray]]:
+    """The top ``h`` of every view of a multi-view score vector (the views side by side):
+    ``(view, offset of its first feature, indices within the view in rank order)``."""
+    ranked = []
+    start = 0
+    for view, dim in views:
+        ranked.append((view, start, order_by_score(scores[start : start + dim], h)))
+        start += dim
+    return ranked
+
+
 #: Any registered method.
-Method: TypeAlias = "StreamingMethod | LabelledMethod"
+AnyMethod: TypeAlias = Method[Any]

@@ -35,26 +35,58 @@ With ``Z = Y`` (so ``S_Z = S_Y = diag(s) U^T``): ``P_k = [e_1..e_k]`` and
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
 
-from service.algorithms.base import Matrix, State, Stream
+from service.algorithms.base import ChunkKind, Matrix, State
 from service.algorithms.kernels import RandomFourierFeatures, median_pairwise_distance
-from service.algorithms.params import require_known
-from service.algorithms.sketching import frequent_directions_update, normalize_sparse_rows
+from service.algorithms.params import (
+    boolean,
+    integer,
+    integer_param,
+    number,
+    one_of,
+    params_object,
+    real_param,
+    require_known,
+)
+from service.algorithms.pivoted_qr import ColumnSource, MatrixSource
+from service.algorithms.sketching import (
+    decay_weights,
+    frequent_directions_update,
+    normalize_sparse_rows,
+)
 from service.errors import InvalidInput, InvalidParams
 
-__all__ = ["FSDS", "gfw_p2_kernel_weights", "gfw_p2_weights", "normalize_rows"]
+__all__ = [
+    "FSDS",
+    "default_block_rows",
+    "gfw_p2_kernel_weights",
+    "gfw_p2_weights",
+    "normalize_rows",
+]
 
 _EPS = float(np.finfo(np.float64).eps)
 _KERNELS = ("cosine", "gaussian")
 _GAUSSIAN_ONLY = ("kernel_components", "kernel_bandwidth", "seed")
-_PARAMS = ("k", "ell", "alpha_exponent", "normalize_rows", "block_rows", "kernel", *_GAUSSIAN_ONLY)
+_PARAMS = (
+    "k",
+    "ell",
+    "alpha_exponent",
+    "normalize_rows",
+    "block_rows",
+    "decay",
+    "kernel",
+    *_GAUSSIAN_ONLY,
+)
+#: Default shrink schedule, ``max(BLOCK_ELLS * ell, MIN_BLOCK_ROWS)`` rows (``default_block_rows``).
+BLOCK_ELLS = 4
+MIN_BLOCK_ROWS = 200
 #: Random features D (the paper's ceil(n / k) needs n, which a stream does not know). With D = 512
 #: each kernel entry is estimated with standard deviation <= 1/sqrt(D) ~ 0.044, while the sketch
 #: width m + D (memory and time) grows linearly in D. On COIL20 (k = 20, top-200 features, k-means
@@ -68,20 +100,6 @@ BANDWIDTH_SAMPLE_ROWS = 1000
 # -- parameters -----------------------------------------------------------------------------
 
 
-def _int_param(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise InvalidParams(f"{name} must be an integer >= {minimum}; got {value!r}")
-    if int(value) < minimum:
-        raise InvalidParams(f"{name} must be an integer >= {minimum}; got {int(value)}")
-    return int(value)
-
-
-def _real_param(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)):
-        raise InvalidParams(f"{name} must be a finite number; got {value!r}")
-    return float(value)
-
-
 @dataclass(frozen=True)
 class _Config:
     k: int
@@ -89,6 +107,7 @@ class _Config:
     alpha_exponent: float
     normalize_rows: bool
     block_rows: int | None
+    decay: float
     kernel: str
     kernel_components: int
     kernel_bandwidth: float | None
@@ -110,11 +129,41 @@ class _Config:
             "block_rows": self.block_rows,
             "kernel": self.kernel,
         }
+        # Only when forgetting: params stored (and exported) before decay existed resolve to
+        # themselves, and a selector that does not forget is described exactly as before.
+        if self.decay != 1.0:
+            out["decay"] = self.decay
         if self.gaussian:
             out["kernel_components"] = self.kernel_components
             out["kernel_bandwidth"] = self.kernel_bandwidth
             out["seed"] = self.seed
         return out
+
+
+def default_block_rows(ell: int) -> int:
+    """Rows per shrink when ``block_rows`` is not given: ``max(4 ell, 200)``.
+
+    A schedule in rows, not the paper's "once per chunk": the service coalesces pending chunks
+    into one update of up to 64 entries / 20,000 rows, so "per chunk" would mean "per however
+    the producers' chunks happened to coalesce". An update call shrinks every ``B`` rows and
+    once more at its end (a partial block is not carried over: the state is the sketch alone).
+
+    Why these numbers (``benchmarks/bench_fsds_schedule.py``; table in ``benchmarks/README.md``):
+
+    * Fidelity. On the five datasets of ``datasets/`` in the paper's 200-row chunks, a shrink
+      every ``ell`` rows (the former default) kept only 0.47-0.57 of the paper's per-chunk top
+      10-40 on Isolet (k = 26 next to ell = 27, where the ranking is most sensitive to the
+      shrinks), 2 ell 0.58, 4 ell 0.76-0.83; more rows per shrink also move towards the exact
+      batch GFW-p2 ranking (COIL20 top 40: 0.70 at ell, 0.83 at >= 200 rows).
+      ``MIN_BLOCK_ROWS`` = 200 is the paper's reference chunk: with ell <= 50 the default
+      shrinks exactly where 200-row chunks do, also when the service coalesces them (1.00 on
+      every dataset, where one shrink per update fell to 0.82-0.87 on Isolet).
+    * Speed. A shrink's eigenproblem costs about ``(ell + B)**2`` per row; on sparse text
+      (BASEHOCK, m = 4862, ell = 70) that is most of the update, and one shrink per 1000-row
+      chunk ran at ~7x the paper's SVD update against >= 20x for ``B <= 4 ell`` (8 ell: ~16x).
+      Dense rows (m = 26214, ell = 162) stay above 10x for every ``B`` up to a chunk.
+    """
+    return max(BLOCK_ELLS * ell, MIN_BLOCK_ROWS)
 
 
 def _resolve(params: Mapping[str, Any], n_features: int) -> _Config:
@@ -136,18 +185,18 @@ def _resolve(params: Mapping[str, Any], n_features: int) -> _Config:
                 f"{', '.join(given)} only apply to kernel='gaussian'; got kernel='cosine'"
             )
 
-    k = _int_param("k", params["k"], 1) if "k" in params else min(10, m)
+    k = integer_param("k", params["k"], 1) if "k" in params else min(10, m)
     if k > m:
         raise InvalidParams(f"k must be at most n_features={m}; got k={k}")
     ell_default = max(math.ceil(math.sqrt(m)), k + 1)
-    ell = _int_param("ell", params["ell"], 2) if "ell" in params else ell_default
+    ell = integer_param("ell", params["ell"], 2) if "ell" in params else ell_default
     if k >= ell:
         raise InvalidParams(
             f"k must be smaller than ell (got k={k}, ell={ell})"
             + ("" if "k" in params else f"; k defaults to min(10, n_features) = {k}")
         )
 
-    alpha_exponent = _real_param("alpha_exponent", params.get("alpha_exponent", 3.0))
+    alpha_exponent = real_param("alpha_exponent", params.get("alpha_exponent", 3.0))
     if alpha_exponent < 0:
         raise InvalidParams(f"alpha_exponent must be >= 0; got {alpha_exponent}")
 
@@ -155,24 +204,28 @@ def _resolve(params: Mapping[str, Any], n_features: int) -> _Config:
     if not isinstance(normalize, bool):
         raise InvalidParams(f"normalize_rows must be true or false; got {normalize!r}")
 
-    block_rows: int | None = ell
+    block_rows: int | None = default_block_rows(ell)
     if "block_rows" in params:
         raw = params["block_rows"]
-        block_rows = None if raw is None else _int_param("block_rows", raw, 1)
+        block_rows = None if raw is None else integer_param("block_rows", raw, 1)
+
+    decay = real_param("decay", params.get("decay", 1.0))
+    if not 0.0 < decay <= 1.0:
+        raise InvalidParams(f"decay must be in (0, 1] (1: no forgetting); got {decay}")
 
     components = DEFAULT_KERNEL_COMPONENTS
     bandwidth: float | None = None
     seed = 0
     if kernel == "gaussian":
         if "kernel_components" in params:
-            components = _int_param("kernel_components", params["kernel_components"], 1)
+            components = integer_param("kernel_components", params["kernel_components"], 1)
         raw_bw = params.get("kernel_bandwidth")
         if raw_bw is not None:
-            bandwidth = _real_param("kernel_bandwidth", raw_bw)
+            bandwidth = real_param("kernel_bandwidth", raw_bw)
             if bandwidth <= 0:
                 raise InvalidParams(f"kernel_bandwidth must be > 0 or null; got {bandwidth}")
         if "seed" in params:
-            seed = _int_param("seed", params["seed"], 0)
+            seed = integer_param("seed", params["seed"], 0)
             if seed >= 2**63:
                 raise InvalidParams(f"seed must be below 2**63; got {seed}")
     return _Config(
@@ -181,6 +234,7 @@ def _resolve(params: Mapping[str, Any], n_features: int) -> _Config:
         alpha_exponent=alpha_exponent,
         normalize_rows=normalize,
         block_rows=block_rows,
+        decay=decay,
         kernel=kernel,
         kernel_components=components,
         kernel_bandwidth=bandwidth,
@@ -218,7 +272,7 @@ def _ridge_terms(values: np.ndarray, sigma: np.ndarray, alpha: float) -> np.ndar
     scale = np.zeros_like(sigma)
     positive = sigma > 0
     scale[positive] = 1.0 / (sigma[positive] ** 2 + alpha)
-    return np.abs(values) * scale[:, None]
+    return np.asarray(np.abs(values) * scale[:, None])
 
 
 def _sketch_weights(
@@ -285,7 +339,7 @@ def gfw_p2_weights(
     top[: min(k, vt.shape[0])] = vt[:k]
     alpha = float(2.0**alpha_exponent * sig_k[k - 1])
     terms = _ridge_terms(top * sig_k[:, None], sig_k, alpha)
-    return terms.max(axis=0)
+    return np.asarray(terms.max(axis=0))
 
 
 def gfw_p2_kernel_weights(
@@ -312,7 +366,7 @@ def gfw_p2_kernel_weights(
     scale[positive] = sigma[positive] / (sigma[positive] ** 2 + alpha)
     targets = _top_left_vectors(z, k)  # V_k(Z) in the paper's orientation
     x = vt.T @ (scale[:, None] * (u.T @ targets))
-    return np.abs(x).max(axis=1)
+    return np.asarray(np.abs(x).max(axis=1))
 
 
 # -- the method --------------------------------------------------------------------------------
@@ -325,19 +379,63 @@ def _state_float(state: State, key: str) -> float:
 
 
 class FSDS:
-    """Feature Selection on Data Streams (Algorithm 2 STREAMFEATWEIGHT) as a ``StreamingMethod``.
+    """Feature Selection on Data Streams (Algorithm 2 STREAMFEATWEIGHT) over row chunks.
+
+    Capability: ``SelectsColumns`` on request (``strategy=diverse``): pivoted QR on the feature
+    columns of the sketch ``B`` (``ell x m``) picks h features that together span the sketched
+    data, where the weights rank each feature alone.
 
     State (flat, arrays float64): ``sketch_rows`` (``ell x m'``, ``m' = m`` or ``m + D`` in
     gaussian mode), ``singular_values`` (``ell``), ``weights`` (``m``), ``alpha``, ``rows_seen``,
     ``shrinkage_total`` (``||Y^T Y - B B^T||_2`` is at most this), ``squared_norm_seen``
     (``||Y||_F^2`` of the normalised rows), ``kernel_bandwidth`` (0.0 until set / cosine).
+
+    Forgetting (``decay`` gamma < 1; the paper's section 3.2 leaves "higher weights on the recent
+    inputs" to a change of the sketch): ``Y`` above becomes ``A_w``, the normalised rows each
+    weighted by ``gamma**(rows after it)``, and ``shrinkage_total`` and ``squared_norm_seen``
+    are of ``A_w`` (both decay by ``gamma**2`` per row). The sketch keeps the Frequent-Directions
+    guarantee for ``A_w`` (derived in ``service.algorithms.sketching``)::
+
+        0 <= A_w^T A_w - B^T B <= shrinkage_total I,
+        shrinkage_total <= ||A_w - [A_w]_k||_F^2 / (ell - k)   for every k < ell,
+
+    and the weights are Algorithm 2's on that sketch, so below rank ``ell`` they equal the batch
+    GFW-p2 of ``A_w``. A row's contribution to ``A_w^T A_w`` halves after
+    ``ln 2 / (2 ln(1 / gamma))`` rows (gamma = 0.999: 346 rows); the rows' total weight tends to
+    ``1 / (1 - gamma**2)`` (~500 rows at 0.999). ``decay = 1`` runs exactly the code without it.
     """
 
     name = "fsds"
-    stream: Stream = "rows"
+    chunk_kind: ChunkKind = "rows"
+    params_schema = params_object(
+        "Huang et al. 2015, Algorithm 2 (see the README's FSDS section).",
+        k=integer(1, doc="Singular directions, fewer than ell (default min(10, m))."),
+        ell=integer(2, doc="Sketch rows, more than k (default max(ceil(sqrt(m)), k + 1))."),
+        alpha_exponent=number(0, doc="i in alpha = 2^i sigma_k (default 3)."),
+        normalize_rows=boolean("Scale every row to unit norm first (default true)."),
+        block_rows=integer(
+            1,
+            nullable=True,
+            doc="Rows per shrink (default max(4 ell, 200)); null: one per update (coalesced).",
+        ),
+        decay=number(
+            above=0,
+            maximum=1,
+            doc="Forgetting: a row's weight is decay^(rows after it); 1 (default) forgets nothing.",
+        ),
+        kernel=one_of(*_KERNELS, doc="cosine (default) or gaussian (random Fourier features)."),
+        kernel_components=integer(1, doc="gaussian: random features D (default 512)."),
+        kernel_bandwidth=number(above=0, nullable=True, doc="gaussian: sigma (default: median)."),
+        seed=integer(0, below=2**63, doc="gaussian: seed of the random features."),
+    )
     score_field = "weights"
     coalesces = True
-    labelled = False
+    chunking_invariant = False
+    describe_fields: tuple[str, ...] = ()
+    #: The sketch (2 ell x m) is read only by ``strategy=diverse``: from a checkpoint.
+    served_from_checkpoints: tuple[str, ...] = ("sketch_rows",)
+    pivoted_by_default = False
+    pivot_fields: tuple[str, ...] = ("sketch_rows",)
 
     def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
         return _resolve(params, n_features).as_params()
@@ -353,6 +451,14 @@ class FSDS:
             "shrinkage_total": 0.0,
             "squared_norm_seen": 0.0,
             "kernel_bandwidth": float(cfg.kernel_bandwidth or 0.0),
+        }
+
+    def state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
+        cfg = _resolve(params, n_features)
+        return {
+            "sketch_rows": 8 * cfg.ell * cfg.width(n_features),
+            "singular_values": 8 * cfg.ell,
+            "weights": 8 * n_features,
         }
 
     def update(self, state: State, params: Mapping[str, Any], rows: Matrix) -> State:
@@ -371,9 +477,13 @@ class FSDS:
         # block_rows = null is the paper's single shrink per chunk.
         block = cfg.block_rows if cfg.block_rows is not None else max(n, 1)
         bandwidth = _state_float(state, "kernel_bandwidth")
+        # What the state carries over ages by the n rows of this chunk (1.0 without decay).
+        aged = cfg.decay ** (2 * n) if cfg.decay != 1.0 else 1.0
 
         if not cfg.gaussian:
-            upd = frequent_directions_update(sketch, rows, block, normalize_rows=cfg.normalize_rows)
+            upd = frequent_directions_update(
+                sketch, rows, block, normalize_rows=cfg.normalize_rows, decay=cfg.decay
+            )
             squared_norm = upd.squared_norm
             alpha, weights = _sketch_weights(
                 upd.sketch_rows, upd.singular_values, cfg.k, cfg.alpha_exponent
@@ -392,8 +502,12 @@ class FSDS:
                 joint = np.hstack([y, rff.transform(y)])
             else:
                 joint = np.zeros((0, cfg.width(m)))
-            upd = frequent_directions_update(sketch, joint, block)
-            squared_norm = float(np.einsum("ij,ij->", y, y))
+            upd = frequent_directions_update(sketch, joint, block, decay=cfg.decay)
+            if cfg.decay != 1.0:
+                row_weights = decay_weights(cfg.decay, n)
+                squared_norm = float(np.einsum("ij,ij,i->", y, y, row_weights**2))
+            else:
+                squared_norm = float(np.einsum("ij,ij->", y, y))
             alpha, weights = _kernel_sketch_weights(upd.sketch_rows, m, cfg.k, cfg.alpha_exponent)
 
         return {
@@ -402,10 +516,23 @@ class FSDS:
             "weights": weights,
             "alpha": alpha,
             "rows_seen": int(np.asarray(state.get("rows_seen") or 0)) + n,
-            "shrinkage_total": _state_float(state, "shrinkage_total") + upd.shrinkage,
-            "squared_norm_seen": _state_float(state, "squared_norm_seen") + squared_norm,
+            "shrinkage_total": aged * _state_float(state, "shrinkage_total") + upd.shrinkage,
+            "squared_norm_seen": aged * _state_float(state, "squared_norm_seen") + squared_norm,
             "kernel_bandwidth": bandwidth if cfg.gaussian else 0.0,
         }
 
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.asarray(state["weights"], dtype=np.float64)
+
+    def describe(self, state: State) -> dict[str, Any]:
+        return {}
+
+    def pivot_source(
+        self,
+        state: State,
+        params: Mapping[str, Any],
+        n_features: int,
+        read_segment: Callable[[str], np.ndarray],
+    ) -> ColumnSource:
+        """The feature columns of the sketch (in gaussian mode, without the random features)."""
+        return MatrixSource(np.asarray(state["sketch_rows"])[:, :n_features])

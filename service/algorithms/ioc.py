@@ -33,25 +33,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from service.algorithms.base import State, Stream
+from service.algorithms.base import ChunkKind, Projection, State
 from service.algorithms.labels import (
     CLASSES_FIELD,
     COUNTS_FIELD,
     LabelledRows,
+    check_classes,
+    describe_classes,
     discover,
     encode_classes,
     grow_rows,
     stored_classes,
 )
-from service.algorithms.ocfs import SUMS_FIELD
-from service.algorithms.params import require_known
-from service.errors import InvalidParams
+from service.algorithms.ocfs import SUMS_FIELD, exact_directions
+from service.algorithms.params import (
+    integer,
+    integer_param,
+    number,
+    params_object,
+    require_known,
+)
+from service.errors import Conflict, Inconsistent, InvalidParams
 
 _PARAMS = ("n_components", "amnesia")
 
@@ -64,15 +72,11 @@ class _Config:
 
 def _resolve(params: Mapping[str, Any], n_features: int) -> _Config:
     params = require_known(params, _PARAMS, "ioc")
-    p = params.get("n_components", 1)
-    if isinstance(p, bool) or not isinstance(p, Integral) or not 1 <= int(p) <= n_features:
-        raise InvalidParams(
-            f"n_components must be an integer in [1, n_features={n_features}]; got {p!r}"
-        )
+    p = integer_param("n_components", params.get("n_components", 1), 1, n_features, "n_features=")
     amnesia = params.get("amnesia", 0.0)
     if isinstance(amnesia, bool) or not isinstance(amnesia, Real) or not 0 <= float(amnesia) <= 100:
         raise InvalidParams(f"amnesia must be a number in [0, 100]; got {amnesia!r}")
-    return _Config(int(p), float(amnesia))
+    return _Config(p, float(amnesia))
 
 
 class IOC:
@@ -83,10 +87,20 @@ class IOC:
     """
 
     name = "ioc"
-    stream: Stream = "rows"
+    chunk_kind: ChunkKind = "labelled rows"
+    params_schema = params_object(
+        "Yan et al. 2006, Table 1 (see the README's IOC section).",
+        n_components=integer(1, doc="p, at most n_features (default 1)."),
+        amnesia=number(0, maximum=100, doc="CCIPCA's amnesic average l (default 0: 1/n)."),
+    )
     score_field = "weights"
     coalesces = True
-    labelled = True
+    chunking_invariant = True
+    describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
+    served_from_checkpoints: tuple[str, ...] = ()
+    #: ``Projects``: IOC's learned W, or the exact batch OC solution the state determines.
+    projection_fields: tuple[str, ...] = ("vectors", "eigenvalues", COUNTS_FIELD, SUMS_FIELD)
+    solutions: tuple[str, ...] = ("ioc", "exact")
 
     def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
         cfg = _resolve(params, n_features)
@@ -105,6 +119,15 @@ class IOC:
             "eigenvalues": np.zeros(cfg.n_components),
             "weights": np.zeros(n_features),
         }
+
+    def state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
+        p = _resolve(params, n_features).n_components
+        return {
+            "vectors": 8 * p * n_features,
+            "eigenvalues": 8 * p,
+            "sample_sum": 8 * n_features,
+            "weights": 8 * n_features,
+        }  # class counts and sums grow by one row per class found
 
     def update(self, state: State, params: Mapping[str, Any], rows: LabelledRows) -> State:
         """Table 1 for every row of the chunk, in order."""
@@ -149,12 +172,75 @@ class IOC:
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.array(state["weights"], dtype=np.float64)
 
+    def describe(self, state: State) -> dict[str, Any]:
+        return describe_classes(state)
+
+    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
+        return {}
+
+    def check_consistency(
+        self,
+        state: State,
+        params: Mapping[str, Any],
+        size: int,
+        segments: Mapping[str, np.ndarray],
+    ) -> None:
+        """``ChecksState``: one count and one row of sums per class, as many samples as they
+        count, no more eigenvectors started than there are."""
+        samples = check_classes(state, SUMS_FIELD)
+        started = int(np.asarray(state["vectors_started"]))
+        p = _resolve(params, size).n_components
+        if samples != state["samples"] or not 0 <= started <= p:
+            raise Inconsistent(
+                f"an ioc state counts as many samples as its classes ({samples}) and starts at "
+                f"most n_components={p} vectors; got samples {state['samples']}, "
+                f"vectors_started {started}"
+            )
+
+    def projections(
+        self, arrays: Mapping[str, np.ndarray], params: Mapping[str, Any]
+    ) -> dict[str, Projection]:
+        """IOC's ``W`` (Table 1) and the exact batch OC solution, with IOC's agreement.
+
+        ``S_b`` depends on the data only through the class counts and sums, so the exact
+        solution is an SVD of the centred class means away. A Conflict until every one of the
+        ``p`` vectors has started (at a nonzero row) and while fewer than ``p + 1`` classes have
+        been seen: ``S_b`` has rank at most ``c - 1``, so directions beyond that carry no class
+        information.
+        """
+        p = int(params["n_components"])
+        classes = int(arrays[COUNTS_FIELD].size)
+        started = int(np.count_nonzero(arrays["eigenvalues"]))
+        if started < p:
+            raise Conflict(
+                f"{started} of the n_components={p} vectors have started (vector j starts at "
+                "the j-th nonzero row): push more rows"
+            )
+        if classes < p + 1:
+            raise Conflict(
+                f"{classes} classes seen, so S_b has rank at most {max(classes - 1, 0)} and only "
+                f"that many of the n_components={p} directions carry class information; push "
+                f"rows of more classes, or create the selector with n_components <= "
+                f"{max(classes - 1, 1)}"
+            )
+        learned = projection(np.asarray(arrays["vectors"]))
+        exact, exact_values = exact_directions(arrays[COUNTS_FIELD], arrays[SUMS_FIELD], p)
+        # Eigenvectors have no sign: show the exact ones pointing the way IOC's do.
+        signs = np.where(np.sum(learned * exact, axis=0) < 0, -1.0, 1.0)
+        exact = exact * signs
+        agreement = np.abs(np.sum(learned * exact, axis=0))
+        eigenvalues = np.asarray(arrays["eigenvalues"], dtype=np.float64)
+        return {
+            "ioc": Projection(learned, eigenvalues, agreement),
+            "exact": Projection(exact, exact_values, agreement),
+        }
+
 
 def feature_scores(vectors: np.ndarray) -> np.ndarray:
     """``sum_j lambda_j (u_i^j)^2 = sum_j (v_i^j)^2 / ||v^j||`` over the started vectors."""
     lengths = np.linalg.norm(vectors, axis=1)
     started = lengths > 0
-    return (vectors[started] ** 2 / lengths[started, None]).sum(axis=0)
+    return np.asarray((vectors[started] ** 2 / lengths[started, None]).sum(axis=0))
 
 
 def projection(vectors: np.ndarray) -> np.ndarray:

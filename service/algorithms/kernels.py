@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import functools
 import math
-from numbers import Integral, Real
+from numbers import Real
 from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
 
 from service.algorithms.base import Matrix
+from service.algorithms.params import integer_param
 from service.errors import InvalidInput, InvalidParams
 
 __all__ = ["RandomFourierFeatures", "median_pairwise_distance"]
@@ -41,12 +42,6 @@ def _draws(seed: int, n_features: int, n_components: int) -> tuple[np.ndarray, n
     return gaussian, offset
 
 
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < 1:
-        raise InvalidParams(f"{name} must be an integer >= 1; got {value!r}")
-    return int(value)
-
-
 class RandomFourierFeatures:
     """The random Fourier feature map of the Gaussian kernel with the given bandwidth."""
 
@@ -56,8 +51,8 @@ class RandomFourierFeatures:
     seed: int
 
     def __init__(self, n_features: int, n_components: int, bandwidth: float, seed: int = 0):
-        self.n_features = _positive_int("n_features", n_features)
-        self.n_components = _positive_int("n_components", n_components)
+        self.n_features = integer_param("n_features", n_features, 1)
+        self.n_components = integer_param("n_components", n_components, 1)
         if (
             isinstance(bandwidth, bool)
             or not isinstance(bandwidth, Real)
@@ -66,9 +61,7 @@ class RandomFourierFeatures:
         ):
             raise InvalidParams(f"bandwidth must be a finite number > 0; got {bandwidth!r}")
         self.bandwidth = float(bandwidth)
-        if isinstance(seed, bool) or not isinstance(seed, Integral) or int(seed) < 0:
-            raise InvalidParams(f"seed must be an integer >= 0; got {seed!r}")
-        self.seed = int(seed)
+        self.seed = integer_param("seed", seed, 0)
 
     @property
     def omega(self) -> np.ndarray:
@@ -100,7 +93,7 @@ class RandomFourierFeatures:
     def kernel(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The exact Gaussian kernel this map approximates (for tests and diagnostics)."""
         sq = np.sum(a * a, axis=1)[:, None] + np.sum(b * b, axis=1)[None, :] - 2.0 * (a @ b.T)
-        return np.exp(-np.maximum(sq, 0.0) / (2.0 * self.bandwidth**2))
+        return np.asarray(np.exp(-np.maximum(sq, 0.0) / (2.0 * self.bandwidth**2)))
 
 
 def median_pairwise_distance(rows: Matrix, max_rows: int = 1000) -> float:
@@ -109,7 +102,7 @@ def median_pairwise_distance(rows: Matrix, max_rows: int = 1000) -> float:
     The usual bandwidth heuristic for the Gaussian kernel. Taking the *first* rows keeps it
     deterministic; distances come from one Gram product (sparse input stays sparse).
     """
-    max_rows = _positive_int("max_rows", max_rows)
+    max_rows = integer_param("max_rows", max_rows, 1)
     head = rows[:max_rows]
     count = head.shape[0]
     if count < 2:

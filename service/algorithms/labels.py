@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from service.algorithms.base import Matrix, State
+from service.errors import Inconsistent
 
 #: A class label as a user sends it.
 Label = int | str
@@ -93,10 +95,46 @@ def join(chunks: Sequence[LabelledRows]) -> LabelledRows:
     )
 
 
+def describe_classes(state: State) -> dict[str, Any]:
+    """The classes a state has seen, as sent, in order of discovery, with their counts."""
+    counts = np.asarray(state.get(COUNTS_FIELD, np.zeros(0)))
+    return {
+        "classes": [
+            {"label": label, "count": int(count)}
+            for label, count in zip(stored_classes(state), counts, strict=True)
+        ]
+    }
+
+
 def stored_classes(state: State) -> list[Label]:
     """The classes a state has seen, in order of discovery."""
     raw = state.get(CLASSES_FIELD) or "[]"
     return list(json.loads(str(raw)))
+
+
+def check_classes(state: State, sums_field: str) -> int:
+    """``Inconsistent`` unless the class list, counts and sums of ``state`` agree (one count and
+    one row of sums per distinct class, counts not negative); returns the number of samples."""
+    try:
+        classes = stored_classes(state)
+    except ValueError as exc:
+        raise Inconsistent(f"the state's classes are not a JSON list: {exc}") from exc
+    if not isinstance(classes, list) or not all(
+        isinstance(c, int | str) and not isinstance(c, bool) for c in classes
+    ):
+        raise Inconsistent("the state's classes must be a list of integer or string labels")
+    counts = np.asarray(state[COUNTS_FIELD])
+    sums = np.asarray(state[sums_field])
+    distinct = {(type(c), c) for c in classes}
+    if len(distinct) != len(classes) or not counts.shape[0] == sums.shape[0] == len(classes):
+        raise Inconsistent(
+            f"a labelled state has one count and one row of sums per distinct class; got "
+            f"{len(classes)} classes ({len(distinct)} distinct), {counts.shape[0]} counts and "
+            f"{sums.shape[0]} rows of sums"
+        )
+    if np.any(counts < 0):
+        raise Inconsistent("class counts must not be negative")
+    return int(counts.sum())
 
 
 def encode_classes(classes: Sequence[Label]) -> str:

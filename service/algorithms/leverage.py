@@ -71,7 +71,7 @@ def batch_leverage_scores(A: np.ndarray, ridge: float = 0.0) -> np.ndarray:
         weight = (s > max(a.shape) * _EPS * (s[0] if s.size else 0.0)).astype(np.float64)
     scores = np.einsum("ji,j->i", vt**2, weight)
     scores[~np.any(a != 0, axis=0)] = 0.0  # exactly, not the ~1e-30 rounding leaves in vt
-    return scores
+    return np.asarray(scores)
 
 
 class RankOneFactor(NamedTuple):
@@ -112,7 +112,7 @@ def rank_one_solve(m: RankOneFactor, y: np.ndarray) -> np.ndarray:
         # Exclusive running sum sum_{k<j} p_k y_k, accumulated from small to large j.
         running = np.cumsum(m.p[:-1, None] * y[:-1], axis=0)
         out[1:] -= m.beta[1:, None] * running
-    return out
+    return np.asarray(out)
 
 
 def cholesky_add_columns(lower: np.ndarray, coefs: np.ndarray) -> np.ndarray:

@@ -23,18 +23,21 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from service.algorithms.base import Matrix, State, Stream
+from service.algorithms.base import ChunkKind, Matrix, State
 from service.algorithms.labels import (
     CLASSES_FIELD,
     COUNTS_FIELD,
     Label,
     LabelledRows,
+    check_classes,
     class_totals,
+    describe_classes,
     discover,
     encode_classes,
     grow_rows,
     stored_classes,
 )
+from service.algorithms.params import params_object
 from service.errors import InvalidParams
 
 #: The state field holding every class's row sum (``c x m``).
@@ -50,17 +53,22 @@ def ocfs_scores(counts: np.ndarray, sums: np.ndarray) -> np.ndarray:
     present = counts > 0
     means = sums[present] / counts[present, None]  # step 1: class centroids m_j
     overall = sums.sum(axis=0) / n  # step 2: the centroid m of all samples
-    return ((counts[present] / n)[:, None] * (means - overall) ** 2).sum(axis=0)
+    return np.asarray(((counts[present] / n)[:, None] * (means - overall) ** 2).sum(axis=0))
 
 
 class OCFS:
     """OCFS over labelled row chunks; the state is class counts and class sums."""
 
     name = "ocfs"
-    stream: Stream = "rows"
+    chunk_kind: ChunkKind = "labelled rows"
+    params_schema = params_object("OCFS has no parameters: its scores are exact.")
     score_field = "scores"
     coalesces = True
-    labelled = True
+    chunking_invariant = True
+    describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
+    served_from_checkpoints: tuple[str, ...] = ()
+    #: ``Mergeable``: another OCFS selector's class counts and sums add exactly.
+    summary_fields: tuple[str, ...] = (COUNTS_FIELD, SUMS_FIELD)
 
     def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
         if not isinstance(params, Mapping):
@@ -79,6 +87,9 @@ class OCFS:
             "scores": np.zeros(n_features),
         }
 
+    def state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
+        return {"scores": 8 * n_features}  # class sums grow by one row per class found
+
     def update(self, state: State, params: Mapping[str, Any], rows: LabelledRows) -> State:
         """Fold the chunk's class counts and sums in, then recompute every score (O(cm))."""
         classes, codes = discover(stored_classes(state), rows)
@@ -94,6 +105,30 @@ class OCFS:
 
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.array(state["scores"], dtype=np.float64)
+
+    def describe(self, state: State) -> dict[str, Any]:
+        return describe_classes(state)
+
+    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
+        return {}
+
+    def check_consistency(
+        self,
+        state: State,
+        params: Mapping[str, Any],
+        size: int,
+        segments: Mapping[str, np.ndarray],
+    ) -> None:
+        """``ChecksState``: one count and one row of sums per class."""
+        check_classes(state, SUMS_FIELD)
+
+    def merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
+        """Add another selector's counts and sums (classes matched by label, new ones appended
+        in its order): the scores are those of one selector that saw both streams."""
+        return self.update(state, params, summary_rows(summary))
+
+    def summary_samples(self, summary: State) -> int:
+        return int(np.asarray(summary[COUNTS_FIELD]).sum())
 
 
 def summary_rows(state: State) -> LabelledRows:
@@ -142,7 +177,7 @@ def exact_directions(counts: np.ndarray, sums: np.ndarray, p: int) -> tuple[np.n
 def between_class_scatter(x: Matrix, labels: Sequence[Label]) -> np.ndarray:
     """``S_b = sum_j n_j/n (m_j - m)(m_j - m)^T`` (section 2.1), ``m x m``."""
     phi, priors = centred_class_means(x, labels)
-    return phi.T @ (priors[:, None] * phi)
+    return np.asarray(phi.T @ (priors[:, None] * phi))
 
 
 def oc_directions(x: Matrix, labels: Sequence[Label], p: int) -> tuple[np.ndarray, np.ndarray]:

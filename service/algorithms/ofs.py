@@ -54,21 +54,28 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any
 
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from service.algorithms.base import State, Stream
+from service.algorithms.base import ChunkKind, Decision, State
 from service.algorithms.leverage import (
     batch_leverage_scores,
     cholesky_add_columns,
     rank_one_factor,
     rank_one_solve,
 )
-from service.algorithms.params import require_known
-from service.errors import InvalidInput, InvalidParams
+from service.algorithms.params import (
+    integer,
+    integer_param,
+    number,
+    params_object,
+    real_param,
+    require_known,
+)
+from service.errors import Conflict, Inconsistent, InvalidInput, InvalidParams
 
 __all__ = [
     "OFS",
@@ -93,34 +100,7 @@ SPAN_TOL = 1e-8
 BLOCK = 128
 
 
-@dataclass(frozen=True)
-class Decision:
-    """What Algorithm 1 decided for one feature (steps 3-5)."""
-
-    #: 0-based position of the feature in the whole stream.
-    index: int
-    #: ``l~_i`` of step 3 (eq. (3.3)).
-    leverage: float
-    #: ``p_i`` of step 4 (eq. (3.4)).
-    probability: float
-    kept: bool
-    #: ``1 / sqrt(p_i)`` if kept (the column enters ``A~`` times this), else 0.0.
-    scale: float
-
-
 # -- parameters -----------------------------------------------------------------------------
-
-
-def _real(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)):
-        raise InvalidParams(f"{name} must be a finite number; got {value!r}")
-    return float(value)
-
-
-def _n_samples(n_samples: Any) -> int:
-    if isinstance(n_samples, bool) or not isinstance(n_samples, Integral) or n_samples < 1:
-        raise InvalidParams(f"n_samples must be an integer >= 1; got {n_samples!r}")
-    return int(n_samples)
 
 
 @dataclass(frozen=True)
@@ -136,23 +116,29 @@ class _Config:
 
 def _resolve(params: Mapping[str, Any], n_samples: int) -> _Config:
     params = require_known(params, _PARAMS, "ofs")
-    n = _n_samples(n_samples)
-    epsilon = _real("epsilon", params.get("epsilon", DEFAULT_EPSILON))
+    n = integer_param("n_samples", n_samples, 1)
+    epsilon = real_param("epsilon", params.get("epsilon", DEFAULT_EPSILON))
     if not 0.0 < epsilon < 1.0:
         raise InvalidParams(f"epsilon must be in (0, 1); got {epsilon}")
     if "c" in params:
-        c = _real("c", params["c"])
+        c = real_param("c", params["c"])
         if c <= 0:
             raise InvalidParams(f"c (sampling rate) must be > 0; got {c}")
     else:
         # Algorithm 1's sampling rate c = 8 eps^-2 log n (natural log).
-        c = 8.0 * epsilon**-2 * math.log(n)
+        # A tiny epsilon makes it overflow: a float's range is a parameter's range too.
+        c = 8.0 * math.log(n) / (epsilon * epsilon) if epsilon * epsilon > 0 else math.inf
+        if not math.isfinite(c):
+            raise InvalidParams(
+                f"the default c = 8 epsilon^-2 log(n_samples) overflows for epsilon = "
+                f"{epsilon}; pass a larger epsilon, or c explicitly"
+            )
         if c <= 0:
             raise InvalidParams(
                 f"the default c = 8 epsilon^-2 log(n_samples) is 0 for n_samples = {n}; "
                 "pass c > 0 explicitly"
             )
-    ridge = _real("ridge", params.get("ridge", 0.0))
+    ridge = real_param("ridge", params.get("ridge", 0.0))
     if ridge < 0:
         raise InvalidParams(f"ridge must be >= 0 (0 = pseudo-inverse, eq. (3.2)); got {ridge}")
     seed = params.get("seed", 0)
@@ -290,10 +276,24 @@ class OFS:
     """
 
     name = "ofs"
-    stream: Stream = "columns"
+    chunk_kind: ChunkKind = "columns"
+    params_schema = params_object(
+        "Wang, Shen & Li, Algorithm 1 (see the README's OFS section).",
+        epsilon=number(above=0, below=1, doc="Approximation error (default 0.5)."),
+        c=number(above=0, doc="Sampling rate (default 8 epsilon^-2 log n)."),
+        ridge=number(0, doc="Ridge lambda (default 0: the paper's pseudo-inverse)."),
+        seed=integer(0, below=2**63, doc="Seed of the keep/discard draws."),
+    )
     score_field = "leverage"
     coalesces = True
-    labelled = False
+    chunking_invariant = True
+    describe_fields: tuple[str, ...] = ()
+    #: The kept columns (n x kept) are read only by ``cluster``: from a checkpoint.
+    served_from_checkpoints: tuple[str, ...] = ("kept_columns",)
+    #: ``DecidesOnArrival``: the decisions are read back from these.
+    decision_fields: tuple[str, ...] = ("leverage", "probability", "kept_indices", "kept_scales")
+    #: ``Clusters``: k-means runs on the kept, rescaled columns.
+    cluster_fields: tuple[str, ...] = ("kept_columns",)
 
     def resolve_params(self, params: Mapping[str, Any], n_samples: int) -> dict[str, Any]:
         return _resolve(params, n_samples).as_params()
@@ -325,6 +325,11 @@ class OFS:
             "leverage": np.zeros(0),
             "probability": np.zeros(0),
         }
+
+    def state_sizes(self, params: Mapping[str, Any], n_samples: int) -> dict[str, int]:
+        cfg = _resolve(params, n_samples)
+        # Only the ridge factor is there from the start; the rest grows with kept columns.
+        return {"cholesky": 8 * int(n_samples) ** 2 if cfg.ridge > 0 else 0}
 
     def add_features(
         self, state: State, params: Mapping[str, Any], columns: np.ndarray
@@ -469,6 +474,66 @@ class OFS:
         """The online leverage ``l~_i`` (eq. (3.3)) of every feature seen so far."""
         return np.array(_array(state, "leverage"), dtype=np.float64)
 
+    def describe(self, state: State) -> dict[str, Any]:
+        return {"features_kept": int(np.asarray(state.get("features_kept") or 0))}
+
+    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
+        return {}
+
+    def check_consistency(
+        self,
+        state: State,
+        params: Mapping[str, Any],
+        size: int,
+        segments: Mapping[str, np.ndarray],
+    ) -> None:
+        """``ChecksState``: one decision per feature seen, the kept ones in order, a factor of
+        the shapes ``_Factor`` expects."""
+        cfg = _resolve(params, size)
+        seen, kept = _int(state, "features_seen"), _int(state, "features_kept")
+        indices = _array(state, "kept_indices")
+        counts_agree = (
+            _int(state, "n_samples") == size
+            and _array(state, "leverage").shape[0] == seen
+            and _array(state, "probability").shape[0] == seen
+            and indices.shape[0] == kept
+            and _array(state, "kept_scales").shape[0] == kept
+            and _array(state, "kept_columns").shape[1] == kept
+        )
+        if not counts_agree:
+            raise Inconsistent(
+                f"an ofs state over {size} samples has n_samples = that, one leverage and "
+                "probability per feature seen, and kept_indices, kept_scales and kept_columns "
+                f"for each of the features_kept; got n_samples {state['n_samples']}, "
+                f"features_seen {seen}, features_kept {kept}"
+            )
+        if kept and (np.any(np.diff(indices) <= 0) or indices[0] < 0 or indices[-1] >= seen):
+            raise Inconsistent(f"kept_indices must increase strictly within [0, {seen})")
+        probability = _array(state, "probability")
+        if np.any((probability < 0) | (probability > 1)):
+            raise Inconsistent("probabilities must lie in [0, 1]")
+        _Factor.from_state(state, cfg, size)  # the factor's shapes, as every update checks them
+
+    def decisions(self, arrays: Mapping[str, np.ndarray], first: int, count: int) -> list[Decision]:
+        return recorded_decisions(
+            arrays["leverage"],
+            arrays["probability"],
+            arrays["kept_indices"],
+            arrays["kept_scales"],
+            first,
+            count,
+        )
+
+    def cluster(
+        self, arrays: Mapping[str, np.ndarray], k: int, seed: int
+    ) -> tuple[np.ndarray, float, int]:
+        """k-means of the samples on the kept, rescaled columns (section 4's pipeline)."""
+        kept = arrays["kept_columns"]
+        if kept.shape[1] == 0:
+            raise Conflict("no feature has been kept yet: push feature columns first")
+        labels, objective = cluster_samples(kept, k, seed)
+        return labels, objective, int(kept.shape[1])
+
     def kept_matrix(self, state: State) -> np.ndarray:
         """``A~``: the kept columns, already rescaled by ``1 / sqrt(p_i)`` (``n x kept``)."""
         return np.array(_array(state, "kept_columns"), dtype=np.float64)
@@ -490,7 +555,7 @@ class OFS:
         out[norms == 0] = 0.0
         if resid is not None:
             out[np.linalg.norm(resid, axis=0) > SPAN_TOL * norms] = np.inf
-        return out
+        return np.asarray(out)
 
 
 def recorded_decisions(

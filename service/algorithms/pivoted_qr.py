@@ -36,7 +36,7 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 
-from service.errors import InvalidInput
+from service.errors import InvalidInput, SelectorMismatch
 
 __all__ = ["ColumnSource", "IQRPResult", "MatrixSource", "iqrp", "qrp"]
 
@@ -121,7 +121,7 @@ def _check_k_l(k: Any, l: Any, n: int) -> tuple[int, int]:
     if isinstance(k, bool) or not isinstance(k, Integral) or int(k) < 1:
         raise InvalidInput(f"k must be an integer >= 1; got {k!r}")
     if int(k) > n:
-        raise InvalidInput(f"k={k} is larger than the number of columns n={n}")
+        raise SelectorMismatch(f"k={k} is larger than the number of columns n={n}")
     if l is None:
         return int(k), int(k)  # the paper's recommendation (section 6)
     if isinstance(l, bool) or not isinstance(l, Integral) or int(l) < 1:
@@ -149,7 +149,7 @@ class _Basis:
         """``x - Q Q^T x``, orthogonalised twice (one pass loses orthogonality for tiny ones)."""
         q = self.q[:, : self.size]
         out = x - q @ (q.T @ x)
-        return out - q @ (q.T @ out)
+        return np.asarray(out - q @ (q.T @ out))
 
     def add(self, residual: np.ndarray) -> None:
         self.q[:, self.size] = residual / np.linalg.norm(residual)

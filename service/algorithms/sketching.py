@@ -20,6 +20,24 @@ small eigenproblem is solved -- and its spectral norm is ``delta`` up to roundin
 shrinks, ``||Y^T Y - S^T S||_2 <= sum(delta) <= ||Y - Y_k||_F^2 / (ell - k)`` for every
 ``k < ell`` (Liberty 2013; Ghashami & Phillips 2014), whatever the block size.
 
+Exponential forgetting (``decay`` = gamma in (0, 1), FSDS section 3.2's "higher weights on the
+recent inputs"). The matrix sketched is ``A_w``, whose row ``i`` is ``gamma**age_i y_i`` (``age_i``
+= the rows that arrived after it). Before a shrink that takes ``b`` new rows the sketch is scaled
+by ``gamma**b`` and the new rows by ``gamma**(b - 1 - i)``; so with ``E = A_w^T A_w - S^T S`` and
+``W = [gamma**b S; D X]``, ``A_w'^T A_w' - W^T W = gamma**(2b) E``, and the shrink adds
+``W^T W - S'^T S'`` in ``[0, delta I]``. By induction ``0 <= E <= Delta I`` with the decayed
+total ``Delta' = gamma**(2b) Delta + delta``, and since a shrink removes at least ``ell delta``
+of squared Frobenius norm while decay scales what was removed before by the same
+``gamma**(2b)``, ``||A_w||_F^2 - ||S||_F^2 >= ell Delta``. Weyl on ``S^T S >= A_w^T A_w - Delta I``
+gives ``||S||_F^2 >= ||[A_w]_k||_F^2 - k Delta``, hence
+
+    ||A_w^T A_w - S^T S||_2 <= Delta <= ||A_w - [A_w]_k||_F^2 / (ell - k)   for every k < ell,
+
+the Frequent-Directions bound for the weighted matrix. A shrink is homogeneous (the shrink of
+``c W`` is ``c`` times the shrink of ``W``, its ``delta`` ``c**2`` times), so the code weights
+every row of a call relative to the call's end (``gamma**(n - 1 - i)``, the incoming sketch
+``gamma**n``) instead of rescaling before each shrink: the same sketch, one scaling per call.
+
 Performance notes (measured on the 2-core target machine, m = 26214, ell = 162, 1000-row chunks;
 see ``benchmarks/bench_fsds_update.py``):
 
@@ -52,6 +70,7 @@ from service.errors import InvalidInput, InvalidParams
 
 __all__ = [
     "SketchUpdate",
+    "decay_weights",
     "frequent_directions_update",
     "normalize_sparse_rows",
     "paper_svd_update",
@@ -85,6 +104,7 @@ def frequent_directions_update(
     block_rows: int | None = None,
     *,
     normalize_rows: bool = False,
+    decay: float = 1.0,
 ) -> SketchUpdate:
     """Fold ``rows`` into the sketch: Algorithm 2, steps 1-4, one shrink per ``block_rows`` rows.
 
@@ -93,6 +113,11 @@ def frequent_directions_update(
     (zero rows stay zero; FSDS section 3.1). For dense input the norms are the diagonal of the
     ``X X^T`` block that is formed anyway and the scaling is folded into the small Gram blocks
     and the recovery coefficients, so no scaled copy of the chunk is ever made.
+
+    ``decay`` < 1 forgets exponentially (module docstring): the incoming sketch is scaled by
+    ``decay**n`` and row ``i`` (after normalisation) by ``decay**(n - 1 - i)``, folded in the same
+    way as the norms; ``shrinkage`` and ``squared_norm`` are then of the weighted rows, in the
+    units of the end of this call. ``decay = 1`` runs exactly the code without forgetting.
 
     Per shrink, with ``S`` the current sketch (``r`` non-zero rows) and ``X`` the next ``b``
     rows:
@@ -120,25 +145,36 @@ def frequent_directions_update(
         )
     n = rows.shape[0]
     block = _block_size(block_rows, ell)
+    weights = decay_weights(decay, n)
+    # No forgetting runs exactly the code path without weights.
+    row_weights = None if float(decay) == 1.0 else weights
 
     # Only the non-zero rows of the incoming sketch take part (an empty sketch costs nothing).
     active = sketch[np.einsum("ij,ij->i", sketch, sketch) > 0.0]
     if n == 0:
         return SketchUpdate(sketch.copy(), _pad(_singular_values(active), ell), 0.0)
+    if row_weights is not None:
+        # The sketch ages by the n rows of this call (rows that decay to 0.0 drop out).
+        active = active * decay**n
+        active = active[np.einsum("ij,ij->i", active, active) > 0.0]
 
     if sp.issparse(rows):
         data: Matrix = sp.csr_matrix(rows, dtype=np.float64)
         if normalize_rows:
             # Sparse scaling touches only the non-zeros; do it up front.
             data = normalize_sparse_rows(data)
+        if row_weights is not None:
+            data = sp.csr_matrix(sp.diags(row_weights) @ data)
         normalize_dense = False
+        dense_weights = None
     else:
         data = np.ascontiguousarray(rows, dtype=np.float64)
         normalize_dense = normalize_rows
+        dense_weights = row_weights
 
     if ell + block > m:
-        return _feature_side(active, data, normalize_dense, ell, block)
-    return _row_side(active, data, normalize_dense, ell, block)
+        return _feature_side(active, data, normalize_dense, dense_weights, ell, block)
+    return _row_side(active, data, normalize_dense, dense_weights, ell, block)
 
 
 def normalize_sparse_rows(rows: sp.csr_matrix) -> sp.csr_matrix:
@@ -160,6 +196,18 @@ def _inverse_norms(squared_norms: np.ndarray) -> np.ndarray:
     nonzero = squared_norms > 0.0
     inv[nonzero] = 1.0 / np.sqrt(squared_norms[nonzero])
     return inv
+
+
+def decay_weights(decay: float, n: int) -> np.ndarray:
+    """``decay**(n - 1 - i)`` for rows ``i < n``: each row's weight at the end of the ``n`` rows.
+
+    Computed as ``exp(age * log(decay))``, which underflows to 0.0 for rows long forgotten.
+    """
+    if isinstance(decay, bool) or not isinstance(decay, float | int | np.floating):
+        raise InvalidParams(f"decay must be a number in (0, 1]; got {decay!r}")
+    if not 0.0 < float(decay) <= 1.0:
+        raise InvalidParams(f"decay must be a number in (0, 1]; got {decay!r}")
+    return np.exp(np.arange(n - 1, -1, -1, dtype=np.float64) * math.log(float(decay)))
 
 
 def _block_size(block_rows: int | None, ell: int) -> int:
@@ -221,7 +269,12 @@ def _super_block_rows(block: int, ell: int, m: int, sparse_input: bool) -> int:
 
 
 def _row_side(
-    active: np.ndarray, data: Matrix, normalize_dense: bool, ell: int, block: int
+    active: np.ndarray,
+    data: Matrix,
+    normalize_dense: bool,
+    row_weights: np.ndarray | None,
+    ell: int,
+    block: int,
 ) -> SketchUpdate:
     """Shrinks through ``W W^T`` (``ell + block <= m``), taken in super-blocks.
 
@@ -262,9 +315,15 @@ def _row_side(
         else:
             k_xs = xq @ basis.T
             k_xx = xq @ xq.T
+        # Row scales (unit norms, decay weights) act on the small Grams and the recovery
+        # coefficients only.
         dq = None
         if normalize_dense:
             dq = _inverse_norms(np.diagonal(k_xx).copy())
+        if row_weights is not None:
+            weights_q = row_weights[s0 : s0 + nq]
+            dq = weights_q if dq is None else dq * weights_q
+        if dq is not None:
             k_xs *= dq[:, None]
             k_xx *= dq[:, None] * dq[None, :]
         squared_norm += float(np.trace(k_xx))
@@ -325,7 +384,12 @@ def _row_side(
 
 
 def _feature_side(
-    active: np.ndarray, data: Matrix, normalize_dense: bool, ell: int, block: int
+    active: np.ndarray,
+    data: Matrix,
+    normalize_dense: bool,
+    row_weights: np.ndarray | None,
+    ell: int,
+    block: int,
 ) -> SketchUpdate:
     """Shrinks through the ``m x m`` Gram ``S^T S + X^T X`` (used when ``ell + block > m``)."""
     n, m = data.shape
@@ -341,6 +405,8 @@ def _feature_side(
         else:
             if normalize_dense:
                 xb = xb * _inverse_norms(np.einsum("ij,ij->i", xb, xb))[:, None]
+            if row_weights is not None:
+                xb = xb * row_weights[start : start + block, None]
             x_gram = xb.T @ xb
         squared_norm += float(np.trace(x_gram))
         gram += x_gram

@@ -5,24 +5,42 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
+import time
 from collections.abc import AsyncIterator
+from typing import Any
 
-import redis.asyncio as redis
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 
-from service.api.deps import require_token
+from service.api.guard import BEARER_SCHEME
+from service.api.middleware import install_middleware
 from service.api.problems import install_problem_handlers
-from service.api.routes import health, labelled, selectors
+from service.api.routes import (
+    archives,
+    capabilities,
+    chunks,
+    features,
+    health,
+    keys,
+    rankings,
+    selectors,
+    ui,
+)
 from service.applier import Applier
+from service.auth import Authenticator
 from service.config import Settings
-from service.labelled_selectors import LabelledSelectors
 from service.metrics import Metrics
-from service.selectors import SelectorService
-from service.store.embedded import EmbeddedRedis
+from service.selectors import Selectors
+from service.store.api_keys import ApiKeyStore
+from service.store.connection import connect, is_cluster
+from service.store.embedded import EmbeddedRedis, RedisSupervisor
+from service.store.inventory import Inventory
 from service.store.redis_store import SelectorStore
 
 log = logging.getLogger("sift")
 
+#: How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
+GIL_SWITCH_INTERVAL_SECONDS = 0.001
 #: Upper bound on each step of shutdown (stopping appliers, sweeper, Redis connections).
 SHUTDOWN_STEP_SECONDS = 5.0
 
@@ -32,7 +50,36 @@ method, push chunks of rows to it, and read its live top-h feature ranking.
 
 Every error is `application/problem+json` (RFC 9457) with a `detail` that says what was
 expected and what came.
+
+With `SIFT_API_TOKEN` set, every `/v1` route but the probes needs `Authorization: Bearer <key>`:
+the token itself (admin) or an API key from `POST /v1/keys` with scopes `read` (GET routes),
+`write` (read plus chunks, features, merge, transform, cluster) or `admin` (everything).
 """
+
+
+def install_openapi(app: FastAPI, settings: Settings) -> None:
+    """Declare the bearer key in the OpenAPI document, or drop it when authentication is off."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = build()
+        if settings.api_token:
+            schema.setdefault("components", {})["securitySchemes"] = {
+                BEARER_SCHEME: {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "SIFT_API_TOKEN (admin) or an API key from POST /v1/keys.",
+                }
+            }
+        else:
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    operation.pop("security", None)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -41,7 +88,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Updates compute in worker threads; the event loop must get the GIL back quickly for
+        # readers' small requests (5 ms by default, per hand-over: it dominated GET .../top
+        # while a big update ran).
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_SECONDS)
         embedded: EmbeddedRedis | None = None
+        supervisor: RedisSupervisor | None = None
         url = settings.redis_url
         if url is None:
             embedded = EmbeddedRedis(
@@ -49,24 +101,46 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 executable=settings.redis_server,
                 appendfsync=settings.redis_appendfsync,
             )
+            started_at = time.monotonic()
             url = await asyncio.to_thread(embedded.start)
             log.info("embedded Redis started at %s (data in %s)", url, settings.data_dir)
-        client = redis.from_url(url)
+            # Restarted whenever it exits; meanwhile requests get 503 (api/middleware.py).
+            supervisor = RedisSupervisor(
+                embedded,
+                expected_start_s=time.monotonic() - started_at,
+                on_restart=metrics.redis_restarts.inc,
+            )
+        app.state.redis_supervisor = supervisor
+        client = connect(url, cluster=settings.redis_cluster)
         store = SelectorStore(
-            client, prefix=settings.key_prefix, idempotency_ttl_s=settings.idempotency_ttl_seconds
+            client,
+            prefix=settings.key_prefix,
+            idempotency_ttl_s=settings.idempotency_ttl_seconds,
+            idempotency_max_records=settings.idempotency_max_records,
+            wait_replicas=settings.redis_wait_replicas,
+            wait_ms=settings.redis_wait_ms,
         )
+        app.state.auth = Authenticator(settings.api_token, ApiKeyStore(client, settings.key_prefix))
         applier = Applier(store, settings, metrics)
-        app.state.service = SelectorService(store, applier, settings, metrics)
-        app.state.labelled = LabelledSelectors(app.state.service)
-        app.state.redis_mode = "embedded" if embedded else "external"
+        app.state.selectors = Selectors(store, applier, settings, metrics)
+        app.state.redis_mode = (
+            "embedded" if embedded else "cluster" if is_cluster(client) else "external"
+        )
+        app.state.inventory = Inventory(store)
         sweeper: asyncio.Task[None] | None = None
+        supervising: asyncio.Task[None] | None = None
         try:
             await store.ensure_scripts()
             # The first sweep also recovers entries a crashed process left unapplied.
             sweeper = asyncio.create_task(applier.sweep_forever(), name="sweeper")
+            if supervisor is not None:
+                supervising = asyncio.create_task(supervisor.run(), name="redis-supervisor")
             yield
         finally:
             # Every step is bounded: shutdown must finish even if Redis or a task misbehaves.
+            if supervising is not None:  # first: a stop must not look like a crash to restart
+                supervising.cancel()
+                await asyncio.wait([supervising], timeout=SHUTDOWN_STEP_SECONDS)
             await applier.close(SHUTDOWN_STEP_SECONDS)
             if sweeper is not None:
                 sweeper.cancel()
@@ -83,11 +157,29 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        # /docs is served by service.api.routes.ui with Swagger UI's files from this server (no
+        # CDN: FastAPI's own page renders blank offline); ReDoc is not offered.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.metrics = metrics
+    app.state.redis_supervisor = None
     install_problem_handlers(app)
-    app.include_router(health.router)
-    app.include_router(selectors.router, dependencies=[Depends(require_token)])
-    app.include_router(labelled.router, dependencies=[Depends(require_token)])
+    install_middleware(app, settings, metrics)
+    # Authentication and scopes are checked by every route's GuardedRoute (service.api.guard).
+    install_openapi(app, settings)
+    app.state.routers = [
+        health.router,
+        selectors.router,
+        archives.router,
+        chunks.router,
+        features.router,
+        rankings.router,
+        capabilities.router,
+        keys.router,
+        ui.router,
+    ]
+    for router in app.state.routers:
+        app.include_router(router)
     return app

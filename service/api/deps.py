@@ -1,32 +1,57 @@
-"""Request-scoped helpers shared by the routes: the service object, auth, JSON answers, bodies."""
+"""Request-scoped helpers shared by the routes: the service, the caller, answers, bodies."""
 
 from __future__ import annotations
 
-import hmac
 import io
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import orjson
-from fastapi import Request
+from fastapi import Header, Path, Request
 from starlette.responses import Response
 
-from service.api.payloads import NPY, media_type_of
+from service.api.schemas import NAME_PATTERN
+from service.auth import Principal
 from service.config import Settings
-from service.errors import NotAcceptable, PayloadTooLarge, Unauthorized
-from service.labelled_selectors import LabelledSelectors
-from service.selectors import SelectorService
-from service.store.records import Head
+from service.errors import NotAcceptable, PayloadTooLarge
+from service.selectors import Selectors
+from service.selectors.results import Result
+from service.wire.media import JSON, NPY, media_type_of
+
+#: The ``Idempotency-Key`` header: 1-256 visible ASCII characters (it becomes part of a Redis key).
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        min_length=1,
+        max_length=256,
+        pattern=r"^[\x21-\x7e]+$",
+        description="Retry safely: a repeated key answers what the first request answered.",
+    ),
+]
 
 
-def get_service(request: Request) -> SelectorService:
-    service: SelectorService = request.app.state.service
-    return service
+#: Path parameters, as documented (the service checks them again where it matters).
+SelectorName = Annotated[
+    str,
+    Path(
+        pattern=NAME_PATTERN,
+        description="The selector's name: 1-128 letters, digits, '.', '_' or '-'.",
+    ),
+]
+LogId = Annotated[
+    str,
+    Path(
+        # Up to 19 digits a part: every such number fits a Redis stream id (64 bits each).
+        pattern=r"^(0|[1-9][0-9]{0,18})-(0|[1-9][0-9]{0,18})$",
+        description="The log id a chunk's answer gave, e.g. 1732258800000-0.",
+    ),
+]
+KeyId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="An API key's id.")]
 
 
-def get_labelled(request: Request) -> LabelledSelectors:
-    labelled: LabelledSelectors = request.app.state.labelled
-    return labelled
+async def get_selectors(request: Request) -> Selectors:
+    selectors: Selectors = request.app.state.selectors
+    return selectors
 
 
 def get_settings(request: Request) -> Settings:
@@ -34,14 +59,26 @@ def get_settings(request: Request) -> Settings:
     return settings
 
 
-def require_token(request: Request) -> None:
-    """Bearer-token check, active only when ``SIFT_API_TOKEN`` is set."""
-    expected = get_settings(request).api_token
-    if not expected:
-        return
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), expected):
-        raise Unauthorized("expected header 'Authorization: Bearer <token>' with the API token")
+async def get_principal(request: Request) -> Principal:
+    """The caller, as ``service.api.guard`` authenticated it before the route ran."""
+    principal = getattr(request.state, "principal", None)
+    if not isinstance(principal, Principal):  # a public route asking for a caller: a bug
+        raise RuntimeError(f"no authenticated caller on {request.url.path}")
+    return principal
+
+
+def body_limit(settings: Settings, media_type: str) -> int:
+    """The body limit of a chunk: JSON is parsed into Python objects, binary is not."""
+    return settings.max_json_body_bytes if media_type == JSON else settings.max_body_bytes
+
+
+def result_response(
+    result: Result, status: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    """A typed answer of the selector service, rendered as JSON."""
+    return Response(
+        result.render(), status_code=status, media_type="application/json", headers=headers
+    )
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -56,7 +93,7 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, refused with 413 as soon as it exceeds ``limit`` (never read whole)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit} bytes")
     parts: list[bytes] = []
     received = 0
@@ -88,6 +125,10 @@ def npy_response(array: Any, headers: dict[str, str] | None = None) -> Response:
     return Response(buffer.getvalue(), media_type=NPY, headers=headers)
 
 
-def version_headers(head: Head) -> dict[str, str]:
-    """The committed version an answer comes from, for answers whose body is a bare array."""
-    return {"Sift-Version": str(head.version), "Sift-Rows-Seen": str(head.rows_seen)}
+def version_headers(version: int, seen: dict[str, int]) -> dict[str, str]:
+    """The committed version an answer comes from, for answers whose body is a bare array:
+    ``Sift-Version`` and ``Sift-Rows-Seen`` (or ``Sift-Features-Seen`` for feature streams)."""
+    headers = {"Sift-Version": str(version)}
+    for field, count in seen.items():
+        headers["Sift-" + "-".join(part.capitalize() for part in field.split("_"))] = str(count)
+    return headers

@@ -1,8 +1,14 @@
-"""The one place where errors become RFC 9457 ``application/problem+json`` answers."""
+"""The one place where errors become RFC 9457 ``application/problem+json`` answers.
+
+A 4xx says what was expected and what came. A 5xx never carries internal text (exception
+messages, addresses, paths): the client gets a fixed sentence and an ``error_id`` that the log
+line with the full traceback carries too, so an operator can find it.
+"""
 
 from __future__ import annotations
 
 import logging
+import secrets
 from typing import Any
 
 import orjson
@@ -10,15 +16,26 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from service.errors import SiftError, Unavailable
+from service.logs import current_request_id
 
 PROBLEM_JSON = "application/problem+json"
 log = logging.getLogger("sift.api")
 
+#: Longest rendering of a rejected input inside a validation message.
+_SHOWN_INPUT = 80
+
 
 def problem_response(
-    status: int, title: str, detail: str, slug: str, instance: str, **extra: Any
+    status: int,
+    title: str,
+    detail: str,
+    slug: str,
+    instance: str,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
 ) -> Response:
     body = {
         "type": f"urn:sift:problem:{slug}",
@@ -28,26 +45,102 @@ def problem_response(
         "instance": instance,
         **extra,
     }
-    return Response(orjson.dumps(body), status_code=status, media_type=PROBLEM_JSON)
+    return Response(
+        orjson.dumps(body), status_code=status, media_type=PROBLEM_JSON, headers=headers
+    )
+
+
+def request_id_field() -> dict[str, Any]:
+    """The request id a 5xx body carries next to its error id, so that a client's report
+    leads to every log line of its request (``service.logs``)."""
+    request_id = current_request_id()
+    return {} if request_id is None else {"request_id": request_id}
+
+
+def internal_error(request: Request, exc: BaseException) -> Response:
+    """A 500 that shows nothing of ``exc``; the log gets the traceback under the same id."""
+    error_id = secrets.token_hex(8)
+    log.error(
+        "internal error %s on %s %s",
+        error_id,
+        request.method,
+        request.url.path,
+        exc_info=(type(exc), exc, exc.__traceback__),
+    )
+    return problem_response(
+        500,
+        "Internal error",
+        f"the server failed to answer this request; operators can find it in the log as "
+        f"error {error_id}",
+        "internal",
+        request.url.path,
+        error_id=error_id,
+        **request_id_field(),
+    )
+
+
+def _shown(value: Any) -> str:
+    """A short rendering of a rejected input that never fails (huge integers, odd types)."""
+    if value is None:
+        return "nothing"
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = repr(value)
+    return text if len(text) <= _SHOWN_INPUT else text[: _SHOWN_INPUT - 3] + "..."
+
+
+#: What a value that misses its pattern should look like, by field (the regex says it less well).
+_PATTERNS_MEAN = {
+    "name": "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
+    "from": "a selector name: 1-128 letters, digits, '.', '_' or '-'",
+    "view": "a view name: 1-128 letters, digits, '.', '_' or '-'",
+    "log_id": "a log id like '1732258800000-0', as a chunk's answer gives it",
+    "key_id": "an API key id: 16 hex digits",
+    "idempotency-key": "1-256 visible ASCII characters",
+    "prefix": "letters, digits, '.', '_' or '-'",
+}
 
 
 def _describe_validation_error(error: dict[str, Any]) -> str:
     location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
     message = error.get("msg", "invalid value")
-    got = error.get("input")
-    shown = orjson.dumps(got, default=str).decode()[:80] if got is not None else "nothing"
-    return f"{location or 'body'}: {message} (got {shown})"
+    field = str(error.get("loc", ("",))[-1])
+    if error.get("type") == "string_pattern_mismatch" and field in _PATTERNS_MEAN:
+        message = f"expected {_PATTERNS_MEAN[field]}"
+    return f"{location or 'body'}: {message} (got {_shown(error.get('input'))})"
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path (Starlette's 405 names only the first).
+
+    ``app.state.routers`` lists the routers the app includes (their routes carry full paths).
+    """
+    methods: set[str] = set()
+    for router in getattr(request.app.state, "routers", ()):
+        for route in router.routes:
+            for method in getattr(route, "methods", None) or ():
+                if route.matches({**request.scope, "method": method})[0] == Match.FULL:
+                    methods.add(method)
+    return sorted(methods)
 
 
 def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(SiftError)
     async def sift_error(request: Request, exc: SiftError) -> Response:
-        response = problem_response(
-            exc.status, exc.title, exc.detail, exc.type_slug, request.url.path, **exc.extra
+        if exc.status >= 500 and not isinstance(exc, Unavailable):
+            return internal_error(request, exc)
+        headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Unavailable) else None
+        extra = {**exc.extra, **request_id_field()} if exc.status >= 500 else exc.extra
+        return problem_response(
+            exc.status,
+            exc.title,
+            exc.detail,
+            exc.type_slug,
+            request.url.path,
+            headers,
+            **extra,
         )
-        if isinstance(exc, Unavailable):
-            response.headers["Retry-After"] = str(exc.retry_after)
-        return response
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
@@ -58,16 +151,27 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code >= 500:
+            return internal_error(request, exc)
+        detail = exc.detail if isinstance(exc.detail, str) else "request refused"
+        headers = dict(exc.headers or {})
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"no route {request.method} {request.url.path}"
+        if exc.status_code == 405:
+            allowed = allowed_methods(request)
+            headers["Allow"] = ", ".join(allowed)
+            detail = f"{request.method} is not served at {request.url.path}; allowed: " + (
+                ", ".join(allowed)
+            )
         return problem_response(
-            exc.status_code, detail, detail, f"http-{exc.status_code}", request.url.path
+            exc.status_code,
+            detail,
+            detail,
+            f"http-{exc.status_code}",
+            request.url.path,
+            headers or None,
         )
 
     @app.exception_handler(Exception)
     async def unexpected_error(request: Request, exc: Exception) -> Response:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return problem_response(
-            500, "Internal error", f"{type(exc).__name__}: {exc}", "internal", request.url.path
-        )
+        return internal_error(request, exc)

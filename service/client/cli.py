@@ -1,17 +1,26 @@
-"""The ``sift`` command line: ``sift serve [--host] [--port]``."""
+"""The ``sift`` command line: ``sift serve [--host] [--port] [--allow-unauthenticated]`` runs
+the service; the client commands (create, push, top, watch, ls, describe, delete, export,
+import) are in ``service.client.commands``; ``sift --version``."""
 
 from __future__ import annotations
 
 import argparse
-import logging
+import ipaddress
 import sys
 from collections.abc import Sequence
+
+from service.client.clients import client_version
+from service.client.commands import add_commands, connection_options, run
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="sift", description="Streaming feature selection service."
+        prog="sift",
+        description="Streaming feature selection service: run it (serve) and use it (the other "
+        "commands, against --url or $SIFT_URL).",
+        parents=[connection_options(suppress=False)],
     )
+    parser.add_argument("--version", action="version", version=f"sift {client_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve",
@@ -22,33 +31,87 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None, help="Interface to bind (default 127.0.0.1).")
     serve.add_argument("--port", type=int, default=None, help="Port (default 8000).")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--log-format",
+        default=None,
+        choices=["text", "json"],
+        help="Log lines as text or as one JSON object per line (default SIFT_LOG_FORMAT, text).",
+    )
+    serve.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="Serve on a non-loopback address without SIFT_API_TOKEN (anyone who can reach "
+        "it may do everything). Refused otherwise.",
+    )
+    add_commands(commands)
     return parser
 
 
-def serve(host: str | None, port: int | None, log_level: str) -> None:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to any interface
+
+
+def exposure_problem(host: str, api_token: str | None, allow_unauthenticated: bool) -> str | None:
+    """Why serving on ``host`` this way is refused, or None if it is fine."""
+    if api_token or allow_unauthenticated or is_loopback(host):
+        return None
+    return (
+        f"refusing to serve on {host} without authentication: anyone who can reach it could "
+        "create, change and delete every selector. Set SIFT_API_TOKEN (the admin key; create "
+        "scoped keys with POST /v1/keys), or pass --allow-unauthenticated if the network in "
+        "front of Sift does the access control."
+    )
+
+
+def serve(
+    host: str | None,
+    port: int | None,
+    log_level: str,
+    allow_unauthenticated: bool,
+    log_format: str | None = None,
+) -> int:
     import uvicorn
 
     from service.api.app import create_app
     from service.config import Settings
+    from service.logs import configure_logging
 
-    overrides = {key: value for key, value in (("host", host), ("port", port)) if value is not None}
+    overrides = {
+        key: value
+        for key, value in (("host", host), ("port", port), ("log_format", log_format))
+        if value is not None
+    }
     settings = Settings(**overrides)  # type: ignore[arg-type]
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    problem = exposure_problem(settings.host, settings.api_token, allow_unauthenticated)
+    if problem is not None:
+        print(f"sift: {problem}", file=sys.stderr)
+        return 2
+    # Every logger, uvicorn's access log included, writes through one handler that adds the
+    # request id (service.logs); uvicorn must not install its own.
+    configure_logging(settings.log_format, log_level)
     uvicorn.run(
         create_app(settings),
         host=settings.host,
         port=settings.port,
         log_level=log_level,
+        log_config=None,
     )
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
-        serve(args.host, args.port, args.log_level)
-    return 0
+        return serve(
+            args.host, args.port, args.log_level, args.allow_unauthenticated, args.log_format
+        )
+    return run(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,21 +6,41 @@ and the Lua scripts of :mod:`service.store.redis_store` stay valid on Redis Clus
     {prefix}:{name}:meta             JSON of the SelectorMeta (without feature names)
     {prefix}:{name}:names            JSON list of feature names (absent when there are none)
     {prefix}:{name}:head             hash: version, cursor, rows_seen, appended (items ever
-                                     appended: numbers them in log order), state_key, updated_at
+                                     appended: numbers them in log order), state_key (what
+                                     readers read of this version), updated_at, last_id (the
+                                     newest appended entry), entries and applied (entries
+                                     appended and committed past: their difference is pending),
+                                     and the checkpoint: checkpoint_key, checkpoint_version,
+                                     checkpoint_cursor, checkpoint_items
     {prefix}:{name}:fname            hash: feature name -> index (features named on arrival)
     {prefix}:{name}:findex           hash: index -> feature name (same features)
-    {prefix}:{name}:log              Redis Stream of appended chunks (the ingest log)
+    {prefix}:{name}:log              Redis Stream of appended chunks (the ingest log): the
+                                     truth; kept from the checkpoint's cursor on
+    {prefix}:{name}:commits          list of the versions committed after the checkpoint (JSON
+                                     [version, cursor, rejected]): how to replay the log
     {prefix}:{name}:idem:<key>       hash: digest, log_id, first[, applied_version, rows_seen]; TTL
-    {prefix}:{name}:idems            sorted set of the idem keys above (score = expiry, ms)
+    {prefix}:{name}:idems            sorted set of the idem keys above (score = expiry, ms);
+                                     the oldest are dropped beyond the per-selector bound
+    {prefix}:{name}:rejected         hash: log id -> JSON {reason, at} of entries that could not
+                                     be applied and were moved aside (dead letters)
+    {prefix}:{name}:rejected_order   sorted set of those log ids (score = time, ms), to bound them
+    {prefix}:{name}:attempts         hash: log id -> times an applier started on it as the first
+                                     entry of a batch (cleared by every commit)
     {prefix}:{name}:lease            the applier lease (value = holder id, PX ttl)
     {prefix}:{name}:fence            fencing counter (INCR on every lease acquisition)
-    {prefix}:{name}:state:<v>:<t>:<n>  hash of encoded state fields of version v, written by
-                                     the applier with fencing token t (0: create), nonce n
+    {prefix}:{name}:state:<v>:<t>:<n>  hash of the published fields of version v (what readers
+                                     need: scores, decisions, projections, the scalars), written
+                                     by the applier with fencing token t (0: create), nonce n
     {prefix}:{name}:blobs            set of state keys written (orphan cleanup)
+    {prefix}:{name}:ckpt:<v>:<t>:<n> hash of the whole state of version v (a checkpoint), each
+                                     array cut into pieces well under 1 MiB
+    {prefix}:{name}:ckpts            set of checkpoint keys written (orphan cleanup)
     {prefix}:{name}:segment:<id>     an immutable array a method emitted (e.g. a full block of
                                      columns): written once, never rewritten, read on demand
     {prefix}:{name}:segments         set of the segment keys above (removed with the selector)
-    {prefix}:{name}:staging:<nonce>  state of a ``create`` in flight (short TTL, then renamed)
+    {prefix}:{name}:staging:<nonce>[:...]  state (and, for an import, feature names and segments)
+                                     of a ``create`` in flight (short TTL, then renamed)
+    {prefix}:{name}:history          list of JSON ranking-history entries, newest first (capped)
 
 The registry ``{prefix}:selectors`` is a plain set in its own slot, updated by separate commands.
 """
@@ -29,6 +49,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from service.errors import InvalidInput
 
@@ -39,28 +60,45 @@ WRITER_FIELD = "__writer__"
 #: The first cursor of every selector: nothing applied yet.
 INITIAL_CURSOR = "0-0"
 
-_STREAM_ID = re.compile(r"^(0|[1-9][0-9]{0,19})-(0|[1-9][0-9]{0,19})$")
+_STREAM_ID = re.compile(r"(0|[1-9][0-9]{0,19})-(0|[1-9][0-9]{0,19})")
 _U64_MAX = 2**64 - 1
 
 
-def validate_name(name: str) -> str:
-    """Reject names that would break the hash tag: empty, or containing ``{`` / ``}``."""
-    if not isinstance(name, str) or not name:
-        raise InvalidInput(f"selector name must be a non-empty string, got {name!r}")
-    if "{" in name or "}" in name:
-        raise InvalidInput(f"selector name must not contain '{{' or '}}', got {name!r}")
+#: Names become part of Redis keys (``{name}`` is the hash tag) and of Location headers: no
+#: braces, colons, spaces or control characters. Always ``fullmatch`` (``$`` would accept a
+#: final newline).
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def validate_name(name: Any) -> str:
+    """A selector's (or view's) name: 1-128 letters, digits, '.', '_' or '-', matched whole."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise InvalidInput(
+            "selector name must be 1-128 characters of letters, digits, '.', '_' or '-', "
+            f"starting with a letter or digit; got {name!r}"
+        )
     return name
+
+
+#: What the store keys: a selector's name, or one of its partitions' (``records.partition_name``).
+STORED_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}(:p(0|[1-9][0-9]{0,3}))?")
+
+
+def is_partition(name: str) -> bool:
+    """Whether ``name`` is a partition of a selector (hidden from listings)."""
+    return ":p" in name
 
 
 @dataclass(frozen=True)
 class SelectorKeys:
-    """All keys of one selector (``name`` is validated on construction)."""
+    """All keys of one selector or partition (``name`` is validated on construction)."""
 
     prefix: str
     name: str
 
     def __post_init__(self) -> None:
-        validate_name(self.name)
+        if not isinstance(self.name, str) or not STORED_NAME_PATTERN.fullmatch(self.name):
+            validate_name(self.name)  # says what a name may be
 
     @property
     def base(self) -> str:
@@ -108,12 +146,40 @@ class SelectorKeys:
     def segments(self) -> str:
         return f"{self.base}:segments"
 
+    @property
+    def commits(self) -> str:
+        return f"{self.base}:commits"
+
+    @property
+    def checkpoints(self) -> str:
+        return f"{self.base}:ckpts"
+
+    def checkpoint(self, version: int, token: int, nonce: str) -> str:
+        return f"{self.base}:ckpt:{version}:{token}:{nonce}"
+
     def segment(self, segment_id: str) -> str:
         return f"{self.base}:segment:{segment_id}"
 
     @property
     def idems(self) -> str:
         return f"{self.base}:idems"
+
+    @property
+    def rejected(self) -> str:
+        return f"{self.base}:rejected"
+
+    @property
+    def rejected_order(self) -> str:
+        return f"{self.base}:rejected_order"
+
+    @property
+    def attempts(self) -> str:
+        return f"{self.base}:attempts"
+
+    @property
+    def history(self) -> str:
+        """The ranking history: one JSON entry per committed version, newest first."""
+        return f"{self.base}:history"
 
     def idem(self, key: str) -> str:
         return f"{self.base}:idem:{key}"
@@ -141,7 +207,7 @@ def glob_escape(text: str) -> str:
 
 def parse_stream_id(stream_id: str) -> tuple[int, int]:
     """``"1718000000000-3"`` -> ``(1718000000000, 3)``; ValueError when malformed."""
-    match = _STREAM_ID.match(stream_id) if isinstance(stream_id, str) else None
+    match = _STREAM_ID.fullmatch(stream_id) if isinstance(stream_id, str) else None
     if match is None:
         raise ValueError(f"expected a stream id like '1718000000000-0', got {stream_id!r}")
     ms, seq = int(match.group(1)), int(match.group(2))

@@ -5,8 +5,9 @@ They hold no behaviour beyond (de)serialisation; the store owns how they are kep
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from service.errors import CodecError
@@ -14,16 +15,46 @@ from service.errors import CodecError
 
 @dataclass(frozen=True)
 class SelectorMeta:
-    """What a selector is: method, size, resolved parameters. Immutable after ``create``."""
+    """What a selector is: method, shape, resolved parameters. Immutable after ``create``.
+
+    The shape says what is fixed: ``n_features`` for row streams (``views``, the features of
+    every view, for multi-view ones), ``n_samples`` for feature streams (whose features are
+    counted as they arrive, so ``n_features`` is None).
+    """
 
     name: str
     method: str
-    n_features: int
     params: dict[str, Any]
-    feature_names: list[str] | None
     created_at: float
-    #: Method-specific shape information (e.g. views of a multi-view method).
-    extra: dict[str, Any] = field(default_factory=dict)
+    n_features: int | None = None
+    n_samples: int | None = None
+    views: tuple[tuple[str, int], ...] | None = None
+    feature_names: list[str] | None = None
+    #: Partitions of a partitioned selector (1: not partitioned). Partition ``i`` is a selector
+    #: of its own, ``partition(i)``: its own log, head, lease and applier.
+    partitions: int = 1
+
+    @property
+    def partitioned(self) -> bool:
+        return self.partitions > 1
+
+    def partition(self, index: int) -> SelectorMeta:
+        """The description of partition ``index``: this selector's, under the partition's name."""
+        if not 0 <= index < self.partitions:
+            raise ValueError(f"selector '{self.name}' has no partition {index}")
+        return dataclasses.replace(self, name=partition_name(self.name, index), partitions=1)
+
+    @property
+    def size(self) -> int:
+        """The fixed dimension the method is sized by (``resolve_params``' ``size``)."""
+        fixed = self.n_samples if self.n_samples is not None else self.n_features
+        if fixed is None:
+            raise CodecError(f"selector '{self.name}' has neither n_features nor n_samples")
+        return fixed
+
+    def feature_name(self, index: int) -> str:
+        """The name of fixed feature ``index``: given at creation, else ``f<index>``."""
+        return self.feature_names[index] if self.feature_names else default_name(index)
 
     def to_json(self) -> str:
         """JSON of everything except ``feature_names`` (stored under their own key)."""
@@ -31,10 +62,12 @@ class SelectorMeta:
             {
                 "name": self.name,
                 "method": self.method,
-                "n_features": self.n_features,
                 "params": self.params,
                 "created_at": self.created_at,
-                "extra": self.extra,
+                "n_features": self.n_features,
+                "n_samples": self.n_samples,
+                "views": None if self.views is None else [list(view) for view in self.views],
+                "partitions": self.partitions,
             },
             allow_nan=False,
             separators=(",", ":"),
@@ -44,17 +77,64 @@ class SelectorMeta:
     def from_json(cls, raw: str | bytes, feature_names: list[str] | None) -> SelectorMeta:
         try:
             data = json.loads(raw)
+            # Descriptions written before the shape had its own fields kept it in "extra".
+            extra = dict(data.get("extra") or {})
+            n_samples = data.get("n_samples", extra.get("n_samples"))
+            views = data.get("views", extra.get("views"))
+            n_features = data.get("n_features")
             return cls(
                 name=str(data["name"]),
                 method=str(data["method"]),
-                n_features=int(data["n_features"]),
                 params=dict(data["params"]),
-                feature_names=feature_names,
                 created_at=float(data["created_at"]),
-                extra=dict(data.get("extra") or {}),
+                n_features=None if n_samples is not None or n_features is None else int(n_features),
+                n_samples=None if n_samples is None else int(n_samples),
+                views=None if views is None else tuple((str(v), int(d)) for v, d in views),
+                feature_names=feature_names,
+                partitions=int(data.get("partitions", 1)),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CodecError(f"stored selector description does not parse: {exc}") from exc
+
+
+#: Most partitions of one selector.
+MAX_PARTITIONS = 64
+
+
+def partition_name(name: str, index: int) -> str:
+    """The selector that is partition ``index`` of ``name``: ``name:p<index>``, which no user's
+    selector can be called (names have no colon). Its own hash tag spreads partitions over a
+    cluster's slots."""
+    return f"{name}:p{index}"
+
+
+def default_name(index: int) -> str:
+    """The name shown for feature ``index`` when none was given: ``f<index>``."""
+    return f"f{index}"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where the whole state of one version lies, and how far the log had been applied then:
+    loading it and replaying the log after ``cursor`` gives the state of any later version."""
+
+    #: Redis key of the checkpoint hash (its fields possibly cut in pieces, ``codec.cut_fields``).
+    key: str
+    version: int
+    cursor: str
+    items_seen: int
+    #: Whether the hash is cut in pieces (False for a whole-state hash of an earlier layout).
+    cut: bool = True
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """What one commit applied, as replay needs it: the entries after the previous cursor up to
+    ``cursor``, joined into one update, or (``rejected``) one entry set aside."""
+
+    version: int
+    cursor: str
+    rejected: bool
 
 
 @dataclass(frozen=True)
@@ -65,11 +145,26 @@ class Head:
     version: int
     #: Last applied stream id; ``"0-0"`` before anything was applied.
     cursor: str
-    rows_seen: int
+    #: Items folded in so far: rows for row streams, feature columns for feature streams
+    #: (kept in Redis as the head's ``rows_seen`` field).
+    items_seen: int
     #: Redis key of the state hash of this version.
     state_key: str
     #: Seconds since the epoch (Redis server clock) of the last commit or the creation.
     updated_at: float
+    #: The last checkpoint. None for a head written before checkpoints existed: its state key
+    #: then holds the whole state, which is its own checkpoint (``recovery_point``).
+    checkpoint: Checkpoint | None = None
+    #: A partitioned selector's head is its partitions' heads combined (versions and items
+    #: summed): the version of each partition its answers are made of, in partition order.
+    partition_versions: tuple[int, ...] | None = None
+
+    @property
+    def recovery_point(self) -> Checkpoint:
+        """The checkpoint to load and replay from to rebuild this head's state."""
+        if self.checkpoint is not None:
+            return self.checkpoint
+        return Checkpoint(self.state_key, self.version, self.cursor, self.items_seen, cut=False)
 
 
 @dataclass(frozen=True)
@@ -81,10 +176,21 @@ class AppendOutcome:
     duplicate: bool
     #: The version that contains the entry, once it is applied (else None).
     applied_version: int | None
-    #: ``rows_seen`` of that version (else None).
-    rows_seen: int | None
+    #: ``items_seen`` of that version (else None).
+    items_seen: int | None
     #: Stream position of the entry's first item (row or feature column), from 0.
     first: int = 0
+    #: Why the entry was rejected instead of applied (dead-lettered), for a repeated key.
+    rejected: str | None = None
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A log entry moved aside because it cannot be applied, and why (shown to clients)."""
+
+    log_id: str
+    reason: str
+    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,10 +200,13 @@ class LogEntry:
     log_id: str
     payload: bytes
     idempotency_key: str | None
-    #: Rows the appender declared for this chunk (bounds coalescing without decoding).
-    rows: int = 0
+    #: Items (rows or columns) the appender declared for this chunk (bounds coalescing without
+    #: decoding).
+    items: int = 0
     #: Stream position of its first item (row or feature column), from 0.
     first: int = 0
+    #: True for a merge (its payload is another selector's summary, see ``Mergeable``).
+    merge: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,3 +218,68 @@ class Lease:
     token: int
     #: Random id of this holder (value of the lease key).
     holder: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A selector as committed at one version, read consistently: its description, the head,
+    every encoded state field, and the names items were given on arrival (index -> name, for
+    the items the head counts). Segments are immutable, so they are read separately
+    (``SelectorStore.get_segments``) by the ids the state refers to."""
+
+    meta: SelectorMeta
+    head: Head
+    state: dict[str, bytes]
+    item_names: dict[int, str]
+
+
+@dataclass(frozen=True)
+class RankedList:
+    """The top features of one ranking of a version: ``view`` (multi-view selectors) or None,
+    the features' indices (within the view) in rank order and their scores."""
+
+    view: str | None
+    indices: list[int]
+    scores: list[float]
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One committed version's top features, as the ranking history keeps it."""
+
+    version: int
+    items_seen: int
+    updated_at: float
+    rankings: list[RankedList]
+
+    def to_json(self, with_time: bool = True) -> str:
+        """The stored JSON; without ``updated_at`` when the commit script adds its own clock."""
+        entry: dict[str, object] = {"version": self.version, "items_seen": self.items_seen}
+        if with_time:
+            entry["updated_at"] = self.updated_at
+        entry["top"] = [[r.view, r.indices, r.scores] for r in self.rankings]
+        return json.dumps(
+            entry,
+            allow_nan=False,
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> HistoryEntry:
+        try:
+            data = json.loads(raw)
+            return cls(
+                version=int(data["version"]),
+                items_seen=int(data["items_seen"]),
+                updated_at=float(data["updated_at"]),
+                rankings=[
+                    RankedList(
+                        None if view is None else str(view),
+                        [int(i) for i in indices],
+                        [float(x) for x in scores],
+                    )
+                    for view, indices, scores in data["top"]
+                ],
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CodecError(f"stored history entry does not parse: {exc}") from exc

@@ -16,19 +16,53 @@ local function now_str()
 end
 """
 
-#: KEYS: meta, head, names, staging, state0, blobs.  ARGV: meta json, names json or ''.
+#: KEYS: meta, head, names, staging, state0, blobs, checkpoint0, checkpoints; for an import
+#: also: segments, name->index, index->name, their staged copies (absent when no item has a
+#: name), then pairs of a staged segment and its key.
+#: ARGV: meta json, names json or ''[, version, items seen].
+#: A new selector starts at version 0 with nothing seen; an imported one at the archive's head.
+#: ``staging`` holds what readers read of the first version, ``checkpoint0`` (written with a
+#: short TTL) its whole state. Everything staged is put into place only if the name is free, and
+#: dropped otherwise.
 CREATE = (
     _NOW
     + """
+local function drop_staged()
+  redis.call('DEL', KEYS[4], KEYS[7])
+  for i = 12, #KEYS do
+    if i <= 13 or i % 2 == 0 then redis.call('DEL', KEYS[i]) end
+  end
+end
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('DEL', KEYS[4])
+  drop_staged()
   return {'CONFLICT'}
 end
-if redis.call('EXISTS', KEYS[4]) == 0 then
+if redis.call('EXISTS', KEYS[4]) == 0 or redis.call('EXISTS', KEYS[7]) == 0 then
+  drop_staged()
   return {'STAGING_LOST'}
+end
+for i = 14, #KEYS, 2 do
+  if redis.call('EXISTS', KEYS[i]) == 0 then
+    drop_staged()
+    return {'STAGING_LOST'}
+  end
 end
 redis.call('RENAME', KEYS[4], KEYS[5])
 redis.call('PERSIST', KEYS[5])
+redis.call('PERSIST', KEYS[7])
+for i = 12, 13 do
+  if i <= #KEYS and redis.call('EXISTS', KEYS[i]) == 1 then
+    redis.call('RENAME', KEYS[i], KEYS[i - 2])
+    redis.call('PERSIST', KEYS[i - 2])
+  end
+end
+for i = 14, #KEYS, 2 do
+  redis.call('RENAME', KEYS[i], KEYS[i + 1])
+  redis.call('PERSIST', KEYS[i + 1])
+  redis.call('SADD', KEYS[9], KEYS[i + 1])
+end
+local version = ARGV[3] or '0'
+local seen = ARGV[4] or '0'
 redis.call('SET', KEYS[1], ARGV[1])
 if ARGV[2] ~= '' then
   redis.call('SET', KEYS[3], ARGV[2])
@@ -37,22 +71,36 @@ else
 end
 local now = now_str()
 redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[2], 'version', '0', 'cursor', '0-0', 'rows_seen', '0',
-           'appended', '0', 'state_key', KEYS[5], 'updated_at', now)
+redis.call('HSET', KEYS[2], 'version', version, 'cursor', '0-0', 'rows_seen', seen,
+           'appended', seen, 'state_key', KEYS[5], 'updated_at', now, 'last_id', '0-0',
+           'entries', '0', 'applied', '0', 'checkpoint_key', KEYS[7],
+           'checkpoint_version', version, 'checkpoint_cursor', '0-0', 'checkpoint_items', seen)
 redis.call('SADD', KEYS[6], KEYS[5])
+redis.call('SADD', KEYS[8], KEYS[7])
 return {'OK', now}
 """
 )
 
+#: KEYS: staging.  ARGV: ttl ms, then field, value pairs.
+#: What a ``create`` stages for readers of its first version, whole and with its TTL at once
+#: (a script, not MULTI: redis-py's cluster client cannot run transactions on the service's
+#: event loop).
+STAGE = """
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
+"""
+
 #: KEYS: meta, head, names, log, lease, fence, blobs, idems, name->index, index->name,
-#: segments.  Returns 1 if the selector existed.
+#: segments, checkpoints, then any other key of the selector (rejected, rejected_order,
+#: attempts, history, commits). Returns 1 if the selector existed.
 DELETE = """
 local existed = redis.call('EXISTS', KEYS[1]) + redis.call('EXISTS', KEYS[2])
-for _, k in ipairs(redis.call('SMEMBERS', KEYS[7])) do
-  redis.call('UNLINK', k)
-end
-for _, k in ipairs(redis.call('SMEMBERS', KEYS[11])) do
-  redis.call('UNLINK', k)
+for _, set in ipairs({KEYS[7], KEYS[11], KEYS[12]}) do
+  for _, k in ipairs(redis.call('SMEMBERS', set)) do
+    redis.call('UNLINK', k)
+  end
 end
 for _, k in ipairs(redis.call('ZRANGE', KEYS[8], 0, -1)) do
   redis.call('UNLINK', k)
@@ -63,28 +111,34 @@ return 0
 """
 
 #: KEYS: head, log, idems, name->index, index->name[, idem].
-#: ARGV: payload, rows, digest, idem key or '', ttl ms, then one name per item (or none).
+#: ARGV: payload, items, digest, idem key or '', ttl ms, most idem records, merge flag ('1' or
+#: '0'), then one name per item (or none).
 #: The head's ``appended`` counter numbers the items (rows or feature columns) in log order, so
 #: an entry knows the stream position of its first item before it is applied. Names are checked
 #: and registered here, atomically with the append: no two features ever share a name, and
 #: ``f<i>`` (the name shown for an unnamed feature ``i``) may only name feature ``i``.
+#: Idempotency records expire after their TTL, and beyond ``most idem records`` per selector the
+#: oldest are dropped at once: their memory is bounded either way. A repeated key whose entry was
+#: rejected answers its reason. A repeated key rewrites its record's digest (the same value): a
+#: write, so that a WAIT after it (SIFT_REDIS_WAIT_REPLICAS) covers the first append too.
 APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {'NOTFOUND'}
 end
 if #KEYS >= 6 then
   local rec = redis.call('HMGET', KEYS[6], 'digest', 'log_id', 'applied_version', 'rows_seen',
-                         'first')
+                         'first', 'rejected')
   if rec[1] then
     if rec[1] ~= ARGV[3] then
       return {'MISMATCH'}
     end
-    return {'DUP', rec[2], rec[3], rec[4], rec[5]}
+    redis.call('HSET', KEYS[6], 'digest', rec[1])
+    return {'DUP', rec[2], rec[3], rec[4], rec[5], rec[6]}
   end
 end
 local first = tonumber(redis.call('HGET', KEYS[1], 'appended') or '0')
-for i = 6, #ARGV do
-  local index = first + i - 6
+for i = 8, #ARGV do
+  local index = first + i - 8
   local owner = redis.call('HGET', KEYS[4], ARGV[i])
   if owner then
     return {'NAME_TAKEN', ARGV[i], owner}
@@ -94,27 +148,62 @@ for i = 6, #ARGV do
     return {'NAME_RESERVED', ARGV[i], string.format('%d', index)}
   end
 end
-for i = 6, #ARGV do
-  local index = string.format('%d', first + i - 6)
+for i = 8, #ARGV do
+  local index = string.format('%d', first + i - 8)
   redis.call('HSET', KEYS[4], ARGV[i], index)
   redis.call('HSET', KEYS[5], index, ARGV[i])
 end
 redis.call('HINCRBY', KEYS[1], 'appended', ARGV[2])
+if not redis.call('HGET', KEYS[1], 'entries') then
+  -- A head from before entries were counted: its log held exactly the pending entries.
+  redis.call('HSET', KEYS[1], 'entries', redis.call('XLEN', KEYS[2]), 'applied', '0')
+end
 local first_str = string.format('%d', first)
+local fields = {'payload', ARGV[1], 'rows', ARGV[2], 'first', first_str}
+if ARGV[7] == '1' then
+  table.insert(fields, 'merge')
+  table.insert(fields, '1')
+end
+if #KEYS >= 6 then
+  table.insert(fields, 'idem')
+  table.insert(fields, ARGV[4])
+end
+local id = redis.call('XADD', KEYS[2], '*', unpack(fields))
+redis.call('HINCRBY', KEYS[1], 'entries', 1)
+redis.call('HSET', KEYS[1], 'last_id', id)
 if #KEYS < 6 then
-  local id = redis.call('XADD', KEYS[2], '*', 'payload', ARGV[1], 'rows', ARGV[2],
-                        'first', first_str)
   return {'NEW', id, first_str}
 end
-local id = redis.call('XADD', KEYS[2], '*', 'payload', ARGV[1], 'rows', ARGV[2],
-                      'first', first_str, 'idem', ARGV[4])
 redis.call('HSET', KEYS[6], 'digest', ARGV[3], 'log_id', id, 'first', first_str)
 redis.call('PEXPIRE', KEYS[6], ARGV[5])
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', string.format('%.0f', now_ms))
 redis.call('ZADD', KEYS[3], string.format('%.0f', now_ms + tonumber(ARGV[5])), KEYS[6])
+local excess = redis.call('ZCARD', KEYS[3]) - tonumber(ARGV[6])
+if excess > 0 then
+  local oldest = redis.call('ZPOPMIN', KEYS[3], excess)
+  for i = 1, #oldest, 2 do
+    redis.call('UNLINK', oldest[i])
+  end
+end
 return {'NEW', id, first_str}
+"""
+
+#: KEYS: head, log, attempts.  ARGV: after (stream id), count.
+#: The applier's read of its next batch: up to ``count`` entries after ``after``, and how many
+#: times an applier has now started on the first of them (counted here, before computing, so
+#: that a chunk which kills the applying process is still counted; every commit clears them).
+TAKE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {'NOTFOUND'}
+end
+local entries = redis.call('XRANGE', KEYS[2], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])
+if #entries == 0 then
+  return {'OK', 0, entries}
+end
+local attempts = redis.call('HINCRBY', KEYS[3], entries[1][1], 1)
+return {'OK', attempts, entries}
 """
 
 #: KEYS: head, lease, fence.  ARGV: holder, ttl ms.
@@ -146,11 +235,7 @@ end
 return 0
 """
 
-#: KEYS: head, lease, fence, blobs, log, new state, idem keys...
-#: ARGV: holder, token, expected version, cursor, rows_seen, trim min id, writer field.
-COMMIT = (
-    _NOW
-    + """
+_STREAM_IDS = """
 local function cmp_num(x, y)
   if #x ~= #y then
     if #x < #y then return -1 end
@@ -167,89 +252,212 @@ local function cmp_id(a, b)
   if c ~= 0 then return c end
   return cmp_num(as, bs)
 end
-local writer_field = ARGV[7]
-local function drop_blob()
-  -- Only a blob this applier wrote, and never the one the head points at.
-  if redis.call('HGET', KEYS[6], writer_field) == ARGV[1]
-     and redis.call('HGET', KEYS[1], 'state_key') ~= KEYS[6] then
-    redis.call('UNLINK', KEYS[6])
-    redis.call('SREM', KEYS[4], KEYS[6])
-  end
-end
+"""
 
-local head = redis.call('HMGET', KEYS[1], 'version', 'cursor')
+#: KEYS: head, lease, fence, blobs, commits, new state, rejected, rejected_order, attempts,
+#: checkpoints, history, log, then idem keys.
+#: ARGV: holder, token, expected version, cursor, rows_seen, entries committed past, writer
+#: field, rejections (JSON list of [log id, reason JSON, index in KEYS of its idem key or 0]),
+#: most rejections kept, history entry (JSON object without updated_at, or ''), history length,
+#: then the new version's published fields as field, value pairs (written into the new state
+#: key only once every check passed: a stale applier writes nothing).
+#: Idem keys not named by a rejection belong to applied entries.
+#: The log is not trimmed here: it is the truth until a checkpoint covers it (CHECKPOINT). The
+#: commit record says how to replay it; a head of the earlier layout (no checkpoint) keeps its
+#: whole-state hash as its checkpoint.
+COMMIT = (
+    _NOW
+    + _STREAM_IDS
+    + """
+local head = redis.call('HMGET', KEYS[1], 'version', 'cursor', 'state_key', 'rows_seen',
+                        'checkpoint_key')
 if not head[1] then
-  drop_blob()
   return {'NOTFOUND'}
 end
 local holder = redis.call('GET', KEYS[2])
 if holder ~= ARGV[1] then
-  drop_blob()
   return {'LEASE', holder or ''}
 end
 local fence = redis.call('GET', KEYS[3])
 if fence ~= ARGV[2] then
-  drop_blob()
   return {'FENCED', fence or ''}
 end
 if head[1] ~= ARGV[3] then
-  drop_blob()
   return {'VERSION', head[1]}
 end
-if redis.call('HGET', KEYS[6], writer_field) ~= ARGV[1] then
-  return {'BLOB'}
-end
 if cmp_id(ARGV[4], head[2]) < 0 then
-  drop_blob()
   return {'CURSOR', head[2]}
 end
 
+redis.call('DEL', KEYS[6])
+redis.call('HSET', KEYS[6], ARGV[7], ARGV[1], unpack(ARGV, 12))
+redis.call('SADD', KEYS[4], KEYS[6])
+if not head[5] then
+  -- Earlier layout: the current state hash holds the whole state; it becomes the checkpoint.
+  redis.call('HSET', KEYS[1], 'checkpoint_key', head[3], 'checkpoint_version', head[1],
+             'checkpoint_cursor', head[2], 'checkpoint_items', head[4],
+             'checkpoint_layout', 'whole')
+  redis.call('SREM', KEYS[4], head[3])
+  redis.call('SADD', KEYS[10], head[3])
+  if not redis.call('HGET', KEYS[1], 'entries') then
+    redis.call('HSET', KEYS[1], 'entries', redis.call('XLEN', KEYS[12]), 'applied', '0')
+  end
+end
 local version = tostring(tonumber(head[1]) + 1)
 local now = now_str()
 redis.call('HSET', KEYS[1], 'version', version, 'cursor', ARGV[4], 'rows_seen', ARGV[5],
            'state_key', KEYS[6], 'updated_at', now)
-for i = 7, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
+redis.call('HINCRBY', KEYS[1], 'applied', ARGV[6])
+local rejected_idem = {}
+local rejections = cjson.decode(ARGV[8])
+if #rejections > 0 then
+  local t = redis.call('TIME')
+  local now_ms = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  for _, r in ipairs(rejections) do
+    redis.call('HSET', KEYS[7], r[1], r[2])
+    redis.call('ZADD', KEYS[8], now_ms, r[1])
+    local idem = tonumber(r[3])
+    if idem > 0 then
+      rejected_idem[idem] = true
+      if redis.call('EXISTS', KEYS[idem]) == 1 then
+        redis.call('HSET', KEYS[idem], 'rejected', r[2])
+      end
+    end
+  end
+  local excess = redis.call('ZCARD', KEYS[8]) - tonumber(ARGV[9])
+  if excess > 0 then
+    local oldest = redis.call('ZPOPMIN', KEYS[8], excess)
+    for i = 1, #oldest, 2 do
+      redis.call('HDEL', KEYS[7], oldest[i])
+    end
+  end
+end
+for i = 13, #KEYS do
+  if not rejected_idem[i] and redis.call('EXISTS', KEYS[i]) == 1 then
     redis.call('HSET', KEYS[i], 'applied_version', version, 'rows_seen', ARGV[5])
   end
 end
+redis.call('DEL', KEYS[9])
 for _, k in ipairs(redis.call('SMEMBERS', KEYS[4])) do
   if k ~= KEYS[6] then
     redis.call('UNLINK', k)
     redis.call('SREM', KEYS[4], k)
   end
 end
-redis.call('XTRIM', KEYS[5], 'MINID', ARGV[6])
-return {'OK', version, now}
+local rejected_flag = 0
+if #rejections > 0 then rejected_flag = 1 end
+redis.call('RPUSH', KEYS[5], '[' .. version .. ',"' .. ARGV[4] .. '",' .. rejected_flag .. ']')
+if ARGV[10] ~= '' then
+  local entry = string.sub(ARGV[10], 1, -2) .. ',"updated_at":' .. now .. '}'
+  redis.call('LPUSH', KEYS[11], entry)
+  redis.call('LTRIM', KEYS[11], 0, tonumber(ARGV[11]) - 1)
+end
+local checkpoint = redis.call('HMGET', KEYS[1], 'checkpoint_key', 'checkpoint_version',
+                              'checkpoint_cursor', 'checkpoint_items', 'checkpoint_layout')
+return {'OK', version, now, checkpoint[1], checkpoint[2], checkpoint[3], checkpoint[4],
+        checkpoint[5] or false}
+"""
+)
+
+#: KEYS: head, lease, fence, checkpoints, log, commits, new checkpoint.
+#: ARGV: holder, token, version, cursor, items seen.
+#: Make the checkpoint (the whole state of ``version``, written piece by piece beforehand) the
+#: one to recover from, if this applier still holds the lease and it is newer than the current
+#: one; then drop what it makes unnecessary: older checkpoints, the log up to its cursor, and
+#: the commit records up to its version.
+CHECKPOINT = (
+    _STREAM_IDS
+    + """
+local head = redis.call('HMGET', KEYS[1], 'version', 'cursor', 'checkpoint_version')
+if not head[1] then
+  return {'NOTFOUND'}
+end
+if redis.call('GET', KEYS[2]) ~= ARGV[1] or redis.call('GET', KEYS[3]) ~= ARGV[2] then
+  return {'LEASE'}
+end
+if redis.call('EXISTS', KEYS[7]) == 0 then
+  return {'MISSING'}
+end
+if tonumber(ARGV[3]) > tonumber(head[1]) or cmp_id(ARGV[4], head[2]) > 0 then
+  return {'AHEAD', head[1]}
+end
+if head[3] and tonumber(head[3]) >= tonumber(ARGV[3]) then
+  return {'OLDER', head[3]}
+end
+redis.call('HSET', KEYS[1], 'checkpoint_key', KEYS[7], 'checkpoint_version', ARGV[3],
+           'checkpoint_cursor', ARGV[4], 'checkpoint_items', ARGV[5])
+redis.call('HDEL', KEYS[1], 'checkpoint_layout')
+redis.call('SADD', KEYS[4], KEYS[7])
+for _, k in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+  if k ~= KEYS[7] then
+    redis.call('UNLINK', k)
+    redis.call('SREM', KEYS[4], k)
+  end
+end
+local ms, seq = string.match(ARGV[4], '^(%d+)-(%d+)$')
+redis.call('XTRIM', KEYS[5], 'MINID', ms .. '-' .. tostring(tonumber(seq) + 1))
+local version = tonumber(ARGV[3])
+while true do
+  local first = redis.call('LINDEX', KEYS[6], 0)
+  if not first then break end
+  local v = tonumber(string.match(first, '^%[(%d+),'))
+  if v > version then break end
+  redis.call('LPOP', KEYS[6])
+end
+return {'OK'}
 """
 )
 
 #: KEYS: head.  ARGV: state fields to read.
+#: Replies the head's fields (``redis_store.HEAD_FIELDS``, in order; false where absent), then
+#: the state fields of its state key.
 READ_FIELDS = """
-local h = redis.call('HMGET', KEYS[1], 'version', 'cursor', 'rows_seen', 'state_key', 'updated_at')
+local h = redis.call('HMGET', KEYS[1], 'version', 'cursor', 'rows_seen', 'state_key', 'updated_at',
+                     'checkpoint_key', 'checkpoint_version', 'checkpoint_cursor',
+                     'checkpoint_items', 'checkpoint_layout')
 if not h[1] then
   return {'NOTFOUND'}
 end
-local out = {'OK', h[1], h[2], h[3], h[4], h[5]}
+local out = {'OK'}
+for i = 1, 10 do
+  out[1 + i] = h[i] or false
+end
 if #ARGV > 0 then
   if redis.call('EXISTS', h[4]) == 0 then
     return {'NOSTATE', h[4]}
   end
   local vals = redis.call('HMGET', h[4], unpack(ARGV))
   for i = 1, #ARGV do
-    out[6 + i] = vals[i]
+    out[11 + i] = vals[i]
   end
 end
 return out
 """
 
+#: KEYS: head, history.  ARGV: entry JSON, its version, entries kept.
+#: Best effort after a commit: recorded only while the head is at that version or later (not
+#: into a selector deleted, or deleted and created anew, since), newest first, capped.
+RECORD_HISTORY = """
+local version = redis.call('HGET', KEYS[1], 'version')
+if not version or tonumber(version) < tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('LPUSH', KEYS[2], ARGV[1])
+redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
+return 1
+"""
+
 ALL: dict[str, str] = {
+    "stage": STAGE,
     "create": CREATE,
     "delete": DELETE,
     "append": APPEND,
+    "take": TAKE,
     "acquire_lease": ACQUIRE_LEASE,
     "renew_lease": RENEW_LEASE,
     "release_lease": RELEASE_LEASE,
     "commit": COMMIT,
+    "checkpoint": CHECKPOINT,
     "read_fields": READ_FIELDS,
+    "record_history": RECORD_HISTORY,
 }

@@ -2,7 +2,7 @@
 
 The paper reports FSDS reaching >= 97-99 % of GFW-p2's NMI (section 5.2). Rows are streamed in a
 seeded shuffled order, 150 rows per chunk, k = 20 (the number of classes), all other parameters
-at their defaults (ell = ceil(sqrt(1024)) = 32, alpha = 2^3 sigma_k, block_rows = ell). NMI is
+at their defaults (ell = ceil(sqrt(1024)) = 32, alpha = 2^3 sigma_k, block_rows = 200). NMI is
 averaged over several k-means seeds so the comparison is not at the mercy of one initialisation.
 """
 

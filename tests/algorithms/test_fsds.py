@@ -166,8 +166,8 @@ def test_update_does_not_mutate_its_input(kernel: str) -> None:
     assert new is not state
     for key, value in frozen.items():
         if isinstance(value, np.ndarray):
-            np.testing.assert_array_equal(state[key], value)  # type: ignore[arg-type]
-            assert not np.shares_memory(new[key], state[key])  # type: ignore[arg-type]
+            np.testing.assert_array_equal(state[key], value)
+            assert not np.shares_memory(new[key], state[key])
         else:
             assert state[key] == value
     assert new["rows_seen"] == 45
@@ -186,7 +186,7 @@ def test_state_is_flat_arrays_and_scalars() -> None:
         else:
             assert type(value) in (int, float), key
     assert state["sketch_rows"].shape == (4, 12)  # type: ignore[union-attr]
-    np.testing.assert_array_equal(method.weights(state, params), state["weights"])  # type: ignore[arg-type]
+    np.testing.assert_array_equal(method.weights(state, params), state["weights"])
     initial = method.initial_state(params, 12)
     assert initial["rows_seen"] == 0 and not initial["weights"].any()  # type: ignore[union-attr]
 
@@ -205,11 +205,13 @@ def test_defaults() -> None:
     method = FSDS()
     assert method.resolve_params({}, 1024) == {
         "k": 10, "ell": 32, "alpha_exponent": 3.0, "normalize_rows": True,
-        "block_rows": 32, "kernel": "cosine",
+        "block_rows": 200, "kernel": "cosine",
     }  # fmt: skip
     assert method.resolve_params({}, 100)["ell"] == 11  # max(ceil(sqrt(m)), k + 1)
     tiny = method.resolve_params({}, 5)
-    assert (tiny["k"], tiny["ell"], tiny["block_rows"]) == (5, 6, 6)
+    assert (tiny["k"], tiny["ell"], tiny["block_rows"]) == (5, 6, 200)
+    # block_rows = max(4 ell, 200): 4 ell once ell > 50.
+    assert method.resolve_params({}, 4862)["block_rows"] == 4 * 70
     small = method.resolve_params({}, 1)
     assert (small["k"], small["ell"]) == (1, 2)
     assert method.resolve_params({"k": 20}, 26214)["ell"] == math.ceil(math.sqrt(26214)) == 162
@@ -226,6 +228,7 @@ def test_defaults() -> None:
         {"k": 3, "ell": 7, "alpha_exponent": 0, "normalize_rows": False, "block_rows": None},
         {"kernel": "gaussian", "kernel_components": 8, "kernel_bandwidth": 0.5, "seed": 7},
         {"kernel": "gaussian", "kernel_bandwidth": None},
+        {"decay": 0.99, "block_rows": 64},
     ],
 )
 def test_resolved_params_are_json_and_stable(params: dict[str, Any]) -> None:

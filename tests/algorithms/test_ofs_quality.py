@@ -87,6 +87,7 @@ COIL_PARAMS = {"epsilon": EPSILON, "ridge": 1000.0, "c": 4.0}
 COIL_SEEDS = tuple(range(8))
 
 
+@pytest.mark.slow
 def test_coil20_kmeans_nmi_matches_batch_ridge_leverage_sampling() -> None:
     """Features streamed in a seeded random order; k-means (k = 20, n_init = 10) on the kept,
     rescaled features versus on as many features sampled i.i.d. with probabilities

@@ -1,4 +1,6 @@
-"""OMVFS (Shao et al., Algorithm 1) on seeded data: aggregates, buffer, kernel, monotonicity."""
+"""OMVFS (Shao et al., Algorithm 1) on seeded data: aggregates, buffer, kernel, kNN graph, the
+running moments and the three scores (the objective's descent and the iterates against the first
+version: test_omvfs_reference.py; the rankings' quality: test_omvfs_quality.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ import pytest
 import scipy.sparse as sp
 
 import service.algorithms.omvfs as omvfs_module
+from service.algorithms.base import check_state
 from service.algorithms.omvfs import OMVFS, median_distance, split_views
-from service.errors import InvalidInput, InvalidParams
+from service.errors import Inconsistent, InvalidInput, InvalidParams
 
 METHOD = OMVFS()
 VIEWS = {"text": 40, "image": 12}
@@ -58,7 +61,9 @@ def test_a_and_b_equal_the_sums_recomputed_from_the_u_blocks() -> None:
 def test_buffer_holds_exactly_the_last_s_chunks_and_their_kernel(buffer_chunks: int) -> None:
     data = chunks(5, rows=20, seed=2)
     data[3] = data[3][:13]  # chunks of different sizes
-    resolved, states = run({"n_clusters": 3, "buffer_chunks": buffer_chunks, "max_iter": 5}, data)
+    resolved, states = run(
+        {"n_clusters": 3, "buffer_chunks": buffer_chunks, "max_iter": 5, "neighbours": None}, data
+    )
     cfg = omvfs_module._resolve(resolved, WIDTH)
     last = states[-1]
     kept = data[-buffer_chunks:]
@@ -84,31 +89,6 @@ def test_factors_stay_nonnegative_and_finite() -> None:
             assert np.all(np.isfinite(value)) and np.all(value >= 0), key
 
 
-def test_objective_does_not_increase_across_the_iterations_of_a_chunk(monkeypatch) -> None:
-    trace: list[float] = []
-    original = omvfs_module.objective_terms
-
-    def spy(*args: Any, **kwargs: Any) -> float:
-        value = original(*args, **kwargs)
-        trace.append(value)
-        return value
-
-    monkeypatch.setattr(omvfs_module, "objective_terms", spy)
-    resolved = METHOD.resolve_params(
-        {"views": VIEWS, "n_clusters": 3, "max_iter": 50, "tol": 1e-14}, WIDTH
-    )
-    state = METHOD.initial_state(resolved, WIDTH)
-    for chunk in chunks(4, seed=3):
-        trace.clear()
-        state = METHOD.update(state, resolved, chunk)
-        values = np.asarray(trace)
-        assert len(values) > 10
-        increases = np.diff(values) / np.abs(values[:-1])
-        assert increases.max() <= 1e-9, f"objective went up by {increases.max():.2e}"
-        assert values[-1] < values[0]
-        assert state["last_objective"] == pytest.approx(values[-1])
-
-
 def test_bandwidth_is_the_median_distance_of_the_first_chunk_and_then_fixed() -> None:
     data = chunks(3, seed=4)
     resolved, states = run({"n_clusters": 2, "max_iter": 3}, data)
@@ -120,17 +100,40 @@ def test_bandwidth_is_the_median_distance_of_the_first_chunk_and_then_fixed() ->
     assert float(fixed[-1]["bandwidth0"]) == 0.5 and float(fixed[-1]["bandwidth1"]) == 2.0
 
 
-def test_neighbour_graph_is_sparse_symmetric_and_zero_on_the_diagonal() -> None:
+def test_neighbour_graph_is_stored_sparse_symmetric_and_zero_on_the_diagonal() -> None:
+    """The kNN graph is kept as CSR parts: about 2 k entries per buffered row, not (s m)^2."""
     _, states = run({"n_clusters": 2, "max_iter": 3, "neighbours": 4}, chunks(3, rows=25))
-    w = np.asarray(states[-1]["W0"])
-    assert np.allclose(w, w.T) and np.all(np.diag(w) == 0) and np.all(w >= 0)
-    assert (w > 0).sum(axis=1).max() < w.shape[0] - 1  # far from the dense kernel
+    last = states[-1]
+    assert "W0" not in last and "W1" not in last
+    for j in range(2):
+        w = omvfs_module._similarity_blocks(last, j, sparse=True)
+        assert isinstance(w, sp.csr_matrix) and w.shape == (50, 50)
+        assert np.asarray(last[f"W{j}_data"]).size == w.nnz <= 2 * 4 * 50
+        dense = w.toarray()
+        assert np.allclose(dense, dense.T) and np.all(np.diag(dense) == 0) and np.all(dense >= 0)
+        # Each row of the newest chunk keeps its k neighbours (older rows may have lost some
+        # with the chunk that left the buffer).
+        assert (dense[25:] > 0).sum(axis=1).min() >= 4
+        assert (dense > 0).sum(axis=1).max() < 49  # far from the dense kernel
 
 
-def test_same_seed_same_state_and_weights_are_row_norms_of_v() -> None:
+def test_the_default_graph_is_knn_and_null_keeps_the_dense_kernel() -> None:
+    """Selectors created before the kNN default hold ``neighbours: null`` in their resolved
+    params: that still means the dense kernel, stored as one array per view."""
+    data = chunks(2, rows=20, seed=6)
+    default, states = run({"n_clusters": 2, "max_iter": 3}, data)
+    assert default["neighbours"] == 10 and "W0_indptr" in states[-1]
+    dense, states = run({"n_clusters": 2, "max_iter": 3, "neighbours": None}, data)
+    assert dense["neighbours"] is None
+    assert METHOD.resolve_params(dense, WIDTH) == dense
+    assert np.asarray(states[-1]["W0"]).shape == (40, 40) and "W0_indptr" not in states[-1]
+
+
+def test_same_seed_same_state_and_the_paper_score_is_the_row_norms_of_v() -> None:
     data = chunks(3, seed=5)
-    _, first = run({"n_clusters": 3, "max_iter": 10, "seed": 9}, data)
-    _, again = run({"n_clusters": 3, "max_iter": 10, "seed": 9}, data)
+    paper = {"n_clusters": 3, "max_iter": 10, "seed": 9, "score": "paper"}
+    _, first = run(paper, data)
+    _, again = run(paper, data)
     for key in ("U_buffer", "V0", "V1", "weights"):
         np.testing.assert_array_equal(first[-1][key], again[-1][key])
     weights = np.concatenate([np.linalg.norm(first[-1][f"V{j}"], axis=1) for j in range(2)])
@@ -143,7 +146,7 @@ def test_negative_values_and_bad_params_are_rejected() -> None:
     chunk[2, 45] = -0.5
     with pytest.raises(InvalidInput, match="view 'image' has negative values"):
         METHOD.update(METHOD.initial_state(resolved, WIDTH), resolved, chunk)
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({}, 'needs "views"'),
         ({"views": {"a": 10}}, "add up to 10 features; expected 52"),
         ({"views": VIEWS, "alpha": {"text": 1.0}}, "alpha must give every view a value"),
@@ -153,11 +156,121 @@ def test_negative_values_and_bad_params_are_rejected() -> None:
         ({"views": VIEWS, "tol": 0}, "tol must be a finite number > 0"),
         ({"views": VIEWS, "bandwidth": 0}, "bandwidth must be > 0"),
         ({"views": VIEWS, "lambda": 1}, "unknown parameter"),
+        ({"views": VIEWS, "score": "norm"}, "score must be one of explained, scaled, paper"),
+        ({"views": VIEWS, "gamma": "fast"}, 'gamma ("auto" or a number) must be a finite'),
+        ({"views": VIEWS, "gamma": -1}, 'gamma ("auto" or a number) must be a finite number >= 0'),
     ]
     for params, message in cases:
         with pytest.raises(InvalidParams) as info:
             METHOD.resolve_params(params, WIDTH)
         assert message in info.value.detail, info.value.detail
     echoed = METHOD.resolve_params({"views": VIEWS, "alpha": {"text": 2, "image": 3}}, WIDTH)
-    assert echoed["alpha"] == {"text": 2.0, "image": 3.0} and echoed["gamma"] == 1e7
+    assert echoed["alpha"] == {"text": 2.0, "image": 3.0} and echoed["gamma"] == "auto"
     assert echoed["buffer_chunks"] == 2 and echoed["max_iter"] == 200
+    assert echoed["tol"] == 1e-3 and echoed["neighbours"] == 10
+    assert echoed["score"] == "explained"
+    paper = METHOD.resolve_params({"views": VIEWS, "gamma": 1e7, "score": "paper"}, WIDTH)
+    assert paper["gamma"] == 1e7 and paper["score"] == "paper"
+    assert METHOD.resolve_params(paper, WIDTH) == paper
+
+
+def test_params_stored_without_a_score_keep_the_papers_ranking() -> None:
+    """Selectors created before ``score`` existed hold params without it (and gamma 1e7): they
+    rank as they always did, by the row norms of V; a creation gets the default."""
+    stored = METHOD.resolve_params({"views": VIEWS, "gamma": 1e7, "n_clusters": 3}, WIDTH)
+    del stored["score"]
+    assert omvfs_module._resolve(stored, WIDTH).score == "paper"
+    assert omvfs_module._resolve({**stored, "score": "scaled"}, WIDTH).score == "scaled"
+    state = METHOD.update(METHOD.initial_state(stored, WIDTH), stored, chunks(1)[0])
+    norms = np.concatenate([np.linalg.norm(state[f"V{j}"], axis=1) for j in range(2)])
+    np.testing.assert_array_equal(state["weights"], norms)
+
+
+def test_moments_are_those_of_every_row_seen_as_the_factorisation_sees_it() -> None:
+    """``(n, mean, M2)`` per feature over all rows, rows scaled to unit norm per view: not just
+    the buffer's (s = 2 of the 5 chunks here)."""
+    data = chunks(5, seed=11)
+    resolved, states = run({"n_clusters": 3, "max_iter": 5}, data)
+    cfg = omvfs_module._resolve(resolved, WIDTH)
+    seen = np.vstack([sp.hstack(split_views(c, cfg)).toarray() for c in data])
+    last = states[-1]
+    assert last["feature_rows"] == seen.shape[0] == 150
+    np.testing.assert_allclose(last["feature_mean"], seen.mean(axis=0), rtol=1e-12, atol=1e-15)
+    m2 = ((seen - seen.mean(axis=0)) ** 2).sum(axis=0)
+    np.testing.assert_allclose(last["feature_m2"], m2, rtol=1e-10, atol=1e-14)
+
+
+def test_each_score_is_its_formula_on_the_rows_seen() -> None:
+    """paper: |V_j|; scaled: |V_j| / RMS_j; explained: var_j / (var_j + r_j), with r_j the mean
+    squared residual |x_j - U V_j^T|^2 / n over every row seen (each chunk's rows with its final
+    U_t, the final V), recomputed here from the rows themselves. The factorisation is the same
+    whatever the score: only the ranking differs."""
+    data = chunks(4, seed=12)
+    by_score = {
+        score: run({"n_clusters": 3, "max_iter": 30, "score": score}, data)[1]
+        for score in ("paper", "scaled", "explained")
+    }
+    for key in ("U_buffer", "V0", "V1", "A", "feature_mean", "feature_m2"):
+        np.testing.assert_array_equal(by_score["paper"][-1][key], by_score["explained"][-1][key])
+    cfg = omvfs_module._resolve(METHOD.resolve_params({"views": VIEWS}, WIDTH), WIDTH)
+    seen = np.vstack([sp.hstack(split_views(c, cfg)).toarray() for c in data])
+    chunk_u = [
+        state["U_buffer"][-c.shape[0] :] for state, c in zip(by_score["paper"], data, strict=True)
+    ]
+    state = by_score["paper"][-1]
+    v = np.vstack([state["V0"], state["V1"]])
+    residual = ((seen - np.vstack(chunk_u) @ v.T) ** 2).mean(axis=0)
+    mean, variance = seen.mean(axis=0), seen.var(axis=0)
+    norms = np.linalg.norm(v, axis=1)
+    np.testing.assert_allclose(by_score["paper"][-1]["weights"], norms, rtol=1e-12)
+    rms = np.sqrt(mean**2 + variance)
+    np.testing.assert_allclose(by_score["scaled"][-1]["weights"], norms / rms, rtol=1e-10)
+    explained = variance / (variance + residual)
+    np.testing.assert_allclose(by_score["explained"][-1]["weights"], explained, rtol=1e-8)
+    assert np.all((explained > 0) & (explained < 1))
+    # The rankings differ: the paper's follows the features' size, the others do not.
+    assert not np.array_equal(np.argsort(-norms), np.argsort(-explained))
+
+
+def test_scale_free_scores_are_zero_before_any_row_and_for_constant_features() -> None:
+    resolved = METHOD.resolve_params({"views": VIEWS, "n_clusters": 2}, WIDTH)
+    state = METHOD.initial_state(resolved, WIDTH)
+    np.testing.assert_array_equal(METHOD.weights(state, resolved), np.zeros(WIDTH))
+    chunk = chunks(1, seed=13)[0].toarray()
+    chunk[:, 3] = 0.0  # a text feature never seen
+    state = METHOD.update(state, resolved, chunk)
+    weights = METHOD.weights(state, resolved)
+    assert weights[3] == 0.0 and np.all(np.isfinite(weights))
+    assert np.count_nonzero(weights) == WIDTH - 1, weights
+
+
+def test_gamma_auto_is_tied_to_the_fit_term_of_each_chunks_buffer() -> None:
+    """``gamma: "auto"`` is GAMMA_SCALE |X_[s,t]|_F^2 / K: the same iterates as that number given
+    explicitly, chunk by chunk (the buffer grows from one chunk to s = 2)."""
+    data = chunks(3, rows=20, seed=14)
+    resolved = METHOD.resolve_params({"views": VIEWS, "n_clusters": 4}, WIDTH)
+    auto = METHOD.initial_state(resolved, WIDTH)
+    cfg = omvfs_module._resolve(resolved, WIDTH)
+    for t, chunk in enumerate(data):
+        buffered = sp.vstack([sp.hstack(split_views(c, cfg)) for c in data[max(0, t - 1) : t + 1]])
+        gamma = omvfs_module.GAMMA_SCALE * buffered.multiply(buffered).sum() / 4
+        given = METHOD.resolve_params({**resolved, "gamma": gamma}, WIDTH)
+        expected = METHOD.update(auto, given, chunk)
+        auto = METHOD.update(auto, resolved, chunk)
+        assert auto["last_iterations"] == expected["last_iterations"]
+        np.testing.assert_allclose(auto["U_buffer"], expected["U_buffer"], rtol=1e-12)
+        assert 1e-3 < gamma < 1e3  # rows of unit norm per view: a few per row, not 1e7
+
+
+def test_check_state_accepts_a_state_the_method_reached_and_checks_the_moments() -> None:
+    resolved, states = run({"n_clusters": 3, "max_iter": 5}, chunks(3, seed=15))
+    last = states[-1]
+    check_state(METHOD, last, resolved, WIDTH)
+    tampered: list[tuple[str, Any]] = [
+        ("feature_rows", 10),  # fewer rows than the buffer holds
+        ("feature_m2", np.full(WIDTH, -1.0)),
+        ("feature_mean", np.full(WIDTH, -0.5)),
+    ]
+    for field, value in tampered:
+        with pytest.raises(Inconsistent, match="moments"):
+            check_state(METHOD, {**last, field: value}, resolved, WIDTH)

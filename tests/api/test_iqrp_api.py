@@ -11,11 +11,13 @@ import httpx
 import numpy as np
 import pytest
 import scipy.linalg
+from redis.asyncio.cluster import RedisCluster
 
 from service.algorithms.fsds import FSDS
+from service.algorithms.iqrp import StoredColumns
 from service.algorithms.pivoted_qr import MatrixSource, iqrp
-from service.column_source import StoredColumns
 from service.store.codec import decode_array
+from service.store.connection import RedisClient
 from tests.api.conftest import make_settings, running_app
 from tests.api.helpers import create_selector, npy_bytes
 
@@ -99,6 +101,23 @@ async def test_top_is_the_exact_pivoted_qr_order_read_from_blocks(client, redis_
     np.testing.assert_allclose(weights, (columns**2).sum(axis=0), rtol=1e-12)
 
 
+async def reset_stats(client: RedisClient) -> None:
+    """CONFIG RESETSTAT on the server, or on every master of a cluster."""
+    if isinstance(client, RedisCluster):
+        await client.config_resetstat(target_nodes=RedisCluster.PRIMARIES)
+    else:
+        await client.config_resetstat()
+
+
+async def calls(client: RedisClient, command: str) -> int:
+    """Times ``command`` ran since the last CONFIG RESETSTAT, on every master of a cluster."""
+    field = f"cmdstat_{command}"
+    if isinstance(client, RedisCluster):
+        per_node = await client.info("commandstats", target_nodes=RedisCluster.PRIMARIES)
+        return sum(int(stats.get(field, {}).get("calls", 0)) for stats in per_node.values())
+    return int((await client.info("commandstats")).get(field, {}).get("calls", 0))
+
+
 async def test_redis_blocks_and_memory_give_the_same_answer_and_skipped_blocks_are_not_read(
     app_factory, redis_client
 ):
@@ -109,16 +128,16 @@ async def test_redis_blocks_and_memory_give_the_same_answer_and_skipped_blocks_a
     async with app_factory() as (app, http):
         await create_iqrp(http)
         await push_columns(http, "cols", columns)
-        store = app.state.service.store
-        head = await store.get_head("cols")
-        _, raw = await store.read_state_fields("cols", ["tail"])
+        reader = app.state.selectors.reader
+        head = await reader.head("cols")
+        _, raw = await reader.store.read_state_fields("cols", ["tail"])
         tail = decode_array(raw["tail"])
         bounds = [(b * BLOCK, (b + 1) * BLOCK) for b in range(7)] + [(56, 61)]
-        assert head.rows_seen == 61
-        stored = StoredColumns(store, "cols", asyncio.get_running_loop(), bounds, 7, tail)
-        await redis_client.config_resetstat()
+        assert head.items_seen == 61
+        stored = StoredColumns(bounds, 7, tail, reader.segment_reader("cols"))
+        await reset_stats(redis_client)
         from_redis = await asyncio.to_thread(iqrp, stored, 4, 2)
-        gets = (await redis_client.info("commandstats")).get("cmdstat_get", {}).get("calls", 0)
+        gets = await calls(redis_client, "get")
     in_memory = MatrixSource(columns, block_columns=BLOCK)
     from_memory = iqrp(in_memory, 4, 2)
     assert from_redis.indices == from_memory.indices == geqp3(columns, 4)[0]
@@ -165,7 +184,7 @@ async def test_bad_requests_are_rejected_and_change_nothing(client):
         ("/v1/selectors/bad/top?h=5", 422, "numerical rank"),
         ("/v1/selectors/bad/top?h=2&l=0", 422, "l"),
         ("/v1/selectors/bad/top?h=2&strategy=best", 422, "strategy"),
-        ("/v1/selectors/bad/features", 422, "decisions of an ofs selector"),
+        ("/v1/selectors/bad/features", 422, "decides on every column as it arrives (ofs)"),
     ]
     for url, status, detail in cases:
         answer = await client.get(url)

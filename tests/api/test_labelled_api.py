@@ -143,9 +143,9 @@ async def test_bad_merges_are_refused_and_change_nothing(client):
         ("target", {"from": "narrow"}, 422, "8"),
         ("target", {"from": "proj"}, 422, "ioc"),
         ("target", {"from": "empty"}, 409, "no rows"),
-        ("proj", {"from": "target"}, 422, "exact for ocfs only"),
+        ("proj", {"from": "target"}, 422, "only some methods can (ocfs"),
         ("target", {"source": "empty"}, 422, ""),
-        ("target", {"from": "bad name!"}, 422, "selector name"),
+        ("target", {"from": "bad name!"}, 422, "from: expected a selector name"),
     ]
     for name, body, status, text in cases:
         response = await client.post(f"/v1/selectors/{name}/merge", json=body)
@@ -216,7 +216,10 @@ async def test_ioc_projection_transform_and_top_match_the_library(client):
 async def test_projection_waits_for_enough_classes_and_vectors(client):
     await create(client, "few", "ioc", 4, params={"n_components": 2})
     response = await client.get("/v1/selectors/few/projection")
-    assert response.status_code == 409 and "started 0 of" in response.json()["detail"]
+    assert (
+        response.status_code == 409
+        and "0 of the n_components=2 vectors have started" in response.json()["detail"]
+    )
     await push(client, "few", [[1, 0, 0, 0], [0, 1, 0, 0], [1, 1, 0, 0]], ["a", "b", "a"])
     response = await client.get("/v1/selectors/few/projection")
     assert response.status_code == 409
@@ -338,7 +341,7 @@ async def test_labelled_chunks_survive_a_restart_and_coalesce_in_log_order(app_f
 async def test_the_number_of_classes_is_bounded(client, monkeypatch):
     import service.selectors
 
-    monkeypatch.setattr(service.selectors, "MAX_CLASS_CELLS", 12)  # 12 sums of 3 features: 4
+    monkeypatch.setattr(service.selectors.ingest, "MAX_CLASS_CELLS", 12)  # 12 sums of 3 features: 4
     await create(client, "many", "ocfs", 3)
     assert (await push(client, "many", np.ones((3, 3)), ["a", "b", "c"])).status_code == 200
     response = await push(client, "many", np.ones((2, 3)), ["a", "d"])

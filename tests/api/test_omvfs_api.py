@@ -47,9 +47,11 @@ async def create_omvfs(http: httpx.AsyncClient, name: str = "mv") -> dict[str, A
     return created
 
 
-def reference(chunks: list[tuple[sp.csr_matrix, np.ndarray]]) -> np.ndarray:
+def reference(
+    chunks: list[tuple[sp.csr_matrix, np.ndarray]], extra: dict[str, Any] | None = None
+) -> np.ndarray:
     method = OMVFS()
-    params = method.resolve_params({"views": VIEWS, **PARAMS}, 38)
+    params = method.resolve_params({"views": VIEWS, **PARAMS, **(extra or {})}, 38)
     state = method.initial_state(params, 38)
     for text, image in chunks:
         state = method.update(state, params, sp.hstack([text, sp.csr_matrix(image)], "csr"))
@@ -59,7 +61,9 @@ def reference(chunks: list[tuple[sp.csr_matrix, np.ndarray]]) -> np.ndarray:
 async def test_chunks_of_every_view_give_the_library_rankings(client):
     created = await create_omvfs(client)
     assert created["views"] == VIEWS and created["n_features"] == 38
-    assert created["params"]["views"] == VIEWS and created["params"]["gamma"] == 1e7
+    assert created["params"]["views"] == VIEWS and created["params"]["gamma"] == "auto"
+    assert created["params"]["score"] == "explained"
+    assert created["params"]["neighbours"] == 10 and created["params"]["tol"] == 1e-3
     chunks = [chunk(25, seed) for seed in range(4)]
     for i, (text, image) in enumerate(chunks):
         if i % 2:
@@ -76,7 +80,7 @@ async def test_chunks_of_every_view_give_the_library_rankings(client):
         assert response.status_code in (200, 202), response.text
 
     async def applied() -> bool:
-        return (await client.get("/v1/selectors/mv")).json()["rows_seen"] == 100
+        return bool((await client.get("/v1/selectors/mv")).json()["rows_seen"] == 100)
 
     await wait_for(applied)
     described = (await client.get("/v1/selectors/mv")).json()
@@ -96,6 +100,28 @@ async def test_chunks_of_every_view_give_the_library_rankings(client):
     assert [f["rank"] for f in grouped] == [1, 2, 3, 1, 2, 3]
     text_order = np.lexsort((np.arange(30), -weights[:30]))[:3]
     assert [f["index"] for f in grouped[:3]] == text_order.tolist()
+
+
+async def test_the_papers_ranking_on_request(client):
+    """``score: "paper"`` and ``gamma: 1e7`` are echoed and serve the paper's ranking (the row
+    norms of V), which differs from the default one on the same chunks."""
+    paper = {"score": "paper", "gamma": 1e7}
+    response = await client.post(
+        "/v1/selectors",
+        json={"name": "paper", "method": "omvfs", "views": VIEWS, "params": {**PARAMS, **paper}},
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["params"]["score"] == "paper"
+    assert response.json()["params"]["gamma"] == 1e7
+    chunks = [chunk(25, seed) for seed in range(3)]
+    for text, image in chunks:
+        body = {"views": {"text": csr_json(text), "image": image.tolist()}}
+        response = await client.post("/v1/selectors/paper/chunks", json=body)
+        assert response.status_code == 200, response.text
+    served = (await client.get("/v1/selectors/paper/weights")).json()["weights"]
+    expected = reference(chunks, paper)
+    np.testing.assert_allclose(served, expected, rtol=1e-9, atol=1e-12)
+    assert not np.allclose(expected, reference(chunks))
 
 
 async def test_bad_multi_view_chunks_are_rejected_and_change_nothing(client):
@@ -151,7 +177,7 @@ async def test_bad_multi_view_chunks_are_rejected_and_change_nothing(client):
 
 
 async def test_invalid_multi_view_creation(client):
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"method": "omvfs"}, 'expected "views"'),
         ({"method": "omvfs", "views": {"a": 0}}, "views['a'] must be between 1"),
         ({"method": "omvfs", "views": {"a b": 3}}, "view names must be"),
@@ -166,6 +192,8 @@ async def test_invalid_multi_view_creation(client):
             "'x' appears more than once",
         ),
         ({"method": "omvfs", "views": VIEWS, "params": {"alpha": {"text": 1}}}, "every view"),
+        ({"method": "omvfs", "views": VIEWS, "params": {"score": "norm"}}, "score must be one"),
+        ({"method": "omvfs", "views": VIEWS, "params": {"gamma": "big"}}, '"auto" or a number'),
     ]
     for body, detail in cases:
         response = await client.post("/v1/selectors", json={"name": "x", **body})

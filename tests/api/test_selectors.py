@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from service.algorithms import METHODS
 from service.algorithms.fsds import FSDS
 from tests.api.helpers import create_selector, csr_json, npy_bytes, npz_bytes
 
@@ -21,8 +22,11 @@ async def test_probes_and_docs(client):
     assert ready.status_code == 200 and ready.json()["status"] == "ready"
     spec = (await client.get("/openapi.json")).json()
     assert "/v1/selectors/{name}/chunks" in spec["paths"]
-    create_schema = spec["components"]["schemas"]["CreateSelector"]
-    assert create_schema["examples"][0]["method"] == "fsds"
+    create_body = spec["paths"]["/v1/selectors"]["post"]["requestBody"]["content"]
+    documented = create_body["application/json"]
+    methods = [shape["properties"]["method"]["const"] for shape in documented["schema"]["oneOf"]]
+    assert sorted(methods) == sorted(METHODS)
+    assert documented["examples"]["fsds"]["value"]["method"] == "fsds"
     assert (await client.get("/docs")).status_code == 200
 
 

@@ -142,7 +142,7 @@ async def test_pending_entries_are_coalesced_into_one_version(app_factory, redis
     """Entries that pile up while another applier holds the lease land in one update."""
     async with app_factory() as (app, http):
         await create_selector(http, "pile", 4)
-        store = app.state.service.store
+        store = app.state.selectors.store
         lease = await store.acquire_lease("pile", 60_000)
         assert lease is not None
         for i in range(5):

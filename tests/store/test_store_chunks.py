@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -10,8 +12,8 @@ from hypothesis import strategies as st
 
 from service.algorithms.labels import LabelledRows, labelled
 from service.errors import CodecError
-from service.store.chunks import decode_chunk, encode_chunk
 from service.store.codec import encode_matrix
+from service.wire.log import ZLIB_MAGIC, decode_chunk, encode_chunk, pack_payload, unpack_payload
 
 LABELS = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(min_size=1, max_size=20))
 
@@ -30,7 +32,7 @@ def test_labelled_chunks_round_trip(data, n, m, sparse):
     assert out.classes == chunk.classes
     assert [type(c) for c in out.classes] == [type(c) for c in chunk.classes]
     np.testing.assert_array_equal(out.codes, chunk.codes)
-    dense = out.rows.toarray() if sp.issparse(out.rows) else out.rows
+    dense = out.rows if isinstance(out.rows, np.ndarray) else out.rows.toarray()
     np.testing.assert_array_equal(dense, rows)
     if chunk.multiplicity is None:
         assert out.multiplicity is None
@@ -61,3 +63,46 @@ def test_truncation_is_detected():
     for end in (10, 47, len(blob) - 8):
         with pytest.raises(CodecError):
             decode_chunk(blob[:end])
+
+
+def test_low_entropy_payloads_are_stored_compressed_and_come_back_exactly():
+    """Term counts compress several times; what decodes is bit for bit what was encoded."""
+    rng = np.random.default_rng(3)
+    counts = sp.random(400, 3000, density=0.02, format="csr", random_state=rng) * 0
+    counts.data = rng.integers(1, 5, counts.nnz).astype(float)
+    raw = encode_matrix(counts)
+    stored = pack_payload(raw)
+    assert stored.startswith(ZLIB_MAGIC) and len(stored) < 0.5 * len(raw)
+    assert bytes(unpack_payload(stored)) == raw
+    back = decode_chunk(stored)
+    assert isinstance(back, sp.csr_matrix) and (back != counts).nnz == 0
+
+
+def test_payloads_that_do_not_shrink_or_are_small_are_stored_as_they_are():
+    noise = encode_matrix(np.random.default_rng(4).standard_normal((300, 40)))
+    assert pack_payload(noise) == noise  # random doubles: compression saves under a fifth
+    small = encode_matrix(np.zeros((2, 3)))
+    assert pack_payload(small) == small
+    assert unpack_payload(noise) == noise
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["truncated", "flipped", "longer", "shorter", "trailing"],
+)
+def test_a_damaged_compressed_payload_is_refused_not_inflated(damage):
+    raw = encode_matrix(sp.csr_matrix(np.eye(2000)))
+    stored = bytearray(pack_payload(raw))
+    assert stored.startswith(ZLIB_MAGIC)
+    header = struct.Struct("<8sQ")
+    if damage == "truncated":
+        stored = stored[:-20]
+    elif damage == "flipped":
+        stored[40] ^= 0xFF
+    elif damage in ("longer", "shorter"):
+        # A header that lies about the length: a bomb must not inflate past what it declares.
+        header.pack_into(stored, 0, ZLIB_MAGIC, len(raw) + (-1 if damage == "shorter" else 1))
+    else:
+        stored += b"extra"
+    with pytest.raises(CodecError):
+        decode_chunk(bytes(stored))

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,12 +20,12 @@ import redis
 import redis.asyncio as aioredis
 
 from service.errors import SiftError
-from service.store.codec import decode_state, encode_state
-from service.store.embedded import EmbeddedRedis, find_redis_server
-from service.store.records import SelectorMeta
+from service.store.codec import cut_fields, decode_state, encode_state
+from service.store.embedded import PIDFILE, EmbeddedRedis, RedisSupervisor, find_redis_server
+from service.store.records import CommitRecord, SelectorMeta
 from service.store.redis_store import SelectorStore
 
-META = SelectorMeta("s1", "ocfs", 2, {}, ["f0", "f1"], 1.0)
+META = SelectorMeta("s1", "ocfs", {}, 1.0, n_features=2, feature_names=["f0", "f1"])
 
 
 def digest(payload: bytes) -> str:
@@ -40,6 +43,9 @@ def short_dir() -> Iterator[Path]:
 async def test_uncommitted_entries_survive_restart_and_crash(
     restartable_redis: EmbeddedRedis,
 ) -> None:
+    """What a commit or a checkpoint acknowledged is there after a restart and after a crash:
+    the head, the published fields, the checkpoint, the commit records and the log after the
+    checkpoint (which replay needs), and every pending entry."""
     client = aioredis.from_url(restartable_redis.start())
     store = SelectorStore(client)
     await store.create(META, encode_state({"count": 0}))
@@ -48,18 +54,32 @@ async def test_uncommitted_entries_survive_restart_and_crash(
     e3 = await store.append("s1", b"three", 1, digest(b"three"), None)
     lease = await store.acquire_lease("s1", 60_000)
     assert lease is not None
-    await store.commit(lease, 0, encode_state({"count": 1}), e1.log_id, 1, ["k1"])
+    await store.commit(lease, 0, encode_state({"count": 1}), e1.log_id, 1, ["k1"], entries=1)
+    point = await store.checkpoint(
+        lease, 1, e1.log_id, 1, cut_fields(encode_state({"count": 1, "n": 1}))
+    )
+    assert point is not None
+    committed = await store.commit(
+        lease, 1, encode_state({"count": 2}), e2.log_id, 2, ["k2"], entries=1
+    )
     await client.aclose()
 
     restartable_redis.stop()  # graceful: SHUTDOWN flushes the AOF
     client = aioredis.from_url(restartable_redis.start())
     store = SelectorStore(client)
     head = await store.get_head("s1")
-    assert head.version == 1 and head.cursor == e1.log_id
-    assert decode_state(await store.load_state("s1", head)) == {"count": 1}
+    assert head == committed and head.version == 2 and head.cursor == e2.log_id
+    assert head.checkpoint == point
+    assert (await store.read_state_fields("s1", ["__scalars__"]))[1] == encode_state({"count": 2})
+    assert decode_state(await store.load_checkpoint("s1", point)) == {"count": 1, "n": 1}
+    assert await store.commits_after("s1", point.version) == [CommitRecord(2, e2.log_id, False)]
+    assert [e.log_id for e in await store.log_between("s1", point.cursor, head.cursor)] == [
+        e2.log_id
+    ]
     assert await store.get_meta("s1") == META
-    assert [e.log_id for e in await store.pending("s1", head.cursor, 10)] == [e2.log_id, e3.log_id]
+    assert [e.log_id for e in await store.pending("s1", head.cursor, 10)] == [e3.log_id]
     assert await store.names_with_pending() == ["s1"]
+    assert await store.pending_count("s1") == 1
     assert (await store.append("s1", b"two", 1, digest(b"two"), "k2")).log_id == e2.log_id
     e4 = await store.append("s1", b"four", 1, digest(b"four"), None)
     await client.aclose()
@@ -68,8 +88,11 @@ async def test_uncommitted_entries_survive_restart_and_crash(
     client = aioredis.from_url(restartable_redis.start())
     store = SelectorStore(client)
     pending = await store.pending("s1", head.cursor, 10)
-    assert [e.log_id for e in pending] == [e2.log_id, e3.log_id, e4.log_id]
+    assert [e.log_id for e in pending] == [e3.log_id, e4.log_id]
     assert pending[-1].payload == b"four"
+    assert await store.pending_count("s1") == 2 and await store.last_log_id("s1") == e4.log_id
+    assert await store.get_head("s1") == head
+    assert decode_state(await store.load_checkpoint("s1", point)) == {"count": 1, "n": 1}
     assert await store.list_names() == ["s1"]
     await client.aclose()
 
@@ -102,7 +125,7 @@ def test_stale_pidfile_and_socket_of_a_dead_run(short_dir: Path) -> None:
     leftover.bind(str(short_dir / "redis.sock"))  # a socket file nobody listens on
     leftover.close()
     with EmbeddedRedis(short_dir) as server:
-        assert redis.from_url(server.url).ping()
+        assert redis.from_url(server.url or "").ping()
         assert (short_dir / "redis.pid").read_text().strip() == str(server.pid)
 
 
@@ -144,7 +167,7 @@ def test_pidfile_naming_an_unrelated_process_is_ignored(short_dir: Path) -> None
     try:
         (short_dir / "redis.pid").write_text(str(bystander.pid))
         with EmbeddedRedis(short_dir) as server:
-            assert redis.from_url(server.url).ping()
+            assert redis.from_url(server.url or "").ping()
         assert bystander.poll() is None  # left alone
     finally:
         bystander.kill()
@@ -174,3 +197,99 @@ def test_executable_lookup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
         find_redis_server()
     with pytest.raises(ValueError):
         EmbeddedRedis(tmp_path, appendfsync="sometimes")
+
+
+# -- supervision -----------------------------------------------------------------------------
+
+
+async def _until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+async def test_supervisor_restarts_a_killed_server_on_its_data(short_dir: Path) -> None:
+    server = EmbeddedRedis(short_dir, appendfsync="always")
+    client = redis.from_url(server.start())
+    client.set("acknowledged", "1")
+    client.close()
+    restarted: list[int] = []
+    supervisor = RedisSupervisor(
+        server, poll_interval_s=0.05, on_restart=lambda: restarted.append(1)
+    )
+    task = asyncio.create_task(supervisor.run())
+    try:
+        first = int((short_dir / PIDFILE).read_text())
+        os.kill(first, signal.SIGKILL)
+        await _until(lambda: supervisor.restarts == 1, 10, "the restart")
+        assert supervisor.healthy and restarted == [1]
+        assert supervisor.incident is not None
+        assert (supervisor.incident.signal, supervisor.incident.exit_code) == ("SIGKILL", None)
+        assert supervisor.incident.attempts == 1 and supervisor.incident.recovered_at
+        status = supervisor.status()
+        assert status["restarts"] == 1 and status["last_incident"]["signal"] == "SIGKILL"
+        assert server.pid != first and int((short_dir / PIDFILE).read_text()) == server.pid
+        client = redis.from_url(server.url or "")
+        assert client.get("acknowledged") == b"1"  # replayed from the append-only file
+        client.close()
+        # The directory stayed ours all along.
+        with pytest.raises(SiftError, match="in use by another Sift process"):
+            EmbeddedRedis(short_dir).start()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        server.stop()
+
+
+async def test_supervisor_backs_off_while_restarts_fail(short_dir: Path, tmp_path: Path) -> None:
+    """Restarts that fail are retried after growing pauses, and Retry-After follows them."""
+    server = EmbeddedRedis(short_dir)
+    server.start()
+    real = server.executable
+    broken = tmp_path / "redis-server-that-fails"
+    broken.write_text("#!/bin/sh\nexit 1\n")
+    broken.chmod(0o755)
+    supervisor = RedisSupervisor(
+        server,
+        poll_interval_s=0.05,
+        backoff_initial_s=0.25,
+        backoff_max_s=1.0,
+        expected_start_s=0.5,
+    )
+    task = asyncio.create_task(supervisor.run())
+    try:
+        server.executable = str(broken)
+        os.kill(int((short_dir / PIDFILE).read_text()), signal.SIGKILL)
+        await _until(lambda: not supervisor.healthy, 5, "the exit to be noticed")
+        seen = {supervisor.retry_after()}
+        status = supervisor.status()
+        assert "since" in status and status["last_exit"]["signal"] == "SIGKILL"
+        # Attempts fail (exit 1) and the pauses grow 0.25, 0.5, 1.0 s: so does Retry-After.
+
+        def grown() -> bool:
+            seen.add(supervisor.retry_after())
+            return max(seen) >= 2
+
+        await _until(grown, 10, "a Retry-After of 2 s (a 1 s pause plus the expected start)")
+        assert min(seen) == 1 and supervisor.incident is not None
+        assert supervisor.incident.attempts >= 3 and supervisor.restarts == 0
+        server.executable = real  # the cause goes away: the next attempt succeeds
+        await _until(lambda: supervisor.healthy, 10, "the restart after the backoff")
+        assert supervisor.restarts == 1 and supervisor.incident.attempts >= 4
+        assert redis.from_url(server.url or "").ping()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        server.stop()
+
+
+async def test_supervisor_ends_when_the_server_is_stopped(short_dir: Path) -> None:
+    server = EmbeddedRedis(short_dir)
+    server.start()
+    supervisor = RedisSupervisor(server, poll_interval_s=0.02)
+    task = asyncio.create_task(supervisor.run())
+    server.stop()
+    await asyncio.wait_for(task, 5)
+    assert supervisor.state == "stopped" and supervisor.restarts == 0

@@ -5,32 +5,89 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from service.api.deps import json_response
-from service.errors import Unavailable
-from service.metrics import CONTENT_TYPE_LATEST
+from service.api.deps import get_settings, json_response
+from service.api.guard import GuardedRoute
+from service.api.schemas import PROBLEM_RESPONSES
+from service.auth import PUBLIC, bearer_token, requires, same_secret
+from service.errors import Unauthorized, Unavailable
+from service.metrics import CONTENT_TYPE_LATEST, GAUGED_SELECTORS_MAX, Metrics
+from service.store.embedded import RedisSupervisor
+from service.store.inventory import Inventory
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], route_class=GuardedRoute)
 
 
 @router.get("/v1/healthz")
+@requires(PUBLIC)
 async def healthz() -> Response:
     """The process is alive and serving (says nothing about Redis)."""
     return json_response({"status": "ok"})
 
 
-@router.get("/v1/readyz")
+@router.get("/v1/readyz", responses={503: PROBLEM_RESPONSES[503]})
+@requires(PUBLIC)
 async def readyz(request: Request) -> Response:
-    """Redis answers and the write-path scripts are loaded: safe to send traffic here."""
-    store = request.app.state.service.store
+    """Redis answers and the write-path scripts are loaded: safe to send traffic here.
+
+    On a Redis Cluster (``"redis": "cluster"``) every master is PINGed and the cluster's state
+    read: ready while the state is ``ok`` and a master answers, with how many of them do
+    (``cluster.masters_answering`` of ``cluster.masters``).
+
+    With the embedded Redis, the answer also says how often it was restarted and the last
+    incident; while it is being restarted, a 503 says so (``"redis": "restarting"``, the exit
+    status or signal, since when) with the time the restart should still take.
+    """
+    supervisor: RedisSupervisor | None = request.app.state.redis_supervisor
+    if supervisor is not None and not supervisor.healthy:
+        incident = supervisor.incident
+        how = "exited"
+        if incident is not None:
+            how = (
+                f"was killed by {incident.signal}"
+                if incident.signal
+                else f"exited with status {incident.exit_code}"
+            )
+        raise Unavailable(
+            f"not ready: the embedded Redis {how} and is being restarted",
+            retry_after=supervisor.retry_after(),
+            redis="restarting",
+            **supervisor.status(),
+        )
+    store = request.app.state.selectors.store
+    body: dict[str, object] = {"status": "ready", "redis": request.app.state.redis_mode}
     try:
-        await store.ping()
-        if not await store.scripts_loaded():
-            await store.ensure_scripts()
+        cluster = await store.cluster_status()
+        if cluster is None:
+            await store.ping()
+            if not await store.scripts_loaded():
+                await store.ensure_scripts()
+        elif not cluster.serving:
+            raise Unavailable(f"the Redis Cluster's state is '{cluster.state}'", retry_after=1)
+        else:
+            # Ready while a master is down: its slots answer 503 until a replica takes over,
+            # the other selectors are served (an unready replica would serve none of them).
+            body["cluster"] = cluster.as_dict()
     except Unavailable as exc:
         raise Unavailable(f"not ready: {exc.detail}", retry_after=exc.retry_after) from None
-    return json_response({"status": "ready", "redis": request.app.state.redis_mode})
+    if supervisor is not None:
+        body.update(supervisor.status())
+    return json_response(body)
 
 
 @router.get("/metrics", include_in_schema=False)
+@requires(PUBLIC)
 async def metrics(request: Request) -> Response:
-    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    """Prometheus text; with ``SIFT_METRICS_TOKEN`` set, only for a bearer of that token."""
+    settings = get_settings(request)
+    expected = settings.metrics_token
+    if expected:
+        token = bearer_token(request.headers.get("authorization"))
+        if token is None or not same_secret(token, expected):
+            raise Unauthorized("expected header 'Authorization: Bearer <SIFT_METRICS_TOKEN>'")
+    metrics: Metrics = request.app.state.metrics
+    inventory: Inventory = request.app.state.inventory
+    # The selector gauges come from Redis: read again at most every few seconds (bounded).
+    await metrics.selector_gauges.refresh(
+        lambda: inventory.usage(GAUGED_SELECTORS_MAX), settings.metrics_refresh_seconds
+    )
+    return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,139 @@
+"""Variance: every feature ranked by its variance, the baseline every user knows.
+
+scikit-learn's ``VarianceThreshold`` and River's ``stats.Var`` rank (or filter) features by
+their variance; a feature that barely varies carries little information for any learner. Here
+it is streamed exactly, per feature, over row chunks dense or sparse:
+
+* per chunk ``b`` (``n_b`` rows): its mean and its sum of squared deviations ``M2_b`` in two
+  stable passes (for sparse rows, ``M2_b = sum over stored values of (x - mean)^2 + (n_b -
+  stored) * mean^2``, so zeros are never materialised);
+* folded into the state ``(n, mean, M2)`` by Chan, Golub & LeVeque's pairwise update ("Updating
+  formulae and a pairwise algorithm for computing sample variances", 1979, eq. 2.1; Welford's
+  1962 update is its one-row case)::
+
+      n = n_a + n_b,  delta = mean_b - mean_a,
+      mean = mean_a + delta n_b / n,  M2 = M2_a + M2_b + delta^2 n_a n_b / n;
+
+* the score is ``M2 / (n - ddof)`` (``ddof = 0``: the population variance, as scikit-learn's
+  ``VarianceThreshold``; ``ddof = 1``: the sample variance, as River).
+
+The same update merges two selectors' states exactly (``Mergeable``), and makes the result
+independent of how rows were chunked or coalesced, up to rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from service.algorithms.base import ChunkKind, Matrix, State
+from service.algorithms.params import integer, params_object, require_known
+from service.errors import InvalidParams
+
+__all__ = ["Variance", "chunk_moments", "combine"]
+
+
+def chunk_moments(rows: Matrix) -> tuple[int, np.ndarray, np.ndarray]:
+    """``(n, mean, M2)`` of a chunk, per feature; sparse rows stay sparse."""
+    n = int(rows.shape[0])
+    if sp.issparse(rows):
+        csr = sp.csr_matrix(rows, dtype=np.float64)
+        csr.sum_duplicates()
+        mean = np.asarray(csr.sum(axis=0)).ravel() / n
+        deviations = (csr.data - mean[csr.indices]) ** 2
+        stored = np.bincount(csr.indices, minlength=csr.shape[1])
+        m2 = np.bincount(csr.indices, weights=deviations, minlength=csr.shape[1])
+        return n, mean, m2 + (n - stored) * mean**2
+    dense = np.asarray(rows, dtype=np.float64)
+    mean = dense.mean(axis=0)
+    return n, mean, ((dense - mean) ** 2).sum(axis=0)
+
+
+def combine(
+    a: tuple[int, np.ndarray, np.ndarray], b: tuple[int, np.ndarray, np.ndarray]
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """Chan, Golub & LeVeque's pairwise update of ``(n, mean, M2)`` (eq. 2.1)."""
+    n_a, mean_a, m2_a = a
+    n_b, mean_b, m2_b = b
+    if n_a == 0:
+        return n_b, mean_b.copy(), m2_b.copy()
+    if n_b == 0:
+        return n_a, mean_a.copy(), m2_a.copy()
+    n = n_a + n_b
+    delta = mean_b - mean_a
+    return n, mean_a + delta * (n_b / n), m2_a + m2_b + delta**2 * (n_a * n_b / n)
+
+
+def _ddof(params: Mapping[str, Any]) -> int:
+    params = require_known(params, ("ddof",), "variance")
+    ddof = params.get("ddof", 0)
+    if isinstance(ddof, bool) or not isinstance(ddof, int) or ddof not in (0, 1):
+        raise InvalidParams(f"ddof must be 0 (population) or 1 (sample variance); got {ddof!r}")
+    return ddof
+
+
+def _moments(state: State) -> tuple[int, np.ndarray, np.ndarray]:
+    count = state["count"]
+    return (
+        int(count) if isinstance(count, int | np.integer) else int(np.asarray(count)),
+        np.asarray(state["mean"], dtype=np.float64),
+        np.asarray(state["m2"], dtype=np.float64),
+    )
+
+
+class Variance:
+    """Per-feature variance over row chunks; exact for any chunking, mergeable."""
+
+    name = "variance"
+    chunk_kind: ChunkKind = "rows"
+    params_schema = params_object(
+        "Per-feature variance, streamed exactly (Chan, Golub & LeVeque 1979).",
+        ddof=integer(0, maximum=1, doc="0: population variance (default); 1: sample variance."),
+    )
+    score_field = "variance"
+    coalesces = True
+    chunking_invariant = True
+    describe_fields: tuple[str, ...] = ()
+    served_from_checkpoints: tuple[str, ...] = ()
+    #: ``Mergeable``: another selector's moments combine exactly.
+    summary_fields: tuple[str, ...] = ("mean", "m2")
+
+    def resolve_params(self, params: Mapping[str, Any], size: int) -> dict[str, Any]:
+        return {"ddof": _ddof(params)}
+
+    def initial_state(self, params: Mapping[str, Any], size: int) -> State:
+        return {
+            "count": 0,
+            "mean": np.zeros(size),
+            "m2": np.zeros(size),
+            "variance": np.zeros(size),
+        }
+
+    def state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
+        return {"mean": 8 * size, "m2": 8 * size, "variance": 8 * size}
+
+    def update(self, state: State, params: Mapping[str, Any], chunk: Matrix) -> State:
+        return self._state(combine(_moments(state), chunk_moments(chunk)), params)
+
+    def merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
+        return self._state(combine(_moments(state), _moments(summary)), params)
+
+    def summary_samples(self, summary: State) -> int:
+        return _moments(summary)[0]
+
+    def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
+        return np.array(state["variance"], dtype=np.float64)
+
+    def describe(self, state: State) -> dict[str, Any]:
+        return {}
+
+    def _state(
+        self, moments: tuple[int, np.ndarray, np.ndarray], params: Mapping[str, Any]
+    ) -> State:
+        n, mean, m2 = moments
+        ddof = _ddof(params)
+        variance = m2 / (n - ddof) if n > ddof else np.zeros_like(m2)
+        return {"count": n, "mean": mean, "m2": m2, "variance": variance}

@@ -1,0 +1,279 @@
+"""The documented request bodies: creation (one exact shape per method), rows, columns.
+
+The service validates bodies itself (``Selectors.lifecycle.create``, each method's
+``resolve_params``, ``service.wire``), with messages that say what was expected; these
+schemas only *document* that validation in OpenAPI, precisely enough that a body valid for the
+schema is accepted unless it breaks a rule a JSON Schema cannot state. Those answer 422 with a
+type that says so: ``inconsistent`` (fields contradict each other: ragged rows, a CSR whose
+parts disagree, names as many as features), ``selector-mismatch`` (rows of another width than
+the selector's, labels for an unlabelled method), ``invalid-params`` (``k < ell``) or
+``state-too-large``. The contract test (``tests/contract``) holds the two to each other.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from service.algorithms import METHODS
+from service.algorithms.base import Mergeable, Method
+from service.api.schemas import NAME_PATTERN
+from service.errors import SiftError
+from service.store.records import MAX_PARTITIONS
+from service.wire.kinds import MAX_FEATURES, Kind, kind_of
+from service.wire.rows import MAX_ABS_VALUE, MAX_CHUNK_ROWS
+
+#: Sizes (from the example's) at which defaults are compared (``_documented_params``).
+_SIZES: tuple[Callable[[int], int], ...] = (
+    *(lambda n, fixed=fixed: fixed for fixed in (2, 7, 40, 10**4, 10**5, 10**6, 10**7)),
+    lambda n: n,
+    lambda n: 3 * n,
+)
+
+
+def _sized(document: Any, size: Callable[[int], int]) -> Any:
+    """``document`` with every integer replaced by ``size(integer)``."""
+    if isinstance(document, dict):
+        return {key: _sized(value, size) for key, value in document.items()}
+    if isinstance(document, int) and not isinstance(document, bool):
+        return size(document)
+    return document
+
+
+def _documented_params(method: Method[Any], kind: Kind) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The method's ``params_schema`` with ``default`` on every parameter whose default does
+    not depend on the selector's size, and the parameters it resolves to for the example.
+
+    The defaults are the method's own (``resolve_params`` of no parameters), compared across
+    sizes from 2 to 10^7 (the kinds' limits): one that differs (FSDS's ``k = min(10, m)``)
+    depends on the size and keeps only its description; the example shows its value there.
+    """
+    resolved = []
+    for size in _SIZES:
+        try:
+            shape = kind.shape(_sized(kind.example(), size), method.name)
+            resolved.append(method.resolve_params(dict(shape.params), shape.size))
+        except SiftError:  # a size the method refuses (too small): not compared
+            continue
+    shape = kind.shape(kind.example(), method.name)
+    example = method.resolve_params(dict(shape.params), shape.size)
+    schema = copy.deepcopy(method.params_schema)
+    properties: dict[str, Any] = schema.get("properties", {})
+    for key, prop in properties.items():
+        values = [params.get(key) for params in resolved]
+        first = values[0] if values else None
+        scalar = first is not None and not isinstance(first, dict | list)
+        if scalar and all(value == first for value in values):
+            prop["default"] = first
+    # A null parameter means "computed from the data"; the example leaves it out (OpenAPI
+    # examples drop nulls anyway).
+    shown = {k: v for k, v in example.items() if k in properties and v is not None}
+    return schema, shown
+
+
+def create_request_body() -> dict[str, Any]:
+    """The OpenAPI ``requestBody`` of ``POST /v1/selectors``: for every registered method, its
+    chunk kind's shape (``Kind.create_schema``) and its ``params_schema`` with the defaults
+    that hold for every size; one example per method, with the parameters it resolves to."""
+    shapes = []
+    examples = {}
+    for name, method in METHODS.items():
+        kind = kind_of(method.chunk_kind)
+        params_schema, example_params = _documented_params(method, kind)
+        shape = kind.create_schema()
+        properties = {
+            "name": {
+                "type": "string",
+                "pattern": NAME_PATTERN,
+                "description": "1-128 letters, digits, '.', '_' or '-', starting with a "
+                "letter or digit.",
+            },
+            "method": {"type": "string", "const": name},
+            **shape["properties"],
+            "params": {"anyOf": [params_schema, {"type": "null"}]},
+        }
+        if isinstance(method, Mergeable):  # only methods whose states merge take partitions
+            properties["partitions"] = {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_PARTITIONS,
+                "default": 1,
+                "description": "Partitions learning in parallel, each with its own log and "
+                "applier; reads merge them.",
+            }
+        shapes.append(
+            {**shape, "properties": properties, "required": ["name", "method", *shape["required"]]}
+        )
+        examples[name] = {
+            "summary": f"{name}, with the parameters its defaults resolve to at this size",
+            "value": {
+                "name": f"my-{name}",
+                "method": name,
+                **kind.example(),
+                "params": example_params,
+            },
+        }
+    return {
+        "required": True,
+        "content": {"application/json": {"schema": {"oneOf": shapes}, "examples": examples}},
+    }
+
+
+# -- chunks -----------------------------------------------------------------------------------
+
+#: A value of a chunk: JSON has no NaN or infinity; the magnitude limit keeps methods finite.
+VALUE = {"type": "number", "minimum": -MAX_ABS_VALUE, "maximum": MAX_ABS_VALUE}
+NONNEGATIVE_VALUE = {"type": "number", "minimum": 0, "maximum": MAX_ABS_VALUE}
+COUNT = {"type": "integer", "minimum": 0, "maximum": 2**53}
+
+
+def _dense(value: dict[str, Any]) -> dict[str, Any]:
+    """Rows of values, all of the same length (which the schema cannot say)."""
+    return {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": MAX_CHUNK_ROWS,
+        "items": {"type": "array", "minItems": 1, "items": value},
+    }
+
+
+def _csr(value: dict[str, Any], labelled: bool = False) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "shape": {
+            "type": "array",
+            "prefixItems": [
+                {**COUNT, "minimum": 1, "maximum": MAX_CHUNK_ROWS},
+                {**COUNT, "minimum": 1, "maximum": MAX_FEATURES},
+            ],
+            "minItems": 2,
+            "maxItems": 2,
+            "description": "[rows, columns]",
+        },
+        "indptr": {"type": "array", "items": COUNT, "description": "rows + 1 offsets"},
+        "indices": {"type": "array", "items": COUNT, "description": "column of every value"},
+        "data": {"type": "array", "items": value},
+    }
+    if labelled:
+        properties["labels"] = LABELS
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": ["shape", "indptr", "indices", "data"],
+        "additionalProperties": False,
+        "description": "Compressed sparse rows (scipy's CSR parts).",
+    }
+
+
+LABELS = {
+    "type": "array",
+    "minItems": 1,
+    "maxItems": MAX_CHUNK_ROWS,
+    "items": {
+        "anyOf": [
+            {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1},
+            {"type": "string", "minLength": 1, "maxLength": 256},
+        ]
+    },
+    "description": "One class label per row (labelled methods: ocfs, ioc).",
+}
+ROWS_JSON = {
+    "oneOf": [
+        {**_dense(VALUE), "description": "Dense rows."},
+        {
+            "type": "object",
+            "properties": {"rows": _dense(VALUE), "labels": LABELS},
+            "required": ["rows"],
+            "additionalProperties": False,
+            "description": "Dense rows, with one label each for labelled methods.",
+        },
+        _csr(VALUE, labelled=True),
+        {
+            "type": "object",
+            "properties": {
+                "views": {
+                    "type": "object",
+                    "minProperties": 1,
+                    "propertyNames": {"pattern": NAME_PATTERN},
+                    "additionalProperties": {
+                        "oneOf": [_dense(NONNEGATIVE_VALUE), _csr(NONNEGATIVE_VALUE)]
+                    },
+                }
+            },
+            "required": ["views"],
+            "additionalProperties": False,
+            "description": "Multi-view rows (omvfs): every view, the same rows.",
+        },
+    ]
+}
+BINARY = {"schema": {"type": "string", "format": "binary"}}
+
+ROW_BODY = {
+    "required": True,
+    "description": "A chunk of rows (samples x n_features); labelled methods (ocfs, ioc) need "
+    "one label per row: JSON 'labels' or an .npz from numpy.savez with 'labels'. Values are "
+    f"finite with |x| <= {MAX_ABS_VALUE:g}.",
+    "content": {
+        "application/json": {
+            "schema": ROWS_JSON,
+            "examples": {
+                "dense": {"value": {"rows": [[0.0, 1.5, 2.0], [1.0, 0.0, 0.5]]}},
+                "csr": {
+                    "value": {
+                        "shape": [2, 3],
+                        "indptr": [0, 2, 3],
+                        "indices": [1, 2, 0],
+                        "data": [1.5, 2.0, 1.0],
+                    }
+                },
+                "labelled (ocfs, ioc)": {
+                    "value": {"rows": [[0.0, 1.5, 2.0], [1.0, 0.0, 0.5]], "labels": ["a", 7]}
+                },
+            },
+        },
+        "application/x-npy": {
+            **BINARY,
+            "description": "numpy.save of a 2-D numeric array (bool, int, float; never pickled).",
+        },
+        "application/x-npz": {
+            **BINARY,
+            "description": "scipy.sparse.save_npz (CSR, CSC or COO), or numpy.savez with rows "
+            "and labels (labelled methods) or one array per view (omvfs).",
+        },
+    },
+}
+
+COLUMN_BODY = {
+    "required": True,
+    "description": "New feature columns, n_samples values each, processed in order.",
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "columns": {
+                        **_dense(VALUE),
+                        "description": "One list of n_samples values per new feature.",
+                    },
+                    "names": {
+                        "type": "array",
+                        "items": {"type": "string", "minLength": 1, "maxLength": 256},
+                        "uniqueItems": True,
+                        "description": "Optional: one name per column, unique in the selector.",
+                    },
+                },
+                "required": ["columns"],
+                "additionalProperties": False,
+            },
+            "examples": {
+                "named": {
+                    "value": {"columns": [[0.1, 2.0, 0.0], [1.0, 1.0, 3.5]], "names": ["a", "b"]}
+                }
+            },
+        },
+        "application/x-npy": {
+            **BINARY,
+            "description": "n_samples x c numeric array (or 1-D for one column).",
+        },
+    },
+}

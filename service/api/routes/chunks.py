@@ -1,0 +1,75 @@
+"""Routes of chunks: rows in (``Selectors.ingest``), and where a chunk got to."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import Response
+
+from service.api.deps import (
+    IdempotencyKey,
+    LogId,
+    SelectorName,
+    body_limit,
+    get_selectors,
+    get_settings,
+    read_body,
+    result_response,
+)
+from service.api.guard import GuardedRoute
+from service.api.request_bodies import ROW_BODY
+from service.api.schemas import PROBLEM_RESPONSES
+from service.auth import requires
+from service.selectors import Selectors
+from service.selectors.results import ChunkOut, ChunkPending, ChunkStatus
+from service.store.records import MAX_PARTITIONS
+from service.wire.media import ROW_MEDIA_TYPES, require_media_type
+
+router = APIRouter(prefix="/v1/selectors", tags=["chunks"], route_class=GuardedRoute)
+Service = Annotated[Selectors, Depends(get_selectors)]
+Wait = Annotated[bool, Query(description="Wait until the chunk is applied.")]
+
+
+@router.post(
+    "/{name}/chunks",
+    openapi_extra={"requestBody": ROW_BODY},
+    responses={200: {"model": ChunkOut}, 202: {"model": ChunkPending}, **PROBLEM_RESPONSES},
+)
+@requires("write")
+async def push_chunk(
+    name: SelectorName,
+    request: Request,
+    service: Service,
+    wait: Wait = True,
+    idempotency_key: IdempotencyKey = None,
+) -> Response:
+    """Append a chunk of rows; by default answer once it is applied, with that version.
+
+    With ``wait=false`` (or when applying takes longer than the configured bound) the answer
+    is 202 with the log ID. A repeated ``Idempotency-Key`` returns the first answer.
+    """
+    media_type = require_media_type(request.headers.get("content-type"), ROW_MEDIA_TYPES)
+    meta = await service.reader.meta(name)  # 404 before reading a large body for nothing
+    body = await read_body(request, body_limit(get_settings(request), media_type))
+    receipt = await service.ingest.push(meta, "chunks", body, media_type, idempotency_key, wait)
+    return result_response(receipt.result, 200 if receipt.applied else 202)
+
+
+@router.get("/{name}/chunks/{log_id}", responses={200: {"model": ChunkStatus}, **PROBLEM_RESPONSES})
+@requires("read")
+async def chunk_status(
+    name: SelectorName,
+    log_id: LogId,
+    service: Service,
+    partition: Annotated[
+        int | None,
+        Query(
+            ge=0,
+            le=MAX_PARTITIONS - 1,
+            description="Partitioned selectors: the partition the chunk's answer named.",
+        ),
+    ] = None,
+) -> Response:
+    """Whether a chunk answered with 202 has been applied yet (or was rejected, and why)."""
+    return result_response(await service.ingest.status(name, log_id, partition))

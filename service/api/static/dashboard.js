@@ -1,0 +1,748 @@
+"use strict";
+
+/*
+ * Sift's live dashboard (served at /ui by service/api/routes/ui.py).
+ *
+ * It reads the /v1 API as any client does and draws its two charts as SVG itself: no framework,
+ * nothing from another origin.
+ *
+ * Live updates come from polling, not server-sent events: EventSource cannot send an
+ * Authorization header (the key would have to travel in the URL, which access logs keep), and
+ * a poll is cheap: one page of the selector list, a few describes for the pending counts, and
+ * the top and history of the shown selector only when its version, h or view changed. Failures
+ * back off (the interval doubles up to MAX_BACKOFF_MS); a hidden tab does not poll at all.
+ *
+ * Whatever comes from the server (feature names come from users) reaches the DOM as text nodes
+ * and attribute values only, never as markup; the page's Content-Security-Policy forbids inline
+ * script besides.
+ */
+(() => {
+  const KEY_STORAGE = "sift.apiKey";
+  const POLL_MS = 2000;
+  const MAX_BACKOFF_MS = 30000;
+  /** Describes per poll for the pending counts (the list does not carry them): round robin. */
+  const DESCRIBES_PER_POLL = 6;
+  const LIST_PAGE_SIZE = 100;
+  const LIST_MAX_PAGES = 10;
+  const HISTORY_LIMIT = 20;
+  /** Feature names longer than this are cut in the charts (the tooltip has them whole). */
+  const LABEL_CHARS = 24;
+  const SVG_NS = "http://www.w3.org/2000/svg";
+  /** Tableau 10: distinguishable, and readable on light and dark backgrounds. */
+  const PALETTE = [
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
+  ];
+  /** The API, next to this page: /ui -> /v1/ (and /prefix/ui -> /prefix/v1/ behind a proxy). */
+  const API_BASE = new URL("v1/", new URL(".", window.location.href));
+  const NUMBER = new Intl.NumberFormat("en");
+
+  const $ = (id) => document.getElementById(id);
+  const ui = {
+    status: $("status"),
+    forgetKey: $("forget-key"),
+    problem: $("problem"),
+    selectorRows: $("selectors").querySelector("tbody"),
+    noSelectors: $("no-selectors"),
+    title: $("detail-title"),
+    facts: $("detail-facts"),
+    message: $("detail-message"),
+    charts: $("charts"),
+    barChart: $("bar-chart"),
+    rankChart: $("rank-chart"),
+    h: $("h"),
+    viewControl: $("view-control"),
+    view: $("view"),
+    keyDialog: $("key-dialog"),
+    keyForm: $("key-form"),
+    keyInput: $("key-input"),
+    keyReason: $("key-reason"),
+    keyCancel: $("key-cancel"),
+  };
+
+  const state = {
+    /** The selectors as the list answered them, sorted by name. */
+    selectors: [],
+    /** name -> the last describe answer (pending entries, classes, ...). */
+    described: new Map(),
+    describeCursor: 0,
+    selected: null,
+    h: Number(ui.h.value),
+    view: null,
+    /** What the charts show: [name, created, version, h, view]; redrawn when it changes. */
+    shownKey: null,
+    /** Feature key -> colour, kept while the feature stays in the top (bars and lines agree). */
+    colours: new Map(),
+    failures: 0,
+    lastSuccess: null,
+    timer: null,
+    running: false,
+    again: false,
+    waitingForKey: false,
+  };
+
+  // -- the API ---------------------------------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(status, problem, path) {
+      const said = problem && (problem.detail || problem.title);
+      super(said ? `${status}: ${said}` : `${status} from ${path}`);
+      this.status = status;
+      this.problem = problem || {};
+      this.path = path;
+    }
+  }
+
+  function storedKey() {
+    try {
+      return window.sessionStorage.getItem(KEY_STORAGE);
+    } catch (_) {
+      return null; // storage disabled: the page still works without authentication
+    }
+  }
+
+  function storeKey(key) {
+    try {
+      if (key === null) window.sessionStorage.removeItem(KEY_STORAGE);
+      else window.sessionStorage.setItem(KEY_STORAGE, key);
+    } catch (_) {
+      /* nothing to keep it in: it is asked for again on the next 401 */
+    }
+    ui.forgetKey.hidden = !storedKey();
+  }
+
+  /** GET a /v1 path; the parsed JSON, or an ApiError carrying the problem details. */
+  async function api(path, query = {}) {
+    const url = new URL(path, API_BASE);
+    for (const [name, value] of Object.entries(query)) {
+      if (value !== null && value !== undefined) url.searchParams.set(name, String(value));
+    }
+    const headers = { Accept: "application/json" };
+    const key = storedKey();
+    if (key) headers.Authorization = `Bearer ${key}`;
+    let response;
+    try {
+      response = await fetch(url, { headers, cache: "no-store" });
+    } catch (error) {
+      throw new ApiError(
+        0,
+        { title: "The service did not answer", detail: String(error.message || error) },
+        url.pathname,
+      );
+    }
+    if (response.ok) return response.json();
+    let problem;
+    try {
+      problem = await response.json();
+    } catch (_) {
+      problem = { title: response.statusText || "Error", status: response.status };
+    }
+    throw new ApiError(response.status, problem, url.pathname);
+  }
+
+  const selectorPath = (name, ...rest) =>
+    ["selectors", encodeURIComponent(name), ...rest].join("/");
+
+  /** Errors about the whole connection (back off, ask for a key) rather than one answer. */
+  function isConnectionError(error) {
+    return !(error instanceof ApiError) || error.status === 0 || error.status === 401
+      || error.status >= 500;
+  }
+
+  /** An answer, or {error} for an error that belongs to this answer alone. */
+  function settle(promise) {
+    return promise.then(
+      (answer) => ({ answer }),
+      (error) => {
+        if (isConnectionError(error)) throw error;
+        return { error };
+      },
+    );
+  }
+
+  // -- DOM helpers -----------------------------------------------------------------------------
+
+  /** An element with attributes and text; text is always a text node, never parsed. */
+  function element(tag, attributes = {}, text = null, namespace = null) {
+    const node = namespace ? document.createElementNS(namespace, tag) : document.createElement(tag);
+    for (const [name, value] of Object.entries(attributes)) {
+      if (value !== null && value !== undefined) node.setAttribute(name, String(value));
+    }
+    if (text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  const svgElement = (tag, attributes = {}, text = null) => element(tag, attributes, text, SVG_NS);
+
+  function truncate(text, length) {
+    const chars = Array.from(text);
+    return chars.length <= length ? text : `${chars.slice(0, length - 1).join("")}…`;
+  }
+
+  /**
+   * Shorten the SVG text ``node`` (in the document, so it can be measured) until it fits
+   * ``width`` user units; the whole name stays in the tooltip.
+   */
+  function fitText(node, width) {
+    const chars = Array.from(node.textContent);
+    let keep = chars.length;
+    while (keep > 1 && node.getComputedTextLength() > width) {
+      keep -= 1;
+      node.textContent = `${chars.slice(0, keep).join("").replace(/…$/, "")}…`;
+    }
+  }
+
+  function formatScore(score) {
+    if (typeof score !== "number" || !Number.isFinite(score)) return String(score);
+    const size = Math.abs(score);
+    if (size !== 0 && (size >= 1e5 || size < 1e-3)) return score.toExponential(2);
+    return String(Number(score.toPrecision(3)));
+  }
+
+  function ago(epochSeconds) {
+    if (typeof epochSeconds !== "number") return "–";
+    const seconds = Math.max(0, Date.now() / 1000 - epochSeconds);
+    if (seconds < 5) return "just now";
+    if (seconds < 60) return `${Math.floor(seconds)} s ago`;
+    if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+    if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ago`;
+    return `${Math.floor(seconds / 86400)} d ago`;
+  }
+
+  /** "1,200 rows" or "35 features": feature streams count features, row streams rows. */
+  function seenText(entry) {
+    if (typeof entry.features_seen === "number") return `${NUMBER.format(entry.features_seen)} features`;
+    if (typeof entry.rows_seen === "number") return `${NUMBER.format(entry.rows_seen)} rows`;
+    return "–";
+  }
+
+  function pendingOf(entry) {
+    if (typeof entry.pending_entries === "number") return entry.pending_entries;
+    if (entry.state && typeof entry.state.pending_entries === "number") {
+      return entry.state.pending_entries;
+    }
+    const described = state.described.get(entry.name);
+    if (described && described.state && typeof described.state.pending_entries === "number") {
+      return described.state.pending_entries;
+    }
+    return null;
+  }
+
+  const featureKey = (feature) => `${feature.view ?? ""}\u0000${feature.index}`;
+
+  function assignColours(keys) {
+    const next = new Map();
+    const used = new Set();
+    for (const key of keys) {
+      const colour = state.colours.get(key);
+      if (colour && !used.has(colour)) {
+        next.set(key, colour);
+        used.add(colour);
+      }
+    }
+    let cursor = 0;
+    for (const key of keys) {
+      if (next.has(key)) continue;
+      while (cursor < PALETTE.length && used.has(PALETTE[cursor])) cursor += 1;
+      const colour = PALETTE[cursor % PALETTE.length];
+      cursor += 1;
+      next.set(key, colour);
+      used.add(colour);
+    }
+    state.colours = next;
+  }
+
+  // -- problems and status ---------------------------------------------------------------------
+
+  /** The lines of problem details (RFC 9457) worth showing: title and status, detail, ids. */
+  function problemLines(error) {
+    if (!(error instanceof ApiError)) {
+      return { title: "The dashboard failed", detail: String(error && error.message), extra: "" };
+    }
+    const problem = error.problem;
+    const status = error.status ? ` (${error.status})` : "";
+    const extra = [];
+    if (problem.type) extra.push(`type ${problem.type}`);
+    for (const field of ["error_id", "request_id"]) {
+      if (problem[field]) extra.push(`${field} ${problem[field]}`);
+    }
+    extra.push(`on ${error.path}`);
+    return {
+      title: `${problem.title || "Error"}${status}`,
+      detail: problem.detail || "",
+      extra: extra.join(" · "),
+    };
+  }
+
+  function showProblem(error) {
+    const lines = problemLines(error);
+    ui.problem.querySelector(".problem-title").textContent = lines.title;
+    ui.problem.querySelector(".problem-detail").textContent = lines.detail;
+    ui.problem.querySelector(".problem-extra").textContent = lines.extra;
+    ui.problem.hidden = false;
+  }
+
+  /** A problem inside one chart (or the detail panel): the same lines, in place. */
+  function problemNote(error, what) {
+    const lines = problemLines(error);
+    const note = element("div", { class: "note problem" });
+    note.append(
+      element("p", { class: "problem-title" }, `${what}: ${lines.title}`),
+      element("p", { class: "problem-detail" }, lines.detail),
+      element("p", { class: "problem-extra" }, lines.extra),
+    );
+    return note;
+  }
+
+  function nextDelay() {
+    return state.failures === 0 ? POLL_MS : Math.min(MAX_BACKOFF_MS, POLL_MS * 2 ** state.failures);
+  }
+
+  function updateStatus() {
+    ui.status.classList.toggle("failing", state.failures > 0 || state.waitingForKey);
+    if (state.waitingForKey) {
+      ui.status.textContent = "Waiting for an API key";
+    } else if (state.failures > 0) {
+      ui.status.textContent = `Connection problem: retrying in ${nextDelay() / 1000} s`;
+    } else {
+      const at = new Date(state.lastSuccess).toLocaleTimeString();
+      ui.status.textContent = `Live: polling every ${POLL_MS / 1000} s · last update ${at}`;
+    }
+  }
+
+  // -- authentication --------------------------------------------------------------------------
+
+  function askForKey(error) {
+    state.waitingForKey = true;
+    const refused = Boolean(storedKey());
+    if (refused) storeKey(null);
+    const said = error.problem.detail || error.problem.title || "authentication required";
+    ui.keyReason.textContent = refused
+      ? `The key was refused: ${said}`
+      : `This server needs an API key: ${said}`;
+    updateStatus();
+    if (!ui.keyDialog.open) ui.keyDialog.showModal();
+    ui.keyInput.focus();
+  }
+
+  ui.keyForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const key = ui.keyInput.value.trim();
+    if (!key) return;
+    storeKey(key);
+    ui.keyInput.value = "";
+    ui.keyDialog.close();
+    state.waitingForKey = false;
+    state.failures = 0;
+    state.shownKey = null;
+    poll();
+  });
+
+  ui.keyCancel.addEventListener("click", () => ui.keyDialog.close());
+  // Closed without a key (Cancel, Escape): stay put; the status says what is missing, and a
+  // click on it opens the dialog again.
+  ui.status.addEventListener("click", () => {
+    if (state.waitingForKey && !ui.keyDialog.open) ui.keyDialog.showModal();
+  });
+
+  ui.forgetKey.addEventListener("click", () => {
+    storeKey(null);
+    state.shownKey = null;
+    poll();
+  });
+
+  // -- polling ---------------------------------------------------------------------------------
+
+  /** One round: list, pending counts, the shown selector. Never two at once. */
+  async function poll() {
+    if (state.running) {
+      state.again = true;
+      return;
+    }
+    clearTimeout(state.timer);
+    state.timer = null;
+    if (state.waitingForKey) return;
+    state.running = true;
+    try {
+      await refreshList();
+      await refreshPending();
+      renderSelectors();
+      await refreshDetail();
+      state.failures = 0;
+      state.lastSuccess = Date.now();
+      ui.problem.hidden = true;
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 401) {
+        state.running = false;
+        askForKey(error);
+        return;
+      }
+      state.failures += 1;
+      showProblem(error);
+    } finally {
+      state.running = false;
+    }
+    updateStatus();
+    if (state.again) {
+      state.again = false;
+      window.setTimeout(poll, 0);
+    } else if (!document.hidden) {
+      state.timer = window.setTimeout(poll, nextDelay());
+    }
+  }
+
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden) poll();
+  });
+
+  async function refreshList() {
+    const listed = [];
+    let after = null;
+    for (let page = 0; page < LIST_MAX_PAGES; page += 1) {
+      const answer = await api("selectors", { limit: LIST_PAGE_SIZE, after });
+      listed.push(...(answer.selectors || []));
+      after = answer.next || null;
+      if (!after) break;
+    }
+    state.selectors = listed;
+    const names = new Set(listed.map((entry) => entry.name));
+    for (const name of state.described.keys()) {
+      if (!names.has(name)) state.described.delete(name);
+    }
+    if (state.selected === null && listed.length > 0) choose(listed[0].name, { replace: true });
+  }
+
+  /** Describe the shown selector and a few others in turn, for the pending counts. */
+  async function refreshPending() {
+    const lacking = state.selectors.filter(
+      (entry) => typeof entry.pending_entries !== "number"
+        && !(entry.state && typeof entry.state.pending_entries === "number"),
+    );
+    const names = [];
+    if (lacking.some((entry) => entry.name === state.selected)) names.push(state.selected);
+    const others = lacking.filter((entry) => entry.name !== state.selected);
+    const turns = Math.min(others.length, DESCRIBES_PER_POLL - names.length);
+    for (let i = 0; i < turns; i += 1) {
+      names.push(others[(state.describeCursor + i) % others.length].name);
+    }
+    state.describeCursor = others.length ? (state.describeCursor + turns) % others.length : 0;
+    const answers = await Promise.all(names.map((name) => settle(api(selectorPath(name)))));
+    names.forEach((name, i) => {
+      if (answers[i].answer) state.described.set(name, answers[i].answer);
+    });
+  }
+
+  // -- the selector list -----------------------------------------------------------------------
+
+  function renderSelectors() {
+    const rows = state.selectors.map((entry) => {
+      const row = element("tr", { "data-name": entry.name });
+      if (entry.name === state.selected) row.classList.add("selected");
+      const link = element("a", { href: `#${encodeURIComponent(entry.name)}` }, entry.name);
+      const nameCell = element("td", { class: "name" });
+      nameCell.append(link);
+      const pending = pendingOf(entry);
+      const pendingCell = element(
+        "td",
+        { class: `num pending${pending ? " pending-some" : ""}` },
+        pending === null ? "…" : NUMBER.format(pending),
+      );
+      const updated = element("td", { class: "updated" }, ago(entry.updated_at));
+      updated.title = new Date(entry.updated_at * 1000).toLocaleString();
+      row.append(
+        nameCell,
+        element("td", { class: "method" }, entry.method),
+        element("td", { class: "num seen" }, seenText(entry)),
+        element("td", { class: "num version" }, NUMBER.format(entry.version)),
+        pendingCell,
+        updated,
+      );
+      row.addEventListener("click", () => choose(entry.name));
+      return row;
+    });
+    ui.selectorRows.replaceChildren(...rows);
+    ui.noSelectors.hidden = state.selectors.length > 0;
+  }
+
+  function choose(name, { replace = false } = {}) {
+    if (name === state.selected) return;
+    state.selected = name;
+    state.shownKey = null;
+    state.colours = new Map();
+    state.view = null;
+    const hash = `#${encodeURIComponent(name)}`;
+    if (window.location.hash !== hash) {
+      if (replace) window.history.replaceState(null, "", hash);
+      else window.location.hash = hash;
+    }
+    if (!replace) poll();
+  }
+
+  window.addEventListener("hashchange", () => {
+    const name = decodeURIComponent(window.location.hash.slice(1));
+    if (name) choose(name);
+  });
+
+  ui.h.addEventListener("change", () => {
+    state.h = Number(ui.h.value);
+    poll();
+  });
+
+  ui.view.addEventListener("change", () => {
+    state.view = ui.view.value;
+    poll();
+  });
+
+  // -- the shown selector ----------------------------------------------------------------------
+
+  function showMessage(text) {
+    ui.message.textContent = text;
+    ui.message.hidden = !text;
+  }
+
+  function clearCharts() {
+    ui.barChart.replaceChildren();
+    ui.rankChart.replaceChildren();
+    ui.charts.hidden = true;
+  }
+
+  function renderFacts(entry) {
+    const parts = [entry.method, seenText(entry)];
+    if (typeof entry.n_features === "number") parts.push(`${NUMBER.format(entry.n_features)} features wide`);
+    if (typeof entry.n_samples === "number") parts.push(`${NUMBER.format(entry.n_samples)} samples`);
+    if (entry.views) {
+      const views = Object.entries(entry.views).map(([view, width]) => `${view} (${width})`);
+      parts.push(`views ${views.join(", ")}`);
+    }
+    parts.push(`version ${NUMBER.format(entry.version)}`);
+    const pending = pendingOf(entry);
+    if (pending !== null) parts.push(`${NUMBER.format(pending)} pending`);
+    parts.push(`updated ${ago(entry.updated_at)}`);
+    ui.facts.textContent = parts.join(" · ");
+  }
+
+  /** Multi-view selectors rank one view at a time: offer their views. */
+  function syncViews(entry) {
+    const views = entry.views ? Object.keys(entry.views) : [];
+    ui.viewControl.hidden = views.length === 0;
+    if (views.length === 0) {
+      state.view = null;
+      return;
+    }
+    const offered = Array.from(ui.view.options, (option) => option.value);
+    if (offered.join("\u0000") !== views.join("\u0000")) {
+      ui.view.replaceChildren(...views.map((view) => element("option", { value: view }, view)));
+    }
+    if (!views.includes(state.view)) state.view = views[0];
+    ui.view.value = state.view;
+  }
+
+  async function refreshDetail() {
+    const name = state.selected;
+    if (name === null) {
+      ui.title.textContent = "No selector chosen";
+      ui.facts.textContent = "";
+      showMessage(state.selectors.length ? "Choose a selector in the list." : "");
+      clearCharts();
+      return;
+    }
+    ui.title.textContent = name;
+    const entry = state.selectors.find((candidate) => candidate.name === name);
+    if (!entry) {
+      ui.facts.textContent = "";
+      showMessage(`There is no selector '${name}' (any more), or this API key may not see it.`);
+      clearCharts();
+      state.shownKey = null;
+      return;
+    }
+    renderFacts(entry);
+    syncViews(entry);
+    if (entry.version === 0) {
+      const route = typeof entry.features_seen === "number" ? "features" : "chunks";
+      const pending = pendingOf(entry);
+      const waiting = pending ? ` ${pending} pending ${pending === 1 ? "entry is" : "entries are"} being applied.` : "";
+      showMessage(
+        `No data yet: push to POST /v1/selectors/${name}/${route} and the charts appear here.${waiting}`,
+      );
+      clearCharts();
+      state.shownKey = null;
+      return;
+    }
+    showMessage("");
+    // created_at: a selector deleted and created again under the same name starts over.
+    const key = JSON.stringify([name, entry.created_at, entry.version, state.h, state.view]);
+    if (key === state.shownKey) return;
+    const [top, history] = await Promise.all([
+      settle(api(selectorPath(name, "top"), { h: state.h, view: state.view })),
+      settle(api(selectorPath(name, "history"), { h: state.h, limit: HISTORY_LIMIT })),
+    ]);
+    if (state.selected !== name) return; // chosen away meanwhile: the next poll draws that one
+    ui.charts.hidden = false;
+    const current = top.answer ? top.answer.features : [];
+    assignColours(current.map(featureKey));
+    renderBars(top);
+    renderRanks(history, current);
+    state.shownKey = key;
+  }
+
+  // -- the bar chart: the current top h --------------------------------------------------------
+
+  function renderBars(top) {
+    if (top.error) {
+      ui.barChart.replaceChildren(problemNote(top.error, "No ranking"));
+      return;
+    }
+    const features = top.answer.features;
+    if (features.length === 0) {
+      ui.barChart.replaceChildren(element("p", { class: "note" }, "No feature is ranked yet."));
+      return;
+    }
+    const width = 640;
+    const labelWidth = 210;
+    const valueWidth = 70;
+    const rowHeight = 24;
+    const barHeight = 16;
+    const height = features.length * rowHeight + 8;
+    const largest = Math.max(...features.map((feature) => Math.abs(feature.score))) || 1;
+    const span = width - labelWidth - valueWidth;
+    const svg = svgElement("svg", {
+      viewBox: `0 0 ${width} ${height}`,
+      role: "img",
+      "aria-label": `Top ${features.length} features by score at version ${top.answer.version}`,
+      "data-version": top.answer.version,
+    });
+    features.forEach((feature, i) => {
+      const y = 4 + i * rowHeight;
+      const middle = y + barHeight / 2;
+      const length = Math.max(1, (Math.abs(feature.score) / largest) * span);
+      const group = svgElement("g", { class: "bar", "data-index": feature.index });
+      group.append(
+        svgElement(
+          "title",
+          {},
+          `${feature.rank}. ${feature.name} (index ${feature.index}): ${formatScore(feature.score)}`,
+        ),
+        svgElement("text", { class: "axis", x: 4, y: middle, "dominant-baseline": "central" }, feature.rank),
+        svgElement(
+          "text",
+          { class: "label", x: labelWidth - 8, y: middle, "text-anchor": "end", "dominant-baseline": "central" },
+          truncate(feature.name, LABEL_CHARS),
+        ),
+        svgElement("rect", {
+          x: labelWidth, y, width: length.toFixed(1), height: barHeight, rx: 2,
+          fill: state.colours.get(featureKey(feature)),
+        }),
+        svgElement(
+          "text",
+          { class: "value", x: (labelWidth + length + 6).toFixed(1), y: middle, "dominant-baseline": "central" },
+          formatScore(feature.score),
+        ),
+      );
+      svg.append(group);
+    });
+    ui.barChart.replaceChildren(svg);
+    for (const label of svg.querySelectorAll("text.label")) fitText(label, labelWidth - 8 - 24);
+  }
+
+  // -- the rank chart: how the current top features moved over recent versions -----------------
+
+  function renderRanks(history, current) {
+    if (history.error) {
+      ui.rankChart.replaceChildren(problemNote(history.error, "No rank history"));
+      return;
+    }
+    // Oldest first, left to right; for a multi-view selector, the shown view's ranks only.
+    const versions = [...(history.answer.versions || [])].reverse().map((version) => ({
+      version: version.version,
+      ranks: new Map(
+        (version.top || [])
+          .filter((feature) => state.view === null || (feature.view ?? null) === state.view)
+          .map((feature) => [featureKey(feature), feature.rank]),
+      ),
+    }));
+    if (versions.length === 0 || current.length === 0) {
+      ui.rankChart.replaceChildren(element("p", { class: "note" }, "No versions recorded yet."));
+      return;
+    }
+    let deepest = current.length;
+    for (const version of versions) {
+      for (const feature of current) {
+        const rank = version.ranks.get(featureKey(feature));
+        if (rank !== undefined) deepest = Math.max(deepest, rank);
+      }
+    }
+    const width = 640;
+    const left = 40;
+    const right = 190;
+    const top = 10;
+    const rowHeight = 22;
+    const axisHeight = 26;
+    const plotWidth = width - left - right;
+    const height = top + deepest * rowHeight + axisHeight;
+    const x = (i) => left + (versions.length === 1 ? plotWidth / 2 : (i * plotWidth) / (versions.length - 1));
+    const y = (rank) => top + (rank - 0.5) * rowHeight;
+    const svg = svgElement("svg", {
+      viewBox: `0 0 ${width} ${height}`,
+      role: "img",
+      "aria-label": `Ranks of the current top ${current.length} over ${versions.length} versions`,
+      "data-versions": versions.length,
+    });
+    const grid = svgElement("g", { class: "grid" });
+    for (let rank = 1; rank <= deepest; rank += 1) {
+      grid.append(
+        svgElement("line", { class: "grid", x1: left, x2: left + plotWidth, y1: y(rank), y2: y(rank) }),
+        svgElement("text", { class: "axis", x: 4, y: y(rank), "dominant-baseline": "central" }, `#${rank}`),
+      );
+    }
+    const step = Math.max(1, Math.ceil(versions.length / 8));
+    versions.forEach((version, i) => {
+      if (i % step === 0 || i === versions.length - 1) {
+        grid.append(svgElement(
+          "text",
+          { class: "axis version-tick", x: x(i), y: height - 8, "text-anchor": "middle", "data-version": version.version },
+          `v${version.version}`,
+        ));
+      }
+    });
+    svg.append(grid);
+    for (const feature of current) {
+      const key = featureKey(feature);
+      const colour = state.colours.get(key);
+      const series = svgElement("g", { class: "series", "data-index": feature.index });
+      series.append(svgElement("title", {}, feature.name));
+      // A feature out of the top at some version breaks its line there.
+      let path = "";
+      let previous = false;
+      let last = null;
+      versions.forEach((version, i) => {
+        const rank = version.ranks.get(key);
+        if (rank === undefined) {
+          previous = false;
+          return;
+        }
+        path += `${previous ? "L" : "M"}${x(i).toFixed(1)} ${y(rank).toFixed(1)} `;
+        previous = true;
+        last = { i, rank };
+        series.append(svgElement("circle", { cx: x(i).toFixed(1), cy: y(rank).toFixed(1), r: 4, fill: colour }));
+      });
+      if (path) series.prepend(svgElement("path", { d: path.trim(), stroke: colour }));
+      const labelRank = last ? last.rank : feature.rank;
+      series.append(svgElement(
+        "text",
+        { class: "label", x: left + plotWidth + 12, y: y(labelRank), "dominant-baseline": "central" },
+        truncate(feature.name, LABEL_CHARS),
+      ));
+      svg.append(series);
+    }
+    ui.rankChart.replaceChildren(svg);
+    for (const label of svg.querySelectorAll("text.label")) fitText(label, right - 16);
+  }
+
+  // -- start -----------------------------------------------------------------------------------
+
+  ui.forgetKey.hidden = !storedKey();
+  const fromHash = decodeURIComponent(window.location.hash.slice(1));
+  if (fromHash) state.selected = fromHash;
+  clearCharts();
+  poll();
+})();

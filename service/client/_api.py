@@ -1,0 +1,574 @@
+"""Every operation of the Sift API as a plan: the requests to make and how to read their answers.
+
+``Api`` builds ``Call``s (one request) and plans (generators of calls, for operations of several
+requests: pushing in chunks, following pages, waiting for a pending chunk). It does no I/O:
+``Client`` runs its plans with ``SyncDriver`` and ``AsyncClient`` with ``AsyncDriver``
+(``service.client._http``), so both clients share every request, retry and parse.
+
+Writes carry an ``Idempotency-Key`` chosen here, once per logical chunk (``new_key``, or a
+caller's key or key prefix): the drivers resend the same call, key included, on a retry.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+import numpy as np
+
+from service.client import _inputs as inputs
+from service.client._http import Call, Sleep, Steps
+from service.client.errors import (
+    PROBLEM_TYPE_PREFIX,
+    ChunkRejectedError,
+    SiftClientError,
+)
+from service.client.results import (
+    ApiKey,
+    ChunkReceipt,
+    ChunkStatus,
+    Clustering,
+    CreatedKey,
+    FeaturePage,
+    FeaturesReceipt,
+    Health,
+    History,
+    Projection,
+    PushSummary,
+    SelectorInfo,
+    SelectorPage,
+    Top,
+    Transformed,
+    Weights,
+)
+from service.errors import SiftError
+from service.wire.arrays import read_npy
+
+T = TypeVar("T")
+Written = TypeVar("Written", ChunkReceipt, FeaturesReceipt)
+
+JSON_HEADERS = {"content-type": "application/json"}
+NPY_ACCEPT = {"accept": inputs.NPY}
+ARCHIVE = "application/vnd.sift.archive"
+#: How often a pending chunk's status is asked for, and for how long at most.
+POLL_SECONDS = 0.2
+PENDING_TIMEOUT_SECONDS = 600.0
+
+
+def new_key() -> str:
+    """A fresh Idempotency-Key (128 random bits)."""
+    return "sift-" + uuid.uuid4().hex
+
+
+def selector_path(name: str, *rest: str) -> str:
+    return "/".join(["/v1/selectors", quote(name, safe=""), *rest])
+
+
+def _json_default(value: Any) -> Any:
+    """numpy scalars and arrays in JSON bodies (parameters taken from numpy computations)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot send {type(value).__name__} as JSON")
+
+
+def json_body(document: Any) -> bytes:
+    return json.dumps(document, default=_json_default).encode()
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    document = response.json()
+    if not isinstance(document, dict):
+        raise ValueError(f"expected a JSON object; got {type(document).__name__}")
+    return document
+
+
+def _headers_seen(response: httpx.Response) -> dict[str, int | None]:
+    """``Sift-Rows-Seen`` / ``Sift-Features-Seen`` of a ``.npy`` answer."""
+    seen: dict[str, int | None] = {}
+    for field in ("rows_seen", "features_seen"):
+        value = response.headers.get("sift-" + field.replace("_", "-"))
+        seen[field] = None if value is None else int(value)
+    return seen
+
+
+def npy_array(response: httpx.Response) -> np.ndarray:
+    """A ``.npy`` answer, parsed by Sift's safe reader (never ``np.load``, never unpickled)."""
+    try:
+        return read_npy(response.content, max_ndim=2)
+    except SiftError as exc:  # the reader's own errors speak of requests: this is an answer
+        raise ValueError(f"the .npy answer does not parse: {exc.detail}") from None
+
+
+def _nothing(response: httpx.Response) -> None:
+    return None
+
+
+def _read(
+    name: str,
+    route: Sequence[str],
+    model: Callable[[dict[str, Any]], T],
+    params: Mapping[str, Any] | None = None,
+) -> Call[T]:
+    """A GET of one selector's resource whose JSON answer ``model`` reads."""
+    return Call("GET", selector_path(name, *route), lambda r: model(_json(r)), params=params)
+
+
+def _drop_none(**query: Any) -> dict[str, Any]:
+    return {key: value for key, value in query.items() if value is not None}
+
+
+class Api:
+    """The operations of the API as calls and plans (see the module docstring).
+
+    ``chunk_bytes`` sizes the chunks that ``push`` and ``push_features`` cut large inputs into.
+    """
+
+    def __init__(self, chunk_bytes: int = inputs.DEFAULT_CHUNK_BYTES) -> None:
+        self.chunk_bytes = chunk_bytes
+
+    # -- probes -------------------------------------------------------------------------------
+
+    def health(self) -> Call[Health]:
+        """Liveness: the process serves (says nothing about Redis)."""
+        return Call("GET", "/v1/healthz", lambda r: Health.from_json(_json(r)))
+
+    def ready(self) -> Call[Health]:
+        """Readiness (Redis answers); raises ``UnavailableError`` at once when not ready."""
+        return Call(
+            "GET", "/v1/readyz", lambda r: Health.from_json(_json(r)), retry_unavailable=False
+        )
+
+    def metrics(self) -> Call[str]:
+        """The Prometheus text of ``/metrics`` (the client's key must be the metrics token when
+        the service has one)."""
+        return Call("GET", "/metrics", lambda r: r.text)
+
+    # -- selectors ----------------------------------------------------------------------------
+
+    def create(
+        self,
+        name: str,
+        method: str,
+        *,
+        n_features: int | None = None,
+        n_samples: int | None = None,
+        views: Mapping[str, int] | None = None,
+        feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+        params: Mapping[str, Any] | None = None,
+        data: Any = None,
+    ) -> Steps[SelectorInfo]:
+        """Create a selector: ``n_features`` for row methods, ``n_samples`` for feature-column
+        methods (ofs, iqrp), ``views`` ({view: features}) for multi-view ones; ``params`` are
+        the method's hyperparameters. The answer echoes the resolved parameters.
+
+        ``data``: rows of the stream to come; ``n_features`` is taken from its width and
+        ``feature_names`` from a DataFrame's columns when not given.
+
+        A retry after a lost answer that meets "name exists" answers the selector the first
+        attempt created.
+        """
+        if data is not None and n_features is None and n_samples is None and views is None:
+            n_features = inputs.width_of(data)
+            if feature_names is None:
+                feature_names = inputs.column_names(data)
+        document: dict[str, Any] = {"name": name, "method": method}
+        document.update(
+            _drop_none(
+                n_features=n_features,
+                n_samples=n_samples,
+                views=None if views is None else dict(views),
+                feature_names=None if feature_names is None else _names(feature_names),
+                params=None if params is None else dict(params),
+            )
+        )
+        created: SelectorInfo | None = yield Call(
+            "POST",
+            "/v1/selectors",
+            lambda r: None if r.status_code == 409 else SelectorInfo.from_json(_json(r)),
+            content=json_body(document),
+            headers=JSON_HEADERS,
+            done_earlier=frozenset({409}),
+        )
+        if created is not None:
+            return created
+        existing: SelectorInfo = yield self.describe(name)
+        if existing.method != method:
+            raise SiftClientError(
+                f"selector '{name}' exists with method {existing.method}, not {method}"
+            )
+        return existing
+
+    def describe(self, name: str) -> Call[SelectorInfo]:
+        """The selector, the scalars of its state, its classes (labelled methods), pending
+        entries."""
+        return _read(name, (), SelectorInfo.from_json)
+
+    def list_page(
+        self, *, limit: int | None = None, after: str | None = None
+    ) -> Call[SelectorPage]:
+        """One page of the selectors this key may see, sorted by name, after ``after``."""
+        return Call(
+            "GET",
+            "/v1/selectors",
+            lambda r: SelectorPage.from_json(_json(r)),
+            params=_drop_none(limit=limit, after=after),
+        )
+
+    def list_selectors(self, *, page_size: int | None = None) -> Steps[list[SelectorInfo]]:
+        """Every selector this key may see, following the pages."""
+        found: list[SelectorInfo] = []
+        after: str | None = None
+        while True:
+            page: SelectorPage = yield self.list_page(limit=page_size, after=after)
+            found.extend(page.selectors)
+            if page.next is None or not page.selectors:
+                return found
+            after = page.next
+
+    def delete(self, name: str) -> Call[None]:
+        """Delete a selector and everything of it (a retry that finds it gone is done)."""
+        return Call("DELETE", selector_path(name), _nothing, done_earlier=frozenset({404}))
+
+    # -- rows -------------------------------------------------------------------------------------
+
+    def push(
+        self,
+        name: str,
+        data: Any,
+        y: Any = None,
+        *,
+        chunk_rows: int | None = None,
+        key_prefix: str | None = None,
+        wait: bool = True,
+        on_chunk: Callable[[ChunkReceipt], None] | None = None,
+    ) -> Steps[PushSummary]:
+        """Push rows in chunks (in order): a numpy array, a scipy sparse matrix or a DataFrame;
+        ``y`` the labels for labelled methods (a sequence, a Series, or a DataFrame column's
+        name); or a mapping {view: rows} for multi-view selectors.
+
+        Chunks hold ``chunk_rows`` rows (default: about 8 MiB each). Each carries the
+        Idempotency-Key ``<key_prefix>-<i>`` (a fresh prefix by default): pushing the same data
+        again with the same prefix is answered as duplicates and changes nothing.
+        """
+        chunks = _row_chunks(data, y, chunk_rows, self.chunk_bytes)
+        prefix = key_prefix or new_key()
+        receipts: list[ChunkReceipt | FeaturesReceipt] = []
+        items = 0
+        for index, (rows, labels) in enumerate(chunks):
+            receipt = yield from self.push_chunk(
+                name, rows, labels, idempotency_key=f"{prefix}-{index}", wait=wait
+            )
+            receipts.append(receipt)
+            items += receipt.items
+            if on_chunk is not None:
+                on_chunk(receipt)
+        if not receipts:
+            raise ValueError("nothing to push: the input has no rows")
+        return PushSummary(receipts, items)
+
+    def push_chunk(
+        self,
+        name: str,
+        rows: Any,
+        labels: Sequence[inputs.Label] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        wait: bool = True,
+    ) -> Steps[ChunkReceipt]:
+        """Push one chunk as it is (no splitting): rows, rows and labels, or {view: rows}.
+
+        With ``wait`` (the default) the answer is the applied receipt, polling if the service
+        answered 202; a chunk the service set aside raises ``ChunkRejectedError``.
+        """
+        body = _rows_body(rows, labels)
+        receipt = yield from self._write(
+            name, "chunks", ChunkReceipt.from_json, body, idempotency_key, wait
+        )
+        return receipt
+
+    def chunk_status(self, name: str, log_id: str) -> Call[ChunkStatus]:
+        """Whether a chunk answered with 202 has been applied yet (or rejected, and why)."""
+        return _read(name, ("chunks", log_id), ChunkStatus.from_json)
+
+    def _write(
+        self,
+        name: str,
+        route: str,
+        receipt_of: Callable[[dict[str, Any]], Written],
+        body: inputs.Body,
+        idempotency_key: str | None,
+        wait: bool,
+    ) -> Steps[Written]:
+        """POST a write to ``.../<route>`` with its Idempotency-Key (kept across retries);
+        with ``wait``, follow a 202 up until the write is applied."""
+        receipt: Written = yield Call(
+            "POST",
+            selector_path(name, route),
+            lambda r: receipt_of(_json(r)),
+            content=body.content,
+            headers={
+                "content-type": body.media_type,
+                "idempotency-key": idempotency_key or new_key(),
+            },
+            params=None if wait else {"wait": "false"},
+        )
+        if wait and not receipt.applied:
+            receipt = yield from self._settled(name, receipt)
+        return receipt
+
+    def _settled(self, name: str, receipt: Written) -> Steps[Written]:
+        """``receipt`` once its chunk is applied (polling its status); rejected: raises."""
+        deadline = time.monotonic() + PENDING_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            yield Sleep(POLL_SECONDS)
+            status: ChunkStatus = yield self.chunk_status(name, receipt.log_id)
+            if status.status == "rejected":
+                raise _rejected(name, status)
+            if status.applied:
+                return receipt.once_applied(status)
+        raise SiftClientError(
+            f"chunk {receipt.log_id} of '{name}' still pending after "
+            f"{PENDING_TIMEOUT_SECONDS:.0f} s"
+        )
+
+    # -- feature columns ------------------------------------------------------------------------
+
+    def push_features(
+        self,
+        name: str,
+        columns: Any,
+        names: Sequence[str] | None = None,
+        *,
+        chunk_columns: int | None = None,
+        key_prefix: str | None = None,
+        wait: bool = True,
+        on_chunk: Callable[[FeaturesReceipt], None] | None = None,
+    ) -> Steps[PushSummary]:
+        """Push new feature columns (n_samples x c: numpy array or DataFrame, whose column names
+        become the features' names) in chunks of ``chunk_columns``, in order. OFS answers a
+        decision per column (``FeaturesReceipt.decisions``); IQRP where it stored them."""
+        if names is None:
+            names = inputs.column_names(columns)
+        matrix = inputs.as_matrix(columns)
+        if not isinstance(matrix, np.ndarray):
+            matrix = matrix.toarray()
+        step = chunk_columns or inputs.columns_per_chunk(matrix.shape[0], names is not None)
+        prefix = key_prefix or new_key()
+        receipts: list[ChunkReceipt | FeaturesReceipt] = []
+        for index, part in enumerate(inputs.row_slices(matrix.shape[1], step)):
+            receipt = yield from self.push_feature_chunk(
+                name,
+                matrix[:, part],
+                None if names is None else names[part],
+                idempotency_key=f"{prefix}-{index}",
+                wait=wait,
+            )
+            receipts.append(receipt)
+            if on_chunk is not None:
+                on_chunk(receipt)
+        if not receipts:
+            raise ValueError("nothing to push: the input has no columns")
+        return PushSummary(receipts, int(matrix.shape[1]))
+
+    def push_feature_chunk(
+        self,
+        name: str,
+        columns: np.ndarray,
+        names: Sequence[str] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        wait: bool = True,
+    ) -> Steps[FeaturesReceipt]:
+        """Push one chunk of feature columns (n_samples x c) as it is (no splitting)."""
+        body = inputs.columns_body(columns, names)
+        receipt = yield from self._write(
+            name, "features", FeaturesReceipt.from_json, body, idempotency_key, wait
+        )
+        return receipt
+
+    def features(self, name: str, offset: int = 0, limit: int = 100) -> Call[FeaturePage]:
+        """OFS: decided features in arrival order from ``offset``."""
+        return _read(name, ("features",), FeaturePage.from_json, {"offset": offset, "limit": limit})
+
+    # -- rankings -------------------------------------------------------------------------------
+
+    def top(
+        self,
+        name: str,
+        h: int = 10,
+        *,
+        strategy: str | None = None,
+        l: int | None = None,  # noqa: E741 (IQRP's candidate list length, as the API names it)
+        view: str | None = None,
+    ) -> Call[Top]:
+        """The h best features of the committed state. ``strategy="diverse"`` (fsds): pivoted
+        QR on the sketch; ``l``: IQRP's candidate list length; ``view``: one view only."""
+        query = _drop_none(h=h, strategy=strategy, l=l, view=view)
+        return _read(name, ("top",), Top.from_json, query)
+
+    def weights(self, name: str) -> Call[Weights]:
+        """Every feature's score, as a numpy array (fetched as ``.npy``)."""
+        return Call(
+            "GET",
+            selector_path(name, "weights"),
+            lambda r: Weights(
+                int(r.headers["sift-version"]), npy_array(r).ravel(), **_headers_seen(r)
+            ),
+            headers=NPY_ACCEPT,
+        )
+
+    def history(self, name: str, h: int = 10, limit: int = 20) -> Call[History]:
+        """The top h of the selector's recent versions, newest first."""
+        return _read(name, ("history",), History.from_json, {"h": h, "limit": limit})
+
+    # -- capabilities ---------------------------------------------------------------------------
+
+    def merge(
+        self, name: str, source: str, *, idempotency_key: str | None = None, wait: bool = True
+    ) -> Steps[ChunkReceipt]:
+        """Add selector ``source``'s state to ``name``'s, exactly (ocfs, variance). The key
+        makes a retry safe; merging the same data twice on purpose counts it twice."""
+        body = inputs.Body(json_body({"from": source}), inputs.JSON)
+        receipt = yield from self._write(
+            name, "merge", ChunkReceipt.from_json, body, idempotency_key, wait
+        )
+        return receipt
+
+    def projection(self, name: str, solution: str | None = None) -> Call[Projection]:
+        """IOC's projection W (n_features x n_components), eigenvalues and agreement."""
+        return _read(name, ("projection",), Projection.from_json, _drop_none(solution=solution))
+
+    def transform(self, name: str, rows: Any, solution: str | None = None) -> Call[Transformed]:
+        """Rows mapped by the projection, ``W^T x`` each (one request: the rows must fit)."""
+        body = inputs.rows_body(inputs.as_matrix(rows))
+        return Call(
+            "POST",
+            selector_path(name, "transform"),
+            lambda r: Transformed(
+                int(r.headers["sift-version"]),
+                int(r.headers["sift-rows-seen"]),
+                np.atleast_2d(npy_array(r)),
+            ),
+            content=body.content,
+            headers={"content-type": body.media_type, **NPY_ACCEPT},
+            params=_drop_none(solution=solution),
+        )
+
+    def cluster(self, name: str, k: int, seed: int = 0) -> Call[Clustering]:
+        """OFS: k-means of the samples on the kept, rescaled columns."""
+        return Call(
+            "POST",
+            selector_path(name, "cluster"),
+            lambda r: Clustering.from_json(_json(r)),
+            content=json_body({"k": k, "seed": seed}),
+            headers=JSON_HEADERS,
+        )
+
+    # -- archives -------------------------------------------------------------------------------
+
+    def export(self, name: str) -> Call[bytes]:
+        """The selector as a self-describing archive (bytes to keep, or to ``import_selector``)."""
+        return Call(
+            "GET", selector_path(name, "export"), lambda r: r.content, headers={"accept": ARCHIVE}
+        )
+
+    def import_selector(self, archive: bytes, name: str | None = None) -> Steps[SelectorInfo]:
+        """Create a selector from an archive (under ``name``, or the name it was exported as)."""
+        created: SelectorInfo | None = yield Call(
+            "POST",
+            "/v1/selectors/import",
+            lambda r: None if r.status_code == 409 else SelectorInfo.from_json(_json(r)),
+            content=archive,
+            headers={"content-type": ARCHIVE},
+            params=_drop_none(name=name),
+            done_earlier=frozenset({409}),
+        )
+        if created is not None:
+            return created
+        # A retry met the name taken: by the first attempt, whose answer was lost.
+        if name is None:
+            raise SiftClientError(
+                "importing met 'name exists' on a retry, and the archive's own name is not "
+                "known here: pass name= to import under a name of your choice"
+            )
+        existing: SelectorInfo = yield self.describe(name)
+        return existing
+
+    # -- API keys -------------------------------------------------------------------------------
+
+    def create_key(
+        self, scopes: Sequence[str], prefix: str = "", label: str = ""
+    ) -> Call[CreatedKey]:
+        """A new API key (admin). Its secret (``CreatedKey.key``) is in this answer only."""
+        return Call(
+            "POST",
+            "/v1/keys",
+            lambda r: CreatedKey.from_json(_json(r)),
+            content=json_body({"scopes": list(scopes), "prefix": prefix, "label": label}),
+            headers=JSON_HEADERS,
+            replay_safe=False,  # a replay would make a second key, never shown to anyone
+        )
+
+    def list_keys(self) -> Call[list[ApiKey]]:
+        """The API keys this key may manage, without secrets."""
+        return Call("GET", "/v1/keys", lambda r: [ApiKey.from_json(k) for k in _json(r)["keys"]])
+
+    def revoke_key(self, key_id: str) -> Call[None]:
+        """Revoke a key on every replica at once."""
+        return Call(
+            "DELETE", f"/v1/keys/{quote(key_id, safe='')}", _nothing, done_earlier=frozenset({404})
+        )
+
+
+def _names(names: Sequence[str] | Mapping[str, Sequence[str]]) -> Any:
+    if isinstance(names, Mapping):
+        return {view: [str(n) for n in items] for view, items in names.items()}
+    return [str(n) for n in names]
+
+
+def _rejected(name: str, status: ChunkStatus) -> ChunkRejectedError:
+    """The error a waiting push raises for a chunk the service set aside after a 202."""
+    problem = {
+        "type": PROBLEM_TYPE_PREFIX + "chunk-rejected",
+        "title": "Chunk rejected",
+        "status": 422,
+        "detail": f"the chunk (log id {status.log_id}) could not be applied and was set aside: "
+        f"{status.reason}",
+        "log_id": status.log_id,
+    }
+    return ChunkRejectedError(422, problem, "GET", selector_path(name, "chunks", status.log_id))
+
+
+def _rows_body(rows: Any, labels: Sequence[inputs.Label] | None) -> inputs.Body:
+    if isinstance(rows, Mapping):
+        return inputs.views_body(inputs.views_of(rows))
+    matrix = inputs.as_matrix(rows)
+    return inputs.rows_body(matrix) if labels is None else inputs.labelled_body(matrix, labels)
+
+
+def _row_chunks(
+    data: Any, y: Any, chunk_rows: int | None, chunk_bytes: int
+) -> Iterator[tuple[Any, list[inputs.Label] | None]]:
+    """``data`` (rows, or {view: rows}) and its labels cut into chunks of rows."""
+    if isinstance(data, Mapping):
+        views = inputs.views_of(data)
+        widest = max(views.values(), key=lambda v: v.shape[1])
+        n_rows = int(widest.shape[0])
+        step = chunk_rows or inputs.rows_per_chunk(widest, chunk_bytes // max(len(views), 1))
+        for part in inputs.row_slices(n_rows, step):
+            yield {view: rows[part] for view, rows in views.items()}, None
+        return
+    features, labels = inputs.split_labels(data, y)
+    matrix = inputs.as_matrix(features)
+    if labels is not None and len(labels) != matrix.shape[0]:
+        raise ValueError(f"expected {matrix.shape[0]} labels (one per row); got {len(labels)}")
+    step = chunk_rows or inputs.rows_per_chunk(matrix, chunk_bytes)
+    for part in inputs.row_slices(int(matrix.shape[0]), step):
+        yield matrix[part], None if labels is None else labels[part]

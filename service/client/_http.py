@@ -1,0 +1,295 @@
+"""The HTTP machinery of ``Client`` and ``AsyncClient``: one implementation, two drivers.
+
+Everything that decides something is written once, without I/O:
+
+* a ``Call`` describes one request (method, path, query, body, headers), how to parse its
+  answer, and how it may be retried;
+* ``exchange`` runs the retry policy for one call as a generator: it yields the call (send it
+  now) or a ``Sleep`` and receives the response or the transport error; it returns the parsed
+  answer or raises the client exception (``errors.problem_error`` for a refusal, with the
+  problem+json detail);
+* operations that take several requests (pushing in chunks, following pages) are generators
+  that yield calls and receive their answers (``Plan``); ``program`` wraps each of their calls
+  in ``exchange``.
+
+``SyncDriver`` and ``AsyncDriver`` only do the I/O ``program`` asks for: send with httpx,
+sleep with ``time`` or ``asyncio``.
+
+Retries: transport errors (connection refused or reset, timeouts) and 503 (Redis unavailable,
+``Retry-After`` honoured), with exponential backoff and jitter, capped, within a total time
+budget. A write carries an ``Idempotency-Key`` chosen once per logical chunk and kept across its
+retries, so a retry of a chunk the service did apply is answered as a duplicate instead of being
+applied twice. A call whose retry could apply twice (``replay_safe=False``, e.g. creating an API
+key) is retried only when the request cannot have reached the service (connection refused).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeAlias, TypeVar
+
+import httpx
+
+from service.client.errors import (
+    ProblemError,
+    SiftClientError,
+    TransportError,
+    problem_error,
+)
+
+T = TypeVar("T")
+
+#: Statuses worth another attempt: 503 says so itself; 502 and 504 come from a proxy in front
+#: of the service that could not reach it (or gave up waiting).
+RETRIED_STATUSES = frozenset({502, 503, 504})
+#: Transport errors after which the request certainly did not reach the service.
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+#: Transport errors worth another attempt (others, e.g. an unsupported URL scheme, never pass).
+TRANSIENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request and what to do with its answer.
+
+    ``parse`` gets every answer below 400, and those in ``done_earlier`` once an earlier
+    attempt may have reached the service (a retried create that meets 409 was probably
+    created by the first attempt; a retried delete that meets 404 was deleted by it).
+    """
+
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], T]
+    params: Mapping[str, str | int | float | bool] | None = None
+    content: bytes | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    #: Whether sending it again after it may have been applied is harmless (reads, and writes
+    #: with an Idempotency-Key).
+    replay_safe: bool = True
+    done_earlier: frozenset[int] = frozenset()
+    #: False for the readiness probe: its 503 is an answer, not a condition to wait out.
+    retry_unavailable: bool = True
+
+    def describe(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """The instruction to wait (between attempts, or between polls of a pending chunk)."""
+
+    seconds: float
+
+
+#: A generator that yields calls (each answered with its parsed answer, or with the client
+#: error thrown in) and sleeps, and returns a result.
+Steps: TypeAlias = Generator[Call[Any] | Sleep, Any, T]
+#: An operation: one call, or steps.
+Plan: TypeAlias = Call[T] | Steps[T]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with jitter, capped, within a total budget per call.
+
+    The n-th retry waits ``min(max_delay, first_delay * 2**(n-1))`` times a random factor in
+    [0.5, 1] (producers that failed together do not come back together), and at least what a
+    ``Retry-After`` header asked for. A call gives up when the next attempt would start after
+    ``budget`` seconds from its first one, or after ``max_attempts`` attempts if set.
+    """
+
+    first_delay: float = 0.2
+    max_delay: float = 5.0
+    budget: float = 120.0
+    max_attempts: int | None = None
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float:
+        backoff: float = min(self.max_delay, self.first_delay * 2.0 ** (retry - 1))
+        return max(backoff * random.uniform(0.5, 1.0), retry_after or 0.0)
+
+    def allows(self, attempts: int, elapsed: float, delay: float) -> bool:
+        if self.max_attempts is not None and attempts >= self.max_attempts:
+            return False
+        return elapsed + delay <= self.budget
+
+
+#: No retries at all (each call is attempted once).
+NO_RETRIES = RetryPolicy(max_attempts=1)
+
+
+Outcome = httpx.Response | httpx.TransportError | None
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (the HTTP-date form is not used by Sift)."""
+    value = response.headers.get("retry-after", "").strip()
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
+
+
+def problem_of(response: httpx.Response) -> dict[str, Any]:
+    """The problem+json body of a refusal; a stand-in with the text for any other body (a
+    proxy's HTML page, say)."""
+    with contextlib.suppress(ValueError):
+        document = response.json()
+        if isinstance(document, dict):
+            return document
+    text = response.text.strip()
+    return {
+        "title": response.reason_phrase,
+        "status": response.status_code,
+        "detail": text[:500] or response.reason_phrase,
+    }
+
+
+def refusal(call: Call[Any], response: httpx.Response) -> ProblemError:
+    return problem_error(
+        response.status_code, problem_of(response), call.method, str(response.request.url)
+    )
+
+
+def parsed(call: Call[T], response: httpx.Response) -> T:
+    """The call's answer, or a client error for an answer that is not what Sift sends."""
+    try:
+        return call.parse(response)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SiftClientError(
+            f"unexpected answer to {call.describe()} ({response.status_code}, "
+            f"{response.headers.get('content-type', 'no content type')}): {exc!r}"
+        ) from exc
+
+
+def exchange(
+    call: Call[T], policy: RetryPolicy, clock: Callable[[], float] = time.monotonic
+) -> Generator[Call[T] | Sleep, Outcome, T]:
+    """Attempt ``call`` until it is answered, or refused for good, or the budget runs out.
+
+    Yields the call each time it is to be sent (the response or transport error comes back)
+    and a ``Sleep`` between attempts."""
+    started = clock()
+    attempts = 0
+    maybe_applied = False  # whether an attempt may have reached the service
+    while True:
+        attempts += 1
+        outcome = yield call
+        if isinstance(outcome, httpx.Response):
+            status = outcome.status_code
+            if status < 400 or (maybe_applied and status in call.done_earlier):
+                return parsed(call, outcome)
+            failure: SiftClientError = refusal(call, outcome)
+            if status not in RETRIED_STATUSES or (status == 503 and not call.retry_unavailable):
+                raise failure
+            waited = retry_after(outcome)
+            maybe_applied = True  # the service (or a proxy) got the request
+        elif isinstance(outcome, httpx.TransportError):
+            not_sent = isinstance(outcome, NOT_SENT)
+            failure = TransportError(
+                f"{call.describe()} failed after {attempts} attempt(s): "
+                f"{type(outcome).__name__}: {outcome}",
+                attempts,
+            )
+            if not isinstance(outcome, TRANSIENT) or not (not_sent or call.replay_safe):
+                raise failure from outcome
+            waited = None
+            maybe_applied = maybe_applied or not not_sent
+        else:  # pragma: no cover - the drivers always send an outcome back
+            raise AssertionError("exchange resumed without an outcome")
+        delay = policy.delay(attempts, waited)
+        if not policy.allows(attempts, clock() - started, delay):
+            raise failure
+        yield Sleep(delay)
+
+
+def resume(
+    generator: Generator[Any, Any, Any], value: Any, error: BaseException | None = None
+) -> tuple[bool, Any]:
+    """Resume ``generator`` with ``value`` (or throw ``error`` into it): ``(True, its return
+    value)`` once it has finished, else ``(False, what it yielded next)``."""
+    try:
+        return False, (generator.throw(error) if error is not None else generator.send(value))
+    except StopIteration as done:
+        return True, done.value
+
+
+def program(plan: Plan[T], policy: RetryPolicy) -> Generator[Call[Any] | Sleep, Outcome, T]:
+    """A plan with the retry policy around each of its calls, as the steps a driver performs:
+    a ``Call`` to send now (answered with the response or the transport error) or a
+    ``Sleep``. A call's parsed answer goes back to the plan, or its client error is thrown into
+    it (a plan may handle a 404 before a create); the plan's result is returned."""
+    if isinstance(plan, Call):
+        return (yield from exchange(plan, policy))
+    answer: Any = None
+    error: SiftClientError | None = None
+    while True:
+        finished, step = resume(plan, answer, error)
+        if finished:
+            return step  # type: ignore[no-any-return]
+        answer, error = None, None
+        if isinstance(step, Sleep):
+            yield step
+            continue
+        try:
+            answer = yield from exchange(step, policy)
+        except SiftClientError as exc:
+            error = exc
+
+
+def build_request(http: httpx.Client | httpx.AsyncClient, call: Call[Any]) -> httpx.Request:
+    return http.build_request(
+        call.method, call.path, params=call.params, content=call.content, headers=call.headers
+    )
+
+
+class SyncDriver:
+    """Runs plans with an ``httpx.Client``: sends and sleeps as ``program`` says."""
+
+    def __init__(self, http: httpx.Client, policy: RetryPolicy) -> None:
+        self.http = http
+        self.policy = policy
+
+    def run(self, plan: Plan[T]) -> T:
+        steps: Generator[Call[Any] | Sleep, Outcome, T] = program(plan, self.policy)
+        outcome: Outcome = None
+        while True:
+            finished, step = resume(steps, outcome)
+            if finished:
+                return step  # type: ignore[no-any-return]
+            outcome = None
+            if isinstance(step, Sleep):
+                time.sleep(step.seconds)
+                continue
+            try:
+                outcome = self.http.send(build_request(self.http, step))
+            except httpx.TransportError as exc:
+                outcome = exc
+
+
+class AsyncDriver:
+    """Runs plans with an ``httpx.AsyncClient``: the same steps as ``SyncDriver``, awaited."""
+
+    def __init__(self, http: httpx.AsyncClient, policy: RetryPolicy) -> None:
+        self.http = http
+        self.policy = policy
+
+    async def run(self, plan: Plan[T]) -> T:
+        steps: Generator[Call[Any] | Sleep, Outcome, T] = program(plan, self.policy)
+        outcome: Outcome = None
+        while True:
+            finished, step = resume(steps, outcome)
+            if finished:
+                return step  # type: ignore[no-any-return]
+            outcome = None
+            if isinstance(step, Sleep):
+                await asyncio.sleep(step.seconds)
+                continue
+            try:
+                outcome = await self.http.send(build_request(self.http, step))
+            except httpx.TransportError as exc:
+                outcome = exc

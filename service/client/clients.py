@@ -1,0 +1,214 @@
+"""``Client`` and ``AsyncClient``: the Sift API from Python, on httpx.
+
+Both expose the same operations with the same signatures and typed results
+(``service.client.results``); ``AsyncClient``'s are coroutines. Each operation is written once,
+in ``service.client._api.Api``; ``Operation`` makes it a method of both clients that runs it
+with the client's driver (``service.client._http``), which does the requests, the retries and
+the waiting.
+
+    with Client("http://127.0.0.1:8000", api_key=...) as sift:
+        sift.create("news", "fsds", n_features=X.shape[1], params={"k": 20})
+        sift.push("news", X)                      # chunks of about 8 MiB, retried safely
+        print(sift.top("news", h=20).names)
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Coroutine, Mapping
+from types import TracebackType
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+import httpx
+
+from service.client._api import Api
+from service.client._http import AsyncDriver, Plan, RetryPolicy, SyncDriver
+from service.client._inputs import DEFAULT_CHUNK_BYTES
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+#: A chunk's POST waits until it is applied (``SIFT_APPLY_WAIT_SECONDS``, 60 s by default)
+#: before answering 202: the read timeout stays above that.
+DEFAULT_TIMEOUT = httpx.Timeout(90.0, connect=5.0)
+
+
+def _headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+    headers = {"user-agent": f"sift-client/{client_version()}"}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    headers.update(extra or {})
+    return headers
+
+
+def client_version() -> str:
+    """The installed package's version (``unknown`` when run from an uninstalled tree)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sift")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class Operation(Generic[P, T]):
+    """One ``Api`` operation as a method of both clients (a descriptor).
+
+    On a ``Client`` it is a function with the operation's signature that runs the plan to its
+    result; on an ``AsyncClient`` a coroutine function with the same signature. The operation
+    is written once, in ``Api``; the overloads give each client its exact type.
+    """
+
+    def __init__(self, plan: Callable[Concatenate[Api, P], Plan[T]]) -> None:
+        self.plan = plan
+        # What help() and IDEs show of a bound operation: Api's signature without its self.
+        signature = inspect.signature(plan)
+        self.signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+
+    @overload
+    def __get__(self, client: None, owner: type) -> Operation[P, T]: ...
+
+    @overload
+    def __get__(self, client: Client, owner: type) -> Callable[P, T]: ...
+
+    @overload
+    def __get__(self, client: AsyncClient, owner: type) -> Callable[P, Coroutine[Any, Any, T]]: ...
+
+    def __get__(self, client: Client | AsyncClient | None, owner: type) -> Any:
+        if client is None:
+            return self
+        plan = self.plan
+        if isinstance(client, AsyncClient):
+            driver = client._driver
+
+            @functools.wraps(plan)
+            async def awaited(*args: Any, **kwargs: Any) -> Any:
+                return await driver.run(plan(client._api, *args, **kwargs))
+
+            bound: Callable[..., Any] = awaited
+        else:
+
+            @functools.wraps(plan)
+            def blocking(*args: Any, **kwargs: Any) -> Any:
+                return client._driver.run(plan(client._api, *args, **kwargs))
+
+            bound = blocking
+        setattr(bound, "__signature__", self.signature)  # noqa: B010 (functions take it)
+        return bound
+
+
+class Operations:
+    """Every operation of the API (``Api``), for ``Client`` and ``AsyncClient`` alike."""
+
+    health = Operation(Api.health)
+    ready = Operation(Api.ready)
+    metrics = Operation(Api.metrics)
+    create = Operation(Api.create)
+    describe = Operation(Api.describe)
+    list_page = Operation(Api.list_page)
+    list_selectors = Operation(Api.list_selectors)
+    delete = Operation(Api.delete)
+    push = Operation(Api.push)
+    push_chunk = Operation(Api.push_chunk)
+    chunk_status = Operation(Api.chunk_status)
+    push_features = Operation(Api.push_features)
+    push_feature_chunk = Operation(Api.push_feature_chunk)
+    features = Operation(Api.features)
+    top = Operation(Api.top)
+    weights = Operation(Api.weights)
+    history = Operation(Api.history)
+    merge = Operation(Api.merge)
+    projection = Operation(Api.projection)
+    transform = Operation(Api.transform)
+    cluster = Operation(Api.cluster)
+    export = Operation(Api.export)
+    import_selector = Operation(Api.import_selector)
+    create_key = Operation(Api.create_key)
+    list_keys = Operation(Api.list_keys)
+    revoke_key = Operation(Api.revoke_key)
+
+
+class Client(Operations):
+    """A blocking client of one Sift service.
+
+    ``url``: the service (default ``http://127.0.0.1:8000``); ``api_key``: sent as a bearer
+    token; ``retry``: the ``RetryPolicy`` (transport errors and 503s are retried with backoff
+    within a total budget, writes keep their Idempotency-Key); ``chunk_bytes``: the size that
+    ``push`` cuts large inputs to; ``transport``: an httpx transport (tests, proxies).
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        api_key: str | None = None,
+        *,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url
+        self._http = httpx.Client(
+            base_url=url, headers=_headers(api_key, headers), timeout=timeout, transport=transport
+        )
+        self._driver = SyncDriver(self._http, retry or RetryPolicy())
+        self._api = Api(chunk_bytes)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r})"
+
+
+class AsyncClient(Operations):
+    """The asyncio client: ``Client``'s operations as coroutines (same arguments, results)."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        api_key: str | None = None,
+        *,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = url
+        self._http = httpx.AsyncClient(
+            base_url=url, headers=_headers(api_key, headers), timeout=timeout, transport=transport
+        )
+        self._driver = AsyncDriver(self._http, retry or RetryPolicy())
+        self._api = Api(chunk_bytes)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"AsyncClient({self.url!r})"

@@ -1,0 +1,305 @@
+"""Data files for ``sift push`` and ``sift create --like``, read in chunks of rows.
+
+* CSV: a header of feature names, then one row of numbers per line (``csv`` module; nothing is
+  loaded whole);
+* ``.npy``: one 2-D numeric array (memory-mapped: only the chunk being sent is in memory);
+* ``.npz``: a ``scipy.sparse.save_npz`` matrix, or ``numpy.savez`` with ``rows`` (dense) or the
+  CSR parts ``data``, ``indices``, ``indptr``, ``shape``, and optionally a labels array;
+* Parquet: numeric columns (needs pyarrow: ``pip install 'sift[parquet]'``), read by record
+  batches.
+
+``labels`` names the column (CSV, Parquet) or array (``.npz``) that holds the labels, which is
+then not a feature. A CSV label that reads as an integer (``-?[0-9]+``) is sent as one, any other
+as a string: the same rule for every row, however the file is cut into chunks.
+
+Files are opened with ``allow_pickle=False``: nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from service.client._inputs import Label, Matrix, labels_of
+
+#: Bytes read at a time when hashing a file.
+_READ_BLOCK = 1 << 20
+_INTEGER = re.compile(r"-?[0-9]+")
+_CSR_PARTS = ("data", "indices", "indptr", "shape")
+SUFFIXES = (".csv", ".npy", ".npz", ".parquet")
+
+
+class FileFormatError(ValueError):
+    """A data file that cannot be read as the format its name says (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """Consecutive rows of a file and, if the file has them, their labels."""
+
+    rows: Matrix
+    labels: list[Label] | None
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """A file's content digest (SHA-256) and size."""
+
+    digest: str
+    size: int
+
+
+def fingerprint(path: Path) -> Fingerprint:
+    hasher = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as handle:
+        while block := handle.read(_READ_BLOCK):
+            hasher.update(block)
+            size += len(block)
+    return Fingerprint(hasher.hexdigest(), size)
+
+
+class DataFile:
+    """A data file: its shape, feature names and rows in blocks (``blocks``)."""
+
+    def __init__(self, path: Path, labels: str | None = None) -> None:
+        self.path = path
+        self.labels = labels
+
+    #: Rows in the file (CSV: counted by lines, so a quoted value with a line break miscounts).
+    n_rows: int
+    n_features: int
+    feature_names: list[str] | None = None
+
+    def blocks(self, chunk_rows: int) -> Iterator[Block]:
+        raise NotImplementedError
+
+    def read_all(self) -> Block:
+        """Every row at once (for feature-column selectors, which take the file's columns)."""
+        blocks = list(self.blocks(max(self.n_rows, 1)))
+        if not blocks:
+            raise FileFormatError(f"{self.path}: no rows")
+        if len(blocks) == 1:
+            return blocks[0]
+        rows: Matrix = (
+            sp.vstack([b.rows for b in blocks], format="csr")
+            if sp.issparse(blocks[0].rows)
+            else np.vstack([b.rows for b in blocks])
+        )
+        labels = None if blocks[0].labels is None else [x for b in blocks for x in b.labels or []]
+        return Block(rows, labels)
+
+
+def open_data(path: str | Path, labels: str | None = None) -> DataFile:
+    """The reader for ``path``, chosen by its suffix."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileFormatError(f"{path}: no such file")
+    readers: dict[str, type[DataFile]] = {
+        ".csv": CsvFile,
+        ".npy": NpyFile,
+        ".npz": NpzFile,
+        ".parquet": ParquetFile,
+    }
+    reader = readers.get(path.suffix.lower())
+    if reader is None:
+        raise FileFormatError(
+            f"{path}: expected a file ending in {', '.join(SUFFIXES)}; got '{path.suffix}'"
+        )
+    return reader(path, labels)
+
+
+def _csv_label(text: str) -> Label:
+    return int(text) if _INTEGER.fullmatch(text.strip()) else text
+
+
+class CsvFile(DataFile):
+    def __init__(self, path: Path, labels: str | None = None) -> None:
+        super().__init__(path, labels)
+        with open(path, newline="", encoding="utf-8") as handle:
+            header = next(csv.reader(handle), None)
+            if not header:
+                raise FileFormatError(f"{path}: empty; expected a header of feature names")
+            lines = sum(1 for line in handle if line.strip())
+        self.header = [name.strip() for name in header]
+        self.label_position: int | None = None
+        if labels is not None:
+            if labels not in self.header:
+                raise FileFormatError(
+                    f"{path}: no column {labels!r} to take labels from; columns: {self.header}"
+                )
+            self.label_position = self.header.index(labels)
+        self.names = [n for i, n in enumerate(self.header) if i != self.label_position]
+        self.feature_names = self.names
+        self.n_features = len(self.names)
+        self.n_rows = lines
+
+    def blocks(self, chunk_rows: int) -> Iterator[Block]:
+        with open(self.path, newline="", encoding="utf-8") as handle:
+            reader = csv.reader(handle)
+            next(reader)
+            cells: list[list[str]] = []
+            labels: list[Label] = []
+            first_line = 2
+            for record in reader:
+                if not record or not any(cell.strip() for cell in record):
+                    continue
+                if len(record) != len(self.header):
+                    raise FileFormatError(
+                        f"{self.path}, line {reader.line_num}: expected {len(self.header)} "
+                        f"values (as the header has); got {len(record)}"
+                    )
+                if self.label_position is not None:
+                    labels.append(_csv_label(record.pop(self.label_position)))
+                cells.append(record)
+                if len(cells) == chunk_rows:
+                    yield self._block(cells, labels, first_line)
+                    first_line = reader.line_num + 1
+                    cells, labels = [], []
+            if cells:
+                yield self._block(cells, labels, first_line)
+
+    def _block(self, cells: list[list[str]], labels: list[Label], first_line: int) -> Block:
+        try:
+            rows = np.array(cells, dtype=np.float64)
+        except ValueError:
+            raise FileFormatError(self._bad_value(cells, first_line)) from None
+        return Block(rows, labels if self.label_position is not None else None)
+
+    def _bad_value(self, cells: list[list[str]], first_line: int) -> str:
+        for offset, record in enumerate(cells):
+            for column, cell in enumerate(record):
+                try:
+                    float(cell)
+                except ValueError:
+                    return (
+                        f"{self.path}, data row {offset + 1} from line {first_line}: "
+                        f"column {self.names[column]!r} is {cell!r}, not a number"
+                    )
+        return f"{self.path}: a value is not a number"  # pragma: no cover
+
+
+class NpyFile(DataFile):
+    def __init__(self, path: Path, labels: str | None = None) -> None:
+        super().__init__(path, labels)
+        if labels is not None:
+            raise FileFormatError(
+                f"{path}: a .npy holds one array and no labels; use a CSV or Parquet file with a "
+                "labels column, or an .npz with rows and labels"
+            )
+        try:
+            self.array = np.load(path, mmap_mode="r", allow_pickle=False)
+        except ValueError as exc:
+            raise FileFormatError(f"{path}: not a numeric .npy file: {exc}") from None
+        if self.array.ndim != 2 or self.array.dtype.kind not in "biuf":
+            raise FileFormatError(
+                f"{path}: expected a 2-D numeric array (rows x features); got "
+                f"{self.array.ndim}-D of {self.array.dtype}"
+            )
+        self.n_rows, self.n_features = (int(n) for n in self.array.shape)
+
+    def blocks(self, chunk_rows: int) -> Iterator[Block]:
+        for start in range(0, self.n_rows, chunk_rows):
+            yield Block(np.array(self.array[start : start + chunk_rows], dtype=np.float64), None)
+
+
+class NpzFile(DataFile):
+    def __init__(self, path: Path, labels: str | None = None) -> None:
+        super().__init__(path, labels)
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                arrays = {key: archive[key] for key in archive.files}
+        except ValueError as exc:
+            raise FileFormatError(f"{path}: not a numeric .npz file: {exc}") from None
+        self.label_values: list[Label] | None = None
+        if labels is not None:
+            if labels not in arrays:
+                raise FileFormatError(
+                    f"{path}: no array {labels!r} to take labels from; arrays: {sorted(arrays)}"
+                )
+            self.label_values = labels_of(arrays.pop(labels))
+        self.matrix = _npz_matrix(path, arrays)
+        self.n_rows, self.n_features = (int(n) for n in self.matrix.shape)
+        if self.label_values is not None and len(self.label_values) != self.n_rows:
+            raise FileFormatError(f"{path}: {len(self.label_values)} labels for {self.n_rows} rows")
+
+    def blocks(self, chunk_rows: int) -> Iterator[Block]:
+        for start in range(0, self.n_rows, chunk_rows):
+            stop = start + chunk_rows
+            labels = None if self.label_values is None else self.label_values[start:stop]
+            yield Block(self.matrix[start:stop], labels)
+
+
+def _npz_matrix(path: Path, arrays: dict[str, np.ndarray]) -> Matrix:
+    """The matrix of an ``.npz``: ``save_npz`` (any of its formats), CSR parts, or ``rows``."""
+    if "rows" in arrays:
+        rows = arrays["rows"]
+        if rows.ndim != 2 or rows.dtype.kind not in "biuf":
+            raise FileFormatError(f"{path}: 'rows' must be a 2-D numeric array")
+        return np.asarray(rows, dtype=np.float64)
+    if "format" in arrays:  # scipy.sparse.save_npz
+        try:
+            return sp.csr_matrix(sp.load_npz(path), dtype=np.float64)
+        except (ValueError, KeyError) as exc:
+            raise FileFormatError(f"{path}: not a scipy.sparse.save_npz file: {exc}") from None
+    if all(part in arrays for part in _CSR_PARTS):
+        try:
+            shape = tuple(int(n) for n in arrays["shape"])
+            return sp.csr_matrix(
+                (arrays["data"], arrays["indices"], arrays["indptr"]),
+                shape=shape,
+                dtype=np.float64,
+            )
+        except (ValueError, TypeError) as exc:
+            raise FileFormatError(f"{path}: inconsistent CSR parts: {exc}") from None
+    raise FileFormatError(
+        f"{path}: expected a scipy.sparse.save_npz matrix, 'rows', or the CSR parts "
+        f"{', '.join(_CSR_PARTS)}; got arrays {sorted(arrays)}"
+    )
+
+
+class ParquetFile(DataFile):
+    def __init__(self, path: Path, labels: str | None = None) -> None:
+        super().__init__(path, labels)
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise FileFormatError(
+                f"{path}: reading Parquet needs pyarrow: pip install 'sift[parquet]'"
+            ) from None
+        self.file: Any = pq.ParquetFile(path)
+        names = [str(n) for n in self.file.schema_arrow.names]
+        if labels is not None and labels not in names:
+            raise FileFormatError(
+                f"{path}: no column {labels!r} to take labels from; columns: {names}"
+            )
+        self.columns = [n for n in names if n != labels]
+        self.feature_names = self.columns
+        self.n_features = len(self.columns)
+        self.n_rows = int(self.file.metadata.num_rows)
+
+    def blocks(self, chunk_rows: int) -> Iterator[Block]:
+        for batch in self.file.iter_batches(batch_size=chunk_rows):
+            try:
+                rows = np.column_stack(
+                    [
+                        batch.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
+                        for name in self.columns
+                    ]
+                )
+            except (ValueError, TypeError) as exc:
+                raise FileFormatError(
+                    f"{self.path}: a feature column is not numeric: {exc}"
+                ) from None
+            labels = None
+            if self.labels is not None:
+                labels = labels_of(batch.column(self.labels).to_numpy(zero_copy_only=False))
+            yield Block(rows, labels)

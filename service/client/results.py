@@ -1,0 +1,567 @@
+"""Typed answers of the Sift API, as the client returns them.
+
+Each is a frozen dataclass built from the service's JSON by ``from_json`` (and, for arrays
+sent as ``.npy``, from the array and its ``Sift-*`` headers). Arrays (weights, projections,
+cluster labels, transformed rows) are numpy arrays. Every answer keeps the JSON it came from in
+``raw`` (empty for ``.npy`` answers), so fields a newer service adds are not lost.
+
+Row streams count ``rows_seen``, feature streams (``ofs``, ``iqrp``) ``features_seen``: the
+other one is ``None``; ``seen`` gives whichever the selector counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+
+Json = dict[str, Any]
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _seen(rows_seen: int | None, features_seen: int | None) -> int:
+    return rows_seen if rows_seen is not None else (features_seen or 0)
+
+
+@dataclass(frozen=True)
+class ClassCount:
+    """A class a labelled selector has seen, and its rows."""
+
+    label: int | str
+    count: int
+
+
+@dataclass(frozen=True)
+class SelectorInfo:
+    """A selector (create, list, describe, import). Describe adds ``state``, ``classes``, ..."""
+
+    name: str
+    method: str
+    n_features: int
+    params: dict[str, Any]
+    version: int
+    created_at: float
+    updated_at: float
+    has_feature_names: bool
+    rows_seen: int | None = None
+    features_seen: int | None = None
+    n_samples: int | None = None
+    views: dict[str, int] | None = None
+    classes: list[ClassCount] | None = None
+    features_kept: int | None = None
+    state: dict[str, Any] | None = None
+    raw: Json = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def seen(self) -> int:
+        """Rows seen (row streams) or features seen (feature streams)."""
+        return _seen(self.rows_seen, self.features_seen)
+
+    @property
+    def is_feature_stream(self) -> bool:
+        """Whether chunks are feature columns over fixed samples (``push_features``)."""
+        return self.n_samples is not None
+
+    @classmethod
+    def from_json(cls, doc: Json) -> SelectorInfo:
+        classes = doc.get("classes")
+        return cls(
+            name=str(doc["name"]),
+            method=str(doc["method"]),
+            n_features=int(doc["n_features"]),
+            params=dict(doc.get("params") or {}),
+            version=int(doc["version"]),
+            created_at=float(doc.get("created_at", 0.0)),
+            updated_at=float(doc.get("updated_at", 0.0)),
+            has_feature_names=bool(doc.get("has_feature_names", False)),
+            rows_seen=_int_or_none(doc.get("rows_seen")),
+            features_seen=_int_or_none(doc.get("features_seen")),
+            n_samples=_int_or_none(doc.get("n_samples")),
+            views=None
+            if doc.get("views") is None
+            else {k: int(v) for k, v in doc["views"].items()},
+            classes=None
+            if classes is None
+            else [ClassCount(c["label"], int(c["count"])) for c in classes],
+            features_kept=_int_or_none(doc.get("features_kept")),
+            state=doc.get("state"),
+            raw=doc,
+        )
+
+
+@dataclass(frozen=True)
+class SelectorPage:
+    """One page of the selector list; ``next`` is the ``after`` of the following page."""
+
+    selectors: list[SelectorInfo]
+    next: str | None
+
+    @classmethod
+    def from_json(cls, doc: Json) -> SelectorPage:
+        following = doc.get("next")
+        return cls(
+            [SelectorInfo.from_json(s) for s in doc["selectors"]],
+            None if following is None else str(following),
+        )
+
+
+@dataclass(frozen=True)
+class Merged:
+    """What a merge added: the source, the version of it that was read, its rows."""
+
+    source: str
+    version: int
+    rows: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Receipt:
+    """What a write answers: applied with ``version``, or pending (202, ``version`` None).
+
+    ``Client.chunk_status`` (or writing with ``wait=True``, the default) tells when a pending
+    write is applied. ``duplicate``: answered from an earlier request with the same
+    Idempotency-Key (nothing was applied again).
+    """
+
+    status: Literal["applied", "pending"]
+    log_id: str
+    duplicate: bool
+    version: int | None = None
+    raw: Json = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def applied(self) -> bool:
+        return self.status == "applied"
+
+    @property
+    def items(self) -> int:
+        """What the write held: rows, or feature columns."""
+        raise NotImplementedError
+
+    @property
+    def seen(self) -> int | None:
+        """Rows (or features) the selector had seen once this write was applied."""
+        raise NotImplementedError
+
+    @staticmethod
+    def shared_fields(doc: Json) -> dict[str, Any]:
+        pending = doc.get("status") == "pending"
+        return {
+            "status": "pending" if pending else "applied",
+            "log_id": str(doc["log_id"]),
+            "duplicate": bool(doc["duplicate"]),
+            "version": None if pending else int(doc["version"]),
+            "raw": doc,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkReceipt(Receipt):
+    """The answer to a chunk of rows (or a merge, with ``merged``)."""
+
+    rows: int
+    rows_seen: int | None = None
+    merged: Merged | None = None
+
+    @property
+    def items(self) -> int:
+        return self.rows
+
+    @property
+    def seen(self) -> int | None:
+        return self.rows_seen
+
+    def once_applied(self, status: ChunkStatus) -> ChunkReceipt:
+        """This receipt, applied as ``status`` (of its pending chunk) says."""
+        return replace(self, status="applied", version=status.version, rows_seen=status.rows_seen)
+
+    @classmethod
+    def from_json(cls, doc: Json) -> ChunkReceipt:
+        shared = cls.shared_fields(doc)
+        merged = doc.get("merged")
+        return cls(
+            **shared,
+            rows=int(doc["rows"]),
+            rows_seen=_int_or_none(doc.get("rows_seen")) if shared["version"] is not None else None,
+            merged=None
+            if merged is None
+            else Merged(str(merged["from"]), int(merged["version"]), int(merged["rows"])),
+        )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What OFS decided for one feature column on arrival."""
+
+    index: int
+    name: str
+    kept: bool
+    leverage: float
+    probability: float
+    scale: float
+
+    @classmethod
+    def from_json(cls, doc: Json) -> Decision:
+        return cls(
+            int(doc["index"]),
+            str(doc["name"]),
+            bool(doc["kept"]),
+            float(doc["leverage"]),
+            float(doc["probability"]),
+            float(doc["scale"]),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeaturesReceipt(Receipt):
+    """The answer to feature columns: OFS's decisions, or where IQRP stored them.
+
+    ``first_index`` is the index of the first column (known even while pending);
+    ``decisions`` is empty for methods that decide at read time (IQRP) and while pending.
+    """
+
+    columns: int
+    first_index: int
+    features_seen: int | None = None
+    decisions: list[Decision] = field(default_factory=list)
+
+    @property
+    def items(self) -> int:
+        return self.columns
+
+    @property
+    def seen(self) -> int | None:
+        return self.features_seen
+
+    def once_applied(self, status: ChunkStatus) -> FeaturesReceipt:
+        """This receipt, applied as ``status`` (of its pending columns) says."""
+        return replace(
+            self, status="applied", version=status.version, features_seen=status.features_seen
+        )
+
+    @classmethod
+    def from_json(cls, doc: Json) -> FeaturesReceipt:
+        shared = cls.shared_fields(doc)
+        decisions = [Decision.from_json(d) for d in doc.get("decisions", [])]
+        if "first_index" in doc:
+            first_index, columns = int(doc["first_index"]), int(doc["columns"])
+        else:  # decisions carry their indices
+            first_index, columns = decisions[0].index, len(decisions)
+        return cls(
+            **shared,
+            columns=columns,
+            first_index=first_index,
+            features_seen=int(doc["features_seen"]) if shared["version"] is not None else None,
+            decisions=decisions,
+        )
+
+
+@dataclass(frozen=True)
+class ChunkStatus:
+    """Where a chunk answered with 202 got to: pending, applied, or rejected (with a reason)."""
+
+    log_id: str
+    status: Literal["pending", "applied", "rejected"]
+    applied: bool
+    version: int
+    rows_seen: int | None = None
+    features_seen: int | None = None
+    reason: str | None = None
+
+    @classmethod
+    def from_json(cls, doc: Json) -> ChunkStatus:
+        return cls(
+            log_id=str(doc["log_id"]),
+            status=doc["status"],
+            applied=bool(doc["applied"]),
+            version=int(doc["version"]),
+            rows_seen=_int_or_none(doc.get("rows_seen")),
+            features_seen=_int_or_none(doc.get("features_seen")),
+            reason=doc.get("reason"),
+        )
+
+
+@dataclass(frozen=True)
+class FeaturePage:
+    """Decided features in arrival order, from ``offset``."""
+
+    name: str
+    version: int
+    features_seen: int
+    offset: int
+    features: list[Decision]
+
+    @classmethod
+    def from_json(cls, doc: Json) -> FeaturePage:
+        return cls(
+            str(doc["name"]),
+            int(doc["version"]),
+            int(doc["features_seen"]),
+            int(doc["offset"]),
+            [Decision.from_json(d) for d in doc["features"]],
+        )
+
+
+@dataclass(frozen=True)
+class RankedFeature:
+    """One feature of a ranking: its rank (1 = best), index, name, score (and view)."""
+
+    rank: int
+    index: int
+    name: str
+    score: float
+    view: str | None = None
+
+    @classmethod
+    def from_json(cls, doc: Json) -> RankedFeature:
+        view = doc.get("view")
+        return cls(
+            int(doc["rank"]),
+            int(doc["index"]),
+            str(doc["name"]),
+            float(doc["score"]),
+            None if view is None else str(view),
+        )
+
+
+@dataclass(frozen=True)
+class Top:
+    """The h best features of a committed version (``account``: IQRP's pass account)."""
+
+    name: str
+    method: str
+    version: int
+    features: list[RankedFeature]
+    rows_seen: int | None = None
+    features_seen: int | None = None
+    strategy: str | None = None
+    account: dict[str, Any] | None = None
+    raw: Json = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def seen(self) -> int:
+        return _seen(self.rows_seen, self.features_seen)
+
+    @property
+    def indices(self) -> np.ndarray:
+        """The features' indices, best first (within their view for multi-view selectors)."""
+        return np.array([f.index for f in self.features], dtype=np.int64)
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.features]
+
+    @classmethod
+    def from_json(cls, doc: Json) -> Top:
+        return cls(
+            name=str(doc["name"]),
+            method=str(doc["method"]),
+            version=int(doc["version"]),
+            features=[RankedFeature.from_json(f) for f in doc["features"]],
+            rows_seen=_int_or_none(doc.get("rows_seen")),
+            features_seen=_int_or_none(doc.get("features_seen")),
+            strategy=doc.get("strategy"),
+            account=doc.get("account"),
+            raw=doc,
+        )
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Every feature's score at one version."""
+
+    version: int
+    weights: np.ndarray
+    rows_seen: int | None = None
+    features_seen: int | None = None
+
+
+@dataclass(frozen=True)
+class Projection:
+    """IOC's W (n_features x n_components), its eigenvalue estimates and their agreement."""
+
+    name: str
+    version: int
+    rows_seen: int
+    n_components: int
+    solution: str
+    eigenvalues: np.ndarray
+    agreement: np.ndarray
+    projection: np.ndarray
+    raw: Json = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, doc: Json) -> Projection:
+        return cls(
+            name=str(doc["name"]),
+            version=int(doc["version"]),
+            rows_seen=int(doc["rows_seen"]),
+            n_components=int(doc["n_components"]),
+            solution=str(doc["solution"]),
+            eigenvalues=np.asarray(doc["eigenvalues"], dtype=np.float64),
+            agreement=np.asarray(doc["agreement"], dtype=np.float64),
+            projection=np.asarray(doc["projection"], dtype=np.float64).reshape(
+                -1, int(doc["n_components"])
+            ),
+            raw=doc,
+        )
+
+
+@dataclass(frozen=True)
+class Transformed:
+    """Rows mapped by a projection (``W^T x`` per row), at one version."""
+
+    version: int
+    rows_seen: int
+    rows: np.ndarray
+
+
+@dataclass(frozen=True)
+class Clustering:
+    """k-means of an OFS selector's samples on its kept columns."""
+
+    name: str
+    version: int
+    features_seen: int
+    features_used: int
+    k: int
+    seed: int
+    objective: float
+    labels: np.ndarray
+
+    @classmethod
+    def from_json(cls, doc: Json) -> Clustering:
+        return cls(
+            str(doc["name"]),
+            int(doc["version"]),
+            int(doc["features_seen"]),
+            int(doc["features_used"]),
+            int(doc["k"]),
+            int(doc["seed"]),
+            float(doc["objective"]),
+            np.asarray(doc["labels"], dtype=np.int64),
+        )
+
+
+@dataclass(frozen=True)
+class HistoryVersion:
+    """The top features of one past version."""
+
+    version: int
+    updated_at: float
+    top: list[RankedFeature]
+    rows_seen: int | None = None
+    features_seen: int | None = None
+
+    @property
+    def seen(self) -> int:
+        return _seen(self.rows_seen, self.features_seen)
+
+    @classmethod
+    def from_json(cls, doc: Json) -> HistoryVersion:
+        return cls(
+            version=int(doc["version"]),
+            updated_at=float(doc["updated_at"]),
+            top=[RankedFeature.from_json(f) for f in doc["top"]],
+            rows_seen=_int_or_none(doc.get("rows_seen")),
+            features_seen=_int_or_none(doc.get("features_seen")),
+        )
+
+
+@dataclass(frozen=True)
+class History:
+    """How a selector's top h changed: versions newest first."""
+
+    name: str
+    method: str
+    h: int
+    versions: list[HistoryVersion]
+    raw: Json = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, doc: Json) -> History:
+        return cls(
+            str(doc["name"]),
+            str(doc["method"]),
+            int(doc["h"]),
+            [HistoryVersion.from_json(v) for v in doc["versions"]],
+            raw=doc,
+        )
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """An API key as listed (never with its secret)."""
+
+    id: str
+    scopes: list[str]
+    prefix: str
+    label: str
+    created_at: float
+
+    @classmethod
+    def from_json(cls, doc: Json) -> ApiKey:
+        return cls(
+            str(doc["id"]),
+            [str(s) for s in doc["scopes"]],
+            str(doc.get("prefix", "")),
+            str(doc.get("label", "")),
+            float(doc["created_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    """A new API key: ``key`` is the secret, shown only in this answer."""
+
+    info: ApiKey
+    key: str = field(repr=False)
+
+    @classmethod
+    def from_json(cls, doc: Json) -> CreatedKey:
+        return cls(ApiKey.from_json(doc), str(doc["key"]))
+
+
+@dataclass(frozen=True)
+class Health:
+    """A probe's answer: ``ok`` (healthz) or ``ready`` (readyz), with readiness's Redis mode."""
+
+    status: str
+    redis: str | None = None
+
+    @classmethod
+    def from_json(cls, doc: Json) -> Health:
+        redis = doc.get("redis")
+        return cls(str(doc["status"]), None if redis is None else str(redis))
+
+
+@dataclass(frozen=True)
+class PushSummary:
+    """What pushing an input in chunks did: one receipt per chunk, in order."""
+
+    receipts: list[ChunkReceipt | FeaturesReceipt]
+    #: Rows (or feature columns) sent.
+    items: int
+
+    @property
+    def last(self) -> Receipt:
+        return self.receipts[-1]
+
+    @property
+    def version(self) -> int | None:
+        """The version that contains the last chunk (None if it is still pending)."""
+        return self.last.version
+
+    @property
+    def seen(self) -> int | None:
+        """Rows (or features) seen by the selector once the last chunk was applied."""
+        return self.last.seen
+
+    @property
+    def duplicates(self) -> int:
+        """Chunks the service had already applied (answered from their Idempotency-Key)."""
+        return sum(r.duplicate for r in self.receipts)

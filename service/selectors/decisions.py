@@ -1,0 +1,73 @@
+"""Decisions on arrival (capability ``DecidesOnArrival``, OFS): what was decided for each
+feature column, read back from the committed state where the method records it."""
+
+from __future__ import annotations
+
+import asyncio
+
+from service.algorithms import METHODS
+from service.algorithms.base import AnyMethod, DecidesOnArrival
+from service.errors import InvalidInput, SelectorMismatch
+from service.selectors.reading import StateReader
+from service.selectors.results import Decision, FeaturePage
+from service.store.records import Head, SelectorMeta
+from service.wire.kinds import Kind
+
+#: Most decisions one ``GET .../features`` returns.
+MAX_FEATURE_PAGE = 10_000
+
+
+def deciding(meta: SelectorMeta, method: AnyMethod, what: str) -> DecidesOnArrival:
+    """The method as ``DecidesOnArrival``, or a 422 naming the methods that are."""
+    if not isinstance(method, DecidesOnArrival):
+        offered = ", ".join(n for n, m in METHODS.items() if isinstance(m, DecidesOnArrival))
+        raise SelectorMismatch(
+            f"{what} of a selector that decides on every column as it arrives ({offered}); "
+            f"selector '{meta.name}' runs {meta.method}"
+        )
+    return method
+
+
+class Decisions:
+    def __init__(self, reader: StateReader) -> None:
+        self.reader = reader
+
+    async def decided(
+        self, meta: SelectorMeta, method: DecidesOnArrival, kind: Kind, first: int, count: int
+    ) -> tuple[Head, list[Decision]]:
+        """Decisions on features ``first .. first + count - 1`` as the committed state has them."""
+        head, arrays = await self.reader.arrays(meta.name, method.decision_fields)
+        count = max(0, min(count, head.items_seen - first))
+        if count == 0:  # a page past the features seen so far is empty, not an error
+            return head, []
+        decided = await asyncio.to_thread(method.decisions, arrays, first, count)
+        names = await self.reader.item_names(meta, kind, [d.index for d in decided])
+        return head, [
+            Decision(
+                index=d.index,
+                name=name,
+                kept=d.kept,
+                leverage=d.leverage,
+                probability=d.probability,
+                scale=d.scale,
+            )
+            for d, name in zip(decided, names, strict=True)
+        ]
+
+    async def page(self, name: str, offset: int, limit: int) -> FeaturePage:
+        """A page of decided features, in arrival order (also what a 202 answer can look up)."""
+        meta, method, kind = await self.reader.described(name)
+        decides = deciding(meta, method, "GET .../features lists the decisions")
+        if offset < 0 or not 1 <= limit <= MAX_FEATURE_PAGE:
+            raise InvalidInput(
+                f"expected offset >= 0 and limit in [1, {MAX_FEATURE_PAGE}]; "
+                f"got offset={offset}, limit={limit}"
+            )
+        head, decisions = await self.decided(meta, decides, kind, offset, limit)
+        return FeaturePage(
+            name=name,
+            version=head.version,
+            features_seen=head.items_seen,
+            offset=offset,
+            features=decisions,
+        )

@@ -1,0 +1,343 @@
+"""Ingestion: a chunk (or a merge) from request to receipt, exactly once.
+
+Every write goes the same way: the body is decoded and validated by the selector's chunk kind
+(off the event loop) before anything is written; the payload is appended to the selector's log
+together with its idempotency record; the POST then waits, bounded, for the applier. All the
+receipts a client can get are built here: applied (with the version that contains the chunk),
+pending (202, with the log id), or rejected (the entry was set aside, a 422 with the reason).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import zlib
+from dataclasses import dataclass
+from typing import Literal
+
+from service.algorithms import get_method
+from service.algorithms.base import DecidesOnArrival
+from service.algorithms.labels import Label, stored_classes
+from service.applier import Applier, is_applied
+from service.config import Settings
+from service.errors import ChunkRejected, InvalidInput, NotFound
+from service.metrics import Metrics
+from service.selectors.decisions import Decisions
+from service.selectors.reading import StateReader, seen
+from service.selectors.results import (
+    ChunkOut,
+    ChunkPending,
+    ChunkStatus,
+    ColumnsStored,
+    FeaturesOut,
+    FeaturesPending,
+    Merged,
+    MergeOut,
+    Result,
+)
+from service.store.codec import SCALARS_FIELD, decode_state
+from service.store.keys import parse_stream_id
+from service.store.records import AppendOutcome, SelectorMeta
+from service.store.redis_store import SelectorStore
+from service.wire.kinds import Kind, kind_of, require_route
+
+#: Bodies up to this size are decoded on the event loop: a hand-off to a worker thread costs
+#: more than decoding them, and makes the event loop wait for the GIL each time it gets it back.
+INLINE_DECODE_BYTES = 32 * 1024
+
+#: Class sums a labelled selector may keep, in doubles (1 GiB): bounds its number of classes.
+MAX_CLASS_CELLS = 2**27
+#: Most classes of one labelled selector, whatever its width.
+MAX_CLASSES = 10_000
+
+
+def max_classes(n_features: int) -> int:
+    """How many classes a labelled selector over ``n_features`` features may discover."""
+    return max(2, min(MAX_CLASSES, MAX_CLASS_CELLS // max(n_features, 1)))
+
+
+def rejected(log_id: str, reason: str) -> ChunkRejected:
+    """The 422 a producer gets for a chunk that was appended but could not be applied."""
+    return ChunkRejected(
+        f"the chunk (log id {log_id}) was accepted but could not be applied, and was set aside; "
+        f"nothing of it is in the state: {reason}",
+        log_id=log_id,
+    )
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """An appended entry and, once applied, the version that contains it (of the partition
+    that took it, for a partitioned selector)."""
+
+    outcome: AppendOutcome
+    version: int | None
+    items_seen: int | None
+    partition: int | None = None
+
+    @property
+    def applied(self) -> bool:
+        return self.version is not None
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """The answer to a write, and whether it is final (200) or pending (202)."""
+
+    result: Result
+    applied: bool
+
+
+class Ingest:
+    def __init__(
+        self,
+        store: SelectorStore,
+        reader: StateReader,
+        applier: Applier,
+        decisions: Decisions,
+        settings: Settings,
+        metrics: Metrics,
+    ) -> None:
+        self.store = store
+        self.reader = reader
+        self.applier = applier
+        self.decisions = decisions
+        self.settings = settings
+        self.metrics = metrics
+        # Chunks without a key go to a partitioned selector's partitions in turn.
+        self._turns = itertools.count()
+
+    async def push(
+        self,
+        meta: SelectorMeta,
+        route: str,
+        body: bytes,
+        media_type: str,
+        idempotency_key: str | None,
+        wait: bool,
+    ) -> Receipt:
+        """Append a chunk that came to ``POST .../<route>``; answer with the version that
+        contains it (200), or pending (202)."""
+        method = get_method(meta.method)
+        kind = kind_of(method.chunk_kind)
+        require_route(kind, meta, route)
+        limit = self.settings.max_body_bytes
+        try:
+            if len(body) <= INLINE_DECODE_BYTES:
+                decoded = kind.decode(body, media_type, meta, limit)
+            else:
+                decoded = await asyncio.to_thread(kind.decode, body, media_type, meta, limit)
+            if decoded.classes:
+                await self._check_class_budget(meta, decoded.classes)
+        except InvalidInput as exc:
+            self.metrics.chunks_rejected.labels(str(exc.status)).inc()
+            raise
+        submitted = await self.submit(
+            meta,
+            decoded.payload,
+            decoded.items,
+            decoded.digest,
+            idempotency_key,
+            wait,
+            decoded.names,
+        )
+        return await self._receipt(meta, kind, submitted, decoded.items)
+
+    async def submit(
+        self,
+        meta: SelectorMeta,
+        payload: bytes,
+        items: int,
+        digest: str,
+        idempotency_key: str | None,
+        wait: bool,
+        item_names: tuple[str, ...] = (),
+        merge: bool = False,
+    ) -> Submitted:
+        """Append with the idempotency record, then wait (bounded) for the applier.
+
+        Raises ``ChunkRejected`` when the entry was set aside instead of applied (now, or when
+        a request with the same key first came).
+        """
+        partition = None
+        if meta.partitioned:
+            partition = self._partition_for(meta, idempotency_key)
+            meta = meta.partition(partition)
+        name = meta.name
+        outcome = await self.store.append(
+            name, payload, items, digest, idempotency_key, item_names, merge
+        )
+        if outcome.duplicate:
+            self.metrics.chunks_duplicate.inc()
+        else:
+            self.metrics.chunks_accepted.labels(meta.method).inc()
+        if outcome.rejected is not None:
+            raise rejected(outcome.log_id, outcome.rejected)
+        if outcome.applied_version is not None:
+            return Submitted(outcome, outcome.applied_version, outcome.items_seen, partition)
+        self.applier.kick(name)
+        if not wait:
+            return Submitted(outcome, None, None, partition)
+        head = await self.applier.wait_applied(
+            name, outcome.log_id, self.settings.apply_wait_seconds
+        )
+        if head is None:
+            return Submitted(outcome, None, None, partition)
+        reason, record = await self.store.settled(name, outcome.log_id, idempotency_key)
+        if reason is not None:
+            raise rejected(outcome.log_id, reason)
+        version, items_seen = head.version, head.items_seen
+        # The idempotency record knows the exact version that applied the entry, so that a
+        # repeated request answers exactly what the first one did.
+        if record is not None and record.applied_version is not None:
+            version = record.applied_version
+            items_seen = record.items_seen if record.items_seen is not None else items_seen
+        return Submitted(outcome, version, items_seen, partition)
+
+    def _partition_for(self, meta: SelectorMeta, idempotency_key: str | None) -> int:
+        """The partition that takes a chunk: by its Idempotency-Key (so that every retry goes
+        to the same partition's log, where the key is remembered), else in turn."""
+        if idempotency_key is not None:
+            return zlib.crc32(idempotency_key.encode()) % meta.partitions
+        return next(self._turns) % meta.partitions
+
+    async def _receipt(
+        self, meta: SelectorMeta, kind: Kind, submitted: Submitted, items: int
+    ) -> Receipt:
+        """What a chunk's producer is told: per kind of item, and per what the method does
+        with items on arrival (decides on each, or stores them)."""
+        outcome = submitted.outcome
+        if kind.route == "chunks":  # rows: counted and acknowledged as rows
+            if not submitted.applied:
+                pending = ChunkPending(
+                    log_id=outcome.log_id,
+                    rows=items,
+                    duplicate=outcome.duplicate,
+                    partition=submitted.partition,
+                )
+                return Receipt(pending, False)
+            assert submitted.version is not None and submitted.items_seen is not None
+            applied = ChunkOut(
+                version=submitted.version,
+                rows_seen=submitted.items_seen,
+                rows=items,
+                duplicate=outcome.duplicate,
+                log_id=outcome.log_id,
+                partition=submitted.partition,
+            )
+            return Receipt(applied, True)
+        if not submitted.applied:
+            waiting = FeaturesPending(
+                log_id=outcome.log_id,
+                columns=items,
+                first_index=outcome.first,
+                duplicate=outcome.duplicate,
+            )
+            return Receipt(waiting, False)
+        assert submitted.version is not None and submitted.items_seen is not None
+        method = get_method(meta.method)
+        if isinstance(method, DecidesOnArrival):
+            _head, decided = await self.decisions.decided(meta, method, kind, outcome.first, items)
+            answer: Result = FeaturesOut(
+                version=submitted.version,
+                features_seen=submitted.items_seen,
+                duplicate=outcome.duplicate,
+                log_id=outcome.log_id,
+                decisions=decided,
+            )
+        else:
+            answer = ColumnsStored(
+                version=submitted.version,
+                features_seen=submitted.items_seen,
+                duplicate=outcome.duplicate,
+                log_id=outcome.log_id,
+                columns=items,
+                first_index=outcome.first,
+            )
+        return Receipt(answer, True)
+
+    def merge_receipt(self, submitted: Submitted, merged: Merged, items: int) -> Receipt:
+        """What a merge's requester is told (a merge counts the samples it adds as rows)."""
+        outcome = submitted.outcome
+        if not submitted.applied:
+            pending = ChunkPending(
+                log_id=outcome.log_id, rows=items, duplicate=outcome.duplicate, merged=merged
+            )
+            return Receipt(pending, False)
+        assert submitted.version is not None and submitted.items_seen is not None
+        answer = MergeOut(
+            version=submitted.version,
+            rows_seen=submitted.items_seen,
+            rows=items,
+            duplicate=outcome.duplicate,
+            log_id=outcome.log_id,
+            merged=merged,
+        )
+        return Receipt(answer, True)
+
+    async def status(self, name: str, log_id: str, partition: int | None = None) -> ChunkStatus:
+        """Where an appended chunk is: ``pending``, ``applied`` (in the current version at the
+        latest) or ``rejected`` (with the reason). A partitioned selector's chunk is looked up
+        in the partition its answer named."""
+        try:
+            parse_stream_id(log_id)
+        except ValueError:
+            raise InvalidInput(
+                f"expected a log id like '1718000000000-0' (as a chunk's answer gives it); "
+                f"got {log_id[:60]!r}"
+            ) from None
+        meta, _method, kind = await self.reader.described(name)
+        if meta.partitioned:
+            if partition is None or partition >= meta.partitions:
+                raise InvalidInput(
+                    f"selector '{name}' has {meta.partitions} partitions: ask with ?partition= "
+                    f"the partition the chunk's answer named (0 to {meta.partitions - 1}); "
+                    f"got {partition}"
+                )
+            name = meta.partition(partition).name
+        head = await self.store.get_head(name)
+        counts = seen(kind, head)
+        reason = None
+        if not is_applied(head, log_id) and not await self.store.in_log(name, log_id):
+            # Applied, and its log entry covered by a checkpoint, between the two reads: look
+            # again.
+            head = await self.store.get_head(name)
+            counts = seen(kind, head)
+            if not is_applied(head, log_id):
+                raise NotFound(f"selector '{name}' has no chunk with log id '{log_id}'")
+        if not is_applied(head, log_id):
+            status: Literal["pending", "applied", "rejected"] = "pending"
+        else:
+            reason = await self.store.rejection(name, log_id)
+            status = "applied" if reason is None else "rejected"
+        return ChunkStatus(
+            log_id=log_id,
+            status=status,
+            applied=status == "applied",
+            version=head.version,
+            rows_seen=counts.rows_seen,
+            features_seen=counts.features_seen,
+            reason=reason,
+        )
+
+    async def _check_class_budget(self, meta: SelectorMeta, classes: tuple[Label, ...]) -> None:
+        """422 if the chunk would take the selector past ``max_classes`` (a row of sums each).
+
+        Checked against the committed classes: chunks racing each other may overshoot by what
+        they bring together, which stays bounded by the per-chunk limit.
+        """
+        if meta.partitioned:  # the classes of every partition together
+            _head, state = await self.reader.state(meta.name, [])
+            known = stored_classes(state)
+        else:
+            _head, fields = await self.store.read_state_fields(meta.name, [SCALARS_FIELD])
+            known = stored_classes(decode_state(fields)) if fields.get(SCALARS_FIELD) else []
+        seen_before = {(type(label), label) for label in known}
+        new = sum(1 for label in classes if (type(label), label) not in seen_before)
+        budget = max_classes(meta.size)
+        if len(known) + new > budget:
+            raise InvalidInput(
+                f"selector '{meta.name}' may hold at most {budget} classes (class sums of "
+                f"{meta.size} features each); it has {len(known)} and this chunk brings "
+                f"{new} new"
+            )

@@ -1,0 +1,86 @@
+"""Merges (capability ``Mergeable``): one selector takes another's state, exactly.
+
+A merge goes through the write path like a chunk: its log entry holds the source's summary
+(the fields the method's ``merge`` needs), so it is applied once, in log order, under the same
+lease and idempotency rules as any chunk. The source's pending chunks are applied first; the
+source itself does not change. Merging the same data twice counts it twice: merge disjoint
+streams, and retry with the same ``Idempotency-Key``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+from service.algorithms import METHODS
+from service.algorithms.base import Mergeable
+from service.applier import Applier
+from service.config import Settings
+from service.errors import Conflict, Inconsistent, SelectorMismatch
+from service.selectors.ingest import Ingest, Receipt
+from service.selectors.reading import StateReader
+from service.selectors.results import Merged
+from service.store.codec import encode_state, pack_fields
+from service.store.keys import validate_name
+
+
+class Merging:
+    def __init__(
+        self, reader: StateReader, ingest: Ingest, applier: Applier, settings: Settings
+    ) -> None:
+        self.reader = reader
+        self.ingest = ingest
+        self.applier = applier
+        self.settings = settings
+
+    async def merge(
+        self, name: str, source: str, idempotency_key: str | None, wait: bool
+    ) -> Receipt:
+        """Add the state of selector ``source`` to ``name`` (same method, same features)."""
+        meta, method, _kind = await self.reader.described(name)
+        if not isinstance(method, Mergeable):
+            offered = ", ".join(n for n, m in METHODS.items() if isinstance(m, Mergeable))
+            raise SelectorMismatch(
+                f"a merge adds another selector's state exactly, which only some methods can "
+                f"({offered}); selector '{name}' runs {meta.method}"
+            )
+        validate_name(source)
+        if source == name:
+            raise Inconsistent(f"cannot merge selector '{name}' into itself")
+        other = await self.reader.meta(source)
+        if other.method != meta.method or other.size != meta.size:
+            raise SelectorMismatch(
+                f"can merge a {meta.method} selector with {meta.size} features; '{source}' runs "
+                f"{other.method} with {other.size}"
+            )
+        if meta.feature_names and other.feature_names and meta.feature_names != other.feature_names:
+            raise SelectorMismatch(
+                f"'{name}' and '{source}' name their features differently: the columns would "
+                "not line up"
+            )
+        await self._settle(source)
+        head, summary = await self.reader.state(source, method.summary_fields)
+        if head.items_seen == 0:
+            raise Conflict(f"selector '{source}' has seen no rows: nothing to merge")
+        payload = await asyncio.to_thread(lambda: pack_fields(encode_state(summary)))
+        samples = method.summary_samples(summary)
+        # The request is "merge <source>": a retry with the same key is a duplicate even if
+        # the source has grown since, and the same key naming another source is refused.
+        digest = hashlib.sha256(b"merge\0" + source.encode()).hexdigest()
+        submitted = await self.ingest.submit(
+            meta, payload, samples, digest, idempotency_key, wait, merge=True
+        )
+        merged = Merged(source=source, version=head.version, rows=samples)
+        return self.ingest.merge_receipt(submitted, merged, samples)
+
+    async def _settle(self, name: str) -> None:
+        """Wait (bounded) until everything appended to ``name`` so far is applied."""
+        last = await self.reader.store.last_log_id(name)
+        if last is None:
+            return
+        applied = await self.applier.wait_applied(name, last, self.settings.apply_wait_seconds)
+        if applied is None:
+            raise Conflict(
+                f"selector '{name}' still has chunks being applied; retry the merge once "
+                f"GET /v1/selectors/{name} shows pending_entries 0"
+            )

@@ -1,0 +1,392 @@
+"""What the selector service answers: typed results, which are also the documented answers.
+
+Every room of ``service.selectors`` returns one of these models; the routes render them with
+``render`` (orjson, numpy arrays as they are) and document them in the OpenAPI schema, so an
+answer that drifts from its documentation fails where it is built. Arrays (weights,
+projections, labels) are numpy arrays checked for their shape, not lists of Python floats:
+validating and rendering a million weights stays as cheap as encoding them.
+
+Feature streams (chunk kind ``"columns"``) count ``features_seen``; row streams ``rows_seen``:
+one name, one meaning.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeAlias
+
+import numpy as np
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema
+
+
+def _checked(ndim: int, dtype: type) -> Any:
+    def check(value: Any) -> np.ndarray:
+        array: np.ndarray = np.asarray(value, dtype=dtype)
+        if array.ndim != ndim:
+            raise ValueError(f"expected a {ndim}-D array; got {array.ndim}-D")
+        return array
+
+    return PlainValidator(check)
+
+
+_AS_LIST = PlainSerializer(lambda a: a.tolist(), when_used="json")
+_NUMBER = {"type": "number"}
+
+#: A vector of floats, a matrix of floats, a vector of integers: carried as numpy arrays.
+Floats: TypeAlias = Annotated[
+    np.ndarray, _checked(1, float), _AS_LIST, WithJsonSchema({"type": "array", "items": _NUMBER})
+]
+FloatMatrix: TypeAlias = Annotated[
+    np.ndarray,
+    _checked(2, float),
+    _AS_LIST,
+    WithJsonSchema({"type": "array", "items": {"type": "array", "items": _NUMBER}}),
+]
+Integers: TypeAlias = Annotated[
+    np.ndarray,
+    _checked(1, int),
+    _AS_LIST,
+    WithJsonSchema({"type": "array", "items": {"type": "integer"}}),
+]
+
+
+class Result(BaseModel):
+    """Base of every answer: rendered without the optional fields it does not have."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    def render(self) -> bytes:
+        return orjson.dumps(
+            self.model_dump(exclude_none=True, by_alias=True),
+            option=orjson.OPT_SERIALIZE_NUMPY,
+        )
+
+
+class ClassCount(Result):
+    label: int | str = Field(description="The class label as sent.")
+    count: int
+
+
+class SelectorOut(Result):
+    """A selector: what it is, and (describe) what its state holds. Methods may add fields."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    method: str
+    n_features: int = Field(
+        description="Features: fixed for row streams, seen so far for feature streams."
+    )
+    params: dict[str, Any]
+    version: int
+    rows_seen: int | None = Field(default=None, description="Row streams: rows folded in.")
+    features_seen: int | None = Field(default=None, description="Feature streams only.")
+    n_samples: int | None = Field(default=None, description="Feature streams: the fixed samples.")
+    views: dict[str, int] | None = Field(default=None, description="Multi-view selectors.")
+    partitions: int | None = Field(
+        default=None, description="Partitioned selectors: how many partitions learn in parallel."
+    )
+    versions: list[int] | None = Field(
+        default=None,
+        description="Partitioned selectors: the version of each partition the answer is made of "
+        "(version is their sum).",
+    )
+    created_at: float
+    updated_at: float
+    has_feature_names: bool
+    classes: list[ClassCount] | None = Field(
+        default=None, description="Labelled methods (describe only): classes seen, in order."
+    )
+    features_kept: int | None = Field(
+        default=None, description="OFS: columns kept in A~ (describe only)."
+    )
+    state: dict[str, Any] | None = Field(
+        default=None, description="Scalars of the committed state and pending_entries (describe)."
+    )
+
+
+class SelectorList(Result):
+    """One page of selectors, sorted by name."""
+
+    selectors: list[SelectorOut]
+    next: str | None = Field(
+        default=None,
+        description="The name to pass as `after` for the following page; null on the last page.",
+    )
+
+    def render(self) -> bytes:
+        """As every answer, but with ``next`` always present (null on the last page)."""
+        return orjson.dumps(
+            {
+                "selectors": [
+                    selector.model_dump(exclude_none=True, by_alias=True)
+                    for selector in self.selectors
+                ],
+                "next": self.next,
+            },
+            option=orjson.OPT_SERIALIZE_NUMPY,
+        )
+
+
+class ChunkOut(Result):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "version": 7,
+                    "rows_seen": 7000,
+                    "rows": 1000,
+                    "duplicate": False,
+                    "log_id": "1732258800000-0",
+                }
+            ]
+        }
+    )
+    version: int = Field(description="First selector version whose state contains this chunk.")
+    rows_seen: int
+    rows: int
+    duplicate: bool = Field(description="True when answered from an earlier identical request.")
+    log_id: str
+    partition: int | None = Field(
+        default=None,
+        description="Partitioned selectors: the partition that took the chunk (its log_id and "
+        "version are that partition's).",
+    )
+
+
+class Merged(Result):
+    model_config = ConfigDict(populate_by_name=True)
+    source: str = Field(alias="from")
+    version: int = Field(description="The source's version that was read.")
+    rows: int = Field(description="Samples the merge adds (the source's rows).")
+
+
+class MergeOut(ChunkOut):
+    merged: Merged
+
+
+class ChunkPending(Result):
+    log_id: str
+    status: Literal["pending"] = "pending"
+    rows: int
+    duplicate: bool
+    merged: Merged | None = Field(default=None, description="Merges only.")
+    partition: int | None = Field(
+        default=None, description="Partitioned selectors: the partition that took the chunk."
+    )
+
+
+class ChunkStatus(Result):
+    log_id: str
+    status: Literal["pending", "applied", "rejected"] = Field(
+        description="rejected: the chunk could not be applied and was set aside (see reason)."
+    )
+    applied: bool
+    version: int = Field(description="The selector's current version.")
+    rows_seen: int | None = Field(default=None, description="Row streams.")
+    features_seen: int | None = Field(default=None, description="Feature streams.")
+    reason: str | None = Field(default=None, description="Why a rejected chunk was rejected.")
+
+
+class Decision(Result):
+    """What OFS decided for one feature column (Algorithm 1, steps 3-5)."""
+
+    index: int = Field(description="0-based position of the feature in the stream.")
+    name: str = Field(description="The name sent with the column, else 'f<index>'.")
+    kept: bool
+    leverage: float = Field(description="Online leverage score l~_i, eq. (3.3).")
+    probability: float = Field(description="Sampling probability p_i = min(c l~_i, 1), eq. (3.4).")
+    scale: float = Field(description="1/sqrt(p_i) if kept (the column enters A~ scaled), else 0.")
+
+
+class FeaturesOut(Result):
+    """Columns a method decides on as they arrive (OFS): one decision per column."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "version": 3,
+                    "features_seen": 130,
+                    "duplicate": False,
+                    "log_id": "1732258800000-0",
+                    "decisions": [
+                        {
+                            "index": 129,
+                            "name": "age",
+                            "kept": True,
+                            "leverage": 0.41,
+                            "probability": 1.0,
+                            "scale": 1.0,
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+    version: int = Field(description="First selector version whose state contains the columns.")
+    features_seen: int
+    duplicate: bool
+    log_id: str
+    decisions: list[Decision]
+
+
+class ColumnsStored(Result):
+    """Columns a method stores (iqrp): it selects at read time."""
+
+    version: int
+    features_seen: int
+    duplicate: bool
+    log_id: str
+    columns: int
+    first_index: int = Field(description="Index of the first column.")
+
+
+class FeaturesPending(Result):
+    log_id: str
+    status: Literal["pending"] = "pending"
+    columns: int
+    first_index: int = Field(description="Index of the first column: look it up later at GET.")
+    duplicate: bool
+
+
+class FeaturePage(Result):
+    name: str
+    version: int
+    features_seen: int
+    offset: int
+    features: list[Decision]
+
+
+class ClusterOut(Result):
+    name: str
+    version: int
+    features_seen: int
+    features_used: int = Field(description="Kept columns the samples were clustered on.")
+    k: int
+    seed: int
+    objective: float = Field(description="k-means objective (inertia).")
+    labels: Integers = Field(description="Cluster of each of the n_samples samples.")
+
+
+class RankedFeature(Result):
+    rank: int
+    view: str | None = Field(default=None, description="Multi-view selectors: the feature's view.")
+    index: int
+    name: str
+    score: float = Field(description="The method's score, or the pivot |R_jj| for pivoted-qr.")
+
+
+class PassAccount(Result):
+    """What IQRP's passes cost (Maung & Schweitzer, section 4.3)."""
+
+    l: int = Field(description="Length of the candidate list.")  # noqa: E741 (the paper's l)
+    passes: int
+    io_passes: float = Field(description="q = 1 + sum_j n_j / n: the data actually read.")
+    columns_read: list[int] = Field(description="n_j: columns not skipped in each pass.")
+    blocks_read: int
+    blocks_total: int
+    flops: float
+    flops_per_kmn: float
+
+
+class TopOut(Result):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "news",
+                    "method": "fsds",
+                    "version": 7,
+                    "rows_seen": 7000,
+                    "features": [{"rank": 1, "index": 17, "name": "hockey", "score": 0.42}],
+                }
+            ]
+        }
+    )
+    name: str
+    method: str
+    version: int
+    rows_seen: int | None = Field(default=None, description="Row streams.")
+    features_seen: int | None = Field(default=None, description="Feature streams.")
+    features: list[RankedFeature]
+    strategy: str | None = Field(default=None, description="'pivoted-qr' for IQRP answers.")
+    account: PassAccount | None = None
+    versions: list[int] | None = Field(
+        default=None, description="Partitioned selectors: each partition's version (summed)."
+    )
+
+
+class WeightsOut(Result):
+    name: str
+    version: int
+    rows_seen: int | None = Field(default=None, description="Row streams.")
+    features_seen: int | None = Field(default=None, description="Feature streams.")
+    weights: Floats
+    versions: list[int] | None = Field(
+        default=None, description="Partitioned selectors: each partition's version (summed)."
+    )
+
+
+class ProjectionOut(Result):
+    name: str
+    version: int
+    rows_seen: int
+    n_components: int
+    solution: str = Field(description="'ioc' (learned) or 'exact' (batch OC from the state).")
+    eigenvalues: Floats = Field(
+        description="||v^j|| (ioc: IOC's estimates) or the exact eigenvalues of S_b."
+    )
+    agreement: Floats = Field(
+        description="|u^j . e_j|: IOC's vector against the exact eigenvector, 1 when converged."
+    )
+    projection: FloatMatrix = Field(description="W, n_features x n_components.")
+
+
+class TransformOut(Result):
+    name: str
+    version: int
+    rows_seen: int
+    n_components: int
+    solution: str
+    rows: FloatMatrix = Field(description="W^T x for every row sent, in order.")
+
+
+class HistoryVersion(Result):
+    """One committed version in the ranking history: its top features then."""
+
+    version: int
+    rows_seen: int | None = Field(default=None, description="Row streams.")
+    features_seen: int | None = Field(default=None, description="Feature streams.")
+    updated_at: float = Field(description="When the version was committed (seconds, epoch).")
+    top: list[RankedFeature] = Field(
+        description="The h best features of the version (of every view, for multi-view ones)."
+    )
+
+
+class HistoryOut(Result):
+    """How the ranking moved: the top h of the newest versions, newest first."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "news",
+                    "method": "fsds",
+                    "h": 1,
+                    "versions": [
+                        {
+                            "version": 12,
+                            "rows_seen": 1200,
+                            "updated_at": 1732258800.0,
+                            "top": [{"rank": 1, "index": 3, "name": "f3", "score": 0.5}],
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+    name: str
+    method: str
+    h: int
+    versions: list[HistoryVersion]

@@ -1,0 +1,124 @@
+"""What the selector registry holds, read in bounded pieces: pages of names, and the usage of
+each selector (pending log entries, state bytes) for the gauges of ``/metrics``.
+
+The registry is one Redis set of names (``{prefix}:selectors``). A page costs one ``SMEMBERS``
+(names only, a few bytes each) sorted here, plus reads of at most ``limit`` selectors; never a
+read of every selector's description. Usage reads are pipelined in batches and capped.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from service.errors import InvalidInput
+from service.store.keys import is_partition, registry_key
+from service.store.redis_store import UNREACHABLE, SelectorStore, map_redis_errors
+
+_BATCH = 256
+
+
+@dataclass(frozen=True)
+class NamePage:
+    """Names of one page, sorted, and the ``after`` of the next page (None: this is the last)."""
+
+    names: list[str]
+    next: str | None
+
+
+@dataclass(frozen=True)
+class SelectorUsage:
+    name: str
+    #: Log entries appended and not yet applied (the head's counters; the log itself is kept
+    #: until a checkpoint covers it).
+    pending_entries: int
+    #: Bytes Redis reports for the committed state (``MEMORY USAGE``, every field sampled).
+    state_bytes: int
+
+
+@dataclass(frozen=True)
+class Usage:
+    #: Every selector in the registry.
+    selectors: int
+    #: The first ``limit`` selectors by name (a bound on the gauges' label sets).
+    measured: list[SelectorUsage]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+class Inventory:
+    """Bounded reads of the registry of one :class:`SelectorStore`."""
+
+    def __init__(self, store: SelectorStore) -> None:
+        self.store = store
+        self._registry = registry_key(store.prefix)
+
+    @map_redis_errors
+    async def names(self) -> list[str]:
+        """Every registered selector's name, sorted (partitions show as their selector)."""
+        registered = (_text(n) for n in await self.store.redis.smembers(self._registry))
+        return sorted(n for n in registered if not is_partition(n))
+
+    @map_redis_errors
+    async def page(self, limit: int, after: str | None, visible: Callable[[str], bool]) -> NamePage:
+        """At most ``limit`` names after ``after`` that ``visible`` accepts and that still have
+        a description; ``next`` is set when more may follow.
+
+        Visibility (a key's prefix) filters before paging, so a caller's pages are full pages
+        of what it may see.
+        """
+        if limit < 1:
+            raise InvalidInput(f"limit must be >= 1; got {limit}")
+        names = await self.names()
+        start = bisect.bisect_right(names, after) if after is not None else 0
+        chosen: list[str] = []
+        position = start
+        # Registry entries whose description is gone (a delete in flight) are skipped, so
+        # read a batch at a time until the page is full.
+        while position < len(names) and len(chosen) <= limit:
+            batch = [n for n in names[position : position + _BATCH] if visible(n)]
+            position += _BATCH
+            described = self.store.keyed(batch)
+            metas = [self.store.keys(name).meta for name in described]
+            exists = await self.store.read_each(metas, lambda pipe, key: pipe.exists(key))
+            # A selector whose master is down (UNREACHABLE) is listed: the registry says so.
+            chosen.extend(n for n, e in zip(described, exists, strict=True) if e)
+        if len(chosen) > limit:
+            return NamePage(chosen[:limit], chosen[limit - 1])
+        return NamePage(chosen, None)
+
+    @map_redis_errors
+    async def usage(self, limit: int) -> Usage:
+        """Pending entries and state bytes of the first ``limit`` selectors by name."""
+        names = await self.names()
+        measured: list[SelectorUsage] = []
+        for start in range(0, min(len(names), limit), _BATCH):
+            batch = self.store.keyed(names[start : min(start + _BATCH, limit)])
+            heads = [self.store.keys(name).head for name in batch]
+            replies = await self.store.read_each(
+                heads, lambda pipe, key: pipe.hmget(key, ["entries", "applied", "state_key"])
+            )
+            # A selector deleted between the listing and the reads has no head, one whose
+            # master is down cannot be read: both are skipped.
+            found = []
+            for name, reply in zip(batch, replies, strict=True):
+                if reply is UNREACHABLE or reply[2] is None:
+                    continue
+                entries, applied, state_key = reply
+                if entries is None:  # a head of the earlier layout: its log is what is pending
+                    pending = await self.store.pending_count(name)
+                else:
+                    pending = max(int(entries) - int(applied or 0), 0)
+                found.append((name, pending, _text(state_key)))
+            sizes = await self.store.read_each(
+                [state_key for _, _, state_key in found],
+                lambda pipe, key: pipe.memory_usage(key, samples=0),
+                raise_on_error=False,
+            )
+            for (name, length, _), size in zip(found, sizes, strict=True):
+                unknown = size is None or size is UNREACHABLE or isinstance(size, Exception)
+                measured.append(SelectorUsage(name, length, 0 if unknown else int(size)))
+        return Usage(selectors=len(names), measured=measured)

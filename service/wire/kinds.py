@@ -1,0 +1,390 @@
+"""Chunk kinds: everything the service does with a chunk, by the kind a method declares.
+
+A method says what one pushed chunk holds (``service.algorithms.base.ChunkKind``); the kind
+object here knows the rest, so that nothing outside the methods asks which method it is:
+
+* how a selector of that kind is shaped at creation (``shape``: features per row, samples per
+  column, features per view) and what parameters the method needs from that shape;
+* which route takes its chunks, in which media types, and how a body decodes (``decode``:
+  the validated chunk, its log payload and its identity for idempotency);
+* how pending chunks join into one update (``join``, for methods that coalesce);
+* what a rejected chunk leaves behind (``placeholder``: nothing for rows; zero columns for
+  feature columns, which are numbered when appended and must keep their indices);
+* how answers count what was seen (``seen_field``) and whether items are named as they arrive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+import scipy.sparse as sp
+
+from service.algorithms import METHODS
+from service.algorithms.base import ChunkKind, Matrix
+from service.algorithms.labels import Label, LabelledRows, join
+from service.algorithms.params import VIEW_NAME
+from service.errors import Inconsistent, InvalidInput, SelectorMismatch
+from service.store.codec import encode_matrix
+from service.store.keys import NAME_PATTERN
+from service.store.records import SelectorMeta
+from service.wire.columns import MAX_NAME_LENGTH, decode_columns, validate_names
+from service.wire.labelled import decode_labelled_rows
+from service.wire.log import encode_chunk, pack_payload
+from service.wire.media import COLUMN_MEDIA_TYPES, ROW_MEDIA_TYPES
+from service.wire.rows import decode_rows
+from service.wire.views import decode_views
+
+__all__ = ["KINDS", "MAX_FEATURES", "MAX_SAMPLES", "Decoded", "Kind", "Shape", "kind_of"]
+
+#: Upper bound on features of one selector (the state alone is ell x m doubles).
+MAX_FEATURES = 10_000_000
+#: Upper bound on samples of a feature-stream selector (OFS keeps an n x n factor at worst).
+MAX_SAMPLES = 100_000
+
+Chunk = Matrix | LabelledRows
+
+#: Documented shape fields (JSON Schema) of creation bodies.
+FEATURES = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": MAX_FEATURES,
+    "description": "Width of every row chunk.",
+}
+FEATURE_NAMES = {
+    "type": "array",
+    "minItems": 1,
+    "uniqueItems": True,
+    "items": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH},
+    "description": "Optional unique names, one per feature (default f0, f1, ...).",
+}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a creation fixes, read from its body."""
+
+    #: The dimension the method is sized by (``resolve_params``' ``size``).
+    size: int
+    n_features: int | None = None
+    n_samples: int | None = None
+    views: tuple[tuple[str, int], ...] | None = None
+    feature_names: list[str] | None = None
+    #: Parameters the method takes from the shape (the views of a multi-view method).
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A request body as a validated chunk, ready for the log."""
+
+    chunk: Chunk
+    #: Rows, or feature columns.
+    items: int
+    #: The log payload (``service.wire.log``).
+    payload: bytes
+    #: What makes two requests the same one (compared for a repeated Idempotency-Key).
+    digest: str
+    #: Names given to the items as they arrive (feature columns), or ().
+    names: tuple[str, ...] = ()
+    #: The classes a labelled chunk brings.
+    classes: tuple[Label, ...] = ()
+
+
+def validate_size(value: Any, field: str, upper: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{field} must be an integer; got {value!r}")
+    if not 1 <= value <= upper:
+        raise InvalidInput(f"{field} must be between 1 and {upper}; got {value}")
+    return value
+
+
+def _reject_fields(document: dict[str, Any], fields: Sequence[str], message: str) -> None:
+    """InvalidInput(``message`` with ``{given}`` filled in) if any of ``fields`` is given."""
+    given = [f for f in fields if document.get(f) is not None]
+    if given:
+        raise InvalidInput(message.format(given=", ".join(given)))
+
+
+class Kind:
+    """A chunk kind; subclasses say what differs."""
+
+    name: ChunkKind
+    #: The route that takes the chunks: ``POST /v1/selectors/{name}/<route>``.
+    route = "chunks"
+    media_types: tuple[str, ...] = ROW_MEDIA_TYPES
+    #: The answers' count of what was seen.
+    seen_field = "rows_seen"
+    #: Whether items are named as they arrive (else names are fixed at creation).
+    names_on_arrival = False
+
+    def shape(self, document: dict[str, Any], method: str) -> Shape:
+        """The shape a creation body gives (validated): what ``create_schema`` documents."""
+        raise NotImplementedError
+
+    def create_schema(self) -> dict[str, Any]:
+        """JSON Schema of the shape fields of a creation body: ``properties``, ``required``
+        and any further keywords (the name and method come from the caller)."""
+        raise NotImplementedError
+
+    def example(self) -> dict[str, Any]:
+        """The shape fields of an example creation."""
+        raise NotImplementedError
+
+    def decode(self, body: bytes, media_type: str, meta: SelectorMeta, max_bytes: int) -> Decoded:
+        raise NotImplementedError
+
+    def join(self, chunks: Sequence[Chunk]) -> Chunk:
+        """Pending chunks in log order as one update (rows stacked, CSR if any is sparse)."""
+        if len(chunks) == 1:
+            return chunks[0]
+        matrices = cast(Sequence[Matrix], chunks)
+        if any(sp.issparse(chunk) for chunk in matrices):
+            return sp.vstack([sp.csr_matrix(chunk) for chunk in matrices], format="csr")
+        return np.vstack(matrices)
+
+    def placeholder(self, meta: SelectorMeta, items: int) -> bytes | None:
+        """The log payload applied instead of a rejected entry, or None for nothing at all."""
+        return None
+
+    def items_of(self, chunk: Chunk) -> int:
+        """How many items (rows, or feature columns) a chunk holds."""
+        return int(chunk.shape[0]) if not isinstance(chunk, LabelledRows) else chunk.samples
+
+    def expects(self, meta: SelectorMeta) -> str:
+        """What this kind's chunks are, for a message to a client who sent something else."""
+        return f"rows at POST /v1/selectors/{meta.name}/chunks"
+
+
+def _matrix_decoded(rows: Matrix, payload_names: Sequence[str] = ()) -> Decoded:
+    payload = encode_matrix(rows)
+    hasher = hashlib.sha256(payload)
+    # Names are part of a column request: the same columns under other names are another body.
+    hasher.update(b"\0".join(name.encode() for name in payload_names))
+    stored = pack_payload(payload)
+    return Decoded(rows, int(rows.shape[0]), stored, hasher.hexdigest(), tuple(payload_names))
+
+
+class Rows(Kind):
+    name: ChunkKind = "rows"
+
+    def shape(self, document: dict[str, Any], method: str) -> Shape:
+        if document.get("views") is not None:
+            multi_view = ", ".join(n for n, m in METHODS.items() if m.chunk_kind == "views")
+            raise InvalidInput(f"views apply to multi-view methods ({multi_view}), not {method}")
+        _reject_fields(
+            document,
+            ("n_samples", "n_objects"),
+            f"method {method} takes rows over fixed features: expected n_features, not {{given}}",
+        )
+        n_features = validate_size(document.get("n_features"), "n_features", MAX_FEATURES)
+        names = validate_names(
+            document.get("feature_names"), n_features, "feature_names", "feature"
+        )
+        return Shape(n_features, n_features=n_features, feature_names=names)
+
+    def create_schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {
+                "n_features": FEATURES,
+                "feature_names": {"anyOf": [FEATURE_NAMES, {"type": "null"}]},
+            },
+            "required": ["n_features"],
+            "additionalProperties": False,
+        }
+
+    def example(self) -> dict[str, Any]:
+        return {"n_features": 4862}
+
+    def decode(self, body: bytes, media_type: str, meta: SelectorMeta, max_bytes: int) -> Decoded:
+        return _matrix_decoded(decode_rows(body, media_type, meta.size, max_bytes))
+
+
+class LabelledRowsKind(Rows):
+    name: ChunkKind = "labelled rows"
+
+    def decode(self, body: bytes, media_type: str, meta: SelectorMeta, max_bytes: int) -> Decoded:
+        chunk = decode_labelled_rows(body, media_type, meta.size, max_bytes)
+        payload = encode_chunk(chunk)
+        digest = hashlib.sha256(payload).hexdigest()
+        return Decoded(chunk, chunk.n_rows, pack_payload(payload), digest, classes=chunk.classes)
+
+    def join(self, chunks: Sequence[Chunk]) -> Chunk:
+        """Labels stay with their rows; classes keep their order of first appearance."""
+        return join(cast(Sequence[LabelledRows], chunks))
+
+    def expects(self, meta: SelectorMeta) -> str:
+        return f"labelled rows at POST /v1/selectors/{meta.name}/chunks"
+
+
+class Views(Kind):
+    name: ChunkKind = "views"
+
+    def shape(self, document: dict[str, Any], method: str) -> Shape:
+        _reject_fields(
+            document,
+            ("n_features", "n_samples", "n_objects"),
+            "a multi-view selector takes views, not {given}",
+        )
+        views = validate_views(document.get("views"))
+        names = validate_view_names(document.get("feature_names"), views)
+        total = sum(dim for _, dim in views)
+        return Shape(
+            total, n_features=total, views=views, feature_names=names, params={"views": dict(views)}
+        )
+
+    def create_schema(self) -> dict[str, Any]:
+        by_view = {"type": "object", "propertyNames": {"pattern": VIEW_NAME}}
+        return {
+            "type": "object",
+            "properties": {
+                "views": {
+                    **by_view,
+                    "minProperties": 1,
+                    "additionalProperties": FEATURES,
+                    "description": "Features of every view, in order.",
+                },
+                "feature_names": {
+                    "anyOf": [{**by_view, "additionalProperties": FEATURE_NAMES}, {"type": "null"}],
+                    "description": "Names of every view's features ({view: [...]}).",
+                },
+            },
+            "required": ["views"],
+            "additionalProperties": False,
+        }
+
+    def example(self) -> dict[str, Any]:
+        return {"views": {"text": 3000, "links": 500}}
+
+    def decode(self, body: bytes, media_type: str, meta: SelectorMeta, max_bytes: int) -> Decoded:
+        views = list(meta.views or ())
+        return _matrix_decoded(decode_views(body, media_type, views, max_bytes))
+
+    def expects(self, meta: SelectorMeta) -> str:
+        return f'every view\'s rows ({{"views": ...}}) at POST /v1/selectors/{meta.name}/chunks'
+
+
+class Columns(Kind):
+    name: ChunkKind = "columns"
+    route = "features"
+    media_types = COLUMN_MEDIA_TYPES
+    seen_field = "features_seen"
+    names_on_arrival = True
+
+    def shape(self, document: dict[str, Any], method: str) -> Shape:
+        _reject_fields(
+            document,
+            ("n_features", "feature_names", "views"),
+            f"method {method} takes feature columns over fixed samples: expected n_samples "
+            "(features are counted and named as they arrive), not {given}",
+        )
+        n_samples, n_objects = document.get("n_samples"), document.get("n_objects")
+        if n_objects is not None:
+            if n_samples is not None:
+                raise Inconsistent("give n_samples or n_objects (the same thing), not both")
+            n_samples = n_objects
+        size = validate_size(n_samples, "n_samples", MAX_SAMPLES)
+        return Shape(size, n_samples=size)
+
+    def create_schema(self) -> dict[str, Any]:
+        samples = {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_SAMPLES,
+            "description": "Values per feature column (the fixed samples).",
+        }
+        return {
+            "type": "object",
+            "properties": {
+                "n_samples": samples,
+                "n_objects": {**samples, "description": "Another name for n_samples."},
+            },
+            "required": [],
+            # One of the two names, not both.
+            "oneOf": [{"required": ["n_samples"]}, {"required": ["n_objects"]}],
+            "additionalProperties": False,
+        }
+
+    def example(self) -> dict[str, Any]:
+        return {"n_samples": 1440}
+
+    def decode(self, body: bytes, media_type: str, meta: SelectorMeta, max_bytes: int) -> Decoded:
+        columns, names = decode_columns(body, media_type, meta.size)
+        decoded = _matrix_decoded(columns, names or ())
+        # A chunk of columns counts columns, not the samples its matrix has as rows.
+        return Decoded(
+            decoded.chunk, columns.shape[1], decoded.payload, decoded.digest, decoded.names
+        )
+
+    def join(self, chunks: Sequence[Chunk]) -> Chunk:
+        """Columns side by side: a column method processes them exactly as one by one."""
+        if len(chunks) == 1:
+            return chunks[0]
+        matrices = cast(Sequence[Matrix], chunks)
+        return np.hstack([c if isinstance(c, np.ndarray) else c.toarray() for c in matrices])
+
+    def placeholder(self, meta: SelectorMeta, items: int) -> bytes | None:
+        """Zero columns: a zero column scores 0 everywhere, is never kept nor selected."""
+        return encode_matrix(np.zeros((meta.size, items)))
+
+    def items_of(self, chunk: Chunk) -> int:
+        return int(cast(Matrix, chunk).shape[1])
+
+    def expects(self, meta: SelectorMeta) -> str:
+        return f"feature columns at POST /v1/selectors/{meta.name}/features"
+
+
+def validate_views(views: Any) -> tuple[tuple[str, int], ...]:
+    """``{"<view>": <number of features>, ...}`` of a multi-view selector, in the given order."""
+    if not isinstance(views, dict) or not views:
+        raise InvalidInput(
+            'expected "views": {"<view name>": <number of features>, ...}; got ' + repr(views)
+        )
+    out = []
+    for view, dim in views.items():
+        if not isinstance(view, str) or not NAME_PATTERN.fullmatch(view):
+            raise InvalidInput(
+                f"view names must be 1-128 letters, digits, '.', '_' or '-'; got {view!r}"
+            )
+        out.append((view, validate_size(dim, f"views['{view}']", MAX_FEATURES)))
+    if sum(dim for _, dim in out) > MAX_FEATURES:
+        raise Inconsistent(f"the views have more than {MAX_FEATURES} features in all")
+    return tuple(out)
+
+
+def validate_view_names(names: Any, views: Sequence[tuple[str, int]]) -> list[str] | None:
+    """Optional ``{"<view>": [names...]}``, flattened in view order (stored like any names)."""
+    if names is None:
+        return None
+    if not isinstance(names, dict) or set(names) != {view for view, _ in views}:
+        got = sorted(names) if isinstance(names, dict) else type(names).__name__
+        error = Inconsistent if isinstance(names, dict) else InvalidInput
+        raise error(
+            f"feature_names of a multi-view selector must be an object with a list for every "
+            f"view {[view for view, _ in views]}; got {got}"
+        )
+    flat: list[str] = []
+    for view, dim in views:
+        flat += validate_names(names[view], dim, f"feature_names['{view}']", "feature") or []
+    return flat
+
+
+KINDS: dict[ChunkKind, Kind] = {
+    kind.name: kind for kind in (Rows(), LabelledRowsKind(), Views(), Columns())
+}
+
+
+def kind_of(chunk_kind: ChunkKind) -> Kind:
+    return KINDS[chunk_kind]
+
+
+def require_route(kind: Kind, meta: SelectorMeta, route: str) -> None:
+    """SelectorMismatch unless chunks of ``kind`` come to ``route``."""
+    if kind.route != route:
+        raise SelectorMismatch(
+            f"selector '{meta.name}' runs {meta.method}, which takes {kind.expects(meta)}"
+        )

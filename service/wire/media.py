@@ -1,0 +1,55 @@
+"""Media types of request bodies, and the JSON parser every body goes through."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from service.errors import BadRequest, UnsupportedMediaType
+
+JSON = "application/json"
+
+NPY = "application/x-npy"
+
+NPZ = "application/x-npz"
+
+ROW_MEDIA_TYPES = (JSON, NPY, NPZ)
+
+COLUMN_MEDIA_TYPES = (JSON, NPY)
+#: Longest feature name accepted (names end up in Redis hashes and in every ranking).
+
+
+def media_type_of(content_type: str | None) -> str:
+    """The bare media type of a Content-Type header (parameters such as charset dropped)."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def require_media_type(content_type: str | None, accepted: tuple[str, ...]) -> str:
+    media_type = media_type_of(content_type)
+    if media_type not in accepted:
+        got = f"'{media_type}'" if media_type else "no Content-Type"
+        raise UnsupportedMediaType(f"expected Content-Type one of {', '.join(accepted)}; got {got}")
+    return media_type
+
+
+def parse_json(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"body is not valid JSON: {exc}") from None
+
+
+def integral(value: Any) -> Any:
+    """``value`` with every float that is a whole number made an int, recursively.
+
+    JSON does not tell ``3`` from ``3.0`` (JSON Schema calls both integers), but a parser
+    does: parameters that must be integers accept both.
+    """
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [integral(item) for item in value]
+    return value

@@ -1,0 +1,221 @@
+"""Every registered method keeps the method protocol (``service.algorithms.base``).
+
+Parametrised over ``METHODS``: a method added to the registry is checked here without a line
+of this file changing. Chunks are made per chunk kind (``service.wire.kinds``), so the same
+checks drive row, labelled, multi-view and column methods.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from service.algorithms import METHODS
+from service.algorithms.base import (
+    SEGMENT_PREFIX,
+    AnyMethod,
+    Clusters,
+    DecidesOnArrival,
+    Mergeable,
+    Projects,
+    SelectsColumns,
+    published_fields,
+)
+from service.algorithms.labels import labelled
+from service.errors import InvalidParams
+from service.store.codec import decode_state, encode_state
+from service.wire.kinds import kind_of
+
+NAMES = sorted(METHODS)
+#: Features per row (row kinds, both views together) or samples per column (columns).
+SIZE = 8
+VIEWS = {"a": 5, "b": 3}
+
+
+def params_for(method: AnyMethod) -> dict[str, Any]:
+    """What a creation would pass (the views of a multi-view method come from its shape)."""
+    return {"views": VIEWS} if method.chunk_kind == "views" else {}
+
+
+def make_chunk(method: AnyMethod, rng: np.random.Generator, items: int, sparse: bool) -> Any:
+    """A valid chunk of ``items`` rows (or columns) of the method's kind."""
+    if method.chunk_kind == "columns":
+        return rng.standard_normal((SIZE, items))
+    rows = rng.random((items, SIZE)) * (rng.random((items, SIZE)) < 0.6)
+    if method.chunk_kind != "views":
+        rows = rows * rng.choice([-1.0, 1.0], size=rows.shape)
+    matrix: Any = sp.csr_matrix(rows) if sparse else rows
+    if method.chunk_kind == "labelled rows":
+        return labelled(matrix, [int(label) for label in rng.integers(0, 4, size=items)])
+    return matrix
+
+
+def stream(method: AnyMethod, seed: int = 0, sizes: tuple[int, ...] = (7, 5, 9)) -> list[Any]:
+    rng = np.random.default_rng(seed)
+    return [make_chunk(method, rng, n, sparse=i % 2 == 1) for i, n in enumerate(sizes)]
+
+
+def run(method: AnyMethod, chunks: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    params = method.resolve_params(params_for(method), SIZE)
+    state = method.initial_state(params, SIZE)
+    for chunk in chunks:
+        state = method.update(state, params, chunk)
+    return params, state
+
+
+def assert_states_equal(a: dict[str, Any], b: dict[str, Any], exact: bool) -> None:
+    assert set(a) == set(b)
+    for key in a:
+        if isinstance(a[key], np.ndarray):
+            if exact:
+                np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+            else:
+                np.testing.assert_allclose(a[key], b[key], rtol=1e-9, atol=1e-12, err_msg=key)
+        elif isinstance(a[key], float) and not exact:
+            assert a[key] == pytest.approx(b[key], rel=1e-9, abs=1e-12), key
+        else:
+            assert a[key] == b[key], key
+
+
+def kept(state: dict[str, Any]) -> dict[str, Any]:
+    """The state without the immutable segments a method emits beside it."""
+    return {k: v for k, v in state.items() if not k.startswith(SEGMENT_PREFIX)}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_unknown_parameters_are_refused(name: str) -> None:
+    method = METHODS[name]
+    with pytest.raises(InvalidParams):
+        method.resolve_params({**params_for(method), "no_such_parameter": 1}, SIZE)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_resolved_params_resolve_to_themselves_and_keep_the_documented_schema(name: str) -> None:
+    method = METHODS[name]
+    resolved = method.resolve_params(params_for(method), SIZE)
+    assert method.resolve_params(resolved, SIZE) == resolved
+    jsonschema.Draft202012Validator.check_schema(method.params_schema)
+    shape_given = set(params_for(method))
+    documented = {k: v for k, v in resolved.items() if k not in shape_given}
+    jsonschema.validate(documented, method.params_schema)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_state_sizes_are_what_the_initial_state_holds(name: str) -> None:
+    method = METHODS[name]
+    resolved = method.resolve_params(params_for(method), SIZE)
+    state = method.initial_state(resolved, SIZE)
+    arrays = {k: v.nbytes for k, v in state.items() if isinstance(v, np.ndarray)}
+    predicted = method.state_sizes(resolved, SIZE)
+    assert sum(predicted.values()) == sum(arrays.values())
+    for field, nbytes in predicted.items():
+        assert arrays[field] == nbytes, field
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_state_encodes_and_decodes_bit_exactly(name: str) -> None:
+    method = METHODS[name]
+    _params, state = run(method, stream(method))
+    decoded = decode_state(encode_state(kept(state)))
+    assert_states_equal(kept(state), decoded, exact=True)
+    for key, value in kept(state).items():
+        if isinstance(value, np.ndarray):
+            assert decoded[key].dtype == value.dtype and decoded[key].shape == value.shape, key
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_update_never_writes_into_its_input(name: str) -> None:
+    """The applier hands a method read-only arrays decoded from Redis: writing would raise."""
+    method = METHODS[name]
+    params, state = run(method, stream(method, sizes=(6,)))
+    frozen = decode_state(encode_state(kept(state)))
+    before = copy.deepcopy(frozen)
+    chunk = make_chunk(method, np.random.default_rng(9), 5, sparse=False)
+    chunk_before = copy.deepcopy(chunk)
+    method.update(frozen, params, chunk)
+    assert_states_equal(frozen, before, exact=True)
+    rows = chunk.rows if hasattr(chunk, "rows") else chunk
+    rows_before = chunk_before.rows if hasattr(chunk_before, "rows") else chunk_before
+    np.testing.assert_array_equal(np.asarray(rows), np.asarray(rows_before))
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if METHODS[n].chunking_invariant])
+def test_the_state_does_not_depend_on_the_chunking(name: str) -> None:
+    method = METHODS[name]
+    assert method.coalesces, "a chunking-invariant method may let the applier coalesce"
+    chunks = stream(method, seed=4, sizes=(3, 8, 1, 6))
+    _params, one_by_one = run(method, chunks)
+    _params, joined = run(method, [kind_of(method.chunk_kind).join(chunks)])
+    assert_states_equal(kept(one_by_one), kept(joined), exact=False)
+    np.testing.assert_allclose(
+        method.weights(one_by_one, _params), method.weights(joined, _params), rtol=1e-9
+    )
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if isinstance(METHODS[n], Mergeable)])
+def test_a_merge_equals_the_union_of_the_streams(name: str) -> None:
+    method = METHODS[name]
+    assert isinstance(method, Mergeable)
+    left, right = stream(method, seed=1), stream(method, seed=2, sizes=(4, 6))
+    params, a = run(method, left)
+    _params, b = run(method, right)
+    _params, union = run(method, left + right)
+    summary = {k: v for k, v in b.items() if not isinstance(v, np.ndarray)}
+    summary.update({field: b[field] for field in method.summary_fields})
+    merged = method.merge(a, params, decode_state(encode_state(summary)))
+    assert method.summary_samples(summary) == sum(
+        kind_of(method.chunk_kind).items_of(c) for c in right
+    )
+    np.testing.assert_allclose(
+        method.weights(merged, params), method.weights(union, params), rtol=1e-9, atol=1e-12
+    )
+
+
+CAPABILITY_FIELDS: dict[type, Callable[[Any], tuple[str, ...]]] = {
+    DecidesOnArrival: lambda m: m.decision_fields,
+    Clusters: lambda m: m.cluster_fields,
+    SelectsColumns: lambda m: m.pivot_fields,
+    Mergeable: lambda m: m.summary_fields,
+    Projects: lambda m: m.projection_fields,
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_capabilities_read_fields_the_state_has(name: str) -> None:
+    method = METHODS[name]
+    _params, state = run(method, stream(method))
+    assert method.score_field in state
+    fields = set(method.describe_fields)
+    for capability, fields_of in CAPABILITY_FIELDS.items():
+        if isinstance(method, capability):
+            fields |= set(fields_of(method))
+    missing = fields - set(state)
+    assert not missing, f"{name} declares fields its state does not have: {missing}"
+    described = method.describe(state)
+    assert isinstance(described, dict)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_what_a_version_publishes_is_in_the_state_and_small_fields_are_not_held_back(
+    name: str,
+) -> None:
+    """Every published field exists; fields served from checkpoints are ones a reader reads
+    (and are left out of what each version publishes)."""
+    method = METHODS[name]
+    _params, state = run(method, stream(method))
+    published = set(published_fields(method))
+    assert method.score_field in published
+    assert published <= set(state), f"{name} publishes fields it lacks: {published - set(state)}"
+    readers = set(method.describe_fields) | {method.score_field}
+    for capability, fields_of in CAPABILITY_FIELDS.items():
+        if isinstance(method, capability):
+            readers |= set(fields_of(method))
+    held_back = set(method.served_from_checkpoints)
+    assert held_back <= readers, f"{name} serves from checkpoints what no reader reads"
+    assert not held_back & published

@@ -1,0 +1,467 @@
+"""Selector export and import over HTTP: every method round-trips exactly and goes on exactly;
+damaged, foreign or crafted archives are refused with a problem and create nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from service.algorithms import METHODS
+from service.algorithms.base import DecidesOnArrival
+from service.selectors.archive import MEDIA_TYPE
+from service.store.codec import decode_array, encode_array
+from tests.api.conftest import make_settings, running_app
+
+pytestmark = pytest.mark.asyncio
+
+ADMIN_TOKEN = "archive-admin-token"
+ADMIN = {"authorization": f"Bearer {ADMIN_TOKEN}"}
+ARCHIVE = {"content-type": MEDIA_TYPE}
+
+
+@dataclass
+class Scenario:
+    """How to create a selector of one method and push a chunk to it (seeded data)."""
+
+    create: dict[str, Any]
+    route: str
+    #: The JSON body of chunk ``i``.
+    chunk: Any
+    #: Chunks pushed before the export, and after (to both selectors).
+    before: int = 3
+    after: int = 2
+    describe_extra: list[str] = field(default_factory=list)
+
+
+def rows(seed: int, n: int, m: int, low: float = -1.0) -> list[list[float]]:
+    values: list[list[float]] = (
+        np.random.default_rng(seed).uniform(low, 1.0, (n, m)).round(6).tolist()
+    )
+    return values
+
+
+def labels(seed: int, n: int) -> list[Any]:
+    # Integers and strings: classes are kept as sent, in order of discovery.
+    return [["a", 1, "b", 2][i] for i in np.random.default_rng(seed).integers(0, 4, n)]
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "fsds": Scenario(
+        {"n_features": 6, "feature_names": [f"g{i}" for i in range(6)], "params": {"k": 2}},
+        "chunks",
+        lambda i: rows(i, 7, 6),
+    ),
+    "variance": Scenario({"n_features": 5}, "chunks", lambda i: rows(i, 9, 5)),
+    "ocfs": Scenario(
+        {"n_features": 4},
+        "chunks",
+        lambda i: {"rows": rows(i, 10, 4), "labels": labels(i, 10)},
+    ),
+    "ioc": Scenario(
+        {"n_features": 5, "params": {"n_components": 2}},
+        "chunks",
+        lambda i: {"rows": rows(i, 10, 5), "labels": labels(i, 10)},
+    ),
+    "ofs": Scenario(
+        {"n_samples": 6, "params": {"epsilon": 0.5, "seed": 3}},
+        "features",
+        lambda i: {
+            "columns": rows(i, 2, 6),
+            "names": [f"col{i}a", f"col{i}b"],
+        },
+    ),
+    "iqrp": Scenario(
+        # Blocks of 2 columns: the 3 columns of every chunk fill segments and leave a tail.
+        {"n_samples": 5, "params": {"block_columns": 2}},
+        "features",
+        lambda i: {"columns": rows(i, 3, 5), "names": [f"c{i}-{j}" for j in range(3)]},
+    ),
+    "omvfs": Scenario(
+        {
+            "views": {"text": 4, "image": 3},
+            "feature_names": {"text": ["w0", "w1", "w2", "w3"], "image": ["p0", "p1", "p2"]},
+            "params": {"n_clusters": 2, "buffer_chunks": 2, "max_iter": 5},
+        },
+        "chunks",
+        lambda i: {"views": {"text": rows(i, 6, 4, 0.0), "image": rows(i + 50, 6, 3, 0.0)}},
+    ),
+}
+
+
+async def test_every_method_has_a_scenario() -> None:
+    assert set(SCENARIOS) == set(METHODS)
+
+
+async def create(http: httpx.AsyncClient, name: str, method: str, **extra: Any) -> Any:
+    body = {"name": name, "method": method, **SCENARIOS[method].create, **extra}
+    response = await http.post("/v1/selectors", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def push(http: httpx.AsyncClient, name: str, method: str, i: int, wait: bool = True) -> Any:
+    scenario = SCENARIOS[method]
+    response = await http.post(
+        f"/v1/selectors/{name}/{scenario.route}",
+        json=scenario.chunk(i),
+        params={} if wait else {"wait": "false"},
+    )
+    assert response.status_code == (200 if wait else 202), response.text
+    return response.json()
+
+
+async def export(http: httpx.AsyncClient, name: str, **kw: Any) -> bytes:
+    response = await http.get(f"/v1/selectors/{name}/export", **kw)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == MEDIA_TYPE
+    assert response.headers["content-disposition"] == f'attachment; filename="{name}.sift"'
+    return response.content
+
+
+async def import_(http: httpx.AsyncClient, archive: bytes, **params: str) -> httpx.Response:
+    return await http.post("/v1/selectors/import", content=archive, headers=ARCHIVE, params=params)
+
+
+async def weights(http: httpx.AsyncClient, name: str) -> np.ndarray:
+    response = await http.get(
+        f"/v1/selectors/{name}/weights", headers={"accept": "application/x-npy"}
+    )
+    assert response.status_code == 200, response.text
+    loaded: np.ndarray = np.load(io.BytesIO(response.content), allow_pickle=False)
+    return loaded
+
+
+async def answers(http: httpx.AsyncClient, name: str, method: str) -> dict[str, Any]:
+    """Everything a client reads of a selector, without what must differ (name, times)."""
+    described = (await http.get(f"/v1/selectors/{name}")).json()
+    for key in ("name", "created_at", "updated_at"):
+        described.pop(key)
+    response = await http.get(f"/v1/selectors/{name}/top", params={"h": 4})
+    assert response.status_code == 200, response.text
+    top = response.json()
+    top.pop("name")
+    out = {"describe": described, "top": top}
+    if isinstance(METHODS[method], DecidesOnArrival):  # ofs: every decision, and its name
+        page = await http.get(f"/v1/selectors/{name}/features", params={"limit": 1000})
+        assert page.status_code == 200, page.text
+        out["features"] = {k: v for k, v in page.json().items() if k != "name"}
+        assert len(out["features"]["features"]) == described["features_seen"] > 0
+    return out
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+async def test_round_trip_answers_identically_and_goes_on_identically(client, method):
+    scenario = SCENARIOS[method]
+    await create(client, "src", method)
+    for i in range(scenario.before):
+        await push(client, "src", method, i)
+    archive = await export(client, "src")
+
+    response = await import_(client, archive, name="copy")
+    assert response.status_code == 201, response.text
+    assert response.headers["location"] == "/v1/selectors/copy"
+    created = response.json()
+    original = (await client.get("/v1/selectors/src")).json()
+    assert created["version"] == original["version"] == scenario.before
+    assert created["params"] == original["params"]
+
+    assert await answers(client, "copy", method) == await answers(client, "src", method)
+    np.testing.assert_array_equal(await weights(client, "copy"), await weights(client, "src"))
+    history = (await client.get("/v1/selectors/copy/history")).json()["versions"]
+    assert [entry["version"] for entry in history] == [scenario.before]
+
+    # The same further chunks, to both: the same states (threads may reorder sums: 1e-12).
+    for i in range(scenario.before, scenario.before + scenario.after):
+        first = await push(client, "src", method, i)
+        second = await push(client, "copy", method, i)
+        assert {k: v for k, v in first.items() if k != "log_id"} == {
+            k: v for k, v in second.items() if k != "log_id"
+        }
+    np.testing.assert_allclose(
+        await weights(client, "copy"), await weights(client, "src"), rtol=1e-12, atol=0
+    )
+    after_src, after_copy = (
+        await answers(client, "src", method),
+        await answers(client, "copy", method),
+    )
+    assert after_copy["describe"]["version"] == scenario.before + scenario.after
+    assert after_copy["describe"] == after_src["describe"]
+    assert [f["index"] for f in after_copy["top"]["features"]] == [
+        f["index"] for f in after_src["top"]["features"]
+    ]
+
+
+async def test_export_applies_pending_chunks_first(client):
+    await create(client, "busy", "variance")
+    for i in range(4):
+        await push(client, "busy", "variance", i, wait=False)
+    archive = await export(client, "busy")
+    assert (await import_(client, archive, name="calm")).status_code == 201
+    calm = (await client.get("/v1/selectors/calm")).json()
+    busy = (await client.get("/v1/selectors/busy")).json()
+    assert calm["rows_seen"] == busy["rows_seen"] == 36
+    assert calm["version"] == busy["version"] and calm["state"]["pending_entries"] == 0
+    np.testing.assert_array_equal(await weights(client, "calm"), await weights(client, "busy"))
+
+
+async def test_import_under_the_archives_name_and_over_an_existing_one(client):
+    await create(client, "orig", "ocfs")
+    await push(client, "orig", "ocfs", 0)
+    archive = await export(client, "orig")
+    classes = (await client.get("/v1/selectors/orig")).json()["classes"]
+    assert len(classes) == 4
+    taken = await import_(client, archive)
+    assert taken.status_code == 409, taken.text
+    assert taken.headers["content-type"] == "application/problem+json"
+    assert "already exists" in taken.json()["detail"]
+    assert (await client.delete("/v1/selectors/orig")).status_code == 204
+    recreated = await import_(client, archive)
+    assert recreated.status_code == 201, recreated.text
+    assert recreated.json()["name"] == "orig"
+    assert (await client.get("/v1/selectors/orig")).json()["classes"] == classes
+
+
+# -- damaged and crafted archives ------------------------------------------------------------
+
+
+def split(archive: bytes) -> tuple[dict[str, Any], dict[str, bytes], dict[str, bytes]]:
+    """An archive's manifest, state members and segments (an independent reader of the format
+    the README documents)."""
+    magic, version, _reserved, length = struct.unpack_from("<8sIIQ", archive, 0)
+    assert magic == b"SIFTARCH" and version == 1
+    assert hashlib.sha256(archive[:-32]).digest() == archive[-32:]
+    manifest = json.loads(archive[24 : 24 + length])
+    offset = 24 + length
+    parts: list[dict[str, bytes]] = []
+    for key, label in (("state", "field"), ("segments", "id")):
+        part = {}
+        for member in manifest[key]:
+            part[member[label]] = archive[offset : offset + member["length"]]
+            offset += member["length"]
+        parts.append(part)
+    assert offset == len(archive) - 32
+    return manifest, parts[0], parts[1]
+
+
+def join(manifest: dict[str, Any], state: dict[str, bytes], segments: dict[str, bytes]) -> bytes:
+    """An archive with a valid digest around whatever it is given (crafted content)."""
+    manifest = {
+        **manifest,
+        "state": [{"field": f, "length": len(v)} for f, v in state.items()],
+        "segments": [{"id": s, "length": len(v)} for s, v in segments.items()],
+    }
+    encoded = json.dumps(manifest).encode()
+    body = struct.pack("<8sIIQ", b"SIFTARCH", 1, 0, len(encoded)) + encoded
+    body += b"".join([*state.values(), *segments.values()])
+    return body + hashlib.sha256(body).digest()
+
+
+def with_array(archive: bytes, field_name: str, array: np.ndarray) -> bytes:
+    manifest, state, segments = split(archive)
+    return join(manifest, {**state, field_name: encode_array(array)}, segments)
+
+
+@pytest.fixture
+async def exported(client) -> dict[str, bytes]:
+    """Archives of a variance, an iqrp and an ofs selector (the sources are then deleted)."""
+    out = {}
+    for method in ("variance", "iqrp", "ofs"):
+        await create(client, method, method)
+        for i in range(2):
+            await push(client, method, method, i)
+        out[method] = await export(client, method)
+        assert (await client.delete(f"/v1/selectors/{method}")).status_code == 204
+    return out
+
+
+def damaged(exported: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
+    """(what, archive, a fragment of the problem's detail)."""
+    good = exported["variance"]
+    manifest, state, segments = split(good)
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0x01
+    other_version = bytearray(good)
+    other_version[8:12] = struct.pack("<I", 2)
+    variance = decode_array(state["variance"])
+    iqrp_manifest, iqrp_state, iqrp_segments = split(exported["iqrp"])
+    ofs = exported["ofs"]
+    return [
+        ("empty", b"", "not a Sift selector archive"),
+        ("truncated", good[: len(good) - 100], "damaged"),
+        ("a flipped byte", bytes(flipped), "damaged"),
+        ("another format version", bytes(other_version), "format version 2 is not understood"),
+        ("wrong magic", b"PK\x03\x04" + good[4:], "not a Sift selector archive"),
+        ("json", b'{"format": "sift-selector-archive"}' + bytes(40), "not a Sift selector"),
+        ("wrong shape", with_array(good, "variance", np.zeros(3)), "must have 5 entries"),
+        (
+            "wrong dtype",
+            with_array(good, "variance", variance.astype(np.float32)),
+            "must be a 1-D float64 array",
+        ),
+        (
+            "NaN",
+            with_array(good, "mean", np.where(np.arange(5) == 2, np.nan, variance)),
+            "NaN",
+        ),
+        (
+            "a field missing",
+            join(manifest, {k: v for k, v in state.items() if k != "m2"}, segments),
+            "lacks ['m2']",
+        ),
+        (
+            "params that do not resolve",
+            join(
+                {**manifest, "selector": {**manifest["selector"], "params": {"ddof": 7}}},
+                state,
+                segments,
+            ),
+            "ddof",
+        ),
+        (
+            "an unknown method",
+            join(
+                {**manifest, "selector": {**manifest["selector"], "method": "pickle"}},
+                state,
+                segments,
+            ),
+            "unknown method",
+        ),
+        (
+            "a count that disagrees",
+            join({**manifest, "items_seen": 5}, state, segments),
+            "same non-negative counts",
+        ),
+        (
+            "a missing segment",
+            join(iqrp_manifest, iqrp_state, dict(list(iqrp_segments.items())[:-1])),
+            "missing",
+        ),
+        (
+            "a segment of the wrong shape",
+            join(
+                iqrp_manifest,
+                iqrp_state,
+                {s: encode_array(np.zeros((5, 3))) for s in iqrp_segments},
+            ),
+            "must be a float64 block of shape (5, 2)",
+        ),
+        (
+            "more features seen than scores",
+            join({**split(ofs)[0], "items_seen": 9, "features_seen": 9}, *split(ofs)[1:]),
+            "has scores for 4 features; having seen 9 items",
+        ),
+        (
+            "a reserved item name",
+            join({**split(ofs)[0], "item_names": [[0, "f3"]]}, *split(ofs)[1:]),
+            "out of place",
+        ),
+    ]
+
+
+async def test_damaged_or_crafted_archives_are_refused_and_create_nothing(client, exported):
+    assert (await client.get("/v1/selectors")).json()["selectors"] == []
+    for what, archive, fragment in damaged(exported):
+        response = await import_(client, archive, name="victim")
+        assert response.status_code == 422, (what, response.text)
+        assert response.headers["content-type"] == "application/problem+json", what
+        assert fragment in response.json()["detail"], (what, response.json()["detail"])
+        assert (await client.get("/v1/selectors")).json()["selectors"] == [], what
+    assert (await client.get("/v1/selectors/victim")).status_code == 404
+
+
+async def test_the_format_version_problem_names_the_versions_understood(client, exported):
+    other = bytearray(exported["variance"])
+    other[8:12] = struct.pack("<I", 7)
+    response = await import_(client, bytes(other))
+    assert response.status_code == 422
+    assert response.json()["detail"].endswith("this server reads format version(s) 1")
+
+
+async def test_archives_over_the_limit_are_refused_before_reading_them(app_factory):
+    async with app_factory(max_archive_bytes=2048) as (_app, http):
+        await create(http, "wide", "variance", n_features=400)
+        too_big = await http.get("/v1/selectors/wide/export")
+        assert too_big.status_code == 422, too_big.text
+        assert "SIFT_MAX_ARCHIVE_BYTES" in too_big.json()["detail"]
+        response = await import_(http, bytes(4096), name="big")
+        assert response.status_code == 413, response.text
+        assert response.headers["content-type"] == "application/problem+json"
+        assert (await http.get("/v1/selectors/big")).status_code == 404
+
+
+async def test_import_media_types(client, exported):
+    wrong = await client.post(
+        "/v1/selectors/import", content=exported["variance"], headers={"content-type": "text/csv"}
+    )
+    assert wrong.status_code == 415, wrong.text
+    binary = await client.post(
+        "/v1/selectors/import",
+        content=exported["variance"],
+        headers={"content-type": "application/octet-stream"},
+    )
+    assert binary.status_code == 201, binary.text
+
+
+async def test_a_state_that_exceeds_the_state_limit_is_refused(app_factory):
+    async with app_factory() as (_app, http):
+        await create(http, "roomy", "variance", n_features=300)
+        archive = await export(http, "roomy")
+    async with app_factory(max_state_bytes=4096) as (_app, http):
+        response = await import_(http, archive, name="cramped")
+        assert response.status_code == 422, response.text
+        assert response.json()["type"].endswith("state-too-large")
+
+
+async def test_scopes_read_exports_admin_imports(redis_url, redis_client):
+    settings = make_settings(redis_url, api_token=ADMIN_TOKEN)
+    async with running_app(settings) as (_app, http):
+        keys = {}
+        for scope in ("read", "write", "admin"):
+            response = await http.post(
+                "/v1/keys", json={"scopes": [scope], "label": scope}, headers=ADMIN
+            )
+            keys[scope] = {"authorization": f"Bearer {response.json()['key']}"}
+        prefixed = await http.post(
+            "/v1/keys", json={"scopes": ["admin"], "prefix": "team-"}, headers=ADMIN
+        )
+        team = {"authorization": f"Bearer {prefixed.json()['key']}"}
+        body = {"name": "s", "method": "variance", "n_features": 3}
+        assert (await http.post("/v1/selectors", json=body, headers=ADMIN)).status_code == 201
+        archive = await export(http, "s", headers=keys["read"])
+        assert (await http.get("/v1/selectors/s/export")).status_code == 401
+        for scope in ("read", "write"):
+            refused = await http.post(
+                "/v1/selectors/import",
+                content=archive,
+                headers={**ARCHIVE, **keys[scope]},
+                params={"name": "t"},
+            )
+            assert refused.status_code == 403, refused.text
+            assert "admin" in refused.json()["detail"]
+        # A key with a name prefix imports only under names it may create.
+        outside = await http.post(
+            "/v1/selectors/import", content=archive, headers={**ARCHIVE, **team}
+        )
+        assert outside.status_code == 403, outside.text
+        inside = await http.post(
+            "/v1/selectors/import",
+            content=archive,
+            headers={**ARCHIVE, **team},
+            params={"name": "team-s"},
+        )
+        assert inside.status_code == 201, inside.text
+        accepted = await http.post(
+            "/v1/selectors/import",
+            content=archive,
+            headers={**ARCHIVE, **keys["admin"]},
+            params={"name": "t"},
+        )
+        assert accepted.status_code == 201, accepted.text

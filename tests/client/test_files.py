@@ -1,0 +1,147 @@
+"""Data files for ``sift push``: CSV, .npy, .npz and Parquet read in chunks, labels taken out,
+and errors that say where; the progress line."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import scipy.sparse as sp
+
+from service.client.files import FileFormatError, fingerprint, open_data
+from service.client.progress import Progress, duration
+
+
+def stacked(blocks: list[np.ndarray | sp.csr_matrix]) -> np.ndarray:
+    return np.vstack([b if isinstance(b, np.ndarray) else b.toarray() for b in blocks])
+
+
+def test_csv_header_names_labels_and_chunks(tmp_path: Path) -> None:
+    path = tmp_path / "data.csv"
+    path.write_text("a,label,b\n1,7,2.5\n3,spam,-4\n\n5,-2,6e1\n")
+    data = open_data(path, labels="label")
+    assert (data.n_rows, data.n_features, data.feature_names) == (3, 2, ["a", "b"])
+    blocks = list(data.blocks(2))
+    assert [b.rows.shape for b in blocks] == [(2, 2), (1, 2)]
+    np.testing.assert_array_equal(stacked([b.rows for b in blocks]), [[1, 2.5], [3, -4], [5, 60]])
+    # A label that reads as an integer is one, whatever chunk it falls in; others are strings.
+    assert [x for b in blocks for x in b.labels or []] == [7, "spam", -2]
+
+
+def test_csv_without_labels_and_its_errors(tmp_path: Path) -> None:
+    path = tmp_path / "data.csv"
+    path.write_text("x,y\n1,2\n3,oops\n")
+    data = open_data(path)
+    assert data.feature_names == ["x", "y"]
+    with pytest.raises(FileFormatError, match=r"line 2: column 'y' is 'oops', not a number"):
+        list(data.blocks(10))
+    path.write_text("x,y\n1,2\n3\n")
+    with pytest.raises(FileFormatError, match="line 3: expected 2 values"):
+        list(open_data(path).blocks(10))
+    with pytest.raises(FileFormatError, match="no column 'label'"):
+        open_data(path, labels="label")
+    path.write_text("")
+    with pytest.raises(FileFormatError, match="header"):
+        open_data(path)
+
+
+def test_npy_is_read_in_blocks_and_has_no_labels(tmp_path: Path) -> None:
+    path = tmp_path / "rows.npy"
+    array = np.arange(30, dtype=np.int32).reshape(10, 3)
+    np.save(path, array)
+    data = open_data(path)
+    blocks = [b.rows for b in data.blocks(4)]
+    assert [b.shape[0] for b in blocks] == [4, 4, 2] and blocks[0].dtype == np.float64
+    np.testing.assert_array_equal(stacked(blocks), array)
+    with pytest.raises(FileFormatError, match="no labels"):
+        open_data(path, labels="labels")
+    np.save(path, np.arange(5))
+    with pytest.raises(FileFormatError, match="2-D numeric"):
+        open_data(path)
+    np.save(path, np.array([{"a": 1}], dtype=object))
+    with pytest.raises(FileFormatError, match=r"not a numeric \.npy"):
+        open_data(path)
+
+
+@pytest.mark.parametrize("layout", ["save_npz-csr", "save_npz-csc", "csr-parts", "rows"])
+def test_npz_layouts_with_labels(tmp_path: Path, layout: str) -> None:
+    matrix = sp.random(9, 5, density=0.4, format="csr", random_state=1)
+    labels = np.array(["a", "b", "c"] * 3)
+    path = tmp_path / "chunk.npz"
+    if layout.startswith("save_npz"):
+        sp.save_npz(path, matrix.asformat(layout.split("-")[1]))
+    elif layout == "csr-parts":
+        np.savez(
+            path,
+            data=matrix.data,
+            indices=matrix.indices,
+            indptr=matrix.indptr,
+            shape=np.array(matrix.shape),
+            labels=labels,
+        )
+    else:
+        np.savez(path, rows=matrix.toarray(), labels=labels)
+    has_labels = layout in ("csr-parts", "rows")
+    data = open_data(path, labels="labels" if has_labels else None)
+    assert (data.n_rows, data.n_features) == (9, 5)
+    blocks = list(data.blocks(4))
+    np.testing.assert_allclose(stacked([b.rows for b in blocks]), matrix.toarray())
+    if has_labels:
+        assert [x for b in blocks for x in b.labels or []] == labels.tolist()
+
+
+def test_npz_without_a_matrix_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "odd.npz"
+    np.savez(path, something=np.ones(3))
+    with pytest.raises(FileFormatError, match=r"expected a scipy\.sparse\.save_npz matrix"):
+        open_data(path)
+
+
+def test_parquet_batches_and_labels(tmp_path: Path) -> None:
+    path = tmp_path / "data.parquet"
+    table = pa.table({"a": [1.0, 2.0, 3.0], "b": [4, 5, 6], "label": ["x", "y", "x"]})
+    pq.write_table(table, path, row_group_size=2)
+    data = open_data(path, labels="label")
+    assert (data.n_rows, data.feature_names) == (3, ["a", "b"])
+    blocks = list(data.blocks(2))
+    np.testing.assert_array_equal(stacked([b.rows for b in blocks]), [[1, 4], [2, 5], [3, 6]])
+    assert [x for b in blocks for x in b.labels or []] == ["x", "y", "x"]
+    with pytest.raises(FileFormatError, match="not numeric"):
+        list(open_data(path).blocks(2))  # the label column read as a feature
+
+
+def test_unknown_suffix_and_fingerprint(tmp_path: Path) -> None:
+    path = tmp_path / "data.txt"
+    path.write_text("1,2\n")
+    with pytest.raises(FileFormatError, match="expected a file ending in"):
+        open_data(path)
+    first = fingerprint(path)
+    assert first == fingerprint(path) and first.size == 4
+    path.write_text("1,3\n")
+    assert fingerprint(path).digest != first.digest
+
+
+def test_progress_line_on_a_terminal_and_the_summary() -> None:
+    now = [0.0]
+    screen = io.StringIO()
+    progress = Progress(screen, 1000, "rows", live=True, clock=lambda: now[0])
+    progress.skip(200)  # acknowledged by an earlier run: done, but not part of the rate
+    now[0] = 2.0
+    progress.advance(300)
+    assert progress.line() == (
+        "[##############..............] 500/1,000 rows  150 rows/s  ETA 0:03"
+    )
+    assert screen.getvalue().startswith("\r[")
+    progress.finish("done")
+    assert screen.getvalue().endswith("\ndone\n")
+
+    plain = io.StringIO()
+    quiet = Progress(plain, None, "rows", live=False, clock=lambda: now[0])
+    quiet.advance(10)
+    quiet.finish("pushed 10 rows")
+    assert plain.getvalue() == "pushed 10 rows\n"
+    assert duration(3725) == "1:02:05" and duration(65) == "1:05"

@@ -1,0 +1,1 @@
+"""Checks of the deployment files against the code."""

@@ -1,0 +1,1 @@
+"""Fault tests: real service processes and real redis-servers, broken on purpose."""

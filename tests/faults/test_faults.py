@@ -1,0 +1,676 @@
+"""Fault tests: real service processes and a real redis-server, killed, paused and restarted.
+
+The promise under test: a chunk the service acknowledged (200, or 202 with a ``log_id``) is
+applied exactly once whatever crashes, and a repeated ``Idempotency-Key`` answers what the first
+request answered. ``ocfs`` selectors make the check exact: every chunk has its own class, and
+the committed class counts and sums say how many times each chunk was applied (see
+``tests/faults/harness.py``). Every test prints its figures (run with ``-s`` or ``-rP`` to see
+them) and records them as junit properties.
+
+Run: ``.venv/bin/python -m pytest tests/faults -p no:cacheprovider -q -x`` (``-m "not slow"``
+for the quick ones only).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from service.store.records import partition_name
+from tests.faults.harness import (
+    DEFAULT_LEASE_MS,
+    Ack,
+    Answer,
+    LabelledChunk,
+    Producer,
+    RedisProcess,
+    ServiceProcess,
+    Tally,
+    Traffic,
+    Workers,
+    class_counts,
+    cpu_seconds,
+    holder_pid,
+    labelled_npz,
+    lease_holder,
+    ocfs_chunk,
+    poll,
+    read_committed,
+    selector_keys,
+    tally_ocfs,
+    wait_for,
+)
+
+SEED = 20_240_611
+#: SIGKILLs of a service process in the crash test (the brief asks for at least 20).
+SERVICE_KILL_TRIALS = 24
+#: SIGKILLs of redis-server in the Redis crash test (at least 3).
+REDIS_KILL_TRIALS = 6
+#: The longest a restarted service may take to apply what a killed applier left (seconds).
+TAKEOVER_BOUND_S = 5.0
+
+Spawn = Callable[..., ServiceProcess]
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def create_selector(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    response = httpx.post(f"{url}/v1/selectors", json=body, timeout=30)
+    assert response.status_code == 201, (
+        f"creating {body} answered {response.status_code}: {response.text}"
+    )
+    return dict(response.json())
+
+
+def describe(url: str, name: str) -> dict[str, Any] | None:
+    """The selector's description, or None if the service does not answer it right now."""
+    try:
+        response = httpx.get(f"{url}/v1/selectors/{name}", timeout=10)
+    except httpx.TransportError:
+        return None
+    return dict(response.json()) if response.status_code == 200 else None
+
+
+def wait_all_applied(
+    url: str, name: str, timeout_s: float, rows: int | None = None
+) -> dict[str, Any]:
+    """Poll the description until no log entry is pending (and ``rows`` rows were seen)."""
+
+    def applied() -> dict[str, Any] | None:
+        body = describe(url, name)
+        if body is None or body["state"]["pending_entries"] != 0:
+            return None
+        if rows is not None and body["rows_seen"] != rows:
+            return None
+        return body
+
+    return wait_for(applied, timeout_s, f"every pending entry of '{name}' to be applied")
+
+
+def report(
+    record_property: Callable[[str, object], None], test: str, figures: dict[str, Any]
+) -> None:
+    """Print the figures (quotable) and keep them in the junit report."""
+    print(f"\nFAULT FIGURES {test}: {json.dumps(figures, sort_keys=True)}")
+    for key, value in figures.items():
+        record_property(key, value)
+
+
+@dataclass
+class Ledger:
+    """Every chunk the producers sent and the acknowledgement each one got (thread-safe)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    sent: dict[str, LabelledChunk] = field(default_factory=dict)
+    acks: dict[str, Ack] = field(default_factory=dict)
+
+    def send(self, chunk: LabelledChunk) -> None:
+        with self.lock:
+            self.sent[chunk.key] = chunk
+
+    def ack(self, ack: Ack) -> None:
+        with self.lock:
+            self.acks[ack.key] = ack
+
+    def acknowledged(self) -> int:
+        with self.lock:
+            return len(self.acks)
+
+    def split(self) -> tuple[list[LabelledChunk], list[LabelledChunk]]:
+        """The acknowledged chunks and those whose producer never got an answer."""
+        with self.lock:
+            acked = [self.sent[key] for key in self.acks]
+            unacked = [chunk for key, chunk in self.sent.items() if key not in self.acks]
+        return acked, unacked
+
+    def figures(self) -> dict[str, Any]:
+        with self.lock:
+            acks = list(self.acks.values())
+        return {
+            "chunks_sent": len(self.sent),
+            "acknowledged_200": sum(ack.status == 200 for ack in acks),
+            "acknowledged_202": sum(ack.status == 202 for ack in acks),
+            "acknowledged_after_retry": sum(ack.attempts > 1 for ack in acks),
+            "acknowledged_as_duplicate": sum(bool(ack.body.get("duplicate")) for ack in acks),
+            "slowest_acknowledgement_s": round(max((ack.seconds for ack in acks), default=0), 2),
+        }
+
+
+def chunk_path(name: str) -> str:
+    return f"/v1/selectors/{name}/chunks"
+
+
+def ocfs_producer(
+    index: int,
+    urls: list[str],
+    name: str,
+    ledger: Ledger,
+    traffic: Traffic,
+    abort: threading.Event,
+    wait_share: float = 0.75,
+) -> Callable[[threading.Event], None]:
+    """A producer thread: distinct chunks (1-8 rows, a quarter as .npz), most with wait=true,
+    each pushed until acknowledged, with a short random pause in between."""
+
+    def run(stop: threading.Event) -> None:
+        rng = np.random.default_rng([SEED, index])
+        producer = Producer(urls, traffic, abort=abort)
+        try:
+            seq = 0
+            while not stop.is_set():
+                chunk = ocfs_chunk(
+                    cid=index * 1_000_000 + seq,
+                    rows=int(rng.integers(1, 9)),
+                    key=f"p{index}-{seq}",
+                    npz=bool(rng.random() < 0.25),
+                )
+                ledger.send(chunk)
+                ack = producer.push(
+                    chunk_path(name),
+                    chunk.body,
+                    chunk.content_type,
+                    chunk.key,
+                    wait=bool(rng.random() < wait_share),
+                    first=int(rng.integers(len(urls))),
+                )
+                ledger.ack(ack)
+                seq += 1
+                stop.wait(float(rng.uniform(0.02, 0.1)))
+        finally:
+            producer.close()
+
+    return run
+
+
+def pending_202s_not_applied(url: str, name: str, ledger: Ledger) -> list[str]:
+    """Chunks answered 202 whose ``GET .../chunks/{log_id}`` does not say ``applied``."""
+    with ledger.lock:
+        pending = [ack for ack in ledger.acks.values() if ack.status == 202]
+    wrong = []
+    with httpx.Client(base_url=url, timeout=10) as http:
+        for ack in pending:
+            partition = ack.body.get("partition")
+            query = "" if partition is None else f"?partition={partition}"
+            response = http.get(f"{chunk_path(name)}/{ack.log_id}{query}")
+            status = response.json().get("status") if response.status_code == 200 else None
+            if status != "applied":
+                wrong.append(
+                    f"{ack.key} ({ack.log_id}): {response.status_code} {response.text[:200]}"
+                )
+    return wrong
+
+
+def replay_mismatches(urls: list[str], name: str, ledger: Ledger) -> list[str]:
+    """Send every acknowledged chunk again with its key: the answer must be a duplicate of the
+    same log entry, and a first 200's version and rows_seen must come back unchanged."""
+    with ledger.lock:
+        acks = [(ledger.sent[key], ack) for key, ack in ledger.acks.items()]
+    wrong = []
+    with httpx.Client(timeout=30) as http:
+        for i, (chunk, ack) in enumerate(acks):
+            response = http.post(
+                urls[i % len(urls)] + chunk_path(name),
+                params={"wait": "true" if ack.wait else "false"},
+                content=chunk.body,
+                headers={"content-type": chunk.content_type, "idempotency-key": chunk.key},
+            )
+            body = response.json()
+            problems = []
+            if response.status_code != 200:
+                problems.append(f"status {response.status_code}")
+            if body.get("duplicate") is not True:
+                problems.append("not marked duplicate")
+            if body.get("log_id") != ack.log_id:
+                problems.append(f"log_id {body.get('log_id')} != first {ack.log_id}")
+            if ack.status == 200:
+                for fld in ("version", "rows_seen", "rows"):
+                    if body.get(fld) != ack.body.get(fld):
+                        problems.append(f"{fld} {body.get(fld)} != first {ack.body.get(fld)}")
+            if problems:
+                wrong.append(f"{chunk.key}: {', '.join(problems)}")
+    return wrong
+
+
+def api_counts_mismatch(url: str, name: str, tally_source: dict[Any, int]) -> list[str]:
+    """The class counts the API lists must be the committed ones."""
+    body = describe(url, name)
+    if body is None:
+        return [f"describe of '{name}' failed at the end"]
+    listed = {str(c["label"]): int(c["count"]) for c in body["classes"]}
+    expected = {str(label): count for label, count in tally_source.items()}
+    return [] if listed == expected else ["GET /v1/selectors lists other class counts than Redis"]
+
+
+def exactly_once_problems(
+    redis_proc: RedisProcess, urls: list[str], name: str, ledger: Ledger, partitions: int = 1
+) -> tuple[Tally, list[str]]:
+    """Everything the end of a crash test checks, as one list of problems (empty: all good).
+
+    A partitioned selector is checked partition by partition: every chunk must be in the
+    partition its key chose (its first answer named it), exactly once, and in no other.
+    """
+    acked, unacked = ledger.split()
+    client = redis_proc.client()
+    try:
+        if partitions == 1:
+            tally = tally_ocfs(client, name, acked, unacked)
+            committed_counts = class_counts(read_committed(client, name).state)
+        else:
+            tally, committed_counts = Tally(acknowledged=len(acked)), {}
+            for index in range(partitions):
+                chosen = [c for c in acked if zlib.crc32(c.key.encode()) % partitions == index]
+                unsure = [c for c in unacked if zlib.crc32(c.key.encode()) % partitions == index]
+                part = tally_ocfs(client, partition_name(name, index), chosen, unsure)
+                tally = tally.plus(part)
+                committed_counts |= class_counts(
+                    read_committed(client, partition_name(name, index)).state
+                )
+    finally:
+        client.close()
+    problems = tally.problems()
+    problems += [
+        f"202 not applied: {p}" for p in pending_202s_not_applied(urls[0], name, ledger)[:10]
+    ]
+    problems += api_counts_mismatch(urls[0], name, committed_counts)
+    replays = replay_mismatches(urls, name, ledger)
+    if replays:
+        problems.append(f"{len(replays)} replays answered differently: {replays[:10]}")
+    return tally, problems
+
+
+def slow_labelled_chunk(
+    seed: int, rows: int, features: int, classes: int
+) -> tuple[bytes, Counter[int]]:
+    """An ``ioc`` chunk that takes a noticeable time to apply (IOC goes one sample at a time)."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 10, size=(rows, features)).astype(np.float64)
+    labels = rng.integers(0, classes, size=rows)
+    return labelled_npz(x, labels), Counter(int(label) for label in labels)
+
+
+def post_chunk(url: str, name: str, body: bytes, key: str, wait: bool) -> httpx.Response:
+    return httpx.post(
+        url + chunk_path(name),
+        params={"wait": "true" if wait else "false"},
+        content=body,
+        headers={"content-type": "application/x-npz", "idempotency-key": key},
+        timeout=60,
+    )
+
+
+def lease_pid(redis_proc: RedisProcess, name: str) -> int | None:
+    client = redis_proc.client()
+    try:
+        return holder_pid(lease_holder(client, name))
+    finally:
+        client.close()
+
+
+# -- 1. SIGKILL of service processes during ingestion -----------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_sigkill_service_during_ingestion(
+    redis_proc: RedisProcess, spawn_service: Spawn, record_property: Any, partitions: int
+) -> None:
+    started = time.monotonic()
+    services = [spawn_service("a"), spawn_service("b")]
+    urls = [service.url for service in services]
+    name = "ingest"
+    trials = SERVICE_KILL_TRIALS if partitions == 1 else SERVICE_KILL_TRIALS // 2
+    create_selector(
+        urls[0], {"name": name, "method": "ocfs", "n_features": 3, "partitions": partitions}
+    )
+    ledger, traffic, workers = Ledger(), Traffic(), Workers()
+    for index in range(4):
+        workers.spawn(
+            f"producer-{index}", ocfs_producer(index, urls, name, ledger, traffic, workers.abort)
+        )
+
+    rng = random.Random(SEED)
+    kills_while_applying = 0
+    ready_seconds: list[float] = []
+    client = redis_proc.client()
+
+    # The applier watched: the selector's, or its first partition's.
+    applying = name if partitions == 1 else partition_name(name, 0)
+
+    def applier_pid() -> int | None:
+        return holder_pid(lease_holder(client, applying))
+
+    try:
+        for trial in range(trials):
+            workers.check()
+            time.sleep(rng.uniform(0.2, 1.0))  # the random moment of the next crash
+            victim = services[rng.randrange(len(services))]
+            if trial % 2:
+                # Every other crash hits the process that is applying, if one is (within 1 s).
+                pid = poll(applier_pid, 1.0, interval_s=0.002)
+                victim = next((s for s in services if s.pid == pid), victim)
+            if applier_pid() == victim.pid:
+                kills_while_applying += 1
+            victim.kill()
+            ready_seconds.append(victim.start())
+        # The producers go on until both processes have served again after the last crash.
+        acked = ledger.acknowledged()
+        wait_for(
+            lambda: ledger.acknowledged() >= acked + 20,
+            60,
+            "acknowledgements after the last restart",
+        )
+    except BaseException:
+        workers.abandon()
+        raise
+    finally:
+        client.close()
+    workers.join(timeout_s=150)
+
+    assert all(service.alive for service in services), f"a service died on its own: {services}"
+    described = wait_all_applied(urls[0], name, timeout_s=60)
+    tally, problems = exactly_once_problems(redis_proc, urls, name, ledger, partitions)
+    figures = {
+        "partitions": partitions,
+        "kill_trials": trials,
+        "kills_while_lease_held_by_victim": kills_while_applying,
+        "restart_to_ready_max_s": round(max(ready_seconds), 2),
+        "requests": traffic.requests,
+        "transport_errors": traffic.transport_errors,
+        "server_errors_by_status": traffic.statuses(),
+        "final_version": described["version"],
+        "seconds": round(time.monotonic() - started, 1),
+        **ledger.figures(),
+        **tally.figures(),
+    }
+    report(record_property, f"test_sigkill_service_during_ingestion[{partitions}]", figures)
+    # Not vacuous: enough chunks, and crashes that hit requests in flight (they were retried).
+    assert tally.acknowledged >= 100, f"too few chunks acknowledged to mean anything: {figures}"
+    assert figures["acknowledged_after_retry"] > 0, f"no crash hit a request in flight: {figures}"
+    assert not problems, "exactly-once violated after service SIGKILLs:\n" + "\n".join(problems)
+
+
+# -- 2. a restarted service takes over a killed applier's work quickly ------------------------
+
+
+def test_takeover_after_sigkill_is_fast(
+    redis_proc: RedisProcess, spawn_service: Spawn, record_property: Any
+) -> None:
+    service = spawn_service("applier")
+    name = "takeover"
+    create_selector(
+        service.url,
+        {"name": name, "method": "ioc", "n_features": 300, "params": {"n_components": 8}},
+    )
+    rows = 3000
+    body, expected_counts = slow_labelled_chunk(SEED + 2, rows, 300, classes=10)
+    response = post_chunk(service.url, name, body, "slow-1", wait=False)
+    assert response.status_code == 202, f"expected 202, got {response.status_code}: {response.text}"
+    log_id = response.json()["log_id"]
+    # Kill the applier itself: once it holds the lease, while it computes.
+    pid = service.pid
+    wait_for(
+        lambda: lease_pid(redis_proc, name) == pid,
+        10,
+        f"the lease of '{name}' to name the service's pid {pid}",
+        interval_s=0.005,
+    )
+    killed_at = time.monotonic()
+    service.kill()
+    service.start()
+    ready_at = time.monotonic()
+    described = wait_all_applied(service.url, name, timeout_s=60, rows=rows)
+    done_at = time.monotonic()
+    takeover_s = done_at - ready_at
+    apply_s = service.metric("sift_apply_seconds_sum")
+
+    status = httpx.get(f"{service.url}{chunk_path(name)}/{log_id}", timeout=10).json()
+    counts = {int(c["label"]): c["count"] for c in described["classes"]}
+    figures = {
+        "lease_ms": DEFAULT_LEASE_MS,
+        "kill_to_ready_s": round(ready_at - killed_at, 2),
+        "ready_to_applied_s": round(takeover_s, 2),
+        "kill_to_applied_s": round(done_at - killed_at, 2),
+        "apply_seconds_of_the_chunk": round(apply_s, 2),
+        "version": described["version"],
+    }
+    report(record_property, "test_takeover_after_sigkill_is_fast", figures)
+    assert status["status"] == "applied", f"chunk {log_id} is not applied: {status}"
+    assert counts == dict(expected_counts), f"class counts {counts} != sent {dict(expected_counts)}"
+    assert described["rows_seen"] == rows and described["version"] == 1, described
+    assert takeover_s <= TAKEOVER_BOUND_S, (
+        f"the restarted service applied the killed applier's entry {takeover_s:.2f} s after it "
+        f"was ready (bound {TAKEOVER_BOUND_S} s, lease {DEFAULT_LEASE_MS} ms): {figures}"
+    )
+
+
+# -- 3. a paused applier that lost its lease cannot commit ------------------------------------
+
+
+@pytest.mark.slow
+def test_stale_applier_cannot_commit(
+    redis_proc: RedisProcess, spawn_service: Spawn, record_property: Any
+) -> None:
+    a, b = spawn_service("a"), spawn_service("b")
+    name = "stale"
+    create_selector(
+        a.url, {"name": name, "method": "ioc", "n_features": 400, "params": {"n_components": 10}}
+    )
+    rows = 6000
+    body, expected_counts = slow_labelled_chunk(SEED + 3, rows, 400, classes=12)
+    response = post_chunk(a.url, name, body, "slow-stale", wait=False)
+    assert response.status_code == 202, f"expected 202, got {response.status_code}: {response.text}"
+
+    # A holds the lease and has taken the entry (its attempt is counted): it is computing.
+    client = redis_proc.client()
+    keys = selector_keys(name)
+    a_pid, b_pid = a.pid, b.pid
+    try:
+        wait_for(
+            lambda: holder_pid(lease_holder(client, name)) == a_pid and client.hlen(keys.attempts),
+            10,
+            f"process A (pid {a_pid}) to hold the lease of '{name}' and take its entry",
+            interval_s=0.002,
+        )
+        # ... and is deep in the update (CPU time only grows while it computes): paused there,
+        # it must find its commit rejected on waking. Paused before the computation, it would
+        # instead find the log applied by B and have nothing to commit.
+        cpu_at_take = cpu_seconds(a_pid)
+        wait_for(
+            lambda: cpu_seconds(a_pid) - cpu_at_take >= 0.3,
+            10,
+            "process A to compute the update for 0.3 s of CPU time",
+            interval_s=0.01,
+        )
+        a.pause()
+        paused_at = time.monotonic()
+        # B takes over once A's lease expires, and applies the entry itself.
+        described = wait_all_applied(b.url, name, timeout_s=60, rows=rows)
+        taken_over_s = time.monotonic() - paused_at
+        # A stays stopped at least twice its lease (deliberately: it must be well past it).
+        time.sleep(max(0.0, 2 * DEFAULT_LEASE_MS / 1000 - (time.monotonic() - paused_at)))
+        before = read_committed(client, name)
+        a.resume()
+        stale = wait_for(
+            lambda: a.metric("sift_stale_commits_total"),
+            30,
+            "A's commit to be rejected (sift_stale_commits_total >= 1 on A)",
+        )
+        after = read_committed(client, name)
+    finally:
+        client.close()
+
+    figures = {
+        "lease_ms": DEFAULT_LEASE_MS,
+        "paused_to_applied_by_b_s": round(taken_over_s, 2),
+        "stale_commits_on_a": stale,
+        "version_after": after.version,
+    }
+    report(record_property, "test_stale_applier_cannot_commit", figures)
+    assert holder_pid(before.writer) == b_pid, (
+        f"version {before.version} written by {before.writer}, not B"
+    )
+    assert (after.version, after.head["state_key"]) == (before.version, before.head["state_key"]), (
+        f"the state changed after A resumed: version {before.version} -> {after.version}, "
+        f"written by {after.writer}"
+    )
+    assert after.rows_seen == rows and after.version == 1, after.head
+    assert class_counts(after.state) == dict(expected_counts), "class counts are not exactly once"
+    assert described["rows_seen"] == rows
+    # A still works after its rejected commit.
+    small, small_counts = slow_labelled_chunk(SEED + 30, 20, 400, classes=12)
+    response = post_chunk(a.url, name, small, "after-resume", wait=True)
+    assert response.status_code == 200, (
+        f"A after resuming answered {response.status_code}: {response.text}"
+    )
+    final = wait_all_applied(b.url, name, timeout_s=30, rows=rows + 20)
+    final_counts = {int(c["label"]): c["count"] for c in final["classes"]}
+    assert final_counts == dict(expected_counts + small_counts), final_counts
+
+
+# -- 4. SIGKILL of redis-server during ingestion ----------------------------------------------
+
+
+@pytest.mark.slow
+def test_redis_sigkill_loses_no_acknowledged_chunk(
+    redis_proc: RedisProcess, spawn_service: Spawn, record_property: Any
+) -> None:
+    started = time.monotonic()
+    service = spawn_service("solo")
+    urls = [service.url]
+    name = "durable"
+    create_selector(service.url, {"name": name, "method": "ocfs", "n_features": 3})
+    ledger, traffic, workers = Ledger(), Traffic(), Workers()
+    for index in range(3):
+        workers.spawn(
+            f"producer-{index}", ocfs_producer(index, urls, name, ledger, traffic, workers.abort)
+        )
+
+    rng = random.Random(SEED + 4)
+    downtimes: list[float] = []
+    try:
+        for _trial in range(REDIS_KILL_TRIALS):
+            workers.check()
+            time.sleep(rng.uniform(1.5, 3.0))  # producers are acknowledged meanwhile
+            redis_proc.kill()
+            down_at = time.monotonic()
+            time.sleep(rng.uniform(0.5, 1.5))  # Redis stays down: the service answers 503
+            redis_proc.start()
+            downtimes.append(time.monotonic() - down_at)
+        acked = ledger.acknowledged()
+        wait_for(
+            lambda: ledger.acknowledged() >= acked + 20,
+            60,
+            "acknowledgements after the last restart",
+        )
+    except BaseException:
+        workers.abandon()
+        raise
+    workers.join(timeout_s=150)
+
+    assert service.alive and service.starts == 1, "the service died or was restarted"
+    described = wait_all_applied(service.url, name, timeout_s=60)
+    tally, problems = exactly_once_problems(redis_proc, urls, name, ledger)
+    with traffic.lock:
+        answers: list[Answer] = list(traffic.server_errors)
+    unavailable = [answer for answer in answers if answer.status == 503]
+    if not unavailable:
+        problems.append("no 503 answer was seen while Redis was down")
+    defects = Counter(
+        defect for answer in answers for defect in answer.defects([f":{redis_proc.port}"])
+    )
+    problems += [f"{count} 5xx answers with {defect}" for defect, count in defects.items()]
+    figures = {
+        "redis_kills": redis_proc.kills,
+        "redis_downtime_total_s": round(sum(downtimes), 2),
+        "requests": traffic.requests,
+        "answers_5xx_by_status": traffic.statuses(),
+        "answers_503_well_formed": sum(not a.defects([f":{redis_proc.port}"]) for a in unavailable),
+        "sample_503_detail": (unavailable[0].problem or {}).get("detail") if unavailable else None,
+        "final_version": described["version"],
+        "seconds": round(time.monotonic() - started, 1),
+        **ledger.figures(),
+        **tally.figures(),
+    }
+    report(record_property, "test_redis_sigkill_loses_no_acknowledged_chunk", figures)
+    assert tally.acknowledged >= 50, f"too few chunks acknowledged to mean anything: {figures}"
+    assert figures["acknowledged_after_retry"] > 0, f"no crash hit a request in flight: {figures}"
+    assert not problems, "after redis-server SIGKILLs:\n" + "\n".join(problems)
+
+
+# -- 5. Redis stopped, then back: the service recovers by itself ------------------------------
+
+
+def test_redis_down_then_back(
+    redis_proc: RedisProcess, spawn_service: Spawn, record_property: Any
+) -> None:
+    service = spawn_service("solo")
+    name = "x"
+    create_selector(service.url, {"name": name, "method": "ocfs", "n_features": 3})
+    before = ocfs_chunk(1, 4, "before")
+    during = ocfs_chunk(2, 3, "during")
+    after = ocfs_chunk(3, 5, "after")
+    with httpx.Client(base_url=service.url, timeout=30) as http:
+
+        def post(chunk: LabelledChunk) -> httpx.Response:
+            return http.post(
+                chunk_path(name),
+                content=chunk.body,
+                headers={"content-type": chunk.content_type, "idempotency-key": chunk.key},
+            )
+
+        assert post(before).status_code == 200
+        redis_proc.stop()
+        down = {
+            f"GET /v1/selectors/{name}": http.get(f"/v1/selectors/{name}"),
+            f"POST {chunk_path(name)}": post(during),
+            "GET /v1/readyz": http.get("/v1/readyz"),
+        }
+        healthz = http.get("/v1/healthz")
+        redis_proc.start()
+        recovered_in = time.monotonic()
+        wait_for(
+            lambda: http.get("/v1/readyz").status_code == 200, 30, "/v1/readyz to answer 200 again"
+        )
+        recovered_s = time.monotonic() - recovered_in
+        again = post(after)
+
+    defects = {
+        route: Answer(service.url, r.status_code, dict(r.headers), r.text).defects(
+            [f":{redis_proc.port}"]
+        )
+        for route, r in down.items()
+    }
+    figures = {
+        "answers_while_down": {route: r.status_code for route, r in down.items()},
+        "retry_after": {route: r.headers.get("retry-after") for route, r in down.items()},
+        "healthz_while_down": healthz.status_code,
+        "redis_start_to_ready_s": round(recovered_s, 2),
+        "post_after_recovery": again.status_code,
+    }
+    report(record_property, "test_redis_down_then_back", figures)
+    assert all(not found for found in defects.values()), f"answers while Redis was down: {defects}"
+    assert healthz.status_code == 200, f"healthz while Redis was down: {healthz.status_code}"
+    assert service.alive and service.starts == 1, "the service died or was restarted"
+    assert again.status_code == 200, (
+        f"a chunk after Redis came back: {again.status_code} {again.text}"
+    )
+    wait_all_applied(service.url, name, timeout_s=30)
+    client = redis_proc.client()
+    try:
+        tally = tally_ocfs(client, name, [before, after], [during])
+    finally:
+        client.close()
+    assert not tally.problems(), tally.problems()
+    assert tally.unacknowledged_applied == 0, "the chunk answered 503 was applied anyway"

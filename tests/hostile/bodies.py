@@ -1,0 +1,89 @@
+"""Hostile request bodies, built byte by byte where numpy or scipy would refuse to write them."""
+
+from __future__ import annotations
+
+import ast
+import io
+import struct
+import zipfile
+
+import numpy as np
+
+
+def npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=True)
+    return buffer.getvalue()
+
+
+def npy_header(
+    descr: str, shape: tuple[int, ...], payload: bytes = b"", order: bool = False
+) -> bytes:
+    """A version 1.0 ``.npy`` with any header at all (numpy checks nothing on the way out)."""
+    header = repr({"descr": descr, "fortran_order": order, "shape": shape}).encode()
+    header += b" " * (-(len(header) + 11) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + payload
+
+
+def zip_of(members: dict[str, bytes], compress: bool = True) -> bytes:
+    buffer = io.BytesIO()
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(buffer, "w", compression=method) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def sparse_npz(fmt: str, shape: tuple[int, int], **parts: np.ndarray) -> bytes:
+    """A ``scipy.sparse.save_npz`` archive with any parts (indices out of range included)."""
+    members = {f"{key}.npy": npy(np.asarray(value)) for key, value in parts.items()}
+    members["format.npy"] = npy(np.array(fmt.encode()))
+    members["shape.npy"] = npy(np.array(shape))
+    return zip_of(members)
+
+
+def csc_out_of_range(row: int) -> bytes:
+    """The segfault of the issue: a 3 x 4 CSC whose second stored value sits in ``row``."""
+    return sparse_npz(
+        "csc",
+        (3, 4),
+        data=np.array([1.0, 2.0]),
+        indices=np.array([0, row]),
+        indptr=np.array([0, 1, 2, 2, 2]),
+    )
+
+
+def lying_zip() -> bytes:
+    """A zip whose central directory claims a tiny member that inflates to 20 MB."""
+    real = zip_of({"data.npy": npy_header("<f8", (2_500_000,), b"\0" * 20_000_000)})
+    # Patch the uncompressed size in the local header (offset 22) and central directory.
+    patched = bytearray(real)
+    small = struct.pack("<I", 128)
+    patched[22:26] = small
+    central = patched.rfind(b"PK\x01\x02")
+    patched[central + 24 : central + 28] = small
+    return bytes(patched)
+
+
+def zip_bomb(size: int) -> bytes:
+    return zip_of({"data.npy": npy_header("<f8", (size // 8,), b"\0" * size)})
+
+
+def many_members(count: int) -> bytes:
+    return zip_of({f"m{i}.npy": npy(np.zeros(1)) for i in range(count)})
+
+
+def big_endian(array: np.ndarray) -> bytes:
+    return npy(array.astype(array.dtype.newbyteorder(">")))
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+def header_of(body: bytes) -> dict[str, object]:
+    """The header dict of an ``.npy`` body (for the tests' own sanity checks)."""
+    length = struct.unpack("<H", body[8:10])[0]
+    parsed = ast.literal_eval(body[10 : 10 + length].decode())
+    assert isinstance(parsed, dict)
+    return parsed
