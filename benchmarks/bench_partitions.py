@@ -56,10 +56,11 @@ def measure(
     and the CPU seconds per chunk of the service processes and of Redis."""
     redis_proc = RedisProcess(folder / f"redis-{partitions}-{processes}")
     redis_proc.start()
-    services = [
-        ServiceProcess(f"s{i}", redis_proc.url, folder / f"logs-{partitions}-{processes}-{i}")
-        for i in range(processes)
-    ]
+    services = []
+    for i in range(processes):
+        logs = folder / f"logs-{partitions}-{processes}-{i}"
+        logs.mkdir(parents=True, exist_ok=True)
+        services.append(ServiceProcess(f"s{i}", redis_proc.url, logs))
     try:
         for service in services:
             service.start()
@@ -108,7 +109,18 @@ def measure(
         client.close()
         if failures:
             raise RuntimeError(f"P={partitions} N={processes}: {failures[0]}")
-        seen = httpx.get(f"{services[0].url}/v1/selectors/{name}", timeout=60).json()["rows_seen"]
+        # Every chunk was acknowledged as applied; a merged FSDS read comes from the partitions'
+        # checkpoints, which another process may still be writing: it catches up within
+        # seconds (and its `versions` say which versions it holds meanwhile).
+        deadline = time.monotonic() + 60
+        while True:
+            answer = httpx.get(f"{services[0].url}/v1/selectors/{name}", timeout=60)
+            if answer.status_code != 200:
+                raise RuntimeError(f"P={partitions} N={processes}: describe {answer.text}")
+            seen = answer.json()["rows_seen"]
+            if seen == rows * len(bodies) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         if seen != rows * len(bodies):
             raise RuntimeError(f"rows_seen {seen}, expected {rows * len(bodies)}")
         return rows * len(bodies) / elapsed, service_cpu, redis_cpu_per_chunk

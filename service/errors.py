@@ -113,6 +113,10 @@ class Conflict(SiftError):
     type_slug = "conflict"
 
 
+class CheckpointReplaced(Conflict):
+    """A checkpoint was replaced by a newer one while it was read: read the head again."""
+
+
 class PayloadTooLarge(SiftError):
     status = 413
     title = "Payload too large"

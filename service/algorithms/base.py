@@ -12,7 +12,7 @@ asks a method's name what to do; it reads what the method declares:
 * ``score_field``, ``describe``: where the ranking and the description come from;
 * capabilities, each a protocol below that a method implements or not (the service checks with
   ``isinstance``): ``DecidesOnArrival`` (OFS), ``Clusters`` (OFS), ``SelectsColumns`` (IQRP,
-  and FSDS on its sketch), ``Mergeable`` (OCFS, variance), ``Projects`` (IOC), and for states
+  and FSDS on its sketch), ``Mergeable`` (OCFS, variance, FSDS), ``Projects`` (IOC), and for states
   that come from elsewhere (imports) ``StoresSegments`` (IQRP) and ``ChecksState``, which
   ``check_state`` uses.
 
@@ -200,8 +200,9 @@ class SelectsColumns(Protocol):
 
 @runtime_checkable
 class Mergeable(Protocol):
-    """Adds another selector's state exactly: the result is the state one selector would have
-    after seeing both streams (OCFS: class counts and sums add; variance: Chan's update)."""
+    """Adds another selector's state: the result is the state one selector would have after
+    seeing both streams, exactly (OCFS: class counts and sums add; variance: Chan's update) or
+    within a stated bound (FSDS: two Frequent-Directions sketches stacked and shrunk)."""
 
     #: The fields of the other selector's state that ``merge`` needs (its summary).
     summary_fields: tuple[str, ...]
@@ -212,6 +213,10 @@ class Mergeable(Protocol):
 
     def summary_samples(self, summary: State) -> int:
         """How many samples a summary stands for (they count as rows seen)."""
+        ...
+
+    def merge_refusal(self, params: Mapping[str, Any]) -> str | None:
+        """Why states of selectors with these (resolved) params cannot be merged, or None."""
         ...
 
 

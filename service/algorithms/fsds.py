@@ -436,6 +436,8 @@ class FSDS:
     served_from_checkpoints: tuple[str, ...] = ("sketch_rows",)
     pivoted_by_default = False
     pivot_fields: tuple[str, ...] = ("sketch_rows",)
+    #: ``Mergeable``: another sketch of the same features (with the state's scalars).
+    summary_fields: tuple[str, ...] = ("sketch_rows",)
 
     def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
         return _resolve(params, n_features).as_params()
@@ -520,6 +522,70 @@ class FSDS:
             "squared_norm_seen": aged * _state_float(state, "squared_norm_seen") + squared_norm,
             "kernel_bandwidth": bandwidth if cfg.gaussian else 0.0,
         }
+
+    def merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
+        """Add another sketch of the same features: its rows are folded in as rows, with one
+        shrink (Algorithm 2, steps 1-4 on ``[B_1; B_2]``), then steps 5-7 on the result.
+
+        Frequent Directions is mergeable (Ghashami et al., "Frequent Directions: simple and
+        deterministic matrix sketching", SIAM J. Comput. 2016, section 3; Agarwal et al.,
+        "Mergeable summaries", 2012): if ``B_i`` sketches ``A_i`` with shrinkage ``d_i``, the
+        shrink of ``[B_1; B_2]`` (shrinkage ``d``) sketches ``[A_1; A_2]`` with
+        ``0 <= A^T A - B^T B <= (d_1 + d_2 + d) I``, and that total is still at most
+        ``||A - [A]_k||_F^2 / (ell - k)`` because every shrink removes at least ``ell - k``
+        times its ``delta`` of squared Frobenius norm. So ``shrinkage_total`` adds up and the
+        weights keep the paper's guarantee for all rows of both streams.
+
+        The summary's rows are already normalised (and weighted, with ``decay``: each stream
+        ages by its own rows). In gaussian mode both sketches must use the same random feature
+        map: same seed (the params) and the same bandwidth.
+        """
+        m = np.asarray(state["weights"]).shape[0]
+        cfg = _resolve(params, m)
+        sketch = np.asarray(state["sketch_rows"], dtype=np.float64)
+        other = np.asarray(summary["sketch_rows"], dtype=np.float64)
+        if other.ndim != 2 or other.shape[1] != sketch.shape[1]:
+            raise InvalidInput(
+                f"the merged sketch must have {sketch.shape[1]} columns; got shape {other.shape}"
+            )
+        bandwidth = _state_float(state, "kernel_bandwidth")
+        other_bandwidth = _state_float(summary, "kernel_bandwidth")
+        if cfg.gaussian and bandwidth > 0 and other_bandwidth > 0 and bandwidth != other_bandwidth:
+            raise InvalidInput(
+                f"the merged sketch's random features use bandwidth {other_bandwidth}, this "
+                f"selector's {bandwidth}: the sketches describe different feature maps"
+            )
+        upd = frequent_directions_update(sketch, other, block_rows=max(other.shape[0], 1))
+        if cfg.gaussian:
+            alpha, weights = _kernel_sketch_weights(upd.sketch_rows, m, cfg.k, cfg.alpha_exponent)
+        else:
+            alpha, weights = _sketch_weights(
+                upd.sketch_rows, upd.singular_values, cfg.k, cfg.alpha_exponent
+            )
+        return {
+            "sketch_rows": upd.sketch_rows,
+            "singular_values": upd.singular_values,
+            "weights": weights,
+            "alpha": alpha,
+            "rows_seen": int(np.asarray(state.get("rows_seen") or 0))
+            + self.summary_samples(summary),
+            "shrinkage_total": _state_float(state, "shrinkage_total")
+            + _state_float(summary, "shrinkage_total")
+            + upd.shrinkage,
+            "squared_norm_seen": _state_float(state, "squared_norm_seen")
+            + _state_float(summary, "squared_norm_seen"),
+            "kernel_bandwidth": (bandwidth or other_bandwidth) if cfg.gaussian else 0.0,
+        }
+
+    def summary_samples(self, summary: State) -> int:
+        return int(np.asarray(summary.get("rows_seen") or 0))
+
+    def merge_refusal(self, params: Mapping[str, Any]) -> str | None:
+        """Partitions each choose a gaussian bandwidth from their first chunk unless it is fixed;
+        sketches of different feature maps do not merge."""
+        if params.get("kernel") == "gaussian" and params.get("kernel_bandwidth") is None:
+            return "fsds with kernel gaussian merges only with a fixed kernel_bandwidth"
+        return None
 
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.asarray(state["weights"], dtype=np.float64)

@@ -130,6 +130,9 @@ class OCFS:
     def summary_samples(self, summary: State) -> int:
         return int(np.asarray(summary[COUNTS_FIELD]).sum())
 
+    def merge_refusal(self, params: Mapping[str, Any]) -> str | None:
+        return None  # sums and moments merge for every setting
+
 
 def summary_rows(state: State) -> LabelledRows:
     """The state as a chunk to merge elsewhere: one row per class holding its sum, with the

@@ -66,6 +66,27 @@ gamma = 1e7 the graph moves U by about 0.1 % (alpha = 0 does the same), while th
 cost ``(s m)^2`` doubles per view of state.
 Rows are scaled to unit L2 norm per view by default (``normalize_rows``), so that no view
 dominates the shared U by its scale alone.
+
+Ranking (``score``). Step 19 ranks by the row norm of ``V^(v)``. On nonnegative data that norm
+follows each feature's column mean (Spearman 0.997 on UCI mfeat): ``V`` must reproduce the
+magnitude of a feature before anything else, so the paper's ranking favours large-valued
+features and clusters no better than random subsets (``tests/algorithms/test_omvfs_quality.py``).
+Two scale-free scores use a few running numbers per feature kept in the state (its count, mean
+and M2 as the factorisation sees it, Welford/Chan as in ``service.algorithms.variance``):
+
+* ``explained`` (default): the share of a feature's variance that the cluster model explains,
+  ``var_j / (var_j + r_j)`` with ``r_j = |x_j - U V_j^T|^2 / n`` the mean squared residual over
+  all rows seen, each chunk with its final ``U_t``, computed from ``A_t`` and ``B_t`` (steps
+  16-17) without the rows: ``r_j = (|x_j|^2 - 2 B_j . V_j + V_j A_t V_j^T) / n``;
+* ``scaled``: the row norm of ``V^(v)`` over the feature's root mean square;
+* ``paper``: the row norm of ``V^(v)`` (step 19), kept for fidelity.
+
+Orthogonality weight (``gamma``). At the paper's gamma = 1e7 the penalty ``gamma |U^T U -
+I|_F^2`` dwarfs the fit term (``|X|_F^2`` is the number of rows with unit rows), so U hardly
+leaves its random start and the clusters barely inform V. ``gamma: "auto"`` (default) ties it
+to the scale of the fit term of each chunk: ``0.1 |X_[s,t]|_F^2 / K`` (``GAMMA_SCALE``).
+Selectors created before these defaults keep the ``gamma`` their params were resolved to and
+rank by ``paper`` (their params have no ``score``).
 """
 
 from __future__ import annotations
@@ -592,7 +613,7 @@ class OMVFS:
         beta=per_view(number(0), doc="Sparsity weight, one for all views or per view (1)."),
         gamma={
             "anyOf": [number(0), one_of("auto")],
-            "description": 'Orthogonality weight: "auto" (default: |X|_F^2 / K of the buffer) '
+            "description": 'Orthogonality weight: "auto" (default: 0.1 |X|_F^2 / K of the buffer) '
             "or a number (the paper's: 1e7).",
         },
         max_iter=integer(1, doc="Iterations per chunk at most (default 200)."),

@@ -124,6 +124,9 @@ class Variance:
     def summary_samples(self, summary: State) -> int:
         return _moments(summary)[0]
 
+    def merge_refusal(self, params: Mapping[str, Any]) -> str | None:
+        return None  # sums and moments merge for every setting
+
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.array(state["variance"], dtype=np.float64)
 

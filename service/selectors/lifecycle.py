@@ -14,7 +14,7 @@ import numpy as np
 from service.algorithms import METHODS, get_method
 from service.algorithms.base import AnyMethod, Mergeable
 from service.config import Settings
-from service.errors import InvalidInput, NotFound, SelectorMismatch, StateTooLarge
+from service.errors import InvalidInput, InvalidParams, NotFound, SelectorMismatch, StateTooLarge
 from service.selectors.reading import StateReader, seen
 from service.selectors.results import SelectorList, SelectorOut
 from service.store.codec import encode_state
@@ -99,6 +99,10 @@ class Lifecycle:
         shape = kind.shape(document, method.name)
         partitions = self._partitions(document, method)
         resolved = method.resolve_params({**(params or {}), **shape.params}, shape.size)
+        if partitions > 1 and isinstance(method, Mergeable):
+            refusal = method.merge_refusal(resolved)
+            if refusal is not None:
+                raise InvalidParams(f"partitions: {refusal}")
         sizes = method.state_sizes(resolved, shape.size)
         problem = state_size_problem(
             {field: size * partitions for field, size in sizes.items()},

@@ -41,7 +41,7 @@ class Merging:
         if not isinstance(method, Mergeable):
             offered = ", ".join(n for n, m in METHODS.items() if isinstance(m, Mergeable))
             raise SelectorMismatch(
-                f"a merge adds another selector's state exactly, which only some methods can "
+                f"a merge adds another selector's state, which only some methods can "
                 f"({offered}); selector '{name}' runs {meta.method}"
             )
         validate_name(source)

@@ -12,12 +12,14 @@ import numpy as np
 from service.algorithms import get_method
 from service.algorithms.base import AnyMethod, Mergeable, State
 from service.cache import LRU
-from service.errors import CodecError
+from service.errors import CheckpointReplaced, CodecError
 from service.store.codec import SCALARS_FIELD, decode_array, decode_state
 from service.store.records import Head, SelectorMeta, default_name
 from service.store.redis_store import SelectorStore
 from service.wire.kinds import Kind, kind_of
 
+#: Reads of the partitions' checkpoints tried before a replaced one is answered as a conflict.
+CHECKPOINT_READ_ATTEMPTS = 5
 #: A reader brings a partition's checkpoint up to date at most this often.
 PARTITION_REFRESH_SECONDS = 1.0
 #: Merged states of partitioned selectors kept (each is one selector's whole state).
@@ -89,24 +91,22 @@ class StateReader:
         names = [meta.partition(i).name for i in range(meta.partitions)]
         summaries: list[dict[str, bytes]] = []
         if set(method.served_from_checkpoints) & set(fields):
-            heads = []
-            for part in names:
-                head = await self.store.get_head(part)
-                if head.recovery_point.version < head.version and self._may_refresh(part):
-                    head = await self.bring_up_to_date(part)
-                point = head.recovery_point
-                at = Head(
-                    point.version, point.cursor, point.items_seen, point.key, head.updated_at, point
-                )
-                heads.append(at)
-            combined = _combined(heads)
-            cached = self._merged.get((meta.name, combined.state_key))
-            if cached is not None:
-                return combined, cached
-            for part, at in zip(names, heads, strict=True):
-                assert at.checkpoint is not None
-                stored = await self.store.load_checkpoint(part, at.checkpoint)
-                summaries.append({f: v for f, v in stored.items() if f in fields})
+            for attempt in range(CHECKPOINT_READ_ATTEMPTS):
+                combined, heads = await self._checkpoint_heads(names)
+                cached = self._merged.get((meta.name, combined.state_key))
+                if cached is not None:
+                    return combined, cached
+                try:
+                    summaries = [
+                        await self._checkpoint_summary(part, at, fields)
+                        for part, at in zip(names, heads, strict=True)
+                    ]
+                    break
+                except CheckpointReplaced:
+                    # A partition's applier wrote a newer checkpoint meanwhile (they follow
+                    # each other quickly under load): the heads again, then the newer ones.
+                    if attempt == CHECKPOINT_READ_ATTEMPTS - 1:
+                        raise
         else:
             heads = []
             for part in names:
@@ -127,6 +127,29 @@ class StateReader:
         state = await asyncio.to_thread(merge)
         self._merged.put((meta.name, combined.state_key), state)
         return combined, state
+
+    async def _checkpoint_heads(self, names: Sequence[str]) -> tuple[Head, list[Head]]:
+        """Each partition's head as of its last checkpoint (brought up to date at most once a
+        second per partition), and their combination."""
+        heads = []
+        for part in names:
+            head = await self.store.get_head(part)
+            if head.recovery_point.version < head.version and self._may_refresh(part):
+                head = await self.bring_up_to_date(part)
+            point = head.recovery_point
+            heads.append(
+                Head(
+                    point.version, point.cursor, point.items_seen, point.key, head.updated_at, point
+                )
+            )
+        return _combined(heads), heads
+
+    async def _checkpoint_summary(
+        self, part: str, at: Head, fields: Sequence[str]
+    ) -> dict[str, bytes]:
+        assert at.checkpoint is not None
+        stored = await self.store.load_checkpoint(part, at.checkpoint)
+        return {f: v for f, v in stored.items() if f in fields}
 
     async def described(self, name: str) -> tuple[SelectorMeta, AnyMethod, Kind]:
         """The selector's description, its method and its method's chunk kind."""

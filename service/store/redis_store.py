@@ -38,6 +38,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from service.cache import LRU
 from service.errors import (
+    CheckpointReplaced,
     CodecError,
     Conflict,
     IdempotencyMismatch,
@@ -1085,7 +1086,7 @@ class SelectorStore:
         if not fields:
             current = await self.get_head(name)
             if current.recovery_point.key != checkpoint.key:
-                raise Conflict(
+                raise CheckpointReplaced(
                     f"checkpoint of version {checkpoint.version} of selector '{name}' was "
                     f"replaced by version {current.recovery_point.version}; re-read the head"
                 )

@@ -288,3 +288,86 @@ def test_registry() -> None:
     assert get_method("fsds").name == "fsds"
     with pytest.raises(InvalidInput, match="unknown method 'x'; expected one of: fsds"):
         get_method("x")
+
+
+# -- merging sketches (partitions, POST .../merge) ----------------------------------------------
+
+
+def merged_parts(
+    y: np.ndarray, params: dict[str, Any], parts: int, chunk: int
+) -> tuple[FSDS, dict[str, Any], State]:
+    """Rows dealt to ``parts`` streams in turn by chunk, each sketched alone, then merged from
+    the initial state in order (as a partitioned selector's reader does)."""
+    method = FSDS()
+    resolved = method.resolve_params(params, y.shape[1])
+    states = [method.initial_state(resolved, y.shape[1]) for _ in range(parts)]
+    for index, start in enumerate(range(0, y.shape[0], chunk)):
+        which = index % parts
+        states[which] = method.update(states[which], resolved, y[start : start + chunk])
+    merged = method.initial_state(resolved, y.shape[1])
+    for state in states:
+        summary = {
+            f: v
+            for f, v in state.items()
+            if f in method.summary_fields or not isinstance(v, np.ndarray)
+        }
+        merged = method.merge(merged, resolved, summary)
+    return method, resolved, merged
+
+
+@pytest.mark.parametrize("parts", [2, 3, 5])
+@pytest.mark.parametrize(("n", "m", "ell", "chunk"), [(600, 60, 9, 50), (150, 300, 12, 20)])
+def test_merged_sketches_keep_the_fd_bound_for_all_rows(
+    parts: int, n: int, m: int, ell: int, chunk: int
+) -> None:
+    """Stacking sketches and shrinking keeps 0 <= A^T A - B^T B <= shrinkage_total, and the
+    total stays below ||A - A_k||_F^2 / (ell - k) for every k < ell, for the union of rows."""
+    rng = np.random.default_rng([n, parts])
+    y = low_rank(rng, n, m, 20, noise=0.3)
+    _, _, state = merged_parts(y, {"k": 3, "ell": ell}, parts, chunk)
+    unit = normalize_rows(y)
+    assert isinstance(unit, np.ndarray)
+    sketch = np.asarray(state["sketch_rows"])
+    assert sketch.shape == (ell, m)
+    diff = unit.T @ unit - sketch.T @ sketch
+    eig = np.linalg.eigvalsh((diff + diff.T) / 2)
+    tol = 1e-9 * np.linalg.norm(unit, 2) ** 2
+    assert eig[0] >= -tol
+    shrinkage = float(np.asarray(state["shrinkage_total"]))
+    assert shrinkage > 0 and eig[-1] <= shrinkage + tol
+    sigma2 = np.linalg.svd(unit, compute_uv=False) ** 2
+    for k in range(ell):
+        assert shrinkage <= float(np.sum(sigma2[k:])) / (ell - k) + 2 * tol, k
+    assert state["rows_seen"] == n
+    assert float(np.asarray(state["squared_norm_seen"])) == pytest.approx(float(np.sum(unit**2)))
+
+
+def test_merged_sketches_below_rank_ell_give_the_batch_weights() -> None:
+    """Nothing is shrunk away below rank ell: the merged weights are batch GFW-p2's."""
+    rng = np.random.default_rng(12)
+    y = low_rank(rng, 240, 70, 6, noise=0.0)
+    _, resolved, state = merged_parts(y, {"k": 4, "ell": 10}, 3, 30)
+    np.testing.assert_allclose(
+        np.asarray(state["weights"]),
+        gfw_p2_weights(y, k=4, alpha_exponent=resolved["alpha_exponent"]),
+        rtol=1e-7,
+        atol=1e-12,
+    )
+
+
+def test_merge_refuses_a_sketch_of_other_features_or_another_feature_map() -> None:
+    method = FSDS()
+    resolved = method.resolve_params({"k": 2, "ell": 4}, 8)
+    state = method.initial_state(resolved, 8)
+    with pytest.raises(InvalidInput, match="8 columns"):
+        method.merge(state, resolved, {"sketch_rows": np.zeros((4, 9)), "rows_seen": 1})
+    gaussian = method.resolve_params(
+        {"k": 2, "ell": 4, "kernel": "gaussian", "kernel_components": 8}, 8
+    )
+    assert method.merge_refusal(gaussian) is not None
+    fixed = {**gaussian, "kernel_bandwidth": 1.5}
+    assert method.merge_refusal(fixed) is None and method.merge_refusal(resolved) is None
+    ours = {**method.initial_state(gaussian, 8), "kernel_bandwidth": 1.0}
+    theirs = {**method.initial_state(gaussian, 8), "kernel_bandwidth": 2.0, "rows_seen": 3}
+    with pytest.raises(InvalidInput, match="bandwidth"):
+        method.merge(ours, gaussian, theirs)

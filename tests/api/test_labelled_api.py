@@ -143,7 +143,7 @@ async def test_bad_merges_are_refused_and_change_nothing(client):
         ("target", {"from": "narrow"}, 422, "8"),
         ("target", {"from": "proj"}, 422, "ioc"),
         ("target", {"from": "empty"}, 409, "no rows"),
-        ("proj", {"from": "target"}, 422, "only some methods can (ocfs"),
+        ("proj", {"from": "target"}, 422, "only some methods can (fsds, ocfs"),
         ("target", {"source": "empty"}, 422, ""),
         ("target", {"from": "bad name!"}, 422, "from: expected a selector name"),
     ]

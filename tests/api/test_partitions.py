@@ -5,7 +5,10 @@ turn), each applied by its own applier; every read merges the partitions' states
 method's ``merge``. For methods whose merge is exact (OCFS's class counts and sums, variance's
 moments, Chan et al.'s pairwise update) the merged answer is the unpartitioned one: OCFS bit for
 bit on integer data (every sum is exact in floating point), both to rounding otherwise (the
-partitions add in another order; Chan's update divides).
+partitions add in another order; Chan's update divides). FSDS's sketches merge within the
+Frequent-Directions bound (``tests/algorithms/test_fsds.py``); with 6 features the default ell
+is 7, nothing is ever shrunk away, and the merged weights are the unpartitioned ones (to the
+rounding of the eigendecompositions).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from tests.api.helpers import npy_bytes, npz_labelled
 
 pytestmark = pytest.mark.asyncio
 
-METHODS = ("ocfs", "variance")
+METHODS = ("ocfs", "variance", "fsds")
 
 
 def chunks(method: str, integer: bool, count: int = 12) -> list[tuple[bytes, str]]:
@@ -76,6 +79,8 @@ async def test_merged_answers_equal_the_unpartitioned_selector(client, method, i
     parts = (await client.get("/v1/selectors/parts/weights")).json()
     if integer and method == "ocfs":  # class counts and sums of integers: every sum exact
         assert parts["weights"] == whole["weights"]
+    elif method == "fsds":
+        np.testing.assert_allclose(parts["weights"], whole["weights"], rtol=1e-7, atol=1e-12)
     else:
         np.testing.assert_allclose(parts["weights"], whole["weights"], rtol=1e-12, atol=1e-15)
     assert parts["rows_seen"] == whole["rows_seen"]
@@ -164,3 +169,28 @@ async def test_what_a_partitioned_selector_does_not_offer_is_refused_clearly(cli
         response = await client.get(path)
         assert response.status_code == 422, (path, response.text)
         assert "partition" in response.json()["detail"]
+
+
+async def test_fsds_with_a_bandwidth_each_partition_would_choose_is_refused(client):
+    gaussian = {"kernel": "gaussian", "kernel_components": 16}
+    refused = await create(client, "g", "fsds", partitions=2, params=gaussian)
+    assert refused.status_code == 422 and "kernel_bandwidth" in refused.json()["detail"]
+    fixed = {**gaussian, "kernel_bandwidth": 2.0}
+    assert (await create(client, "g", "fsds", partitions=2, params=fixed)).status_code == 201
+
+
+async def test_an_fsds_selector_merges_another_ones_sketch(client):
+    """POST .../merge for fsds: the sketches stack and shrink; with 6 features (ell 7) nothing
+    is shrunk away, so the merged weights are those of one selector that saw every chunk."""
+    for name in ("a", "b", "both"):
+        assert (await create(client, name, "fsds")).status_code == 201
+    bodies = chunks("fsds", integer=False)
+    await push_all(client, "a", bodies[:7], prefix="a")
+    await push_all(client, "b", bodies[7:], prefix="b")
+    await push_all(client, "both", bodies, prefix="c")
+    merged = await client.post("/v1/selectors/a/merge", json={"from": "b"})
+    assert merged.status_code == 200, merged.text
+    a = (await client.get("/v1/selectors/a/weights")).json()
+    both = (await client.get("/v1/selectors/both/weights")).json()
+    assert a["rows_seen"] == both["rows_seen"]
+    np.testing.assert_allclose(a["weights"], both["weights"], rtol=1e-7, atol=1e-12)
