@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import threadpoolctl
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -131,7 +132,9 @@ def measure(
 
 
 def update_seconds(bodies_rows: list[Any], m: int) -> float:
-    """Seconds of one fsds update per chunk in process (after a warm-up), the median."""
+    """Seconds of one fsds update per chunk in process (after a warm-up), the median, with
+    one BLAS thread as the service runs its updates (SIFT_BLAS_THREADS)."""
+    threadpoolctl.threadpool_limits(1, user_api="blas")
     method = get_method("fsds")
     params = method.resolve_params({}, m)
     state = method.initial_state(params, m)

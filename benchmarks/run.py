@@ -1232,7 +1232,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--blas-threads",
         type=int,
-        help="BLAS threads for this process and the services (default: as the environment says)",
+        default=1,
+        help="BLAS threads for this process and the services (default 1, the service's "
+        "SIFT_BLAS_THREADS default, so that in-process and HTTP figures compare like for like)",
     )
     args = parser.parse_args(argv)
     # SIGTERM unwinds like Ctrl-C, so every redis-server and service started is stopped.
@@ -1248,11 +1250,10 @@ def main(argv: list[str] | None = None) -> int:
     if not (service_root / "service" / "__main__.py").is_file():
         parser.error(f"--service-root {service_root} holds no service package")
 
-    env: dict[str, str] = {}
-    if args.blas_threads is not None:
-        threadpoolctl.threadpool_limits(args.blas_threads)
-        for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[variable] = str(args.blas_threads)
+    threadpoolctl.threadpool_limits(args.blas_threads)
+    env = {"SIFT_BLAS_THREADS": str(args.blas_threads)}
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[variable] = str(args.blas_threads)
     previous = output.read_text() if output is not None and output.is_file() else ""
     ctx = Context(sizes, service_root, env, Report(), previous)
     machine = Machine.read(find_redis_server())

@@ -87,6 +87,12 @@ class Settings(BaseSettings):
     #: their arrays (least recently used go first; a state dropped is reloaded from its
     #: checkpoint and the log when its selector next gets a chunk).
     hot_state_bytes: int = Field(default=1024**3, ge=0)
+    #: BLAS threads of each update (OpenBLAS, process-wide). Updates of different selectors
+    #: and partitions already run in parallel, one worker thread each; OpenBLAS's threads spin
+    #: while they wait, so two concurrent updates with a thread per core each slowed every
+    #: update about 7x on 2 cores (benchmarks/README.md, "Partitions"). Raise it for a service
+    #: that applies one big selector at a time.
+    blas_threads: int = Field(default=1, ge=1)
     #: An applier that has applied everything keeps its lease this long, watching the log,
     #: before letting go: the next chunks of a busy selector are applied by the replica that
     #: holds its state in memory, instead of by another that would first rebuild it.

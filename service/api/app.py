@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI
+from threadpoolctl import threadpool_limits
 
 from service.api.guard import BEARER_SCHEME
 from service.api.middleware import install_middleware
@@ -92,6 +93,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # readers' small requests (5 ms by default, per hand-over: it dominated GET .../top
         # while a big update ran).
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_SECONDS)
+        # Concurrent updates must not oversubscribe the cores with BLAS threads (config.py).
+        threadpool_limits(settings.blas_threads, user_api="blas")
         embedded: EmbeddedRedis | None = None
         supervisor: RedisSupervisor | None = None
         url = settings.redis_url

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import redis.asyncio as aioredis
+import threadpoolctl
 
 from service.logs import JsonFormatter, RequestIdFilter, make_handler, request_id_var
 from service.store.keys import SelectorKeys
@@ -242,3 +243,22 @@ async def test_gzip_compresses_large_answers_once(app_factory: Any) -> None:
     assert once.startswith(b"\x93NUMPY"), "the .npy body must be compressed exactly once"
     weights = np.load(io.BytesIO(once), allow_pickle=False)
     assert weights.shape == (2000,)
+
+
+@pytest.mark.single_redis("a process-wide BLAS setting; the backend does not matter")
+async def test_blas_threads_are_capped_as_configured(app_factory: Any) -> None:
+    """SIFT_BLAS_THREADS reaches OpenBLAS: concurrent updates must not oversubscribe cores."""
+
+    def blas_threads() -> set[int]:
+        return {
+            pool["num_threads"]
+            for pool in threadpoolctl.threadpool_info()
+            if pool["user_api"] == "blas"
+        }
+
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        assert blas_threads() == {2}
+        async with app_factory(blas_threads=1):
+            assert blas_threads() == {1}
+        async with app_factory(blas_threads=2):
+            assert blas_threads() == {2}
