@@ -779,6 +779,15 @@ class Applier:
             draining = name in self._running and not self._running[name].done()
             delay = 1.0 if draining else min(delay * 2, 0.1)
 
+    async def settle(self, name: str, timeout_s: float) -> bool:
+        """Wait (bounded) until everything appended to ``name`` so far is applied; False if
+        ``timeout_s`` passed first. NotFound for a selector that does not exist."""
+        last = await self.store.last_log_id(name)
+        if last is None:
+            await self.store.get_head(name)
+            return True
+        return await self.wait_applied(name, last, timeout_s) is not None
+
     async def sweep_forever(self) -> None:
         """Apply entries that nobody is waiting for (``wait=false``, crashed appliers), and let
         go of the states of selectors deleted elsewhere.

@@ -57,6 +57,7 @@ from service.algorithms.params import (
 )
 from service.algorithms.pivoted_qr import ColumnSource, MatrixSource
 from service.algorithms.sketching import (
+    SketchUpdate,
     decay_weights,
     frequent_directions_update,
     normalize_sparse_rows,
@@ -372,6 +373,14 @@ def gfw_p2_kernel_weights(
 # -- the method --------------------------------------------------------------------------------
 
 
+def _weights_of(upd: SketchUpdate, cfg: _Config, m: int) -> tuple[float, np.ndarray]:
+    """Steps 5-7 on an updated sketch: alpha and the ``m`` feature weights (cosine, or the
+    gaussian mode's regression onto the random features' directions)."""
+    if cfg.gaussian:
+        return _kernel_sketch_weights(upd.sketch_rows, m, cfg.k, cfg.alpha_exponent)
+    return _sketch_weights(upd.sketch_rows, upd.singular_values, cfg.k, cfg.alpha_exponent)
+
+
 def _state_float(state: State, key: str) -> float:
     """A scalar of the state as float (a decoded state may hold numpy scalars or 0-d arrays)."""
     value = state.get(key)
@@ -487,9 +496,6 @@ class FSDS:
                 sketch, rows, block, normalize_rows=cfg.normalize_rows, decay=cfg.decay
             )
             squared_norm = upd.squared_norm
-            alpha, weights = _sketch_weights(
-                upd.sketch_rows, upd.singular_values, cfg.k, cfg.alpha_exponent
-            )
         else:
             y = _dense(normalize_rows(rows) if cfg.normalize_rows else rows)
             if cfg.kernel_bandwidth is not None:
@@ -510,8 +516,8 @@ class FSDS:
                 squared_norm = float(np.einsum("ij,ij,i->", y, y, row_weights**2))
             else:
                 squared_norm = float(np.einsum("ij,ij->", y, y))
-            alpha, weights = _kernel_sketch_weights(upd.sketch_rows, m, cfg.k, cfg.alpha_exponent)
 
+        alpha, weights = _weights_of(upd, cfg, m)
         return {
             "sketch_rows": upd.sketch_rows,
             "singular_values": upd.singular_values,
@@ -556,12 +562,7 @@ class FSDS:
                 f"selector's {bandwidth}: the sketches describe different feature maps"
             )
         upd = frequent_directions_update(sketch, other, block_rows=max(other.shape[0], 1))
-        if cfg.gaussian:
-            alpha, weights = _kernel_sketch_weights(upd.sketch_rows, m, cfg.k, cfg.alpha_exponent)
-        else:
-            alpha, weights = _sketch_weights(
-                upd.sketch_rows, upd.singular_values, cfg.k, cfg.alpha_exponent
-            )
+        alpha, weights = _weights_of(upd, cfg, m)
         return {
             "sketch_rows": upd.sketch_rows,
             "singular_values": upd.singular_values,

@@ -16,7 +16,7 @@ from service.config import Settings
 from service.errors import NotAcceptable, PayloadTooLarge
 from service.selectors import Selectors
 from service.selectors.results import Result
-from service.wire.media import JSON, NPY, media_type_of
+from service.wire.media import JSON, NPY, media_type_of, require_media_type
 
 #: The ``Idempotency-Key`` header: 1-256 visible ASCII characters (it becomes part of a Redis key).
 IdempotencyKey = Annotated[
@@ -132,3 +132,21 @@ def version_headers(version: int, seen: dict[str, int]) -> dict[str, str]:
     for field, count in seen.items():
         headers["Sift-" + "-".join(part.capitalize() for part in field.split("_"))] = str(count)
     return headers
+
+
+async def push_items(
+    request: Request,
+    service: Selectors,
+    name: str,
+    route: str,
+    media_types: tuple[str, ...],
+    idempotency_key: str | None,
+    wait: bool,
+) -> Response:
+    """``POST .../<route>`` (rows or feature columns): the media type and the selector are
+    checked before a large body is read; 200 with the version that holds the items, or 202."""
+    media_type = require_media_type(request.headers.get("content-type"), media_types)
+    meta = await service.reader.meta(name)  # 404 before reading a large body for nothing
+    body = await read_body(request, body_limit(get_settings(request), media_type))
+    receipt = await service.ingest.push(meta, route, body, media_type, idempotency_key, wait)
+    return result_response(receipt.result, 200 if receipt.applied else 202)

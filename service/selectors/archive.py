@@ -461,12 +461,7 @@ class Archives:
 
     async def _settle(self, name: str) -> None:
         """Wait (bounded) until everything appended to ``name`` so far is applied."""
-        last = await self.store.last_log_id(name)
-        if last is None:
-            await self.store.get_head(name)  # NotFound for a selector that does not exist
-            return
-        applied = await self.applier.wait_applied(name, last, self.settings.apply_wait_seconds)
-        if applied is None:
+        if not await self.applier.settle(name, self.settings.apply_wait_seconds):
             raise Conflict(
                 f"selector '{name}' still has chunks being applied; retry the export once "
                 f"GET /v1/selectors/{name} shows pending_entries 0"

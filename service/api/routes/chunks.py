@@ -11,10 +11,8 @@ from service.api.deps import (
     IdempotencyKey,
     LogId,
     SelectorName,
-    body_limit,
     get_selectors,
-    get_settings,
-    read_body,
+    push_items,
     result_response,
 )
 from service.api.guard import GuardedRoute
@@ -24,7 +22,7 @@ from service.auth import requires
 from service.selectors import Selectors
 from service.selectors.results import ChunkOut, ChunkPending, ChunkStatus
 from service.store.records import MAX_PARTITIONS
-from service.wire.media import ROW_MEDIA_TYPES, require_media_type
+from service.wire.media import ROW_MEDIA_TYPES
 
 router = APIRouter(prefix="/v1/selectors", tags=["chunks"], route_class=GuardedRoute)
 Service = Annotated[Selectors, Depends(get_selectors)]
@@ -49,11 +47,9 @@ async def push_chunk(
     With ``wait=false`` (or when applying takes longer than the configured bound) the answer
     is 202 with the log ID. A repeated ``Idempotency-Key`` returns the first answer.
     """
-    media_type = require_media_type(request.headers.get("content-type"), ROW_MEDIA_TYPES)
-    meta = await service.reader.meta(name)  # 404 before reading a large body for nothing
-    body = await read_body(request, body_limit(get_settings(request), media_type))
-    receipt = await service.ingest.push(meta, "chunks", body, media_type, idempotency_key, wait)
-    return result_response(receipt.result, 200 if receipt.applied else 202)
+    return await push_items(
+        request, service, name, "chunks", ROW_MEDIA_TYPES, idempotency_key, wait
+    )
 
 
 @router.get("/{name}/chunks/{log_id}", responses={200: {"model": ChunkStatus}, **PROBLEM_RESPONSES})

@@ -10,10 +10,8 @@ from starlette.responses import Response
 from service.api.deps import (
     IdempotencyKey,
     SelectorName,
-    body_limit,
     get_selectors,
-    get_settings,
-    read_body,
+    push_items,
     result_response,
 )
 from service.api.guard import GuardedRoute
@@ -23,7 +21,7 @@ from service.auth import requires
 from service.selectors import Selectors
 from service.selectors.decisions import MAX_FEATURE_PAGE
 from service.selectors.results import ColumnsStored, FeaturePage, FeaturesOut, FeaturesPending
-from service.wire.media import COLUMN_MEDIA_TYPES, require_media_type
+from service.wire.media import COLUMN_MEDIA_TYPES
 
 router = APIRouter(prefix="/v1/selectors", tags=["features"], route_class=GuardedRoute)
 Service = Annotated[Selectors, Depends(get_selectors)]
@@ -53,11 +51,9 @@ async def push_features(
     the answer is 202; ``GET .../features?offset=<first_index>`` shows the decisions later.
     A repeated ``Idempotency-Key`` returns the same decisions.
     """
-    media_type = require_media_type(request.headers.get("content-type"), COLUMN_MEDIA_TYPES)
-    meta = await service.reader.meta(name)
-    body = await read_body(request, body_limit(get_settings(request), media_type))
-    receipt = await service.ingest.push(meta, "features", body, media_type, idempotency_key, wait)
-    return result_response(receipt.result, 200 if receipt.applied else 202)
+    return await push_items(
+        request, service, name, "features", COLUMN_MEDIA_TYPES, idempotency_key, wait
+    )
 
 
 @router.get("/{name}/features", responses={200: {"model": FeaturePage}, **PROBLEM_RESPONSES})
