@@ -3,8 +3,8 @@ and writes ``BENCHMARKS.md``.
 
     .venv/bin/python benchmarks/run.py                                  # everything (~10 minutes)
     .venv/bin/python benchmarks/run.py --quick                          # a few minutes
-    .venv/bin/python benchmarks/run.py --smoke --output /tmp/B.md       # seconds (CI)
-    .venv/bin/python benchmarks/run.py --only fsds-bytes,takeover --output /tmp/B.md
+    .venv/bin/python benchmarks/run.py --smoke --output "$(mktemp -d)/B.md"       # seconds (CI)
+    .venv/bin/python benchmarks/run.py --only fsds-bytes,takeover --output "$(mktemp -d)/B.md"
     .venv/bin/python benchmarks/run.py --service-root ../before         # another checkout's service
 
 Every HTTP benchmark starts its own redis-server (AOF on, ``appendfsync always``, a temporary
@@ -826,6 +826,13 @@ def shown_param(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def shown_checkout(root: Path) -> str:
+    """A checkout as the report names it: no path of this machine (the report is committed)."""
+    if root == REPO_ROOT:
+        return "this checkout"
+    return f"another checkout (`--service-root {root.name}`)"
+
+
 OMVFS_DIGEST = re.compile(r"omvfs rankings digest `(\w+)` \((.*?)\)")
 
 
@@ -1179,9 +1186,9 @@ def markdown(ctx: Context, machine: Machine, names: list[str], started: float) -
         f"- date: {now_utc()}; mode: **{sizes.mode}**; benchmarks: {', '.join(names)}; "
         f"took {minutes} min {seconds} s",
         f"- command: `{command_line()}`",
-        f"- service: `python -m service serve` from `{ctx.service_root}` (git "
-        f"{git_revision(ctx.service_root)}); in-process figures and peers from "
-        f"`{REPO_ROOT}` (git {git_revision(REPO_ROOT)})",
+        f"- service: `python -m service serve` from {shown_checkout(ctx.service_root)} (git "
+        f"{git_revision(ctx.service_root)}); in-process figures and peers from this checkout "
+        f"(git {git_revision(REPO_ROOT)})",
         "- Redis: its own redis-server per benchmark, AOF on, `appendfsync always`, a "
         "temporary directory, a free port; the service reaches it through `SIFT_REDIS_URL`",
         *machine.lines(),

@@ -2,8 +2,8 @@
 
     python -m evaluation                      # everything, writes EVALUATION.md (~25 minutes)
     python -m evaluation --quick              # fewer datasets and seeds (a few minutes)
-    python -m evaluation --smoke --output /tmp/E.md     # tiny sizes, seconds (the test)
-    python -m evaluation --only fsds,iqrp --output /tmp/E.md
+    python -m evaluation --smoke --output "$(mktemp -d)/E.md"     # tiny sizes, seconds (the test)
+    python -m evaluation --only fsds,iqrp --output "$(mktemp -d)/E.md"
 
 The methods run exactly as the service registers them (``service.algorithms.METHODS``:
 ``resolve_params``, ``initial_state``, ``update``, ``weights`` and the capabilities), in
