@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from service.algorithms import get_method
@@ -39,9 +40,12 @@ from service.store.records import (
     LogEntry,
     Rejection,
     SelectorMeta,
+    Taken,
+    TakeRequest,
 )
 from service.store.redis_store import SelectorStore
 from service.updates import (
+    Entry,
     StateUnreadable,
     Update,
     UpdateFailed,
@@ -52,12 +56,20 @@ from service.updates import (
     replay,
     state_sizes,
 )
-from service.wire.kinds import kind_of
+from service.waiting import FALLBACK_SECONDS, HandOver, Settled, Waiters
+from service.wire.kinds import Chunk, kind_of
 
 log = logging.getLogger("sift.applier")
 
 #: Longest pause between two drains of a selector whose drains keep failing.
 MAX_BACKOFF_SECONDS = 60.0
+#: Longest pause after a drain that Redis being away (or slow) stopped: short, so that
+#: whatever waits is applied moments after Redis answers again.
+MAX_UNAVAILABLE_BACKOFF_SECONDS = 2.0
+#: How long a process keeps trying to take back an attempt that was no fault of its entry.
+FORGIVE_SECONDS = 60.0
+#: Pause between two tries to take back attempts while Redis does not answer.
+FORGIVE_RETRY_SECONDS = 0.25
 #: Most selectors whose state one process keeps in memory (their bytes are bounded too).
 HOT_STATES_MAX = 256
 #: How often the sweeper lets go of states of selectors deleted through another replica.
@@ -67,6 +79,15 @@ FORGET_DELETED_EVERY_SWEEPS = 10
 LINGER_SLICE = 0.1
 #: How long a reader waits to bring a checkpoint up to date before using the last one.
 CHECKPOINT_NOW_SECONDS = 10.0
+#: After this process found a selector's lease held by another replica, kicks within this long
+#: make one attempt at its end instead of one each: the holder applies what is appended
+#: meanwhile (it looks once more before it lets go), and a replica serving a stream of chunks
+#: to a selector another one applies tried to take the lease twice per chunk otherwise.
+LEASE_BUSY_SECONDS = 0.05
+#: An update expected to take at most this much CPU is computed on the event loop: handing it
+#: to a worker thread costs more (two hops, and the thread waiting for the GIL while the loop
+#: serves requests: a 0.7 ms update of a few rows took 1.9 ms there under load).
+INLINE_COMPUTE_SECONDS = 0.001
 
 
 def is_applied(head: Head, log_id: str) -> bool:
@@ -76,9 +97,13 @@ def is_applied(head: Head, log_id: str) -> bool:
 
 @dataclass(frozen=True)
 class Batch:
-    """Log entries taken into one update, bounded in count and rows."""
+    """Log entries taken into one update, bounded in count and rows, and what each folds in:
+    its payload, or the decoded chunk this process handed over (``HandOver``)."""
 
     entries: list[LogEntry]
+    folded: list[Entry]
+    #: Bytes of every entry's payload in the log (held chunks were read from none).
+    sizes: list[int]
 
     @property
     def items(self) -> int:
@@ -91,7 +116,7 @@ class Batch:
 
     @property
     def payload_bytes(self) -> int:
-        return sum(len(entry.payload) for entry in self.entries)
+        return sum(self.sizes)
 
 
 @dataclass
@@ -111,6 +136,15 @@ class Hot:
     dirty_since: float | None = None
     #: Monotonic time of the last commit (or of the rebuild).
     last_commit: float = 0.0
+    #: CPU seconds the last update took, and the items it folded in (None: none yet).
+    last_update_cpu: float | None = None
+    last_update_items: int = 0
+
+    def expected_cpu(self, items: int) -> float | None:
+        """CPU seconds an update of ``items`` items should take, by the last one."""
+        if self.last_update_cpu is None:
+            return None
+        return self.last_update_cpu * max(1.0, items / max(self.last_update_items, 1))
 
     def committed(self, head: Head, update: Update, log_bytes: int, seconds: float) -> None:
         self.head = head
@@ -121,6 +155,37 @@ class Hot:
         self.last_commit = time.monotonic()
         if self.dirty_since is None:
             self.dirty_since = self.last_commit
+
+
+@dataclass
+class Drain:
+    """A drain of one selector running in this process, and the incarnation of the selector it
+    holds the lease of (None until it has the lease)."""
+
+    task: asyncio.Task[None]
+    incarnation: str | None = None
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """When a selector whose last drain failed may be drained again, and of which incarnation
+    that drain was (a selector created anew under the name owes nothing to it)."""
+
+    retry_at: float
+    failures: int
+    incarnation: str | None
+
+
+#: Failures that say nothing about the entry an attempt was on: Redis away or slow, the lease
+#: lost (to a pause, to another replica, to a delete), the selector gone, a damaged stored
+#: state, this process shutting down.
+NOT_THE_ENTRYS_FAULT = (
+    Unavailable,
+    StaleApplier,
+    NotFound,
+    StateUnreadable,
+    asyncio.CancelledError,
+)
 
 
 @dataclass(frozen=True)
@@ -143,9 +208,16 @@ class Applier:
     is rejected (moved aside with its reason, see ``SelectorStore.commit``) and the log goes
     on. A failing batch of several entries is retried one entry at a time, so only the culprit
     is rejected. Failures that may not repeat (out of memory, the applying process dying) are
-    counted per entry in Redis and reject it after ``max_apply_attempts``. Failures that are
-    not any entry's fault (Redis unavailable, a damaged state) back off per selector instead,
-    so the log is not flooded.
+    counted per entry in Redis and reject it after ``max_apply_attempts``: every attempt is
+    counted when it starts (``TAKE``), and a process that is alive takes its attempt back
+    (``forgive_attempts``) when it ended for a reason that is no fault of the entry
+    (``NOT_THE_ENTRYS_FAULT``: Redis paused or slow, the lease lost), so that only processes
+    that died computing, and computations that failed, count. Failures that are not any
+    entry's fault back off per selector instead, so the log is not flooded.
+
+    A selector deleted and created again under its name is another selector (its
+    ``incarnation``): a drain, a backoff and a waiter belong to one incarnation, and a chunk to
+    the new one is applied at once, whatever is left of the old one here.
 
     Every version's top features go to the selector's ranking history (``SIFT_HISTORY_TOP`` of
     them, ``SIFT_HISTORY_VERSIONS`` versions kept), computed in the worker thread with the
@@ -156,10 +228,12 @@ class Applier:
         self.store = store
         self.settings = settings
         self.metrics = metrics
-        self._running: dict[str, asyncio.Task[None]] = {}
-        # Set (and replaced) on every commit made here, so local waiters wake at once instead
-        # of at their next poll; waiters still poll for commits made by other replicas.
-        self._committed: dict[str, asyncio.Event] = {}
+        self._running: dict[str, Drain] = {}
+        # POSTs waiting on their entries, resolved by the commits that cover them (this
+        # process's, and every replica's as announced: ``listen_forever``).
+        self.waiters = Waiters()
+        # Chunks appended here, decoded, for this process's drains (the log stays the truth).
+        self.handed = HandOver()
         # The state of every selector this process applied lately, bounded in bytes.
         self._hot: LRU[str, Hot] = LRU(
             HOT_STATES_MAX,
@@ -172,32 +246,83 @@ class Applier:
         self._checkpoint_wanted: set[str] = set()
         # Selectors whose state will be due for a checkpoint by age, when nothing else comes.
         self._checkpoint_timers: dict[str, asyncio.TimerHandle] = {}
-        # Selectors whose last drain failed: (monotonic time of the next try, failures so far).
-        self._backoff: dict[str, tuple[float, int]] = {}
+        # Selectors whose last drain failed, and when to try again.
+        self._backoff: dict[str, Backoff] = {}
+        # Lease holders of this process whose last attempt on a selector's first pending entry
+        # is to be taken back (``NOT_THE_ENTRYS_FAULT``), per selector; sent with the next
+        # ``take`` of the selector and by ``_forgive_soon``, whichever reaches Redis first.
+        self._unproven: dict[str, set[str]] = {}
+        self._forgiving: dict[str, asyncio.Task[None]] = {}
         # Selectors to look at again when another applier's lease expires.
         self._retries: dict[str, asyncio.TimerHandle] = {}
+        # Selectors whose lease another replica held a moment ago, and the kick deferred until
+        # then (``LEASE_BUSY_SECONDS``).
+        self._lease_busy: dict[str, float] = {}
+        self._deferred_kicks: dict[str, asyncio.TimerHandle] = {}
         self._closing = False
 
-    def kick(self, name: str) -> None:
+    def kick(self, name: str, incarnation: str | None = None) -> None:
         """Start draining ``name`` in the background unless this process already is (or is
-        backing off after a failure)."""
+        backing off after a failure).
+
+        With the ``incarnation`` a caller knows (it just appended to it), a drain or a backoff
+        of an earlier incarnation of the name does not hold the new one up: the old drain can
+        no longer read or commit anything, and stops at its next look.
+        """
         if self._closing:
             return
-        task = self._running.get(name)
-        if task is not None and not task.done():
+        busy_until = self._lease_busy.get(name)
+        if busy_until is not None:
+            wait = busy_until - time.monotonic()
+            if wait > 0:
+                if name not in self._deferred_kicks:
+                    self._deferred_kicks[name] = asyncio.get_running_loop().call_later(
+                        wait, self._deferred_kick, name, incarnation
+                    )
+                return
+            del self._lease_busy[name]
+        running = self._running.get(name)
+        if (
+            running is not None
+            and not running.task.done()
+            and (incarnation is None or running.incarnation in (None, incarnation))
+        ):
             return
-        retry_at, _failures = self._backoff.get(name, (0.0, 0))
-        if time.monotonic() < retry_at:
-            return
+        backoff = self._backoff.get(name)
+        if backoff is not None:
+            if incarnation is not None and backoff.incarnation not in (None, incarnation):
+                del self._backoff[name]
+            elif time.monotonic() < backoff.retry_at:
+                return
         task = asyncio.create_task(self._drain_logged(name), name=f"drain:{name}")
-        self._running[name] = task
+        self._running[name] = Drain(task)
+
+    def _deferred_kick(self, name: str, incarnation: str | None) -> None:
+        self._deferred_kicks.pop(name, None)
+        self.kick(name, incarnation)
+
+    def hand_over(self, name: str, log_id: str, chunk: Chunk, payload_bytes: int) -> None:
+        """The chunk of entry ``log_id`` of ``name``, just appended here, decoded: this
+        process's applier folds it in without reading its payload back (``HandOver``)."""
+        self.handed.put(name, log_id, chunk, payload_bytes)
+
+    def _is_current_drain(self, name: str) -> bool:
+        """Whether the running task is this process's drain of ``name`` (not one superseded
+        by a drain of a newer incarnation)."""
+        running = self._running.get(name)
+        return running is not None and running.task is asyncio.current_task()
 
     def forget(self, name: str) -> None:
         """Let go of what this process holds of ``name`` (deleted)."""
         self._hot.pop(name)
-        timer = self._checkpoint_timers.pop(name, None)
-        if timer is not None:
-            timer.cancel()
+        self._backoff.pop(name, None)
+        self.handed.forget(name)
+        self.waiters.forget(name)
+        self._lease_busy.pop(name, None)
+        for timers in (self._checkpoint_timers, self._deferred_kicks):
+            timer = timers.pop(name, None)
+            if timer is not None:
+                timer.cancel()
 
     async def close(self, timeout_s: float = 5.0) -> None:
         """Stop every drain; an unfinished update is simply redone later.
@@ -206,11 +331,18 @@ class Applier:
         client library that swallowed it, say) is left behind rather than hanging shutdown.
         """
         self._closing = True
-        for handle in [*self._retries.values(), *self._checkpoint_timers.values()]:
+        for handle in [
+            *self._retries.values(),
+            *self._checkpoint_timers.values(),
+            *self._deferred_kicks.values(),
+        ]:
             handle.cancel()
         tasks = [
             task
-            for task in [*self._running.values(), *self._checkpointing.values()]
+            for task in [
+                *(drain.task for drain in self._running.values()),
+                *self._checkpointing.values(),
+            ]
             if not task.done()
         ]
         for task in tasks:
@@ -219,16 +351,27 @@ class Applier:
             _done, stuck = await asyncio.wait(tasks, timeout=timeout_s)
             for task in stuck:
                 log.warning("task %s did not stop within %.0f s", task.get_name(), timeout_s)
+        # Attempts cut short by the shutdown are no fault of their entries: say so once.
+        for forgiving in self._forgiving.values():
+            forgiving.cancel()
+        for name, holders in list(self._unproven.items()):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.store.forgive_attempts(name, sorted(holders)), 1.0)
 
     async def _drain_logged(self, name: str) -> None:
         try:
             await self.drain(name)
         except NotFound:
+            if self._is_current_drain(name):
+                self.forget(name)
+        except StaleApplier as exc:
+            # Not a failure: another applier holds or held the lease (a replica took over, the
+            # lease ran out while Redis was paused, the name was deleted). Whoever kicks next
+            # finds the lease taken (and looks again when it expires) or free.
+            log.info("drain of %s stopped: %s", name, exc.detail)
             self._backoff.pop(name, None)
-            self.forget(name)
-        except (Unavailable, StaleApplier) as exc:
-            # Not this selector's fault: Redis is down, or another replica took over.
-            self._back_off(name, exc.detail, logging.INFO)
+        except Unavailable as exc:
+            self._back_off(name, exc.detail, logging.INFO, MAX_UNAVAILABLE_BACKOFF_SECONDS)
         except UpdateFailed as exc:
             self.metrics.apply_failures.labels("transient").inc()
             self._back_off(name, f"update failed, will retry: {exc.reason}", logging.WARNING)
@@ -242,12 +385,61 @@ class Applier:
         else:
             self._backoff.pop(name, None)
 
-    def _back_off(self, name: str, why: str, level: int) -> None:
-        """Wait 1, 2, 4 ... up to 60 s before draining ``name`` again, and say so once."""
-        _retry_at, failures = self._backoff.get(name, (0.0, 0))
-        delay = min(2.0**failures, MAX_BACKOFF_SECONDS)
-        self._backoff[name] = (time.monotonic() + delay, failures + 1)
+    def _back_off(
+        self, name: str, why: str, level: int, longest: float = MAX_BACKOFF_SECONDS
+    ) -> None:
+        """Wait 1, 2, 4 ... up to ``longest`` seconds before draining ``name`` again (a kick
+        for a newer incarnation does not wait), and say so once."""
+        running = self._running.get(name)
+        incarnation = running.incarnation if running is not None else None
+        failures = self._backoff[name].failures if name in self._backoff else 0
+        delay = min(2.0**failures, longest)
+        self._backoff[name] = Backoff(time.monotonic() + delay, failures + 1, incarnation)
         log.log(level, "drain of %s stopped (%s); next try in %.0f s", name, why, delay)
+
+    async def _apply_all_owned(
+        self, name: str, lease: Lease, force_checkpoint: bool = False
+    ) -> Head:
+        """``_apply_all``, and when it ends for a reason that is no fault of the entry it was on
+        (``NOT_THE_ENTRYS_FAULT``), take that attempt back: only processes that die computing
+        an entry, and computations that fail, may count against it."""
+        try:
+            return await self._apply_all(name, lease, force_checkpoint)
+        except NOT_THE_ENTRYS_FAULT:
+            self._unproven.setdefault(name, set()).add(lease.holder)
+            self._forgive_soon(name)
+            raise
+
+    def _forgive_soon(self, name: str) -> None:
+        """Deliver the attempts of ``name`` to take back as soon as Redis answers (bounded by
+        ``FORGIVE_SECONDS``), unless a ``take`` of this process carries them first."""
+        running = self._forgiving.get(name)
+        if self._closing or (running is not None and not running.done()):
+            return
+        self._forgiving[name] = asyncio.create_task(
+            self._deliver_forgiveness(name), name=f"forgive:{name}"
+        )
+
+    async def _deliver_forgiveness(self, name: str) -> None:
+        deadline = time.monotonic() + FORGIVE_SECONDS
+        while name in self._unproven and time.monotonic() < deadline:
+            holders = sorted(self._unproven[name])
+            try:
+                await self.store.forgive_attempts(name, holders)
+            except Unavailable:
+                await asyncio.sleep(FORGIVE_RETRY_SECONDS)
+                continue
+            except Exception:
+                log.exception("selector %s: taking back attempts failed", name)
+                return
+            self._forgiven(name, holders)
+
+    def _forgiven(self, name: str, holders: Collection[str]) -> None:
+        left = self._unproven.get(name, set()) - set(holders)
+        if left:
+            self._unproven[name] = left
+        else:
+            self._unproven.pop(name, None)
 
     async def drain(self, name: str) -> None:
         """Apply everything pending for ``name`` while holding its lease.
@@ -261,14 +453,20 @@ class Applier:
                 log.info("selector %s: took over the lease of a process that died", name)
                 lease = await self.store.acquire_lease(name, self.settings.lease_ms)
             if lease is None:
+                self._lease_busy[name] = time.monotonic() + LEASE_BUSY_SECONDS
                 await self._try_again_when_free(name)
                 return
+            running = self._running.get(name)
+            if running is not None and running.task is asyncio.current_task():
+                running.incarnation = lease.incarnation
             try:
-                head = await self._apply_all(name, lease)
+                head = await self._apply_all_owned(name, lease)
             finally:
                 with contextlib.suppress(Unavailable):
                     await self.store.release_lease(lease)
-            if not await self.store.pending(name, head.cursor, 1):
+            if not self._is_current_drain(name) or not await self.store.pending(
+                name, head.cursor, 1
+            ):
                 return
 
     async def checkpoint_now(self, name: str, timeout_s: float = CHECKPOINT_NOW_SECONDS) -> Head:
@@ -285,18 +483,18 @@ class Applier:
                 name, head.cursor, 1
             ):
                 return head
-            draining = self._running.get(name)
-            if draining is not None and not draining.done():
+            running = self._running.get(name)
+            if running is not None and not running.task.done():
                 # This process holds the lease (maybe lingering): ask its drain to checkpoint.
                 self._checkpoint_wanted.add(name)
-                await asyncio.wait({draining}, timeout=max(deadline - time.monotonic(), 0.0))
+                await asyncio.wait({running.task}, timeout=max(deadline - time.monotonic(), 0.0))
                 if time.monotonic() >= deadline:
                     return await self.store.get_head(name)
                 continue
             lease = await self.store.acquire_lease(name, self.settings.lease_ms)
             if lease is not None:
                 try:
-                    return await self._apply_all(name, lease, force_checkpoint=True)
+                    return await self._apply_all_owned(name, lease, force_checkpoint=True)
                 finally:
                     with contextlib.suppress(Unavailable):
                         await self.store.release_lease(lease)
@@ -338,8 +536,12 @@ class Applier:
             hot = self._hot_if_current(name, head)
             # After a batch failed, entries up to its last one go one at a time.
             isolating_through: str | None = None
+            taken: Taken | None = None
             while True:
-                batch, attempt = await self._next_batch(meta, head, isolating_through is not None)
+                batch, attempt = await self._next_batch(
+                    meta, head, lease, isolating_through is not None, taken
+                )
+                taken = None
                 if batch is None:
                     if not force_checkpoint and await self._linger(name, head):
                         continue
@@ -351,17 +553,21 @@ class Applier:
                         f"applying this chunk was started {attempt - 1} times and never finished "
                         "(the applying process died or ran out of memory each time)"
                     )
-                    head = await self._reject(hot, lease, batch.entries[0], reason)
+                    head = await self._reject(hot, lease, batch.entries[0], reason, batch.sizes[0])
                     continue
                 try:
-                    head = await self._apply_batch(hot, lease, batch)
+                    head, taken = await self._apply_batch(
+                        hot, lease, batch, isolating_through is not None
+                    )
                 except UpdateFailed as failure:
                     if len(batch.entries) > 1:
                         isolating_through = batch.entries[-1].log_id
                         continue
                     if failure.transient:
                         raise  # the next attempt is counted; enough of them reject the entry
-                    head = await self._reject(hot, lease, batch.entries[0], failure.reason)
+                    head = await self._reject(
+                        hot, lease, batch.entries[0], failure.reason, batch.sizes[0]
+                    )
                 if isolating_through is not None and is_applied(head, isolating_through):
                     isolating_through = None
             force_checkpoint = force_checkpoint or name in self._checkpoint_wanted
@@ -390,6 +596,7 @@ class Applier:
         while (
             not self._closing
             and name not in self._checkpoint_wanted
+            and self._is_current_drain(name)
             and (remaining := deadline - time.monotonic()) > 0
         ):
             # In slices, so that shutdown never waits on a blocked read.
@@ -477,45 +684,91 @@ class Applier:
         return hot
 
     async def _next_batch(
-        self, meta: SelectorMeta, head: Head, one_at_a_time: bool
+        self,
+        meta: SelectorMeta,
+        head: Head,
+        lease: Lease,
+        one_at_a_time: bool,
+        taken: Taken | None = None,
     ) -> tuple[Batch | None, int]:
-        """The next entries to apply together, and the attempt number on the first of them.
+        """The next entries to apply together, and the attempt number on the first of them:
+        ``taken`` (what the last commit's take brought along), or taken now.
 
         A first entry that was attempted before (its update crashed a process, or failed in a
         batch) goes alone, so that a poison entry is found among innocent ones.
         """
-        coalesces = get_method(meta.method).coalesces and not one_at_a_time
-        limit = self.settings.max_coalesce_entries if coalesces else 1
-        attempt, entries = await self.store.take(meta.name, head.cursor, limit)
+        if taken is None:
+            request = self._take_request(meta, head.cursor, one_at_a_time)
+            attempt, entries = await self.store.take(
+                lease, request.after, request.count, request.forgive, request.held
+            )
+            if request.forgive:
+                self._forgiven(meta.name, request.forgive)
+        else:
+            attempt, entries = taken.attempt, taken.entries
         if not entries:
             return None, 0
         if attempt > 1:
             entries = entries[:1]
-        taken: list[LogEntry] = []
+        chosen: list[LogEntry] = []
+        folded: list[Entry] = []
+        sizes: list[int] = []
         total = 0
         for entry in entries:
             # A merge goes alone: it is folded in by the method's merge, not its update.
-            if taken and (entry.merge or taken[0].merge):
+            if chosen and (entry.merge or chosen[0].merge):
                 break
             # Always take the first entry, even alone above the bound: it must make progress.
-            if taken and total + entry.items > self.settings.max_coalesce_rows:
+            if chosen and total + entry.items > self.settings.max_coalesce_rows:
                 break
-            taken.append(entry)
+            handed = self.handed.get(meta.name, entry.log_id) if not entry.payload else None
+            if handed is None and not entry.payload:  # pragma: no cover - held, then dropped
+                raise StateUnreadable(f"entry {entry.log_id} came without its payload")
+            chosen.append(entry)
+            folded.append(entry.payload if handed is None else handed[0])
+            sizes.append(len(entry.payload) if handed is None else handed[1])
             total += entry.items
-        return Batch(taken), attempt
+        return Batch(chosen, folded, sizes), attempt
 
-    async def _apply_batch(self, hot: Hot, lease: Lease, batch: Batch) -> Head:
-        started = time.perf_counter()
-        update = await asyncio.to_thread(
-            compute_update,
-            hot.meta,
-            hot.state,
-            [entry.payload for entry in batch.entries],
-            self.settings.max_state_bytes,
-            batch.merge,
-            self.settings.history_top,
+    def _take_request(self, meta: SelectorMeta, after: str, one_at_a_time: bool) -> TakeRequest:
+        """The take of the entries after ``after``: as many as may go in one update, those this
+        process holds without their payloads, and the attempts to take back first."""
+        coalesces = get_method(meta.method).coalesces and not one_at_a_time
+        limit = self.settings.max_coalesce_entries if coalesces else 1
+        return TakeRequest(
+            after,
+            limit,
+            tuple(sorted(self._unproven.get(meta.name, ()))),
+            tuple(self.handed.ids(meta.name, 2 * limit)),
         )
+
+    async def _apply_batch(
+        self, hot: Hot, lease: Lease, batch: Batch, one_at_a_time: bool
+    ) -> tuple[Head, Taken | None]:
+        """Compute and commit ``batch``; the new head, and the next entries, taken in the
+        commit's round trip (None: take them as usual)."""
+        started = time.perf_counter()
+
+        def computed_update() -> tuple[Update, float]:
+            cpu_started = time.thread_time()
+            update = compute_update(
+                hot.meta,
+                hot.state,
+                batch.folded,
+                self.settings.max_state_bytes,
+                batch.merge,
+                self.settings.history_top,
+            )
+            return update, time.thread_time() - cpu_started
+
+        expected = hot.expected_cpu(batch.items)
+        if expected is not None and expected <= INLINE_COMPUTE_SECONDS:
+            update, cpu = computed_update()
+        else:
+            update, cpu = await asyncio.to_thread(computed_update)
+        hot.last_update_cpu, hot.last_update_items = cpu, batch.items
         computed = time.perf_counter() - started
+        then_take = self._take_request(hot.meta, batch.entries[-1].log_id, one_at_a_time)
         head = await self._commit(
             hot,
             lease,
@@ -523,17 +776,22 @@ class Applier:
             cursor=batch.entries[-1].log_id,
             items=batch.items,
             entries=len(batch.entries),
-            applied_keys=[e.idempotency_key for e in batch.entries if e.idempotency_key],
+            applied_records=[e.idem_record for e in batch.entries if e.idem_record],
+            then_take=then_take,
         )
+        if then_take.taken is not None and then_take.forgive:
+            self._forgiven(hot.meta.name, then_take.forgive)
         hot.committed(head, update, batch.payload_bytes, computed)
         self._hot.put(hot.meta.name, hot)  # weighed again: the state may have grown
         self.metrics.observe_apply(
             hot.meta.method, len(batch.entries), batch.items, time.perf_counter() - started
         )
         self._checkpoint_in_background(hot, lease)
-        return head
+        return head, then_take.taken
 
-    async def _reject(self, hot: Hot, lease: Lease, entry: LogEntry, reason: str) -> Head:
+    async def _reject(
+        self, hot: Hot, lease: Lease, entry: LogEntry, reason: str, size: int | None = None
+    ) -> Head:
         """Move ``entry`` aside: commit past it with the state unchanged (or with what its
         chunk kind leaves in its place, ``Kind.placeholder``) and record why, for its producer
         to read."""
@@ -576,10 +834,10 @@ class Applier:
             cursor=entry.log_id,
             items=items,
             entries=1,
-            applied_keys=[],
-            rejections=[Rejection(entry.log_id, reason, entry.idempotency_key)],
+            applied_records=[],
+            rejections=[Rejection(entry.log_id, reason, entry.idem_record)],
         )
-        hot.committed(head, update, len(entry.payload), 0.0)
+        hot.committed(head, update, len(entry.payload) if size is None else size, 0.0)
         self.metrics.chunks_dead_lettered.labels(meta.method).inc()
         return head
 
@@ -592,8 +850,9 @@ class Applier:
         cursor: str,
         items: int,
         entries: int,
-        applied_keys: list[str],
+        applied_records: list[str],
         rejections: list[Rejection] | None = None,
+        then_take: TakeRequest | None = None,
     ) -> Head:
         """Write the new segments, then commit the next version (head, published fields,
         commit record, history entry) in one script, and wake local waiters."""
@@ -611,18 +870,26 @@ class Applier:
                 cursor=cursor,
                 items_seen=items_seen,
                 entries=entries,
-                applied_keys=applied_keys,
+                applied_records=applied_records,
                 rejections=rejections or [],
                 history=history,
                 history_kept=self.settings.history_versions,
+                then_take=then_take,
             )
         except StaleApplier:
             self.metrics.stale_commits.inc()
             self._hot.pop(name)  # someone else moved the selector on: this state is stale
             raise
-        committed = self._committed.pop(name, None)
-        if committed is not None:
-            committed.set()
+        self.handed.applied(name, cursor)
+        self.waiters.committed(
+            name,
+            committed_head.incarnation,
+            committed_head.version,
+            cursor,
+            committed_head.items_seen,
+            after=hot.head.cursor,
+            rejections={r.log_id: r.reason for r in rejections or ()},
+        )
         return committed_head
 
     # -- checkpoints -------------------------------------------------------------------------
@@ -753,31 +1020,70 @@ class Applier:
                 log.warning("lost the lease of %s (token %s)", lease.name, lease.token)
                 return
 
-    async def wait_applied(self, name: str, log_id: str, timeout_s: float) -> Head | None:
-        """Wait until the committed cursor of ``name`` has passed ``log_id``; None on timeout.
+    async def wait_applied(
+        self, name: str, log_id: str, timeout_s: float, incarnation: str | None = None
+    ) -> Settled | None:
+        """Wait until a commit of ``name`` covers entry ``log_id``; where it got to (None on
+        timeout).
 
-        Wakes on every local commit, and otherwise polls the head with a growing delay (for
-        commits by other replicas); kicks a drain whenever nobody here is draining: if another
-        replica holds the lease the kick is a cheap no-op.
+        Resolved by the commit itself (``Waiters``): this process's, or another replica's as
+        announced. Only when nothing was heard for ``FALLBACK_SECONDS`` (a notice lost) is the
+        head read, and a drain kicked again. With the ``incarnation`` the entry was appended
+        to, NotFound once the name holds another selector (deleted and created again while the
+        entry waited: it was never applied, and never will be).
         """
+        known = self.waiters.known(name, log_id, incarnation)
+        if known is not None:
+            return known
+        future = self.waiters.wait(name, log_id, incarnation)
         deadline = time.monotonic() + timeout_s
-        delay = 0.01
-        while True:
-            # Take the event before reading the head: a commit in between still wakes us.
-            committed = self._committed.setdefault(name, asyncio.Event())
-            head = await self.store.get_head(name)
-            if is_applied(head, log_id):
-                return head
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            self.kick(name)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(committed.wait(), timeout=min(delay, remaining))
-            # While this process applies the selector, its commits wake us: polling the head
-            # would only take the GIL from the update. Otherwise poll, up to every 100 ms.
-            draining = name in self._running and not self._running[name].done()
-            delay = 1.0 if draining else min(delay * 2, 0.1)
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                with contextlib.suppress(TimeoutError):
+                    return await asyncio.wait_for(
+                        asyncio.shield(future), min(FALLBACK_SECONDS, remaining)
+                    )
+                head = await self.store.get_head(name)
+                if incarnation is not None and head.incarnation != incarnation:
+                    raise NotFound(
+                        f"selector '{name}' was deleted (and created anew) before the chunk "
+                        f"with log id {log_id} was applied"
+                    )
+                self.waiters.committed(
+                    name, head.incarnation, head.version, head.cursor, head.items_seen
+                )
+                if future.done():
+                    return future.result()
+                self.kick(name, incarnation)
+        finally:
+            self.waiters.discard(name, future)
+
+    async def listen_forever(self) -> None:
+        """Hear every replica's commits (``SelectorStore.commit_notices``) for the waiters of
+        this process, and for its hand-over (chunks another replica applied are let go), until
+        ``close``. While Redis is away, listen again every second."""
+        while not self._closing:
+            try:
+                async for notice in self.store.commit_notices():
+                    self.waiters.committed(
+                        notice.name,
+                        notice.incarnation,
+                        notice.version,
+                        notice.cursor,
+                        notice.items_seen,
+                        rejected_any=notice.rejected,
+                    )
+                    self.handed.applied(notice.name, notice.cursor)
+                    if self._closing:
+                        return
+            except Unavailable:
+                pass  # the sweeper says it; waiters read heads meanwhile
+            except Exception:
+                log.exception("listening for commits failed")
+            await asyncio.sleep(1.0)
 
     async def settle(self, name: str, timeout_s: float) -> bool:
         """Wait (bounded) until everything appended to ``name`` so far is applied; False if
@@ -792,6 +1098,9 @@ class Applier:
         """Apply entries that nobody is waiting for (``wait=false``, crashed appliers), and let
         go of the states of selectors deleted elsewhere.
 
+        Every append marks its selector in the pending set; a sweep reads the marks, not every
+        selector, so that an idle service costs nothing however many selectors it holds.
+
         Runs until ``close``. The flag matters, not only the cancellation: a cancellation that
         lands inside a Redis call may come back as a connection error, which is caught here.
         """
@@ -799,7 +1108,13 @@ class Applier:
         sweeps = 0
         while not self._closing:
             try:
-                for name in await self.store.names_with_pending():
+                # The first sweep reads every selector (what a crash left before the pending
+                # marks existed, or where marking failed); later ones only the marked.
+                if sweeps == 0:
+                    pending = await self.store.names_with_pending()
+                else:
+                    pending = await self.store.names_marked_pending()
+                for name in pending:
                     self.kick(name)
                 sweeps += 1
                 if sweeps % FORGET_DELETED_EVERY_SWEEPS == 0:

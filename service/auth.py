@@ -4,8 +4,9 @@
   caller may do everything (the CLI refuses that on a non-loopback address unless told to).
 * Keys created at ``POST /v1/keys`` carry scopes: ``read`` (GET routes), ``write`` (read plus
   chunks, features, merge, transform and cluster), ``admin`` (everything, including creating and
-  deleting selectors and keys). A key with a prefix sees only selectors whose names start with
-  it: others answer 404 to it, as if they did not exist.
+  deleting selectors and keys, and reading metrics), ``metrics`` (``GET /metrics`` alone, for a
+  scraper). A key with a prefix sees only selectors whose names start with it: others answer
+  404 to it, as if they did not exist; it never reads ``/metrics``, which names every selector.
 
 Routes declare the scope they need with :func:`requires`; ``service.api.guard`` checks it
 before anything else of the request is read.
@@ -23,8 +24,13 @@ from service.store.api_keys import SCOPES, ApiKeyStore, split_key
 
 F = TypeVar("F", bound=Callable[..., object])
 
-#: What each scope includes.
-_GRANTS = {scope: frozenset(SCOPES[: i + 1]) for i, scope in enumerate(SCOPES)}
+#: What each scope includes: read < write < admin, and admin includes metrics.
+_GRANTS = {
+    "read": frozenset({"read"}),
+    "write": frozenset({"read", "write"}),
+    "admin": frozenset(SCOPES),
+    "metrics": frozenset({"metrics"}),
+}
 #: The attribute :func:`requires` sets on a route's endpoint.
 SCOPE_ATTRIBUTE = "sift_required_scope"
 #: Routes anyone may call (probes).
@@ -69,6 +75,16 @@ class Principal:
     def sees(self, name: str) -> bool:
         """Whether the selector ``name`` exists for this caller at all."""
         return name.startswith(self.prefix)
+
+    def require_metrics(self) -> None:
+        """403 unless this caller may read ``/metrics``: scope ``metrics`` (or ``admin``) and
+        no name prefix (the metrics name every selector)."""
+        self.require("metrics")
+        if self.prefix:
+            raise Forbidden(
+                f"/metrics names every selector; a key limited to the prefix '{self.prefix}' "
+                "may not read it"
+            )
 
 
 #: Every caller when authentication is off, and the bootstrap token when it is on.

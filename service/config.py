@@ -24,11 +24,27 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8000
+    #: A connection that has not sent a whole request head this long after it opened (or after
+    #: its previous answer) is closed: idle half-sent headers cannot hold the process's
+    #: connections (``service.server``).
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    #: Most connections one process holds open (lowered to what the process's open-file limit
+    #: allows): at the bound a new one replaces the connection waiting longest for a request
+    #: head, or is closed when all are serving requests. Each idle connection costs a few KiB
+    #: and one file descriptor.
+    max_connections: int = Field(default=4096, ge=1)
+
+    #: Processes serving the port (``sift serve --workers``), each a replica on the same Redis
+    #: (``service.workers``); 1: this process serves.
+    workers: int = Field(default=1, ge=1, le=64)
 
     redis_url: str | None = Field(
         default=None,
         description="External Redis to use. Unset: the service starts and manages its own.",
     )
+    #: Set by ``sift serve --workers`` for its workers: SIFT_REDIS_URL is the embedded Redis
+    #: the parent process manages (reported as embedded).
+    redis_from_parent: bool = False
     data_dir: Path = Field(
         default_factory=_default_data_dir,
         description="Where the embedded Redis keeps its append-only file.",
@@ -106,7 +122,7 @@ class Settings(BaseSettings):
     #: How long an Idempotency-Key is remembered (a retry after that is a new chunk) ...
     idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=1)
     #: ... and how many keys per selector at most (the oldest are forgotten first): bounds the
-    #: memory the records take, about 250 bytes each.
+    #: memory the records take, about 420 bytes each (README, Limits).
     idempotency_max_records: int = Field(default=100_000, ge=1)
     #: Attempts at applying a log entry before it is moved aside as rejected, for failures that
     #: may not repeat (out of memory, the applying process died); a failure that repeats
@@ -135,6 +151,9 @@ class Settings(BaseSettings):
     #: Compress answers of at least this many bytes when the client accepts gzip; 0: never.
     #: Off by default: the proxy in front usually compresses, and the CPU is the selectors'.
     gzip_min_bytes: int = Field(default=0, ge=0)
+    #: Serve plain chunk POSTs and top GETs past FastAPI's routing (``service.api.hot_path``);
+    #: off: every request through FastAPI (the answers are the same, only slower).
+    hot_path: bool = True
     #: The selector gauges of ``/metrics`` (pending entries, state bytes) are read from Redis
     #: at a scrape at most this often; scrapes in between answer the last reading.
     metrics_refresh_seconds: float = Field(default=5.0, ge=0)

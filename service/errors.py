@@ -1,10 +1,12 @@
-"""The one exception tree of Sift.
+"""The one exception tree of Sift, and how a detail shows what came (``shown``).
 
 Every layer raises these; the API maps them to RFC 9457 ``application/problem+json`` answers in
 one place (``service.api.problems``). ``detail`` always says what was expected and what came.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class SiftError(Exception):
@@ -117,6 +119,12 @@ class CheckpointReplaced(Conflict):
     """A checkpoint was replaced by a newer one while it was read: read the head again."""
 
 
+class StaleMeta(Conflict):
+    """A write was checked against a description of the selector this process had cached, and
+    the name has since been deleted and created again (another incarnation): describe it again
+    and redo the write."""
+
+
 class PayloadTooLarge(SiftError):
     status = 413
     title = "Payload too large"
@@ -165,3 +173,58 @@ class StaleApplier(SiftError):
     status = 409
     title = "Stale applier"
     type_slug = "stale-applier"
+
+
+class _Piece(str):
+    """Text ``shown`` writes as it is (punctuation), as opposed to a value to render."""
+
+
+def shown(value: Any, limit: int = 40) -> str:
+    """How an error's detail shows a rejected value: compact JSON, at most ``limit`` characters
+    (then cut with "..."), whatever its size, depth or type: never recursive, and it looks at
+    no more of the value than it shows (a rejected row may be megabytes, nested 1000 deep)."""
+    out: list[str] = []
+    size = 0
+    stack: list[Any] = [value]
+    while stack and size <= limit:
+        item = stack.pop()
+        if isinstance(item, _Piece):
+            text = str(item)
+        elif isinstance(item, list | tuple | dict):
+            pairs = list(item.items())[:limit] if isinstance(item, dict) else None
+            items = pairs if pairs is not None else list(item[:limit])
+            # JSON's compact form; a tuple (an array's shape) as Python writes it.
+            close, text, comma = {dict: ("}", "{", ","), tuple: (")", "(", ", ")}.get(
+                type(item), ("]", "[", ",")
+            )
+            if isinstance(item, tuple) and len(item) == 1:
+                close = ",)"
+            stack.append(_Piece(close))
+            for index in range(len(items) - 1, -1, -1):
+                if pairs is not None:
+                    key, entry = pairs[index]
+                    stack += [entry, _Piece(":"), str(key)]
+                else:
+                    stack.append(items[index])
+                if index:
+                    stack.append(_Piece(comma))
+        elif item is None or isinstance(item, bool):
+            text = {None: "null", True: "true", False: "false"}[item]
+        elif isinstance(item, str):
+            text = '"' + item[:limit].replace('"', '\\"') + '"'
+        elif isinstance(item, int) and abs(item) >= 10**limit:
+            text = f"an integer of more than {limit} digits"  # str() of 10^5000 digits is slow
+        elif isinstance(item, int | float):
+            text = repr(item)
+        else:
+            text = type(item).__name__
+        if not isinstance(item, list | tuple | dict):
+            out.append(text)
+            size += len(text)
+        else:
+            out.append(text)
+            size += 1
+    rendered = "".join(out)
+    if stack or len(rendered) > limit:
+        return rendered[: max(limit - 3, 1)] + "..."
+    return rendered

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -96,6 +96,8 @@ class SelectorGauges(Collector):
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # Labelled children by metric and label values (``labelled``).
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.chunks_accepted = Counter(
             "sift_chunks_accepted",
             "Chunks validated and appended to a selector log.",
@@ -196,14 +198,24 @@ class Metrics:
         self.selector_gauges = SelectorGauges()
         self.registry.register(self.selector_gauges)
 
+    def labelled(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, remembered: prometheus_client checks and converts the
+        values on every call, ~4% of a small request's CPU. (Every label here takes a bounded
+        set of values.)"""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         method = method if method in HTTP_METHODS else "other"
-        self.http_requests.labels(route, method, str(status)).inc()
-        self.http_seconds.labels(route, method).observe(seconds)
+        self.labelled(self.http_requests, route, method, str(status)).inc()
+        self.labelled(self.http_seconds, route, method).observe(seconds)
 
     def observe_apply(self, method: str, entries: int, rows: int, seconds: float) -> None:
-        self.rows_applied.labels(method).inc(rows)
-        self.apply_seconds.labels(method).observe(seconds)
+        self.labelled(self.rows_applied, method).inc(rows)
+        self.labelled(self.apply_seconds, method).observe(seconds)
         self.entries_per_update.observe(entries)
 
     def render(self) -> bytes:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from service.algorithms.base import (
     SEGMENT_PREFIX,
     Mergeable,
     State,
+    offers,
     order_by_score,
     published_fields,
     top_per_view,
@@ -38,7 +40,7 @@ from service.store.codec import (
 )
 from service.store.keys import compare_stream_ids
 from service.store.records import CommitRecord, LogEntry, RankedList, SelectorMeta
-from service.wire.kinds import kind_of
+from service.wire.kinds import Chunk, kind_of
 from service.wire.log import decode_chunk
 
 log = logging.getLogger("sift.updates")
@@ -142,7 +144,12 @@ class Update:
     ranking: list[RankedList] | None = None
 
 
-def fold(meta: SelectorMeta, state: State, payloads: Sequence[bytes], merge: bool) -> State:
+#: What an update folds in: a log payload, or the chunk it encodes already decoded (handed over
+#: by the process that appended it, ``Applier.hand_over``).
+Entry = bytes | Chunk
+
+
+def fold(meta: SelectorMeta, state: State, payloads: Sequence[Entry], merge: bool) -> State:
     """The method's update (or, for a merge, its ``merge``) of ``state`` with the payloads.
 
     Raises UpdateFailed when the payloads do not decode or the method refuses or fails on them.
@@ -151,16 +158,19 @@ def fold(meta: SelectorMeta, state: State, payloads: Sequence[bytes], merge: boo
     method = get_method(meta.method)
     try:
         if merge:
-            summary = decode_state(unpack_fields(payloads[0]))
+            summary = decode_state(unpack_fields(cast(bytes, payloads[0])))
         else:
-            chunks = [decode_chunk(payload) for payload in payloads]
+            chunks = [
+                decode_chunk(p) if isinstance(p, bytes | bytearray | memoryview) else p
+                for p in payloads
+            ]
     except CodecError as exc:
         raise UpdateFailed(f"the stored chunk does not decode ({exc.detail})") from exc
     try:
         # Overflow is caught as a non-finite state: no warnings on stderr meanwhile.
         with np.errstate(all="ignore"):
             if merge:
-                if not isinstance(method, Mergeable):
+                if not offers(method, Mergeable):
                     raise CodecError(f"the log holds a merge, which {method.name} cannot take")
                 return method.merge(state, meta.params, summary)
             joined = kind_of(method.chunk_kind).join(chunks)
@@ -178,7 +188,7 @@ def fold(meta: SelectorMeta, state: State, payloads: Sequence[bytes], merge: boo
 def compute_update(
     meta: SelectorMeta,
     state: State,
-    payloads: Sequence[bytes],
+    payloads: Sequence[Entry],
     max_state_bytes: int,
     merge: bool = False,
     top: int = 0,

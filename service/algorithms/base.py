@@ -24,7 +24,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    Protocol,
+    TypeAlias,
+    TypeGuard,
+    TypeVar,
+    runtime_checkable,
+)
 
 import numpy as np
 import scipy.sparse as sp
@@ -47,6 +56,20 @@ State: TypeAlias = dict[str, np.ndarray | Scalar]
 #: data that only grows.
 SEGMENT_PREFIX = "segment:"
 
+#: The largest magnitude of a value in a chunk (``service.wire`` refuses anything larger): the
+#: methods form sums of squares over up to 10^7 features (FSDS Gram matrices, OCFS and OMVFS
+#: squares) and, in IOC, products of four values, and every intermediate stays below about
+#: 1e214, far from float64's 1.8e308 (``tests/algorithms/test_magnitude_limit.py`` runs every
+#: method at the limit).
+MAX_ABS_VALUE = 1e50
+#: The largest magnitude of a value in any method's state that chunks within ``MAX_ABS_VALUE``
+#: can reach: sums of squares over 2^53 rows and 10^7 features stay below 1e123. An imported
+#: state beyond it did not come from chunks (``check_state``).
+MAX_STATE_MAGNITUDE = 1e130
+#: The largest count (rows, features, classes seen...) a state may hold: 2^53 - 1, counted
+#: exactly by every JSON client and by Redis's scripts.
+MAX_STATE_COUNT = 2**53 - 1
+
 #: What one pushed chunk holds:
 #:
 #: * ``"rows"``: new samples over the selector's ``n_features`` features (``POST .../chunks``);
@@ -65,6 +88,8 @@ class Method(Protocol[C]):
 
     #: The name users pass as ``"method"`` when creating a selector.
     name: str
+    #: The publication it implements (authors, title, venue, and the algorithm or equation).
+    paper: str
     chunk_kind: ChunkKind
     #: The JSON Schema of its ``params`` (``service.algorithms.params`` builds them): the
     #: OpenAPI create body documents it, ``resolve_params`` enforces it and more.
@@ -281,6 +306,42 @@ class ChecksState(Protocol):
         ...
 
 
+#: What each capability is called where clients discover it (``GET /v1/methods``), and what it
+#: serves; ``Mergeable`` also makes partitioned selectors. (``StoresSegments`` and
+#: ``ChecksState`` are how a method is stored and imported, not what it offers.)
+CAPABILITIES: tuple[tuple[type, str], ...] = (
+    (DecidesOnArrival, "decisions"),
+    (Clusters, "cluster"),
+    (SelectsColumns, "pivoted"),
+    (Mergeable, "merge"),
+    (Projects, "projection"),
+)
+
+
+_OFFERS: dict[tuple[type, type], bool] = {}
+_Capability = TypeVar("_Capability")
+
+
+def offers(method: object, capability: type[_Capability]) -> TypeGuard[_Capability]:
+    """``isinstance(method, capability)`` for the protocols above, remembered per class: a
+    runtime protocol check inspects every member each time (~10 us), and the request path
+    asks on every request. (Protocol members are methods and class attributes: every
+    instance of a class answers alike.)"""
+    key = (type(method), capability)
+    known = _OFFERS.get(key)
+    if known is None:
+        known = _OFFERS[key] = isinstance(method, capability)
+    return known
+
+
+def capabilities(method: Method[Any]) -> list[str]:
+    """The capabilities ``method`` offers, by the names clients discover them under."""
+    offered = [name for protocol, name in CAPABILITIES if offers(method, protocol)]
+    if offers(method, Mergeable):
+        offered.append("partitions")
+    return offered
+
+
 #: Each capability and the attribute naming the state fields its readers read.
 _READER_FIELDS: tuple[tuple[type, str], ...] = (
     (DecidesOnArrival, "decision_fields"),
@@ -326,8 +387,16 @@ def check_state(
                 f"state scalar '{field}' must be of type {type(expected).__name__}; got "
                 f"{type(value).__name__}"
             )
-        elif isinstance(value, float) and not np.isfinite(value):
-            raise Inconsistent(f"state scalar '{field}' must be finite; got {value}")
+        elif isinstance(value, float) and not abs(value) <= MAX_STATE_MAGNITUDE:
+            raise Inconsistent(
+                f"state scalar '{field}' must be finite and at most {MAX_STATE_MAGNITUDE:g} in "
+                f"magnitude (what chunks can reach); got {value}"
+            )
+        elif isinstance(value, int) and not 0 <= value <= MAX_STATE_COUNT:
+            raise Inconsistent(
+                f"state scalar '{field}' (a count) must be an integer from 0 to "
+                f"{MAX_STATE_COUNT}; got {value}"
+            )
     given = dict(segments or {})
     wanted = method.segment_ids(state, params) if isinstance(method, StoresSegments) else []
     if sorted(wanted) != sorted(given):
@@ -358,8 +427,11 @@ def _check_array(field: str, value: object, expected: np.ndarray, growing: tuple
                 f"state field '{field}' must have {want} entries on axis {axis} (shape "
                 f"{expected.shape}, axes of length 0 grow); got shape {value.shape}"
             )
-    if value.dtype.kind == "f" and not np.isfinite(value).all():
-        raise Inconsistent(f"state field '{field}' holds NaN or infinity")
+    if value.dtype.kind == "f" and not (np.abs(value) <= MAX_STATE_MAGNITUDE).all():
+        raise Inconsistent(
+            f"state field '{field}' holds NaN, infinity or values beyond "
+            f"{MAX_STATE_MAGNITUDE:g} in magnitude (more than chunks can reach)"
+        )
 
 
 def _same_scalar_type(value: object, expected: object) -> bool:
@@ -385,7 +457,7 @@ def published_fields(method: Method[Any]) -> tuple[str, ...]:
     """
     fields = [method.score_field, *method.describe_fields]
     for capability, attribute in _READER_FIELDS:
-        if isinstance(method, capability):
+        if offers(method, capability):
             fields.extend(getattr(method, attribute))
     skipped = set(method.served_from_checkpoints)
     return tuple(dict.fromkeys(f for f in fields if f not in skipped))

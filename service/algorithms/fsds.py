@@ -62,7 +62,7 @@ from service.algorithms.sketching import (
     frequent_directions_update,
     normalize_sparse_rows,
 )
-from service.errors import InvalidInput, InvalidParams
+from service.errors import Inconsistent, InvalidInput, InvalidParams
 
 __all__ = [
     "FSDS",
@@ -415,6 +415,9 @@ class FSDS:
     """
 
     name = "fsds"
+    paper = (
+        'Huang et al., "Unsupervised Feature Selection on Data Streams", CIKM 2015 (Algorithm 2)'
+    )
     chunk_kind: ChunkKind = "rows"
     params_schema = params_object(
         "Huang et al. 2015, Algorithm 2 (see the README's FSDS section).",
@@ -590,6 +593,56 @@ class FSDS:
 
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.asarray(state["weights"], dtype=np.float64)
+
+    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
+        return {}
+
+    def check_consistency(
+        self,
+        state: State,
+        params: Mapping[str, Any],
+        size: int,
+        segments: Mapping[str, np.ndarray],
+    ) -> None:
+        """``ChecksState``: what Algorithm 2 leaves behind. Steps 1-4 leave ``B = S V^T``, so
+        ``B B^T = diag(sigma^2)`` with ``sigma`` non-increasing and non-negative; Frequent
+        Directions never adds energy (``||B||_F^2 <= ||Y||_F^2`` of the rows seen, in the
+        cosine mode), nothing before the first row; and steps 5-7 give exactly the stored
+        ``alpha`` and weights."""
+        cfg = _resolve(params, size)
+        sketch = np.asarray(state["sketch_rows"], dtype=np.float64)
+        sigma = np.asarray(state["singular_values"], dtype=np.float64)
+        seen = _state_float(state, "squared_norm_seen")
+        scalars = [_state_float(state, f) for f in ("alpha", "shrinkage_total")]
+        if np.any(sigma < 0) or np.any(np.diff(sigma) > 0) or min([*scalars, seen]) < 0:
+            raise Inconsistent(
+                "an fsds state has non-negative singular values in non-increasing order and "
+                "non-negative alpha, shrinkage and squared norm"
+            )
+        gram = sketch @ sketch.T
+        scale = max(float(sigma[0]) ** 2 if sigma.size else 0.0, 1e-300)
+        if not np.allclose(gram, np.diag(sigma**2), rtol=0.0, atol=1e-9 * scale):
+            raise Inconsistent(
+                "an fsds sketch is S V^T (Algorithm 2, step 3): its rows are orthogonal with "
+                "the singular values as norms; this one's are not"
+            )
+        energy = float(np.trace(gram))
+        if int(np.asarray(state["rows_seen"])) == 0 and (energy > 0 or seen > 0):
+            raise Inconsistent("an fsds state that has seen no rows has an empty sketch")
+        if not cfg.gaussian and energy > seen * (1 + 1e-9) + 1e-300:
+            raise Inconsistent(
+                f"an fsds sketch holds at most the squared norm of the rows it saw ({seen:g}); "
+                f"this one holds {energy:g}"
+            )
+        alpha, weights = _weights_of(SketchUpdate(sketch, sigma, 0.0, 0.0), cfg, size)
+        stored = np.asarray(state["weights"], dtype=np.float64)
+        if not (
+            math.isclose(alpha, scalars[0], rel_tol=1e-9, abs_tol=1e-300)
+            and np.allclose(stored, weights, rtol=1e-9, atol=1e-300)
+        ):
+            raise Inconsistent(
+                "an fsds state's alpha and weights are steps 5-7 of its sketch; this one's disagree"
+            )
 
     def describe(self, state: State) -> dict[str, Any]:
         return {}

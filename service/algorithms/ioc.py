@@ -87,6 +87,10 @@ class IOC:
     """
 
     name = "ioc"
+    paper = (
+        'Yan et al., "Effective and Efficient Dimensionality Reduction for Large-Scale and '
+        'Streaming Data Preprocessing", TKDE 2006 (Table 1)'
+    )
     chunk_kind: ChunkKind = "labelled rows"
     params_schema = params_object(
         "Yan et al. 2006, Table 1 (see the README's IOC section).",

@@ -59,6 +59,10 @@ class IQRP:
     """
 
     name = "iqrp"
+    paper = (
+        'Maung & Schweitzer, "Pass-Efficient Unsupervised Feature Selection", NIPS 2013 '
+        "(Figures 3-6)"
+    )
     chunk_kind: ChunkKind = "columns"
     params_schema = params_object(
         "Maung & Schweitzer 2013; k and l are chosen per query at GET .../top.",

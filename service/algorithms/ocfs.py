@@ -60,6 +60,10 @@ class OCFS:
     """OCFS over labelled row chunks; the state is class counts and class sums."""
 
     name = "ocfs"
+    paper = (
+        'Yan et al., "Effective and Efficient Dimensionality Reduction for Large-Scale and '
+        'Streaming Data Preprocessing", TKDE 2006 (Table 2, eq. 2)'
+    )
     chunk_kind: ChunkKind = "labelled rows"
     params_schema = params_object("OCFS has no parameters: its scores are exact.")
     score_field = "scores"

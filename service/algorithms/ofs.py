@@ -276,6 +276,7 @@ class OFS:
     """
 
     name = "ofs"
+    paper = 'Wang, Shen & Li, "Provable Variable Selection for Streaming Features" (Algorithm 1)'
     chunk_kind: ChunkKind = "columns"
     params_schema = params_object(
         "Wang, Shen & Li, Algorithm 1 (see the README's OFS section).",

@@ -604,6 +604,9 @@ class OMVFS:
     """
 
     name = "omvfs"
+    paper = (
+        'Shao, He, Lu, Wei & Yu, "Online Unsupervised Multi-view Feature Selection" (Algorithm 1)'
+    )
     chunk_kind: ChunkKind = "views"
     params_schema = params_object(
         "Shao et al., Algorithm 1 (see the README's OMVFS section).",

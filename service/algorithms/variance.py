@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from service.algorithms.base import ChunkKind, Matrix, State
+from service.algorithms.base import MAX_ABS_VALUE, ChunkKind, Matrix, State
 from service.algorithms.params import integer, params_object, require_known
-from service.errors import InvalidParams
+from service.errors import Inconsistent, InvalidParams
 
 __all__ = ["Variance", "chunk_moments", "combine"]
 
@@ -88,6 +88,11 @@ class Variance:
     """Per-feature variance over row chunks; exact for any chunking, mergeable."""
 
     name = "variance"
+    paper = (
+        'Chan, Golub & LeVeque, "Updating Formulae and a Pairwise Algorithm for Computing '
+        "Sample Variances\", 1979 (eq. 2.1): the baseline of scikit-learn's VarianceThreshold "
+        "and River's stats.Var"
+    )
     chunk_kind: ChunkKind = "rows"
     params_schema = params_object(
         "Per-feature variance, streamed exactly (Chan, Golub & LeVeque 1979).",
@@ -129,6 +134,40 @@ class Variance:
 
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.array(state["variance"], dtype=np.float64)
+
+    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
+        return {}
+
+    def check_consistency(
+        self,
+        state: State,
+        params: Mapping[str, Any],
+        size: int,
+        segments: Mapping[str, np.ndarray],
+    ) -> None:
+        """``ChecksState``: what eq. 2.1 can produce from rows within ``MAX_ABS_VALUE``: no
+        moments before the first row, means within the values' range, ``M2`` between 0 and
+        ``n (2 MAX_ABS_VALUE)^2`` (each deviation is at most the range), and the variance
+        ``M2 / (n - ddof)`` of those moments."""
+        n, mean, m2 = _moments(state)
+        variance = np.asarray(state["variance"], dtype=np.float64)
+        if n == 0 and (mean.any() or m2.any() or variance.any()):
+            raise Inconsistent("a variance state that counts no rows has zero moments")
+        if np.any(np.abs(mean) > MAX_ABS_VALUE) or np.any(m2 < 0):
+            raise Inconsistent(
+                f"a variance state's means lie within the values' bound ({MAX_ABS_VALUE:g}) and "
+                "its squared deviations M2 are nonnegative"
+            )
+        if np.any(m2 > n * (2 * MAX_ABS_VALUE) ** 2):
+            raise Inconsistent(
+                f"M2 of {n} rows within +-{MAX_ABS_VALUE:g} is at most n (2 x {MAX_ABS_VALUE:g})^2"
+            )
+        expected = np.asarray(self._state((n, mean, m2), params)["variance"])
+        if not np.allclose(variance, expected, rtol=1e-9, atol=0.0):
+            raise Inconsistent(
+                "a variance state's variance is M2 / (count - ddof) of its own moments; this "
+                "one's disagrees"
+            )
 
     def describe(self, state: State) -> dict[str, Any]:
         return {}

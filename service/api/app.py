@@ -23,6 +23,7 @@ from service.api.routes import (
     features,
     health,
     keys,
+    methods,
     rankings,
     selectors,
     ui,
@@ -30,10 +31,11 @@ from service.api.routes import (
 from service.applier import Applier
 from service.auth import Authenticator
 from service.config import Settings
+from service.errors import SiftError, Unavailable
 from service.metrics import Metrics
 from service.selectors import Selectors
 from service.store.api_keys import ApiKeyStore
-from service.store.connection import connect, is_cluster
+from service.store.connection import connect, is_cluster, without_password
 from service.store.embedded import EmbeddedRedis, RedisSupervisor
 from service.store.inventory import Inventory
 from service.store.redis_store import SelectorStore
@@ -89,6 +91,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        """``serving``, and why it could not start, for ``sift serve`` to say in one line (a
+        redis-server missing, a data directory in use, Redis refusing the credentials)."""
+        started = False
+        try:
+            async with serving(app):
+                started = True
+                yield
+        except SiftError as exc:
+            if not started:
+                app.state.startup_error = exc.detail
+            raise
+
+    @contextlib.asynccontextmanager
+    async def serving(app: FastAPI) -> AsyncIterator[None]:
         # Updates compute in worker threads; the event loop must get the GIL back quickly for
         # readers' small requests (5 ms by default, per hand-over: it dominated GET .../top
         # while a big update ran).
@@ -127,15 +143,35 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         applier = Applier(store, settings, metrics)
         app.state.selectors = Selectors(store, applier, settings, metrics)
         app.state.redis_mode = (
-            "embedded" if embedded else "cluster" if is_cluster(client) else "external"
+            "embedded"
+            if embedded or settings.redis_from_parent
+            else "cluster"
+            if is_cluster(client)
+            else "external"
         )
         app.state.inventory = Inventory(store)
         sweeper: asyncio.Task[None] | None = None
+        listener: asyncio.Task[None] | None = None
+        expiry: asyncio.Task[None] | None = None
+        stop_expiring = asyncio.Event()
         supervising: asyncio.Task[None] | None = None
         try:
-            await store.ensure_scripts()
+            try:
+                await store.ensure_scripts()
+            except Unavailable as exc:
+                raise SiftError(
+                    f"Redis at {without_password(url)} does not answer ({exc.detail}); check "
+                    "SIFT_REDIS_URL, or unset it for the embedded Redis"
+                ) from exc
             # The first sweep also recovers entries a crashed process left unapplied.
             sweeper = asyncio.create_task(applier.sweep_forever(), name="sweeper")
+            listener = asyncio.create_task(applier.listen_forever(), name="commit-listener")
+            expiry = asyncio.create_task(
+                app.state.selectors.lifecycle.expire_forever(
+                    settings.sweep_interval_seconds, stop_expiring
+                ),
+                name="expiry",
+            )
             if supervisor is not None:
                 supervising = asyncio.create_task(supervisor.run(), name="redis-supervisor")
             yield
@@ -145,9 +181,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 supervising.cancel()
                 await asyncio.wait([supervising], timeout=SHUTDOWN_STEP_SECONDS)
             await applier.close(SHUTDOWN_STEP_SECONDS)
-            if sweeper is not None:
-                sweeper.cancel()
-                await asyncio.wait([sweeper], timeout=SHUTDOWN_STEP_SECONDS)
+            stop_expiring.set()
+            if expiry is not None:
+                await asyncio.wait([expiry], timeout=SHUTDOWN_STEP_SECONDS)
+            for task in (sweeper, listener):
+                if task is not None:
+                    task.cancel()
+                    await asyncio.wait([task], timeout=SHUTDOWN_STEP_SECONDS)
             try:
                 await asyncio.wait_for(client.aclose(), SHUTDOWN_STEP_SECONDS)
             except TimeoutError:
@@ -168,13 +208,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.redis_supervisor = None
+    app.state.startup_error = None
     install_problem_handlers(app)
-    install_middleware(app, settings, metrics)
     # Authentication and scopes are checked by every route's GuardedRoute (service.api.guard).
     install_openapi(app, settings)
     app.state.routers = [
         health.router,
         selectors.router,
+        methods.router,
         archives.router,
         chunks.router,
         features.router,
@@ -185,4 +226,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ]
     for router in app.state.routers:
         app.include_router(router)
+    install_middleware(app, settings, metrics)  # after the routes: the hot path finds its own
     return app

@@ -19,12 +19,14 @@ from service.selectors.results import Result
 from service.wire.media import JSON, NPY, media_type_of, require_media_type
 
 #: The ``Idempotency-Key`` header: 1-256 visible ASCII characters (it becomes part of a Redis key).
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]+$"
+IDEMPOTENCY_KEY_MAX_LENGTH = 256
 IdempotencyKey = Annotated[
     str | None,
     Header(
         min_length=1,
-        max_length=256,
-        pattern=r"^[\x21-\x7e]+$",
+        max_length=IDEMPOTENCY_KEY_MAX_LENGTH,
+        pattern=IDEMPOTENCY_KEY_PATTERN,
         description="Retry safely: a repeated key answers what the first request answered.",
     ),
 ]
@@ -146,7 +148,9 @@ async def push_items(
     """``POST .../<route>`` (rows or feature columns): the media type and the selector are
     checked before a large body is read; 200 with the version that holds the items, or 202."""
     media_type = require_media_type(request.headers.get("content-type"), media_types)
-    meta = await service.reader.meta(name)  # 404 before reading a large body for nothing
+    # 404 before reading a large body for nothing; the description as cached (the append
+    # checks that it is still the selector's).
+    meta = await service.store.cached_meta(name)
     body = await read_body(request, body_limit(get_settings(request), media_type))
     receipt = await service.ingest.push(meta, route, body, media_type, idempotency_key, wait)
     return result_response(receipt.result, 200 if receipt.applied else 202)

@@ -13,7 +13,9 @@ Order, outermost first (``install_middleware``):
 3. gzip (``SIFT_GZIP_MIN_BYTES``), when configured;
 4. :class:`RedisRestartGate`: while the supervisor restarts the embedded Redis, every route but
    the probes, the metrics and the docs answers 503 at once, with the time the restart should
-   still take as ``Retry-After``.
+   still take as ``Retry-After``;
+5. :class:`service.api.hot_path.HotPath`: plain chunk POSTs and top GETs answered past
+   FastAPI's routing, by the same endpoints.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from starlette.middleware.gzip import DEFAULT_EXCLUDED_CONTENT_TYPES, GZipMiddle
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.api.hot_path import HotPath
 from service.api.problems import internal_error, problem_response
 from service.config import Settings
 from service.logs import accepted_request_id, request_id_var
@@ -168,6 +171,9 @@ def supervisor_problem_fields(supervisor: RedisSupervisor) -> dict[str, Any]:
 
 def install_middleware(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
     """Wrap ``app`` in the middleware of the module docstring (added innermost first)."""
+    # Innermost: the hot path answers from inside the gate, the context and CORS/gzip.
+    routes = [route for router in app.state.routers for route in router.routes]
+    app.add_middleware(HotPath, routes=routes, enabled=settings.hot_path)
     app.add_middleware(RedisRestartGate)
     if settings.gzip_min_bytes > 0:
         app.add_middleware(

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Match
 
-from service.errors import SiftError, Unavailable
+from service.errors import SiftError, Unavailable, shown
 from service.logs import current_request_id
 
 PROBLEM_JSON = "application/problem+json"
@@ -57,6 +57,17 @@ def request_id_field() -> dict[str, Any]:
     return {} if request_id is None else {"request_id": request_id}
 
 
+#: What the access log and the metrics record for a request whose client left before it was
+#: read (nginx's "client closed request"): nobody receives the answer.
+CLIENT_CLOSED_REQUEST = 499
+
+
+def client_gone(request: Request) -> Response:
+    """The answer to a request whose client disconnected while it was read: not an error."""
+    log.info("client went away during %s %s", request.method, request.url.path)
+    return Response(status_code=CLIENT_CLOSED_REQUEST)
+
+
 def internal_error(request: Request, exc: BaseException) -> Response:
     """A 500 that shows nothing of ``exc``; the log gets the traceback under the same id."""
     error_id = secrets.token_hex(8)
@@ -83,11 +94,7 @@ def _shown(value: Any) -> str:
     """A short rendering of a rejected input that never fails (huge integers, odd types)."""
     if value is None:
         return "nothing"
-    try:
-        text = orjson.dumps(value).decode()
-    except TypeError:
-        text = repr(value)
-    return text if len(text) <= _SHOWN_INPUT else text[: _SHOWN_INPUT - 3] + "..."
+    return shown(value, _SHOWN_INPUT)
 
 
 #: What a value that misses its pattern should look like, by field (the regex says it less well).
@@ -125,22 +132,27 @@ def allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
+def sift_problem(request: Request, exc: SiftError) -> Response:
+    """The answer to a ``SiftError``: its problem, or a bare 500 for a bug that raised one."""
+    if exc.status >= 500 and not isinstance(exc, Unavailable):
+        return internal_error(request, exc)
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Unavailable) else None
+    extra = {**exc.extra, **request_id_field()} if exc.status >= 500 else exc.extra
+    return problem_response(
+        exc.status,
+        exc.title,
+        exc.detail,
+        exc.type_slug,
+        request.url.path,
+        headers,
+        **extra,
+    )
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(SiftError)
     async def sift_error(request: Request, exc: SiftError) -> Response:
-        if exc.status >= 500 and not isinstance(exc, Unavailable):
-            return internal_error(request, exc)
-        headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Unavailable) else None
-        extra = {**exc.extra, **request_id_field()} if exc.status >= 500 else exc.extra
-        return problem_response(
-            exc.status,
-            exc.title,
-            exc.detail,
-            exc.type_slug,
-            request.url.path,
-            headers,
-            **extra,
-        )
+        return sift_problem(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:

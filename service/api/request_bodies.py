@@ -17,14 +17,16 @@ from collections.abc import Callable
 from typing import Any
 
 from service.algorithms import METHODS
-from service.algorithms.base import Mergeable, Method
+from service.algorithms.base import MAX_ABS_VALUE, Mergeable, Method
 from service.api.schemas import NAME_PATTERN
 from service.errors import SiftError
+from service.selectors.lifecycle import MAX_EXPIRES_AFTER
 from service.store.records import MAX_PARTITIONS
 from service.wire.kinds import MAX_FEATURES, Kind, kind_of
-from service.wire.rows import MAX_ABS_VALUE, MAX_CHUNK_ROWS
+from service.wire.names import FEATURE_NAMES, MAX_NAME_LENGTH
+from service.wire.rows import MAX_CHUNK_ROWS
 
-#: Sizes (from the example's) at which defaults are compared (``_documented_params``).
+#: Sizes (from the example's) at which defaults are compared (``documented_params``).
 _SIZES: tuple[Callable[[int], int], ...] = (
     *(lambda n, fixed=fixed: fixed for fixed in (2, 7, 40, 10**4, 10**5, 10**6, 10**7)),
     lambda n: n,
@@ -41,7 +43,7 @@ def _sized(document: Any, size: Callable[[int], int]) -> Any:
     return document
 
 
-def _documented_params(method: Method[Any], kind: Kind) -> tuple[dict[str, Any], dict[str, Any]]:
+def documented_params(method: Method[Any], kind: Kind) -> tuple[dict[str, Any], dict[str, Any]]:
     """The method's ``params_schema`` with ``default`` on every parameter whose default does
     not depend on the selector's size, and the parameters it resolves to for the example.
 
@@ -80,7 +82,7 @@ def create_request_body() -> dict[str, Any]:
     examples = {}
     for name, method in METHODS.items():
         kind = kind_of(method.chunk_kind)
-        params_schema, example_params = _documented_params(method, kind)
+        params_schema, example_params = documented_params(method, kind)
         shape = kind.create_schema()
         properties = {
             "name": {
@@ -92,6 +94,13 @@ def create_request_body() -> dict[str, Any]:
             "method": {"type": "string", "const": name},
             **shape["properties"],
             "params": {"anyOf": [params_schema, {"type": "null"}]},
+        }
+        properties["expires_after"] = {
+            "type": "number",
+            "minimum": 1,
+            "maximum": MAX_EXPIRES_AFTER,
+            "description": "Seconds without a commit after which the service deletes the "
+            "selector (for one a job makes and forgets); not with partitions.",
         }
         if isinstance(method, Mergeable):  # only methods whose states merge take partitions
             properties["partitions"] = {
@@ -138,7 +147,9 @@ def _dense(value: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _csr(value: dict[str, Any], labelled: bool = False) -> dict[str, Any]:
+def _csr(value: dict[str, Any], whole_chunk: bool = False) -> dict[str, Any]:
+    """A CSR object; ``whole_chunk``: a chunk by itself (not a view), which may carry labels
+    and name its columns."""
     properties: dict[str, Any] = {
         "shape": {
             "type": "array",
@@ -154,8 +165,9 @@ def _csr(value: dict[str, Any], labelled: bool = False) -> dict[str, Any]:
         "indices": {"type": "array", "items": COUNT, "description": "column of every value"},
         "data": {"type": "array", "items": value},
     }
-    if labelled:
+    if whole_chunk:
         properties["labels"] = LABELS
+        properties[FEATURE_NAMES] = CHUNK_FEATURE_NAMES
     return {
         "type": "object",
         "properties": properties,
@@ -165,6 +177,15 @@ def _csr(value: dict[str, Any], labelled: bool = False) -> dict[str, Any]:
     }
 
 
+#: The names a chunk may give its columns: matched to the selector's by name.
+CHUNK_FEATURE_NAMES = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH},
+    "uniqueItems": True,
+    "description": "Optional: the name of every column. Matched to the selector's feature "
+    "names: the same names in another order are reordered, other names refused (missing and "
+    "unexpected ones listed); a selector created without names takes these.",
+}
 LABELS = {
     "type": "array",
     "minItems": 1,
@@ -182,12 +203,17 @@ ROWS_JSON = {
         {**_dense(VALUE), "description": "Dense rows."},
         {
             "type": "object",
-            "properties": {"rows": _dense(VALUE), "labels": LABELS},
+            "properties": {
+                "rows": _dense(VALUE),
+                "labels": LABELS,
+                FEATURE_NAMES: CHUNK_FEATURE_NAMES,
+            },
             "required": ["rows"],
             "additionalProperties": False,
-            "description": "Dense rows, with one label each for labelled methods.",
+            "description": "Dense rows, with one label each for labelled methods, and "
+            "optionally the names of their columns.",
         },
-        _csr(VALUE, labelled=True),
+        _csr(VALUE, whole_chunk=True),
         {
             "type": "object",
             "properties": {
@@ -198,7 +224,13 @@ ROWS_JSON = {
                     "additionalProperties": {
                         "oneOf": [_dense(NONNEGATIVE_VALUE), _csr(NONNEGATIVE_VALUE)]
                     },
-                }
+                },
+                FEATURE_NAMES: {
+                    "type": "object",
+                    "propertyNames": {"pattern": NAME_PATTERN},
+                    "additionalProperties": CHUNK_FEATURE_NAMES,
+                    "description": "Optional: the names of every view's columns.",
+                },
             },
             "required": ["views"],
             "additionalProperties": False,
@@ -229,6 +261,12 @@ ROW_BODY = {
                 "labelled (ocfs, ioc)": {
                     "value": {"rows": [[0.0, 1.5, 2.0], [1.0, 0.0, 0.5]], "labels": ["a", 7]}
                 },
+                "named columns": {
+                    "value": {
+                        "rows": [[2.0, 0.0, 1.5], [0.5, 1.0, 0.0]],
+                        "feature_names": ["f2", "f0", "f1"],
+                    }
+                },
             },
         },
         "application/x-npy": {
@@ -238,7 +276,8 @@ ROW_BODY = {
         "application/x-npz": {
             **BINARY,
             "description": "scipy.sparse.save_npz (CSR, CSC or COO), or numpy.savez with rows "
-            "and labels (labelled methods) or one array per view (omvfs).",
+            "(and labels, for labelled methods) or one array per view (omvfs); an optional "
+            "string array feature_names names the columns (matched by name).",
         },
     },
 }

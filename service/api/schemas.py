@@ -69,11 +69,13 @@ class KeyIn(BaseModel):
             "examples": [{"scopes": ["write"], "prefix": "team-a-", "label": "team A producers"}]
         },
     )
-    scopes: list[Literal["read", "write", "admin"]] = Field(
+    scopes: list[Literal["read", "write", "admin", "metrics"]] = Field(
         min_length=1,
-        max_length=3,
+        max_length=4,
         description="read: GET routes; write: read plus chunks, features, merge, transform and "
-        "cluster; admin: everything, including creating and deleting selectors and keys.",
+        "cluster; admin: everything, including creating and deleting selectors and keys, and "
+        "metrics; metrics: GET /metrics only (for a Prometheus scraper). A key with a prefix "
+        "never reads /metrics: it names every selector.",
     )
     prefix: str = Field(
         default="",

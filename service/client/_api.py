@@ -38,6 +38,7 @@ from service.client.results import (
     FeaturesReceipt,
     Health,
     History,
+    MethodInfo,
     Projection,
     PushSummary,
     SelectorInfo,
@@ -163,10 +164,13 @@ class Api:
         feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
         params: Mapping[str, Any] | None = None,
         data: Any = None,
+        expires_after: float | None = None,
     ) -> Steps[SelectorInfo]:
         """Create a selector: ``n_features`` for row methods, ``n_samples`` for feature-column
         methods (ofs, iqrp), ``views`` ({view: features}) for multi-view ones; ``params`` are
         the method's hyperparameters. The answer echoes the resolved parameters.
+        ``expires_after``: the service deletes the selector after this many seconds without a
+        commit.
 
         ``data``: rows of the stream to come; ``n_features`` is taken from its width and
         ``feature_names`` from a DataFrame's columns when not given.
@@ -186,6 +190,7 @@ class Api:
                 views=None if views is None else dict(views),
                 feature_names=None if feature_names is None else _names(feature_names),
                 params=None if params is None else dict(params),
+                expires_after=expires_after,
             )
         )
         created: SelectorInfo | None = yield Call(
@@ -204,6 +209,14 @@ class Api:
                 f"selector '{name}' exists with method {existing.method}, not {method}"
             )
         return existing
+
+    def methods(self) -> Call[list[MethodInfo]]:
+        """Every method the service runs, as ``GET /v1/methods`` describes it."""
+        return Call(
+            "GET",
+            "/v1/methods",
+            lambda r: [MethodInfo.from_json(m) for m in _json(r)["methods"]],
+        )
 
     def describe(self, name: str) -> Call[SelectorInfo]:
         """The selector, the scalars of its state, its classes (labelled methods), pending
@@ -248,6 +261,7 @@ class Api:
         key_prefix: str | None = None,
         wait: bool = True,
         on_chunk: Callable[[ChunkReceipt], None] | None = None,
+        feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
     ) -> Steps[PushSummary]:
         """Push rows in chunks (in order): a numpy array, a scipy sparse matrix or a DataFrame;
         ``y`` the labels for labelled methods (a sequence, a Series, or a DataFrame column's
@@ -256,14 +270,24 @@ class Api:
         Chunks hold ``chunk_rows`` rows (default: about 8 MiB each). Each carries the
         Idempotency-Key ``<key_prefix>-<i>`` (a fresh prefix by default): pushing the same data
         again with the same prefix is answered as duplicates and changes nothing.
+
+        A DataFrame's column names (every view's, for views), or ``feature_names``, go with the
+        rows: the service puts each column on the feature of its name, and refuses names it
+        does not have (before any row is applied).
         """
+        names = feature_names if feature_names is not None else _names_of(data, y)
         chunks = _row_chunks(data, y, chunk_rows, self.chunk_bytes)
         prefix = key_prefix or new_key()
         receipts: list[ChunkReceipt | FeaturesReceipt] = []
         items = 0
         for index, (rows, labels) in enumerate(chunks):
             receipt = yield from self.push_chunk(
-                name, rows, labels, idempotency_key=f"{prefix}-{index}", wait=wait
+                name,
+                rows,
+                labels,
+                idempotency_key=f"{prefix}-{index}",
+                wait=wait,
+                feature_names=names,
             )
             receipts.append(receipt)
             items += receipt.items
@@ -281,13 +305,16 @@ class Api:
         *,
         idempotency_key: str | None = None,
         wait: bool = True,
+        feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
     ) -> Steps[ChunkReceipt]:
         """Push one chunk as it is (no splitting): rows, rows and labels, or {view: rows}.
 
+        ``feature_names`` name the columns ({view: names} for views; a DataFrame's columns by
+        default): the service matches them to the selector's names (see ``push``).
         With ``wait`` (the default) the answer is the applied receipt, polling if the service
         answered 202; a chunk the service set aside raises ``ChunkRejectedError``.
         """
-        body = _rows_body(rows, labels)
+        body = _rows_body(rows, labels, feature_names)
         receipt = yield from self._write(
             name, "chunks", ChunkReceipt.from_json, body, idempotency_key, wait
         )
@@ -546,11 +573,30 @@ def _rejected(name: str, status: ChunkStatus) -> ChunkRejectedError:
     return ChunkRejectedError(422, problem, "GET", selector_path(name, "chunks", status.log_id))
 
 
-def _rows_body(rows: Any, labels: Sequence[inputs.Label] | None) -> inputs.Body:
+def _rows_body(
+    rows: Any,
+    labels: Sequence[inputs.Label] | None,
+    names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+) -> inputs.Body:
     if isinstance(rows, Mapping):
-        return inputs.views_body(inputs.views_of(rows))
+        by_view = names if isinstance(names, Mapping) else inputs.view_names(rows)
+        return inputs.views_body(inputs.views_of(rows), by_view)
+    flat = None if isinstance(names, Mapping) else names
+    if flat is None:
+        flat = inputs.column_names(rows)
     matrix = inputs.as_matrix(rows)
-    return inputs.rows_body(matrix) if labels is None else inputs.labelled_body(matrix, labels)
+    if labels is None:
+        return inputs.rows_body(matrix, flat)
+    return inputs.labelled_body(matrix, labels, flat)
+
+
+def _names_of(data: Any, y: Any) -> list[str] | dict[str, list[str]] | None:
+    """The feature names of pushed rows: a DataFrame's columns (without a labels column named
+    by ``y``), or every view's (all views DataFrames)."""
+    if isinstance(data, Mapping):
+        return inputs.view_names(data)
+    features, _labels = inputs.split_labels(data, y) if isinstance(y, str) else (data, None)
+    return inputs.column_names(features)
 
 
 def _row_chunks(

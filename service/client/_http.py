@@ -107,6 +107,11 @@ class RetryPolicy:
     max_delay: float = 5.0
     budget: float = 120.0
     max_attempts: int | None = None
+    #: Until the service has answered once, a refused connection or an unknown host fails at
+    #: once instead of being retried: a command line pointed at the wrong URL says so now.
+    #: (The library's default keeps retrying: a producer started before its service, or one
+    #: whose connection breaks mid-stream, waits it out within the budget.)
+    fail_fast_unreached: bool = False
 
     def delay(self, retry: int, retry_after: float | None = None) -> float:
         backoff: float = min(self.max_delay, self.first_delay * 2.0 ** (retry - 1))
@@ -241,6 +246,20 @@ def program(plan: Plan[T], policy: RetryPolicy) -> Generator[Call[Any] | Sleep, 
             error = exc
 
 
+def unreachable(
+    http: httpx.Client | httpx.AsyncClient, policy: RetryPolicy, reached: bool, exc: Exception
+) -> TransportError | None:
+    """The error to raise at once for ``exc`` (``RetryPolicy.fail_fast_unreached``): the
+    service never answered and the connection was refused or the host is unknown."""
+    if reached or not policy.fail_fast_unreached or not isinstance(exc, httpx.ConnectError):
+        return None
+    return TransportError(
+        f"cannot reach the service at {http.base_url} ({exc or type(exc).__name__}): is it "
+        "running, and is that its URL? (--url, or SIFT_URL)",
+        1,
+    )
+
+
 def build_request(http: httpx.Client | httpx.AsyncClient, call: Call[Any]) -> httpx.Request:
     return http.build_request(
         call.method, call.path, params=call.params, content=call.content, headers=call.headers
@@ -253,6 +272,8 @@ class SyncDriver:
     def __init__(self, http: httpx.Client, policy: RetryPolicy) -> None:
         self.http = http
         self.policy = policy
+        #: Whether the service has answered once (``RetryPolicy.fail_fast_unreached``).
+        self.reached = False
 
     def run(self, plan: Plan[T]) -> T:
         steps: Generator[Call[Any] | Sleep, Outcome, T] = program(plan, self.policy)
@@ -267,7 +288,11 @@ class SyncDriver:
                 continue
             try:
                 outcome = self.http.send(build_request(self.http, step))
+                self.reached = True
             except httpx.TransportError as exc:
+                failure = unreachable(self.http, self.policy, self.reached, exc)
+                if failure is not None:
+                    raise failure from exc
                 outcome = exc
 
 
@@ -277,6 +302,7 @@ class AsyncDriver:
     def __init__(self, http: httpx.AsyncClient, policy: RetryPolicy) -> None:
         self.http = http
         self.policy = policy
+        self.reached = False
 
     async def run(self, plan: Plan[T]) -> T:
         steps: Generator[Call[Any] | Sleep, Outcome, T] = program(plan, self.policy)
@@ -291,5 +317,9 @@ class AsyncDriver:
                 continue
             try:
                 outcome = await self.http.send(build_request(self.http, step))
+                self.reached = True
             except httpx.TransportError as exc:
+                failure = unreachable(self.http, self.policy, self.reached, exc)
+                if failure is not None:
+                    raise failure from exc
                 outcome = exc

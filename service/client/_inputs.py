@@ -10,7 +10,10 @@ bodies.
 * the ``*_body`` functions encode one chunk the way the service reads it fastest: dense rows as
   ``.npy``, sparse rows as ``scipy.sparse.save_npz`` (CSR), labelled rows as the ``.npz`` of
   ``numpy.savez`` with ``rows`` (or the CSR parts) and ``labels``, views as ``numpy.savez``
-  (dense) or JSON (any view sparse), feature columns as ``.npy`` (or JSON when named).
+  (dense) or JSON (any view sparse, or named), feature columns as ``.npy`` (or JSON when
+  named). Rows whose columns have names (a DataFrame's, a file's header) carry them
+  (``feature_names``): the service matches them to the selector's, so a column never lands on
+  another feature.
 
 pandas is optional: it is recognised by duck typing and never imported here.
 """
@@ -191,12 +194,27 @@ def _csr_json(matrix: sp.csr_matrix) -> dict[str, Any]:
     }
 
 
-def rows_body(rows: Matrix) -> Body:
-    """Unlabelled rows: ``.npy`` when dense, ``scipy.sparse.save_npz`` CSR when sparse.
+def _names_array(names: Sequence[str], width: int) -> np.ndarray:
+    if len(names) != width:
+        raise ValueError(f"expected {width} feature names (one per column); got {len(names)}")
+    return np.array([str(name) for name in names], dtype=np.str_)
+
+
+def rows_body(rows: Matrix, names: Sequence[str] | None = None) -> Body:
+    """Unlabelled rows: ``.npy`` when dense, ``scipy.sparse.save_npz`` CSR when sparse; with
+    ``names`` (the columns' feature names, which the service matches to the selector's), the
+    ``.npz`` of ``numpy.savez`` with ``rows`` (or the CSR parts) and ``feature_names``.
 
     Sparse bodies are stored uncompressed: compressing costs more time than the bytes save on
     the loopback or a LAN, and the service inflates nothing then.
     """
+    if names is not None:
+        named = _names_array(names, int(rows.shape[1]))
+        if sp.issparse(rows):
+            parts = _csr_parts(sp.csr_matrix(rows))
+            return Body(_savez(format=np.array("csr"), **parts, feature_names=named), NPZ)
+        dense = np.ascontiguousarray(rows, dtype=np.float64)
+        return Body(_savez(rows=dense, feature_names=named), NPZ)
     if sp.issparse(rows):
         buffer = io.BytesIO()
         sp.save_npz(buffer, sp.csr_matrix(rows), compressed=False)
@@ -214,33 +232,55 @@ def _label_array(labels: Sequence[Label]) -> np.ndarray | None:
     return None
 
 
-def labelled_body(rows: Matrix, labels: Sequence[Label]) -> Body:
+def labelled_body(
+    rows: Matrix, labels: Sequence[Label], names: Sequence[str] | None = None
+) -> Body:
     """Labelled rows: the ``.npz`` the service's labelled route reads (``rows`` or the CSR
-    parts, and ``labels``); JSON when labels mix integers and strings."""
+    parts, ``labels`` and, with ``names``, ``feature_names``); JSON when labels mix integers
+    and strings."""
     if len(labels) != rows.shape[0]:
         raise ValueError(f"expected {rows.shape[0]} labels (one per row); got {len(labels)}")
     array = _label_array(labels)
+    named = {} if names is None else {"feature_names": _names_array(names, int(rows.shape[1]))}
     if array is None:
         document: dict[str, Any] = (
             {**_csr_json(rows)} if sp.issparse(rows) else {"rows": np.asarray(rows).tolist()}
         )
         document["labels"] = list(labels)
+        if names is not None:
+            document["feature_names"] = [str(name) for name in names]
         return Body(json.dumps(document).encode(), JSON)
     if sp.issparse(rows):
-        return Body(_savez(**_csr_parts(sp.csr_matrix(rows)), labels=array), NPZ)
-    return Body(_savez(rows=np.ascontiguousarray(rows, dtype=np.float64), labels=array), NPZ)
+        return Body(_savez(**_csr_parts(sp.csr_matrix(rows)), labels=array, **named), NPZ)
+    dense = np.ascontiguousarray(rows, dtype=np.float64)
+    return Body(_savez(rows=dense, labels=array, **named), NPZ)
 
 
-def views_body(views: Mapping[str, Matrix]) -> Body:
-    """The same rows of every view: ``numpy.savez`` with one array per view when all are dense,
-    else JSON with each view as dense rows or a CSR object."""
-    if not any(sp.issparse(view) for view in views.values()):
+def views_body(
+    views: Mapping[str, Matrix], names: Mapping[str, Sequence[str]] | None = None
+) -> Body:
+    """The same rows of every view: ``numpy.savez`` with one array per view when all are dense
+    and unnamed, else JSON with each view as dense rows or a CSR object (and, with ``names``,
+    every view's feature names)."""
+    if names is None and not any(sp.issparse(view) for view in views.values()):
         return Body(_savez(**{name: np.asarray(view) for name, view in views.items()}), NPZ)
-    document = {
-        name: _csr_json(sp.csr_matrix(view)) if sp.issparse(view) else np.asarray(view).tolist()
-        for name, view in views.items()
+    document: dict[str, Any] = {
+        "views": {
+            name: _csr_json(sp.csr_matrix(view)) if sp.issparse(view) else np.asarray(view).tolist()
+            for name, view in views.items()
+        }
     }
-    return Body(json.dumps({"views": document}).encode(), JSON)
+    if names is not None:
+        document["feature_names"] = {view: [str(n) for n in names[view]] for view in views}
+    return Body(json.dumps(document).encode(), JSON)
+
+
+def view_names(data: Mapping[str, Any]) -> dict[str, list[str]] | None:
+    """Every view's column names, when every view is a DataFrame (else None)."""
+    names = {str(view): column_names(rows) for view, rows in data.items()}
+    if any(found is None for found in names.values()):
+        return None
+    return {view: found for view, found in names.items() if found is not None}
 
 
 def columns_body(columns: np.ndarray, names: Sequence[str] | None) -> Body:

@@ -38,6 +38,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="Log lines as text or as one JSON object per line (default SIFT_LOG_FORMAT, text).",
     )
     serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="Processes serving the port, each a replica on the same Redis (default "
+        "SIFT_WORKERS, 1); the embedded Redis is then run by the parent process.",
+    )
+    serve.add_argument(
+        "--debug",
+        action="store_true",
+        help="On a failed start, print the traceback as well as the reason.",
+    )
+    serve.add_argument(
         "--allow-unauthenticated",
         action="store_true",
         help="Serve on a non-loopback address without SIFT_API_TOKEN (anyone who can reach "
@@ -75,16 +87,22 @@ def serve(
     log_level: str,
     allow_unauthenticated: bool,
     log_format: str | None = None,
+    debug: bool = False,
+    workers: int | None = None,
 ) -> int:
-    import uvicorn
-
-    from service.api.app import create_app
     from service.config import Settings
     from service.logs import configure_logging
+    from service.server import serve as run_server
+    from service.workers import serve_workers
 
     overrides = {
         key: value
-        for key, value in (("host", host), ("port", port), ("log_format", log_format))
+        for key, value in (
+            ("host", host),
+            ("port", port),
+            ("log_format", log_format),
+            ("workers", workers),
+        )
         if value is not None
     }
     settings = Settings(**overrides)  # type: ignore[arg-type]
@@ -95,21 +113,25 @@ def serve(
     # Every logger, uvicorn's access log included, writes through one handler that adds the
     # request id (service.logs); uvicorn must not install its own.
     configure_logging(settings.log_format, log_level)
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level=log_level,
-        log_config=None,
-    )
-    return 0
+    if settings.workers > 1:
+        worker_args = ["--log-level", log_level, "--log-format", settings.log_format]
+        return serve_workers(
+            settings, settings.workers, worker_args + (["--debug"] if debug else [])
+        )
+    return run_server(settings, log_level, debug)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return serve(
-            args.host, args.port, args.log_level, args.allow_unauthenticated, args.log_format
+            args.host,
+            args.port,
+            args.log_level,
+            args.allow_unauthenticated,
+            args.log_format,
+            args.debug,
+            args.workers,
         )
     return run(args)
 

@@ -105,6 +105,7 @@ class Operations:
     health = Operation(Api.health)
     ready = Operation(Api.ready)
     metrics = Operation(Api.metrics)
+    methods = Operation(Api.methods)
     create = Operation(Api.create)
     describe = Operation(Api.describe)
     list_page = Operation(Api.list_page)

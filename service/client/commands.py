@@ -6,10 +6,11 @@ Every command talks to the service at ``--url`` (or ``SIFT_URL``, default
 errors and 503s are retried within ``--retry-budget`` seconds. A refusal prints the service's
 problem detail and exits with status 1.
 
-``sift push`` is resumable. Chunk i of a file carries the Idempotency-Key
-``push-<digest of the file's content and the chunking>-<i>``, and a small progress record (under
-``SIFT_STATE_DIR``, default ``~/.local/state/sift/pushes``) notes the chunks acknowledged. Run
-again after an interruption, it skips those chunks without sending them; a chunk that was applied
+``sift push`` is resumable. Chunk i of a file carries an Idempotency-Key made of the selector's
+identity (its creation), i and the chunk's content (``Piece.key``), and a small progress record
+(under ``SIFT_STATE_DIR``, default ``~/.local/state/sift/pushes``) notes the chunks
+acknowledged. Run again after an interruption, or after correcting the file where a push
+stopped, it skips exactly the chunks that are in without sending them; a chunk that was applied
 but whose answer was lost is sent again and answered as a duplicate, never applied twice.
 """
 
@@ -22,18 +23,19 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
+import scipy.sparse as sp
 
 from service.client import _inputs as inputs
 from service.client._api import new_key
 from service.client._http import RetryPolicy
 from service.client.clients import DEFAULT_URL, Client
 from service.client.errors import ProblemError, SiftClientError
-from service.client.files import DataFile, FileFormatError, fingerprint, open_data
+from service.client.files import DataFile, FileFormatError, open_data
 from service.client.progress import Progress, duration
 from service.client.results import (
     ChunkReceipt,
@@ -91,7 +93,9 @@ def add_commands(commands: Any) -> None:
         "feature names of a data file).",
     )
     create.add_argument("name")
-    create.add_argument("--method", required=True, help="fsds, ofs, omvfs, iqrp, ocfs, ioc, ...")
+    create.add_argument(
+        "--method", required=True, help="fsds, variance, ocfs, ... (sift methods lists them)"
+    )
     shape = create.add_mutually_exclusive_group(required=True)
     shape.add_argument("--n-features", type=int, metavar="M")
     shape.add_argument("--n-samples", type=int, metavar="N")
@@ -161,6 +165,13 @@ def add_commands(commands: Any) -> None:
         "--count", type=int, metavar="N", help="Stop after N refreshes (default: until Ctrl-C)."
     )
 
+    methods = commands.add_parser(
+        "methods",
+        parents=common,
+        help="List the methods the service runs: chunks, capabilities, parameters, papers.",
+    )
+    methods.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
+
     listing = commands.add_parser("ls", parents=common, help="List the selectors.")
     listing.add_argument("--json", action="store_true", help="Print JSON, one list.")
 
@@ -212,7 +223,8 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     api_key = args.api_key or os.environ.get("SIFT_API_KEY") or None
     handler = _COMMANDS[args.command]
     try:
-        with Client(url, api_key, retry=RetryPolicy(budget=args.retry_budget)) as client:
+        policy = RetryPolicy(budget=args.retry_budget, fail_fast_unreached=True)
+        with Client(url, api_key, retry=policy) as client:
             return handler(args, client, console)
     except ProblemError as exc:  # the service's own words, and its status
         console.err.write(f"sift {args.command}: {exc.detail} ({exc.status} {exc.title})\n")
@@ -286,34 +298,37 @@ def state_dir() -> Path:
 
 @dataclass
 class PushRecord:
-    """What a push of one file to one selector got acknowledged so far (a JSON file)."""
+    """What a push of one file to one selector got acknowledged so far (a JSON file): the
+    Idempotency-Keys of the chunks the service acknowledged.
+
+    A chunk's key is a digest of the selector it goes to (its creation: a name deleted and
+    created again is another selector), its position and its content (``Piece.key``). So a
+    push resumed after an interruption skips exactly the chunks acknowledged, and one resumed
+    after the file was corrected (a bad value at row 150,001, say) skips exactly the chunks
+    that did not change: none is applied twice, whatever happened between the two runs.
+    """
 
     url: str
     name: str
     file: str
-    digest: str
-    chunking: str
-    chunks_done: int = 0
-    items_done: int = 0
-    finished: bool = False
+    selector: str
+    done: list[str] = field(default_factory=list)
 
     @staticmethod
-    def path_for(url: str, name: str, chunking: str) -> Path:
-        identity = hashlib.sha256(f"{url}\n{name}\n{chunking}".encode()).hexdigest()[:32]
-        return state_dir() / f"{identity}.json"
+    def path_for(url: str, name: str, file: str, selector: str) -> Path:
+        where = f"{url}\n{name}\n{Path(file).resolve()}\n{selector}"
+        return state_dir() / f"{hashlib.sha256(where.encode()).hexdigest()[:32]}.json"
 
     @classmethod
-    def load(cls, url: str, name: str, file: str, digest: str, chunking: str) -> PushRecord:
-        path = cls.path_for(url, name, chunking)
+    def load(cls, url: str, name: str, file: str, selector: str) -> PushRecord:
+        path = cls.path_for(url, name, file, selector)
         try:
-            stored = json.loads(path.read_text())
-            record = cls(**stored)
+            return cls(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
-            return cls(url, name, file, digest, chunking)
-        return record
+            return cls(url, name, file, selector)
 
     def save(self) -> None:
-        path = self.path_for(self.url, self.name, self.chunking)
+        path = self.path_for(self.url, self.name, self.file, self.selector)
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(".tmp")
         temporary.write_text(json.dumps(asdict(self)))
@@ -322,10 +337,36 @@ class PushRecord:
 
 @dataclass(frozen=True)
 class Piece:
-    """One chunk of a push: how many items, and how to send it under an Idempotency-Key."""
+    """One chunk of a push: how many items, a digest of its content, and how to send it under
+    an Idempotency-Key."""
 
     items: int
+    digest: str
     send: Callable[[str], ChunkReceipt | FeaturesReceipt]
+
+    def key(self, selector: str, unit: str, index: int) -> str:
+        """The chunk's Idempotency-Key: the same for the same content at the same place of a
+        push to the same selector, and for nothing else."""
+        identity = f"{selector}\n{unit}\n{index}\n{self.digest}"
+        return "push-" + hashlib.sha256(identity.encode()).hexdigest()[:40]
+
+
+def content_digest(*parts: Any) -> str:
+    """A digest of a chunk's content: its values (dense or CSR), labels and names."""
+    hasher = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, np.ndarray):
+            hasher.update(repr((part.dtype.str, part.shape)).encode())
+            hasher.update(np.ascontiguousarray(part).tobytes())
+        elif sp.issparse(part):
+            csr = sp.csr_matrix(part)
+            for array in (csr.indptr, csr.indices, csr.data):
+                hasher.update(np.ascontiguousarray(array).tobytes())
+            hasher.update(repr(csr.shape).encode())
+        else:
+            hasher.update(json.dumps(part).encode())
+        hasher.update(b"\0")
+    return hasher.hexdigest()
 
 
 def _push(args: argparse.Namespace, client: Client, console: Console) -> int:
@@ -339,49 +380,53 @@ def _push(args: argparse.Namespace, client: Client, console: Console) -> int:
     if args.chunk_rows is not None and args.chunk_rows < 1:
         raise CommandError(f"--chunk-rows must be at least 1; got {args.chunk_rows}")
     if info.is_feature_stream:
-        unit, total, chunk, pieces = _column_pieces(args, client, info, data)
+        unit, total, pieces = _column_pieces(args, client, info, data)
     else:
-        unit, total, chunk, pieces = _row_pieces(args, client, info, data)
-    file = fingerprint(Path(args.file))
-    chunking = f"{file.digest}|{unit}|{chunk}|{args.labels or ''}"
-    if args.no_resume:
-        record = None
-        key_stem = "push-" + new_key()
-    else:
-        record = PushRecord.load(client.url, args.name, str(args.file), file.digest, chunking)
-        key_stem = "push-" + hashlib.sha256(chunking.encode()).hexdigest()[:40]
-    if record is not None and record.finished:
-        console.out.write(
-            f"nothing to push: {args.file} was pushed to {args.name} already "
-            f"({record.items_done:,} {unit} in {_count(record.chunks_done, 'chunk')}); "
-            "--no-resume pushes "
-            "it again as new data\n"
-        )
-        return 0
+        unit, total, pieces = _row_pieces(args, client, info, data)
+    # The selector's creation identifies it: a name deleted and created again is another one.
+    selector = f"{info.name}@{info.created_at!r}"
+    record = None if args.no_resume else PushRecord.load(client.url, args.name, args.file, selector)
+    done = set(record.done) if record is not None else set()
+    fresh = new_key() if args.no_resume else ""
     progress = Progress(console.err, total, unit)
-    skipped = record.chunks_done if record is not None else 0
     last: ChunkReceipt | FeaturesReceipt | None = None
-    chunks = duplicates = 0
+    chunks = duplicates = skipped = 0
     try:
         for index, piece in enumerate(pieces):
-            if index < skipped:
+            key = piece.key(selector + fresh, unit, index)
+            if key in done:
                 progress.skip(piece.items)
+                skipped += 1
                 continue
-            last = piece.send(f"{key_stem}-{index}")
+            last = piece.send(key)
             chunks += 1
             duplicates += last.duplicate
             progress.advance(piece.items)
             if record is not None:
-                record.chunks_done, record.items_done = index + 1, progress.done
+                record.done.append(key)
                 record.save()
     except KeyboardInterrupt:
         progress.finish(
             f"interrupted after {progress.done:,} {unit}; run the same command again to resume"
         )
         return 130
-    if record is not None:
-        record.finished = True
-        record.save()
+    except (FileFormatError, ProblemError):
+        if progress.done:
+            progress.finish(
+                f"stopped: the first {progress.done:,} {unit} of {args.file} are in "
+                f"{args.name} ({_count(chunks + skipped, 'chunk')}); correct what follows and "
+                "push again: the chunks that are in are skipped"
+            )
+        else:
+            progress.finish(f"stopped: nothing of {args.file} was applied to {args.name}")
+        raise
+    if chunks == 0 and skipped:
+        console.out.write(
+            f"nothing to push: every chunk of {args.file} is in {args.name} already "
+            f"({progress.skipped:,} {unit} in {_count(skipped, 'chunk')}); --no-resume pushes "
+            "it again as new data\n"
+        )
+        return 0
     progress.finish(_push_summary(args, unit, progress, chunks, skipped, duplicates, last))
     return 0
 
@@ -422,37 +467,43 @@ def default_chunk_rows(width: int) -> int:
 
 def _row_pieces(
     args: argparse.Namespace, client: Client, info: SelectorInfo, data: DataFile
-) -> tuple[str, int, int, Iterator[Piece]]:
-    if data.n_features != info.n_features:
+) -> tuple[str, int, Iterator[Piece]]:
+    if data.feature_names is None and data.n_features != info.n_features:
         raise CommandError(
             f"{args.file} has {data.n_features} feature columns; {args.name} takes "
             f"{info.n_features}"
             + (" (is --labels missing?)" if data.n_features == info.n_features + 1 else "")
         )
-    if info.classes is not None and args.labels is None:
+    if info.labelled and args.labels is None:
         raise CommandError(
             f"{args.name} ({info.method}) learns from labelled rows: name the labels column "
             "with --labels"
         )
     chunk = args.chunk_rows or default_chunk_rows(data.n_features)
     # The labels column is never a feature; methods without classes do not take the labels.
-    labelled = info.classes is not None
+    labelled = info.labelled
+    # The file's column names go with every chunk: the service puts each column on the feature
+    # of its name, or refuses the first chunk (nothing applied) when the names are not its own.
+    names = data.feature_names
 
     def pieces() -> Iterator[Piece]:
         for block in data.blocks(chunk):
             labels = block.labels if labelled else None
 
             def send(key: str, rows: Any = block.rows, labels: Any = labels) -> ChunkReceipt:
-                return client.push_chunk(args.name, rows, labels, idempotency_key=key)
+                return client.push_chunk(
+                    args.name, rows, labels, idempotency_key=key, feature_names=names
+                )
 
-            yield Piece(int(block.rows.shape[0]), send)
+            digest = content_digest(block.rows, labels, names)
+            yield Piece(int(block.rows.shape[0]), digest, send)
 
-    return "rows", data.n_rows, chunk, pieces()
+    return "rows", data.n_rows, pieces()
 
 
 def _column_pieces(
     args: argparse.Namespace, client: Client, info: SelectorInfo, data: DataFile
-) -> tuple[str, int, int, Iterator[Piece]]:
+) -> tuple[str, int, Iterator[Piece]]:
     if args.labels is not None:
         raise CommandError(f"{args.name} takes feature columns, which carry no labels")
     whole = data.read_all().rows
@@ -477,9 +528,10 @@ def _column_pieces(
                     args.name, columns, chunk_names, idempotency_key=key
                 )
 
-            yield Piece(int(columns.shape[1]), send)
+            digest = content_digest(columns, chunk_names)
+            yield Piece(int(columns.shape[1]), digest, send)
 
-    return "columns", int(matrix.shape[1]), chunk, pieces()
+    return "columns", int(matrix.shape[1]), pieces()
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -508,6 +560,9 @@ def top_table(top: Top) -> str:
         else f"{top.features_seen or 0:,} features seen"
     )
     title = f"{top.name}  {top.method}  version {top.version}  {seen}"
+    if top.version == 0:  # a ranking of zeros would mean nothing
+        where = "features" if top.features_seen is not None else "chunks"
+        return f"{title}\nno data yet: push to {top.name} (POST /v1/selectors/{top.name}/{where})"
     if top.strategy:
         title += f"  ({top.strategy})"
     multi_view = any(f.view is not None for f in top.features)
@@ -536,6 +591,22 @@ def _top(args: argparse.Namespace, client: Client, console: Console) -> int:
         _print_json(console.out, top.raw)
     else:
         console.out.write(top_table(top) + "\n")
+    return 0
+
+
+def _methods(args: argparse.Namespace, client: Client, console: Console) -> int:
+    methods = client.methods()
+    if args.json:
+        _print_json(console.out, [method.raw for method in methods])
+        return 0
+    for method in methods:
+        route = f"POST .../{method.route}"
+        offers = ", ".join(method.capabilities) or "-"
+        console.out.write(f"{method.name}: {method.paper}\n")
+        console.out.write(f"  chunks: {method.chunk_kind} ({route}); also: {offers}\n")
+        for name, schema in method.parameters.items():
+            default = f" (default {json.dumps(schema['default'])})" if "default" in schema else ""
+            console.out.write(f"  --param {name}=...{default}: {schema.get('description', '')}\n")
     return 0
 
 
@@ -635,6 +706,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Client, Console], int]] = {
     "create": _create,
     "push": _push,
     "top": _top,
+    "methods": _methods,
     "watch": _watch,
     "ls": _ls,
     "describe": _describe,

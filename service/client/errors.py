@@ -20,7 +20,8 @@ PROBLEM_TYPE_PREFIX = "urn:sift:problem:"
 
 
 class SiftClientError(Exception):
-    """Base of every error the client raises."""
+    """Base of every error the client raises. Every one pickles (``__reduce__``): errors cross
+    process boundaries, e.g. from scikit-learn's parallel workers back to the search."""
 
 
 class TransportError(SiftClientError):
@@ -29,6 +30,9 @@ class TransportError(SiftClientError):
     def __init__(self, message: str, attempts: int) -> None:
         super().__init__(message)
         self.attempts = attempts
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.attempts))
 
 
 class ProblemError(SiftClientError):
@@ -41,6 +45,9 @@ class ProblemError(SiftClientError):
         self.url = url
         said = self.detail if self.detail == self.title else f"{self.title}: {self.detail}"
         super().__init__(f"{status} {said} ({method} {url})")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.status, self.problem, self.method, self.url))
 
     @property
     def title(self) -> str:

@@ -5,7 +5,7 @@
 * ``.npy``: one 2-D numeric array (memory-mapped: only the chunk being sent is in memory);
 * ``.npz``: a ``scipy.sparse.save_npz`` matrix, or ``numpy.savez`` with ``rows`` (dense) or the
   CSR parts ``data``, ``indices``, ``indptr``, ``shape``, and optionally a labels array;
-* Parquet: numeric columns (needs pyarrow: ``pip install 'sift[parquet]'``), read by record
+* Parquet: numeric columns (needs pyarrow: ``pip install pyarrow``), read by record
   batches.
 
 ``labels`` names the column (CSV, Parquet) or array (``.npz``) that holds the labels, which is
@@ -18,7 +18,6 @@ Files are opened with ``allow_pickle=False``: nothing is ever unpickled.
 from __future__ import annotations
 
 import csv
-import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,8 +29,6 @@ import scipy.sparse as sp
 
 from service.client._inputs import Label, Matrix, labels_of
 
-#: Bytes read at a time when hashing a file.
-_READ_BLOCK = 1 << 20
 _INTEGER = re.compile(r"-?[0-9]+")
 _CSR_PARTS = ("data", "indices", "indptr", "shape")
 SUFFIXES = (".csv", ".npy", ".npz", ".parquet")
@@ -49,24 +46,6 @@ class Block:
     labels: list[Label] | None
 
 
-@dataclass(frozen=True)
-class Fingerprint:
-    """A file's content digest (SHA-256) and size."""
-
-    digest: str
-    size: int
-
-
-def fingerprint(path: Path) -> Fingerprint:
-    hasher = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as handle:
-        while block := handle.read(_READ_BLOCK):
-            hasher.update(block)
-            size += len(block)
-    return Fingerprint(hasher.hexdigest(), size)
-
-
 class DataFile:
     """A data file: its shape, feature names and rows in blocks (``blocks``)."""
 
@@ -81,6 +60,36 @@ class DataFile:
 
     def blocks(self, chunk_rows: int) -> Iterator[Block]:
         raise NotImplementedError
+
+    def column_label(self, column: int) -> str:
+        """How a message names feature column ``column`` (0-based): 1-based, with its name."""
+        names = self.feature_names
+        named = f" {names[column]!r}" if names is not None and column < len(names) else ""
+        return f"column {column + 1}{named}"
+
+    def row_label(self, row: int) -> str:
+        """How a message names data row ``row`` (0-based, counting only data rows)."""
+        return f"row {row + 1}"
+
+    def finite(self, block: Block, first_row: int) -> Block:
+        """``block``, unless a value is NaN or infinite (which the service refuses): then a
+        FileFormatError naming the file's row (CSV: line) and column, as editors count."""
+        rows = block.rows
+        values = rows.data if sp.issparse(rows) else rows
+        if np.isfinite(values).all():
+            return block
+        if sp.issparse(rows):
+            dense_bad = sp.csr_matrix(rows)
+            flat = int(np.flatnonzero(~np.isfinite(dense_bad.data))[0])
+            row = int(np.searchsorted(dense_bad.indptr, flat, side="right")) - 1
+            column, value = int(dense_bad.indices[flat]), dense_bad.data[flat]
+        else:
+            row, column = (int(i) for i in np.argwhere(~np.isfinite(rows))[0])
+            value = rows[row, column]
+        raise FileFormatError(
+            f"{self.path}, {self.row_label(first_row + row)}, {self.column_label(column)}: "
+            f"{value} is not a finite number (the service takes no NaN or infinity)"
+        )
 
     def read_all(self) -> Block:
         """Every row at once (for feature-column selectors, which take the file's columns)."""
@@ -148,7 +157,10 @@ class CsvFile(DataFile):
             next(reader)
             cells: list[list[str]] = []
             labels: list[Label] = []
-            first_line = 2
+            # The file's line of every data row (blank lines are skipped; a quoted value may
+            # span lines): what an editor shows.
+            self._lines: list[int] = []
+            rows_before = 0
             for record in reader:
                 if not record or not any(cell.strip() for cell in record):
                     continue
@@ -160,29 +172,39 @@ class CsvFile(DataFile):
                 if self.label_position is not None:
                     labels.append(_csv_label(record.pop(self.label_position)))
                 cells.append(record)
+                self._lines.append(reader.line_num)
                 if len(cells) == chunk_rows:
-                    yield self._block(cells, labels, first_line)
-                    first_line = reader.line_num + 1
-                    cells, labels = [], []
+                    yield self._block(cells, labels, rows_before)
+                    rows_before += len(cells)
+                    cells, labels, self._lines = [], [], []
             if cells:
-                yield self._block(cells, labels, first_line)
+                yield self._block(cells, labels, rows_before)
 
-    def _block(self, cells: list[list[str]], labels: list[Label], first_line: int) -> Block:
+    def row_label(self, row: int) -> str:
+        return f"line {self._line_of(row)}"
+
+    def _line_of(self, row: int) -> int:
+        """The file line of data row ``row`` (within the block being read)."""
+        return self._lines[row - self._first_row]
+
+    def _block(self, cells: list[list[str]], labels: list[Label], rows_before: int) -> Block:
+        self._first_row = rows_before
         try:
             rows = np.array(cells, dtype=np.float64)
         except ValueError:
-            raise FileFormatError(self._bad_value(cells, first_line)) from None
-        return Block(rows, labels if self.label_position is not None else None)
+            raise FileFormatError(self._bad_value(cells, rows_before)) from None
+        block = Block(rows, labels if self.label_position is not None else None)
+        return self.finite(block, rows_before)
 
-    def _bad_value(self, cells: list[list[str]], first_line: int) -> str:
+    def _bad_value(self, cells: list[list[str]], rows_before: int) -> str:
         for offset, record in enumerate(cells):
             for column, cell in enumerate(record):
                 try:
                     float(cell)
                 except ValueError:
                     return (
-                        f"{self.path}, data row {offset + 1} from line {first_line}: "
-                        f"column {self.names[column]!r} is {cell!r}, not a number"
+                        f"{self.path}, {self.row_label(rows_before + offset)}, "
+                        f"{self.column_label(column)}: {cell!r} is not a number"
                     )
         return f"{self.path}: a value is not a number"  # pragma: no cover
 
@@ -208,7 +230,8 @@ class NpyFile(DataFile):
 
     def blocks(self, chunk_rows: int) -> Iterator[Block]:
         for start in range(0, self.n_rows, chunk_rows):
-            yield Block(np.array(self.array[start : start + chunk_rows], dtype=np.float64), None)
+            rows = np.array(self.array[start : start + chunk_rows], dtype=np.float64)
+            yield self.finite(Block(rows, None), start)
 
 
 class NpzFile(DataFile):
@@ -235,7 +258,7 @@ class NpzFile(DataFile):
         for start in range(0, self.n_rows, chunk_rows):
             stop = start + chunk_rows
             labels = None if self.label_values is None else self.label_values[start:stop]
-            yield Block(self.matrix[start:stop], labels)
+            yield self.finite(Block(self.matrix[start:stop], labels), start)
 
 
 def _npz_matrix(path: Path, arrays: dict[str, np.ndarray]) -> Matrix:
@@ -273,7 +296,7 @@ class ParquetFile(DataFile):
             import pyarrow.parquet as pq
         except ImportError:
             raise FileFormatError(
-                f"{path}: reading Parquet needs pyarrow: pip install 'sift[parquet]'"
+                f"{path}: reading Parquet needs pyarrow: pip install pyarrow"
             ) from None
         self.file: Any = pq.ParquetFile(path)
         names = [str(n) for n in self.file.schema_arrow.names]
@@ -287,6 +310,7 @@ class ParquetFile(DataFile):
         self.n_rows = int(self.file.metadata.num_rows)
 
     def blocks(self, chunk_rows: int) -> Iterator[Block]:
+        rows_before = 0
         for batch in self.file.iter_batches(batch_size=chunk_rows):
             try:
                 rows = np.column_stack(
@@ -302,4 +326,5 @@ class ParquetFile(DataFile):
             labels = None
             if self.labels is not None:
                 labels = labels_of(batch.column(self.labels).to_numpy(zero_copy_only=False))
-            yield Block(rows, labels)
+            yield self.finite(Block(rows, labels), rows_before)
+            rows_before += int(rows.shape[0])

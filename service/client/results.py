@@ -47,6 +47,11 @@ class SelectorInfo:
     created_at: float
     updated_at: float
     has_feature_names: bool
+    #: What one chunk holds (``MethodInfo.chunk_kind``): ``rows``, ``labelled rows``, ``views``
+    #: or ``columns``.
+    chunk_kind: str = "rows"
+    #: Seconds without a commit after which the service deletes it (None: never).
+    expires_after: float | None = None
     rows_seen: int | None = None
     features_seen: int | None = None
     n_samples: int | None = None
@@ -64,7 +69,12 @@ class SelectorInfo:
     @property
     def is_feature_stream(self) -> bool:
         """Whether chunks are feature columns over fixed samples (``push_features``)."""
-        return self.n_samples is not None
+        return self.chunk_kind == "columns"
+
+    @property
+    def labelled(self) -> bool:
+        """Whether chunks are rows with one class label each (``push(..., y=...)``)."""
+        return self.chunk_kind == "labelled rows"
 
     @classmethod
     def from_json(cls, doc: Json) -> SelectorInfo:
@@ -78,6 +88,8 @@ class SelectorInfo:
             created_at=float(doc.get("created_at", 0.0)),
             updated_at=float(doc.get("updated_at", 0.0)),
             has_feature_names=bool(doc.get("has_feature_names", False)),
+            chunk_kind=str(doc["chunk_kind"]),
+            expires_after=None if doc.get("expires_after") is None else float(doc["expires_after"]),
             rows_seen=_int_or_none(doc.get("rows_seen")),
             features_seen=_int_or_none(doc.get("features_seen")),
             n_samples=_int_or_none(doc.get("n_samples")),
@@ -89,6 +101,48 @@ class SelectorInfo:
             else [ClassCount(c["label"], int(c["count"])) for c in classes],
             features_kept=_int_or_none(doc.get("features_kept")),
             state=doc.get("state"),
+            raw=doc,
+        )
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """A method the service runs (``GET /v1/methods``): what one chunk of it holds and where it
+    goes, what it offers, its parameters (JSON Schema, with the defaults that do not depend on
+    the selector's size) and the paper it implements."""
+
+    name: str
+    paper: str
+    chunk_kind: str
+    route: str
+    counts: str
+    shape: list[str]
+    capabilities: list[str]
+    coalesces: bool
+    chunking_invariant: bool
+    params_schema: dict[str, Any]
+    example: dict[str, Any]
+    raw: Json = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """Each parameter's JSON Schema, by name."""
+        return dict(self.params_schema.get("properties", {}))
+
+    @classmethod
+    def from_json(cls, doc: Json) -> MethodInfo:
+        return cls(
+            name=str(doc["name"]),
+            paper=str(doc["paper"]),
+            chunk_kind=str(doc["chunk_kind"]),
+            route=str(doc["route"]),
+            counts=str(doc["counts"]),
+            shape=[str(f) for f in doc["shape"]],
+            capabilities=[str(c) for c in doc["capabilities"]],
+            coalesces=bool(doc["coalesces"]),
+            chunking_invariant=bool(doc["chunking_invariant"]),
+            params_schema=dict(doc["params_schema"]),
+            example=dict(doc["example"]),
             raw=doc,
         )
 

@@ -1,38 +1,43 @@
 """``SiftSelector``: a Sift selector as a scikit-learn feature selector.
 
     pipe = make_pipeline(SiftSelector("faces", n_features_to_select=50), KMeans(20))
-    pipe.fit(X)                        # streams X to the selector "faces", keeps its top 50
+    pipe.fit(X)                        # streams X to a selector of its own, keeps its top 50
 
 The estimator holds no connection and does nothing in ``__init__`` (scikit-learn's rules:
 ``get_params``, ``set_params`` and ``clone`` see the parameters exactly as given). Each fit opens
 a ``Client`` for its requests:
 
-* ``partial_fit(X[, y])`` streams X's rows to the named selector (created on first use with
-  ``method``, ``params``, X's width and a DataFrame's column names; an existing selector is used
-  as it is), then reads its top ``n_features_to_select`` features;
-* ``fit(X[, y])`` starts afresh: it deletes the named selector if it exists, then does the same;
+* ``fit(X[, y])`` learns afresh in a selector of its own, ``<name>-<8 hex digits>``, created
+  with ``method``, ``params``, X's width and a DataFrame's column names: clones (a grid search,
+  cross-validation, ``n_jobs=2``) never touch each other's data. The service deletes it after
+  ``expires_after`` seconds without a chunk (an hour by default; None keeps it), and the next
+  fit deletes the previous one; ``selector_name_`` is its name;
+* ``partial_fit(X[, y])`` streams X's rows to ``selector_name_`` once fitted, else to the
+  selector named ``name`` (created on first use; an existing one is used as it is: streaming
+  batches into one selector that the dashboard shows), then reads its selection again;
 * ``transform`` keeps the selected columns (``SelectorMixin``); ``get_support``,
   ``get_feature_names_out`` and ``inverse_transform`` come with it.
+
+A DataFrame's column names go with its rows: the service matches them to the selector's feature
+names (the same columns in another order land on the right features; other names are refused).
 
 Learned attributes: ``n_features_in_`` (and ``feature_names_in_`` for DataFrames), ``support_``
 (the features of the service's ``/top``), ``ranking_`` (1 for the best; the selected features
 in ``/top``'s order first, then the others by score), ``scores_`` (every feature's score from
 ``/weights``), ``version_`` and ``seen_`` (the selector's version and rows seen when read),
-``top_`` (the ``/top`` answer).
+``top_`` (the ``/top`` answer), ``selector_name_``.
 
 Methods: those whose chunks are rows (``fsds``, ``variance``) ignore ``y``; labelled methods
-(``ocfs``, ``ioc``: the service lists their classes) require it, so a Pipeline passes it on. The
+(``ocfs``, ``ioc``: their chunk kind says so) require it, so a Pipeline passes it on. The
 methods whose chunks are feature columns over fixed samples (``ofs``, ``iqrp``) and the
 multi-view ones (``omvfs``) do not stream rows of one matrix: they are refused with the
 service's explanation (use ``Client.push_features`` or ``Client.push`` with views).
-
-Several estimators fitted with the same ``name`` (clones in a grid search) share, and refit, one
-selector on the service: give each its own name.
 """
 
 from __future__ import annotations
 
 import contextlib
+import secrets
 from typing import Any
 
 import numpy as np
@@ -42,7 +47,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from service.client._inputs import column_names
 from service.client.clients import DEFAULT_URL, Client
-from service.client.errors import InvalidInputError, NotFoundError
+from service.client.errors import InvalidInputError, NotFoundError, SiftClientError
 from service.client.results import SelectorInfo, Top, Weights
 
 try:
@@ -53,6 +58,8 @@ except ImportError:  # pragma: no cover - scikit-learn < 1.6
         return estimator._validate_data(X, **options)
 
 
+#: Seconds without a chunk after which the service deletes the selector a fit made.
+DEFAULT_EXPIRES_AFTER = 3600.0
 #: Attempts at reading /top and /weights of one version while producers keep committing.
 _CONSISTENT_READS = 5
 
@@ -68,6 +75,8 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
     url, api_key : the service, and a key with the ``admin`` scope (to create and delete) or
         ``write`` (to stream to an existing selector).
     params : the method's hyperparameters for a selector created on first use.
+    expires_after : seconds without a chunk after which the service deletes the selector a
+        ``fit`` made (named ``selector_name_``); None keeps it.
     """
 
     def __init__(
@@ -79,6 +88,7 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
         url: str = DEFAULT_URL,
         api_key: str | None = None,
         params: dict[str, Any] | None = None,
+        expires_after: float | None = DEFAULT_EXPIRES_AFTER,
     ) -> None:
         self.name = name
         self.method = method
@@ -86,84 +96,117 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
         self.url = url
         self.api_key = api_key
         self.params = params
+        self.expires_after = expires_after
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
+        # The selection comes from a service: a method whose result depends on how its chunks
+        # were joined into updates (FSDS's sketch) may answer differently for the same X.
+        tags.non_deterministic = True
+        tags.requires_fit = True
         return tags
 
     def fit(self, X: Any, y: Any = None) -> SiftSelector:
-        """Start the named selector afresh (deleting what it held) and stream X (and y) to it."""
+        """Learn afresh in a selector of this fit's own (see the module docstring)."""
+        previous = getattr(self, "selector_name_", None)
         for attribute in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
             delattr(self, attribute)
+        own = f"{self.name}-{secrets.token_hex(4)}"
         with self._client() as client:
-            with contextlib.suppress(NotFoundError):
-                client.delete(self.name)
-            return self._stream(client, X, y, reset=True)
+            if previous is not None and previous != self.name:  # the last fit's own
+                with contextlib.suppress(SiftClientError):
+                    client.delete(previous)
+            self._stream(client, own, X, y, reset=True, expires_after=self.expires_after)
+        self.selector_name_ = own
+        return self
 
     def partial_fit(self, X: Any, y: Any = None) -> SiftSelector:
-        """Stream X's rows (and their labels y) to the named selector, creating it if needed,
-        and read its selection again."""
+        """Stream X's rows (and their labels y) to ``selector_name_`` once fitted, else to the
+        selector named ``name`` (created if needed), and read the selection again."""
+        fitted = hasattr(self, "selector_name_")
+        target = self.selector_name_ if fitted else self.name
         with self._client() as client:
-            return self._stream(client, X, y, reset=not hasattr(self, "n_features_in_"))
+            self._stream(client, target, X, y, reset=not fitted, existing=fitted)
+        self.selector_name_ = target
+        return self
 
     def _client(self) -> Client:
         return Client(self.url, self.api_key)
 
-    def _stream(self, client: Client, X: Any, y: Any, reset: bool) -> SiftSelector:
+    def _stream(
+        self,
+        client: Client,
+        name: str,
+        X: Any,
+        y: Any,
+        reset: bool,
+        *,
+        existing: bool = False,
+        expires_after: float | None = None,
+    ) -> None:
         if not isinstance(self.n_features_to_select, int) or self.n_features_to_select < 1:
             chosen = self.n_features_to_select
             raise ValueError(f"n_features_to_select must be a positive integer; got {chosen!r}")
         names = column_names(X)
         rows = validate_data(self, X, reset=reset, accept_sparse="csr", dtype=np.float64)
-        info = self._selector(client, int(rows.shape[1]), names)
-        # Labelled methods list the classes they have seen; rows-only methods have no classes.
-        labelled = info.classes is not None
-        if labelled and y is None:
-            raise ValueError(
-                f"selector '{self.name}' ({info.method}) learns from labelled rows: pass y"
-            )
-        client.push(self.name, rows, y if labelled else None)
-        self._learn(client)
-        return self
+        info = self._selector(client, name, int(rows.shape[1]), names, existing, expires_after)
+        if info.labelled and y is None:
+            raise ValueError(f"selector '{name}' ({info.method}) learns from labelled rows: pass y")
+        client.push(name, rows, y if info.labelled else None, feature_names=names)
+        self._learn(client, name)
 
-    def _selector(self, client: Client, width: int, names: list[str] | None) -> SelectorInfo:
-        """The named selector, created for rows of ``width`` features if it does not exist."""
+    def _selector(
+        self,
+        client: Client,
+        name: str,
+        width: int,
+        names: list[str] | None,
+        existing: bool,
+        expires_after: float | None,
+    ) -> SelectorInfo:
+        """Selector ``name``, created for rows of ``width`` features if it does not exist (and
+        is not one this estimator learned in already: that one is gone)."""
         try:
-            info = client.describe(self.name)
+            info = client.describe(name)
         except NotFoundError:
+            if existing:
+                raise ValueError(
+                    f"selector '{name}', which this estimator learned in, no longer exists "
+                    f"(expires_after={self.expires_after} s without a chunk, or deleted): fit "
+                    "again"
+                ) from None
             try:
                 client.create(
-                    self.name,
+                    name,
                     self.method,
                     n_features=width,
                     feature_names=names,
                     params=self.params,
+                    expires_after=expires_after,
                 )
             except InvalidInputError as exc:
                 raise ValueError(
                     f"SiftSelector streams the rows of X to a selector, and the service refused "
                     f"a '{self.method}' selector over {width} features: {exc.detail}"
                 ) from exc
-            info = client.describe(self.name)  # describing lists classes (labelled methods)
-        if info.is_feature_stream or info.views is not None:
+            info = client.describe(name)
+        if info.chunk_kind not in ("rows", "labelled rows"):
             raise ValueError(
-                f"selector '{self.name}' ({info.method}) takes "
+                f"selector '{name}' ({info.method}) takes "
                 + ("feature columns over fixed samples" if info.is_feature_stream else "views")
                 + ", not rows of one matrix: use Client.push_features (columns) or Client.push "
                 "with {view: rows}"
             )
         if info.n_features != width:
-            raise ValueError(
-                f"selector '{self.name}' has {info.n_features} features; X has {width}"
-            )
+            raise ValueError(f"selector '{name}' has {info.n_features} features; X has {width}")
         return info
 
-    def _learn(self, client: Client) -> None:
+    def _learn(self, client: Client, name: str) -> None:
         """Read /top and /weights of one committed version into the learned attributes."""
         for _ in range(_CONSISTENT_READS):
-            top = client.top(self.name, h=self.n_features_to_select)
-            weights = client.weights(self.name)
+            top = client.top(name, h=self.n_features_to_select)
+            weights = client.weights(name)
             if weights.version == top.version:
                 break
         self._remember(top, weights)

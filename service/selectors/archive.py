@@ -65,6 +65,7 @@ from service.errors import (
     InvalidInput,
     SelectorMismatch,
     StateTooLarge,
+    shown,
 )
 from service.selectors.history import History
 from service.selectors.lifecycle import selector_out
@@ -72,10 +73,10 @@ from service.selectors.reading import StateReader
 from service.selectors.results import SelectorOut
 from service.store.codec import decode_array, decode_state, encode_state
 from service.store.keys import validate_name
-from service.store.records import SelectorMeta, Snapshot
-from service.updates import publish, state_size_problem
-from service.wire.columns import validate_names
+from service.store.records import SelectorMeta, Snapshot, new_incarnation
+from service.updates import UpdateFailed, compute_update, publish, state_size_problem
 from service.wire.kinds import Kind, kind_of
+from service.wire.names import validate_names
 
 #: The media type of an archive (``application/octet-stream`` is accepted on import too).
 MEDIA_TYPE = "application/vnd.sift.archive"
@@ -156,6 +157,12 @@ def pack(snapshot: Snapshot, kind: Kind, segments: dict[str, bytes]) -> bytes:
 
 
 # -- reading ---------------------------------------------------------------------------------
+
+#: Largest version or count an archive may carry: 2^53 - 1, the largest integer every JSON
+#: client (a browser's numbers are doubles) and Redis's Lua scripts count exactly.
+MAX_COUNT = 2**53 - 1
+#: Latest creation time an archive may carry (seconds since 1970): the year 9999.
+LATEST_TIME = 253_402_300_799.0
 
 
 def unpack(body: bytes) -> Archive:
@@ -245,6 +252,17 @@ def _members(manifest: dict[str, Any], key: str, label: str) -> list[tuple[str, 
     return out
 
 
+def _count(manifest: dict[str, Any], key: str) -> int:
+    """A count of the manifest: an integer in [0, ``MAX_COUNT``] (what every JSON client reads
+    exactly, and what the store's scripts count with)."""
+    value = manifest.get(key)
+    if not _is_count(value) or value > MAX_COUNT:
+        raise InvalidInput(
+            f"the archive's '{key}' must be an integer from 0 to {MAX_COUNT}; got {shown(value)}"
+        )
+    return value
+
+
 def _is_count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -292,22 +310,31 @@ def restore(archive: Archive, name: str | None, max_state_bytes: int) -> Restore
             f"the archive's params do not resolve to themselves for {method.name}: "
             f"{json.dumps(params)[:200]} became {json.dumps(resolved)[:200]}"
         )
-    version = _field(manifest, "version", int)
-    items_seen = _field(manifest, "items_seen", int)
-    if version < 0 or items_seen < 0 or manifest.get(kind.seen_field) != items_seen:
+    version = _count(manifest, "version")
+    items_seen = _count(manifest, "items_seen")
+    if manifest.get(kind.seen_field) != items_seen:
         raise Inconsistent(
-            f"the archive's version ({version}) and items seen ({items_seen}, also as "
-            f"'{kind.seen_field}') must be the same non-negative counts"
+            f"the archive's items seen ({items_seen}) must be given again as "
+            f"'{kind.seen_field}'; got {shown(manifest.get(kind.seen_field))}"
+        )
+    created_at = _field(described, "created_at", (int, float))
+    if not (isinstance(created_at, float) or abs(created_at) <= MAX_COUNT) or not (
+        0 <= created_at <= LATEST_TIME
+    ):
+        raise InvalidInput(
+            f"the archive's created_at must be a time in seconds since 1970 (0 to "
+            f"{LATEST_TIME:.0f}); got {shown(created_at)}"
         )
     meta = SelectorMeta(
         name=name,
         method=method.name,
         params=resolved,
-        created_at=float(_field(described, "created_at", (int, float))),
+        created_at=float(created_at),
         n_features=shape.n_features,
         n_samples=shape.n_samples,
         views=shape.views,
         feature_names=shape.feature_names,
+        incarnation=new_incarnation(),
     )
     problem = state_size_problem(
         {field: len(value) for field, value in archive.state.items()}, max_state_bytes
@@ -321,6 +348,7 @@ def restore(archive: Archive, name: str | None, max_state_bytes: int) -> Restore
         raise InvalidInput(f"the archive's state does not decode: {exc.detail}") from exc
     check_state(method, state, resolved, shape.size, segments)
     _check_scores(method, kind, meta, state, items_seen)
+    _check_takes_a_chunk(meta, kind, state, max_state_bytes)
     return Restored(
         meta=meta,
         kind=kind,
@@ -345,6 +373,22 @@ def _check_scores(
             f"features; having seen {items_seen} items, its {meta.method} selector needs "
             f"{expected}"
         )
+
+
+def _check_takes_a_chunk(
+    meta: SelectorMeta, kind: Kind, state: State, max_state_bytes: int
+) -> None:
+    """The state can take an ordinary chunk (``Kind.probe``) and stay finite: values within
+    ``MAX_STATE_MAGNITUDE`` that the method's update would still blow up (a product of three of
+    them, say) did not come from chunks, and would reject every chunk after the import."""
+    try:
+        # Room for the chunk itself: a state at the limit is the limit's business, not this.
+        compute_update(meta, state, [kind.probe(meta)], 2 * max_state_bytes + 2**20)
+    except UpdateFailed as exc:
+        raise Inconsistent(
+            f"the archive's state cannot take a chunk of ones ({exc.reason}): its values are "
+            "beyond what chunks reach"
+        ) from None
 
 
 def _item_names(manifest: dict[str, Any], kind: Kind, items_seen: int) -> dict[int, str]:

@@ -10,17 +10,18 @@ pending (202, with the log id), or rejected (the entry was set aside, a 422 with
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import zlib
 from dataclasses import dataclass
 from typing import Literal
 
 from service.algorithms import get_method
-from service.algorithms.base import DecidesOnArrival
+from service.algorithms.base import DecidesOnArrival, offers
 from service.algorithms.labels import Label, stored_classes
 from service.applier import Applier, is_applied
 from service.config import Settings
-from service.errors import ChunkRejected, InvalidInput, NotFound
+from service.errors import ChunkRejected, InvalidInput, NotFound, StaleMeta
 from service.metrics import Metrics
 from service.selectors.decisions import Decisions
 from service.selectors.reading import StateReader, seen
@@ -36,13 +37,16 @@ from service.selectors.results import (
     Result,
 )
 from service.store.codec import SCALARS_FIELD, decode_state
-from service.store.keys import parse_stream_id
-from service.store.records import AppendOutcome, SelectorMeta
+from service.store.keys import INITIAL_CURSOR, log_id_belongs, parse_stream_id
+from service.store.records import AppendOutcome, Head, SelectorMeta
 from service.store.redis_store import SelectorStore
-from service.wire.kinds import Kind, kind_of, require_route
+from service.wire.kinds import Chunk, Decoded, Kind, kind_of, require_route
+from service.wire.log import COMPRESS_FROM_BYTES, pack_payload
+from service.wire.media import INFLATING_MEDIA_TYPES
 
 #: Bodies up to this size are decoded on the event loop: a hand-off to a worker thread costs
 #: more than decoding them, and makes the event loop wait for the GIL each time it gets it back.
+#: Not an ``.npz`` of any size: a small archive may inflate to ``SIFT_MAX_BODY_BYTES``.
 INLINE_DECODE_BYTES = 32 * 1024
 
 #: Class sums a labelled selector may keep, in doubles (1 GiB): bounds its number of classes.
@@ -63,6 +67,14 @@ def rejected(log_id: str, reason: str) -> ChunkRejected:
         f"nothing of it is in the state: {reason}",
         log_id=log_id,
     )
+
+
+def _may_hold(head: Head, log_id: str) -> bool:
+    """Whether ``log_id`` can be an entry of the selector at ``head``: one of its incarnation's
+    (``keys.log_id_belongs``); for a selector of an earlier release, any id after ``0-0``."""
+    if head.incarnation:
+        return log_id_belongs(head.incarnation, log_id)
+    return log_id != INITIAL_CURSOR
 
 
 @dataclass(frozen=True)
@@ -117,31 +129,75 @@ class Ingest:
         wait: bool,
     ) -> Receipt:
         """Append a chunk that came to ``POST .../<route>``; answer with the version that
-        contains it (200), or pending (202)."""
+        contains it (200), or pending (202).
+
+        ``meta`` may be this process's cached description (``SelectorStore.cached_meta``): the
+        append refuses a chunk checked against an earlier incarnation of the name (StaleMeta),
+        and a chunk refused against it is looked at again when the name holds another
+        incarnation now; either way it is checked again against the selector the name holds.
+        """
+        try:
+            return await self._push(meta, route, body, media_type, idempotency_key, wait)
+        except StaleMeta:
+            meta = await self.store.get_meta(meta.name)
+        except InvalidInput:
+            current = await self.store.get_meta(meta.name)
+            if current.incarnation == meta.incarnation:
+                raise
+            meta = current
+        return await self._push(meta, route, body, media_type, idempotency_key, wait)
+
+    async def _push(
+        self,
+        meta: SelectorMeta,
+        route: str,
+        body: bytes,
+        media_type: str,
+        idempotency_key: str | None,
+        wait: bool,
+    ) -> Receipt:
         method = get_method(meta.method)
         kind = kind_of(method.chunk_kind)
         require_route(kind, meta, route)
-        limit = self.settings.max_body_bytes
         try:
-            if len(body) <= INLINE_DECODE_BYTES:
-                decoded = kind.decode(body, media_type, meta, limit)
-            else:
-                decoded = await asyncio.to_thread(kind.decode, body, media_type, meta, limit)
+            decoded = await self._decode(kind, body, media_type, meta)
+            if decoded.adopt is not None:
+                # The first chunk that names its columns names a selector created without
+                # names; a chunk that named them otherwise at the same moment lost the race:
+                # decoded again against the names the selector took.
+                adopted = await self.store.adopt_feature_names(meta.name, decoded.adopt)
+                if adopted != list(decoded.adopt):
+                    meta = dataclasses.replace(meta, feature_names=adopted)
+                    decoded = await self._decode(kind, body, media_type, meta)
             if decoded.classes:
                 await self._check_class_budget(meta, decoded.classes)
         except InvalidInput as exc:
             self.metrics.chunks_rejected.labels(str(exc.status)).inc()
             raise
+        payload = decoded.payload
+        if not wait and len(payload) >= COMPRESS_FROM_BYTES:
+            # Compressing pays for Redis (that many fewer bytes to receive, fsync and hold until
+            # a checkpoint), not for the producer who waits: it costs ~3 ms per MB each way.
+            payload = await asyncio.to_thread(pack_payload, payload)
         submitted = await self.submit(
             meta,
-            decoded.payload,
+            payload,
             decoded.items,
             decoded.digest,
             idempotency_key,
             wait,
             decoded.names,
+            chunk=decoded.chunk,
         )
         return await self._receipt(meta, kind, submitted, decoded.items)
+
+    async def _decode(
+        self, kind: Kind, body: bytes, media_type: str, meta: SelectorMeta
+    ) -> Decoded:
+        limit = self.settings.max_body_bytes
+        if len(body) <= INLINE_DECODE_BYTES and media_type not in INFLATING_MEDIA_TYPES:
+            return kind.decode(body, media_type, meta, limit)
+        return await asyncio.to_thread(kind.decode, body, media_type, meta, limit)
 
     async def submit(
         self,
@@ -153,9 +209,13 @@ class Ingest:
         wait: bool,
         item_names: tuple[str, ...] = (),
         merge: bool = False,
+        chunk: Chunk | None = None,
     ) -> Submitted:
         """Append with the idempotency record, then wait (bounded) for the applier.
 
+        ``chunk`` (the decoded chunk the payload encodes) is handed to this process's applier,
+        which then neither reads the payload back nor decodes it again; the log stays the truth
+        (another replica, or this one after a restart, reads the payload).
         Raises ``ChunkRejected`` when the entry was set aside instead of applied (now, or when
         a request with the same key first came).
         """
@@ -165,30 +225,36 @@ class Ingest:
             meta = meta.partition(partition)
         name = meta.name
         outcome = await self.store.append(
-            name, payload, items, digest, idempotency_key, item_names, merge
+            name, payload, items, digest, idempotency_key, item_names, merge, meta.incarnation
         )
         if outcome.duplicate:
             self.metrics.chunks_duplicate.inc()
         else:
-            self.metrics.chunks_accepted.labels(meta.method).inc()
+            self.metrics.labelled(self.metrics.chunks_accepted, meta.method).inc()
         if outcome.rejected is not None:
             raise rejected(outcome.log_id, outcome.rejected)
         if outcome.applied_version is not None:
             return Submitted(outcome, outcome.applied_version, outcome.items_seen, partition)
-        self.applier.kick(name)
+        if chunk is not None and not outcome.duplicate:
+            self.applier.hand_over(name, outcome.log_id, chunk, len(payload))
+        self.applier.kick(name, meta.incarnation)
         if not wait:
             return Submitted(outcome, None, None, partition)
-        head = await self.applier.wait_applied(
-            name, outcome.log_id, self.settings.apply_wait_seconds
+        settled = await self.applier.wait_applied(
+            name, outcome.log_id, self.settings.apply_wait_seconds, meta.incarnation
         )
-        if head is None:
+        if settled is None:
             return Submitted(outcome, None, None, partition)
+        if settled.rejected:
+            raise rejected(outcome.log_id, settled.rejected)
+        if settled.rejected == "":  # the commit that applied it, as this process saw it
+            return Submitted(outcome, settled.version, settled.items_seen, partition)
+        # Heard of from afar (or read off the head): whether it was applied, and by which
+        # version exactly (a repeated request answers what the first one did), Redis says.
         reason, record = await self.store.settled(name, outcome.log_id, idempotency_key)
         if reason is not None:
             raise rejected(outcome.log_id, reason)
-        version, items_seen = head.version, head.items_seen
-        # The idempotency record knows the exact version that applied the entry, so that a
-        # repeated request answers exactly what the first one did.
+        version, items_seen = settled.version, settled.items_seen
         if record is not None and record.applied_version is not None:
             version = record.applied_version
             items_seen = record.items_seen if record.items_seen is not None else items_seen
@@ -236,7 +302,7 @@ class Ingest:
             return Receipt(waiting, False)
         assert submitted.version is not None and submitted.items_seen is not None
         method = get_method(meta.method)
-        if isinstance(method, DecidesOnArrival):
+        if offers(method, DecidesOnArrival):
             _head, decided = await self.decisions.decided(meta, method, kind, outcome.first, items)
             answer: Result = FeaturesOut(
                 version=submitted.version,
@@ -296,6 +362,8 @@ class Ingest:
                 )
             name = meta.partition(partition).name
         head = await self.store.get_head(name)
+        if not _may_hold(head, log_id):
+            raise NotFound(f"selector '{name}' has no chunk with log id '{log_id}'")
         counts = seen(kind, head)
         reason = None
         if not is_applied(head, log_id) and not await self.store.in_log(name, log_id):

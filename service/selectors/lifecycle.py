@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,17 +15,26 @@ import numpy as np
 from service.algorithms import METHODS, get_method
 from service.algorithms.base import AnyMethod, Mergeable
 from service.config import Settings
-from service.errors import InvalidInput, InvalidParams, NotFound, SelectorMismatch, StateTooLarge
+from service.errors import (
+    InvalidInput,
+    InvalidParams,
+    NotFound,
+    SelectorMismatch,
+    StateTooLarge,
+    Unavailable,
+)
 from service.selectors.reading import StateReader, seen
 from service.selectors.results import SelectorList, SelectorOut
 from service.store.codec import encode_state
 from service.store.inventory import Inventory
 from service.store.keys import validate_name
-from service.store.records import MAX_PARTITIONS, Head, SelectorMeta
+from service.store.records import MAX_PARTITIONS, Head, SelectorMeta, new_incarnation
 from service.store.redis_store import SelectorStore
 from service.updates import publish, state_size_problem
 from service.wire.kinds import Kind, kind_of
 from service.wire.media import integral
+
+log = logging.getLogger("sift.selectors")
 
 #: Fields of a ``POST /v1/selectors`` body (which of them apply depends on the method's kind).
 CREATE_FIELDS = (
@@ -37,7 +47,12 @@ CREATE_FIELDS = (
     "n_objects",
     "views",
     "partitions",
+    "expires_after",
 )
+#: The longest ``expires_after`` (seconds): 30 days.
+MAX_EXPIRES_AFTER = 30 * 86_400.0
+#: Selectors looked at for expiry per pass (``Lifecycle.expire_idle``).
+EXPIRY_BATCH = 100
 
 
 def selector_out(meta: SelectorMeta, kind: Kind, head: Head, **described: Any) -> SelectorOut:
@@ -45,6 +60,7 @@ def selector_out(meta: SelectorMeta, kind: Kind, head: Head, **described: Any) -
     body: dict[str, Any] = {
         "name": meta.name,
         "method": meta.method,
+        "chunk_kind": kind.name,
         # A feature stream's features are the ones seen so far.
         "n_features": meta.n_features if meta.n_features is not None else head.items_seen,
         "params": meta.params,
@@ -54,6 +70,8 @@ def selector_out(meta: SelectorMeta, kind: Kind, head: Head, **described: Any) -
         "updated_at": head.updated_at,
         "has_feature_names": meta.feature_names is not None,
     }
+    if meta.expires_after is not None:
+        body["expires_after"] = meta.expires_after
     if meta.n_samples is not None:
         body["n_samples"] = meta.n_samples
     if meta.views is not None:
@@ -98,6 +116,7 @@ class Lifecycle:
         kind = kind_of(method.chunk_kind)
         shape = kind.shape(document, method.name)
         partitions = self._partitions(document, method)
+        expires_after = self._expires_after(document, partitions)
         resolved = method.resolve_params({**(params or {}), **shape.params}, shape.size)
         if partitions > 1 and isinstance(method, Mergeable):
             refusal = method.merge_refusal(resolved)
@@ -123,6 +142,8 @@ class Lifecycle:
             views=shape.views,
             feature_names=shape.feature_names,
             partitions=partitions,
+            incarnation=new_incarnation(),
+            expires_after=expires_after,
         )
         initial_state = await asyncio.to_thread(method.initial_state, resolved, shape.size)
         initial, published = await asyncio.to_thread(
@@ -130,6 +151,8 @@ class Lifecycle:
         )
         if not meta.partitioned:
             head = await self.store.create(meta, initial, published=published)
+            if expires_after is not None:
+                await self.store.expire_after(name, head.updated_at + expires_after)
             return selector_out(meta, kind, head)
         # The name first (the description alone), so that a second create of it fails before
         # any partition exists; then each partition, a selector of its own.
@@ -158,6 +181,64 @@ class Lifecycle:
             )
         return partitions
 
+    @staticmethod
+    def _expires_after(document: dict[str, Any], partitions: int) -> float | None:
+        """``expires_after`` of a creation: seconds without a commit before the selector is
+        deleted (for a selector a job makes and forgets: a scikit-learn fit, a trial run)."""
+        value = document.get("expires_after")
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidInput(f"expires_after must be a number of seconds; got {value!r}")
+        if not 1 <= value <= MAX_EXPIRES_AFTER:
+            raise InvalidInput(
+                f"expires_after must be between 1 and {MAX_EXPIRES_AFTER:.0f} seconds (30 days); "
+                f"got {value}"
+            )
+        if partitions > 1:
+            raise InvalidInput("expires_after applies to selectors without partitions")
+        return float(value)
+
+    async def expire_idle(self) -> list[str]:
+        """Delete the selectors whose ``expires_after`` has passed since their last commit (and
+        that have nothing pending); the names deleted. Each due selector is checked against
+        its head, and deleted only if it is still idle at that commit (atomically): a chunk that
+        arrives meanwhile keeps it. Any replica may do this; the first one deletes."""
+        now, due = await self.store.due_to_expire(EXPIRY_BATCH)
+        deleted = []
+        for name in due:
+            try:
+                meta = await self.store.get_meta(name)
+                head = await self.store.get_head(name)
+                if meta.expires_after is None:
+                    await self.store.forget_expiry(name)
+                    continue
+                ends = head.updated_at + meta.expires_after
+                if ends <= now and await self.store.delete(name, idle_since=head.updated_at):
+                    log.info(
+                        "selector %s expired (%g s without a commit)", name, meta.expires_after
+                    )
+                    deleted.append(name)
+                else:  # written to since, or busy: look again when it would end
+                    await self.store.expire_after(name, max(ends, now + 1.0))
+            except NotFound:
+                await self.store.forget_expiry(name)
+        return deleted
+
+    async def expire_forever(self, interval_s: float, stop: asyncio.Event) -> None:
+        """``expire_idle`` every ``interval_s`` seconds until ``stop`` is set (an event, not a
+        cancellation: one that lands inside a Redis call may come back as a connection error,
+        which this loop survives by design)."""
+        while not stop.is_set():
+            try:
+                await self.expire_idle()
+            except Unavailable:
+                pass  # the sweeper says it when Redis is away
+            except Exception:
+                log.exception("expiring idle selectors failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval_s)
+
     async def describe(self, name: str) -> SelectorOut:
         """The selector, the scalars of its state, what its method shows of the state, and the
         entries still pending."""
@@ -183,17 +264,6 @@ class Lifecycle:
             return [meta.name]
         return [meta.partition(i).name for i in range(meta.partitions)]
 
-    async def list(self) -> list[SelectorOut]:
-        described = []
-        for name in await self.store.list_names():
-            try:
-                meta = await self.store.get_meta(name)
-                head = await self.reader.head(name)
-            except Exception:  # deleted between listing and reading
-                continue
-            described.append(selector_out(meta, kind_of(get_method(meta.method).chunk_kind), head))
-        return described
-
     async def page(
         self, limit: int, after: str | None, visible: Callable[[str], bool]
     ) -> SelectorList:
@@ -201,14 +271,23 @@ class Lifecycle:
         ``visible`` accepts (a key's prefix filters before paging); reads only those."""
         names = await self.inventory.page(limit, after, visible)
         described = []
+        unreadable = []
         for name in names.names:
             try:
                 meta = await self.store.get_meta(name)
                 head = await self.reader.head(name)
+                described.append(
+                    selector_out(meta, kind_of(get_method(meta.method).chunk_kind), head)
+                )
             except NotFound:  # deleted between listing and reading
                 continue
-            described.append(selector_out(meta, kind_of(get_method(meta.method).chunk_kind), head))
-        return SelectorList(selectors=described, next=names.next)
+            except Unavailable:
+                raise
+            except Exception:
+                # One damaged record must not take the listing of every other selector down.
+                log.exception("selector %s could not be described for a listing", name)
+                unreadable.append(name)
+        return SelectorList(selectors=described, next=names.next, unreadable=unreadable)
 
     async def delete(self, name: str) -> None:
         meta = await self.store.get_meta(name)

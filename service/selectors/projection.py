@@ -76,7 +76,7 @@ class Projections:
         limit = self.settings.max_body_bytes
 
         def apply() -> np.ndarray:
-            rows = decode_rows(body, media_type, meta.size, limit)
+            rows = decode_rows(body, media_type, meta.size, limit, meta.feature_names).rows
             out = rows @ learned.projection
             return np.asarray(out.toarray() if sp.issparse(out) else out, dtype=np.float64)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from service.algorithms.base import SelectsColumns, order_by_score, top_per_view
+from service.algorithms.base import SelectsColumns, offers, order_by_score, top_per_view
 from service.cache import LRU
 from service.errors import InvalidInput, SelectorMismatch
 from service.selectors.pivoted import Pivoted, selecting
@@ -85,8 +85,8 @@ class Rankings:
         data. Multi-view selectors rank each view (or the one asked for)."""
         if strategy not in STRATEGIES:
             raise InvalidInput(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
-        meta, method, kind = await self.reader.described(name)
-        by_default = isinstance(method, SelectsColumns) and method.pivoted_by_default
+        meta, method, kind, head = await self.reader.current(name)
+        by_default = offers(method, SelectsColumns) and method.pivoted_by_default
         if strategy == "diverse" or by_default:
             return await self.pivoted.top(meta, selecting(meta, method), kind, h, candidates)
         if candidates is not None:
@@ -94,7 +94,6 @@ class Rankings:
                 f"l (IQRP's candidate list) applies to pivoted selections (strategy=diverse); "
                 f"selector '{name}' ranks by score"
             )
-        head = await self.reader.head(name)
         cached = self._answers.get((name, head.state_key, h, view))
         if cached is not None:
             return cached

@@ -151,6 +151,15 @@ class StateReader:
         stored = await self.store.load_checkpoint(part, at.checkpoint)
         return {f: v for f, v in stored.items() if f in fields}
 
+    async def current(self, name: str) -> tuple[SelectorMeta, AnyMethod, Kind, Head]:
+        """``described``, and the head (a partitioned selector's merged one): usually one
+        round trip (``SelectorStore.meta_and_head``)."""
+        meta, head = await self.store.meta_and_head(name)
+        if head is None:
+            head = (await self.merged(meta))[0]
+        method = get_method(meta.method)
+        return meta, method, kind_of(method.chunk_kind), head
+
     async def described(self, name: str) -> tuple[SelectorMeta, AnyMethod, Kind]:
         """The selector's description, its method and its method's chunk kind."""
         meta = await self.store.get_meta(name)

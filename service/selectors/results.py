@@ -16,7 +16,15 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 import numpy as np
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    PrivateAttr,
+    WithJsonSchema,
+)
 
 
 def _checked(ndim: int, dtype: type) -> Any:
@@ -74,6 +82,10 @@ class SelectorOut(Result):
 
     name: str
     method: str
+    chunk_kind: str = Field(
+        description="What one chunk holds: 'rows', 'labelled rows', 'views' (POST .../chunks) "
+        "or 'columns' (POST .../features); GET /v1/methods says it of every method."
+    )
     n_features: int = Field(
         description="Features: fixed for row streams, seen so far for feature streams."
     )
@@ -94,6 +106,10 @@ class SelectorOut(Result):
     created_at: float
     updated_at: float
     has_feature_names: bool
+    expires_after: float | None = Field(
+        default=None,
+        description="Seconds without a commit after which the service deletes this selector.",
+    )
     classes: list[ClassCount] | None = Field(
         default=None, description="Labelled methods (describe only): classes seen, in order."
     )
@@ -105,6 +121,44 @@ class SelectorOut(Result):
     )
 
 
+class MethodOut(Result):
+    """A method a selector may run, as a client discovers it."""
+
+    name: str
+    paper: str = Field(description="The publication it implements, and where in it.")
+    chunk_kind: str = Field(
+        description="What one chunk holds: 'rows', 'labelled rows', 'views' or 'columns'."
+    )
+    route: str = Field(
+        description="Where its chunks go: POST /v1/selectors/{name}/<route> ('chunks' or "
+        "'features')."
+    )
+    counts: str = Field(description="What its answers count: 'rows_seen' or 'features_seen'.")
+    shape: list[str] = Field(
+        description="The fields of a creation body that fix its shape (n_features, n_samples "
+        "or views), besides feature_names."
+    )
+    capabilities: list[str] = Field(
+        description="What it offers besides top and weights: decisions, cluster, pivoted "
+        "(strategy=diverse, or its own ranking), merge, partitions, projection."
+    )
+    coalesces: bool = Field(description="Whether pending chunks may be applied as one update.")
+    chunking_invariant: bool = Field(
+        description="Whether its state does not depend on how the stream was cut into chunks."
+    )
+    params_schema: dict[str, Any] = Field(
+        description="JSON Schema of its params, with 'default' on every parameter whose default "
+        "does not depend on the selector's size (the others say it in their description)."
+    )
+    example: dict[str, Any] = Field(description="A creation body for it.")
+
+
+class MethodList(Result):
+    """Every method this service runs."""
+
+    methods: list[MethodOut]
+
+
 class SelectorList(Result):
     """One page of selectors, sorted by name."""
 
@@ -113,19 +167,26 @@ class SelectorList(Result):
         default=None,
         description="The name to pass as `after` for the following page; null on the last page.",
     )
+    unreadable: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Selectors of this page that could not be described (their stored records are "
+            "damaged; the server log says why): listed by name so that a listing never fails "
+            "because of one of them. Absent when there are none."
+        ),
+    )
 
     def render(self) -> bytes:
         """As every answer, but with ``next`` always present (null on the last page)."""
-        return orjson.dumps(
-            {
-                "selectors": [
-                    selector.model_dump(exclude_none=True, by_alias=True)
-                    for selector in self.selectors
-                ],
-                "next": self.next,
-            },
-            option=orjson.OPT_SERIALIZE_NUMPY,
-        )
+        body: dict[str, object] = {
+            "selectors": [
+                selector.model_dump(exclude_none=True, by_alias=True) for selector in self.selectors
+            ],
+            "next": self.next,
+        }
+        if self.unreadable:
+            body["unreadable"] = self.unreadable
+        return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 class ChunkOut(Result):
@@ -291,7 +352,11 @@ class PassAccount(Result):
 
 
 class TopOut(Result):
+    """The top features of a version; frozen, and rendered once: the same answer is served
+    to every reader of that version (``Rankings``)."""
+
     model_config = ConfigDict(
+        frozen=True,
         json_schema_extra={
             "examples": [
                 {
@@ -302,7 +367,7 @@ class TopOut(Result):
                     "features": [{"rank": 1, "index": 17, "name": "hockey", "score": 0.42}],
                 }
             ]
-        }
+        },
     )
     name: str
     method: str
@@ -315,6 +380,12 @@ class TopOut(Result):
     versions: list[int] | None = Field(
         default=None, description="Partitioned selectors: each partition's version (summed)."
     )
+    _rendered: bytes | None = PrivateAttr(default=None)
+
+    def render(self) -> bytes:
+        if self._rendered is None:
+            self._rendered = super().render()
+        return self._rendered
 
 
 class WeightsOut(Result):

@@ -27,7 +27,7 @@ from service.store.connection import RedisClient
 from service.store.redis_store import map_redis_errors
 
 #: Scopes a key may hold; each one implies those before it.
-SCOPES = ("read", "write", "admin")
+SCOPES = ("read", "write", "admin", "metrics")
 _KEY_FORMAT = re.compile(r"sift_([0-9a-f]{16})_([0-9a-f]{48})")
 
 

@@ -74,6 +74,16 @@ def connect(url: str, *, cluster: bool = False) -> RedisClient:
     )
 
 
+def without_password(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``***``, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + netloc))
+
+
 async def refresh_topology(client: RedisCluster) -> None:
     """Ask a node that answers which master serves which slot now (after a connection error:
     the master may be down, or replaced by its replica). A single command does this by itself

@@ -10,22 +10,30 @@ and the Lua scripts of :mod:`service.store.redis_store` stay valid on Redis Clus
                                      readers read of this version), updated_at, last_id (the
                                      newest appended entry), entries and applied (entries
                                      appended and committed past: their difference is pending),
-                                     and the checkpoint: checkpoint_key, checkpoint_version,
-                                     checkpoint_cursor, checkpoint_items
+                                     the checkpoint: checkpoint_key, checkpoint_version,
+                                     checkpoint_cursor, checkpoint_items, and the incarnation
+                                     (``SelectorMeta.incarnation``)
     {prefix}:{name}:fname            hash: feature name -> index (features named on arrival)
     {prefix}:{name}:findex           hash: index -> feature name (same features)
     {prefix}:{name}:log              Redis Stream of appended chunks (the ingest log): the
                                      truth; kept from the checkpoint's cursor on
     {prefix}:{name}:commits          list of the versions committed after the checkpoint (JSON
                                      [version, cursor, rejected]): how to replay the log
-    {prefix}:{name}:idem:<key>       hash: digest, log_id, first[, applied_version, rows_seen]; TTL
-    {prefix}:{name}:idems            sorted set of the idem keys above (score = expiry, ms);
-                                     the oldest are dropped beyond the per-selector bound
+    {prefix}:{name}:idem:<id>        hash: digest, log_id, first[, applied_version, rows_seen];
+                                     TTL. <id> is ``idem_id(key)``, a digest of the
+                                     Idempotency-Key: a record costs the same for any key length
+                                     (records of earlier releases are named by the key itself,
+                                     ``idem_legacy``, and are still honoured until they expire)
+    {prefix}:{name}:idems            sorted set of the ids above (score = expiry, ms; an earlier
+                                     release's member is a whole key name); the oldest are
+                                     dropped beyond the per-selector bound
     {prefix}:{name}:rejected         hash: log id -> JSON {reason, at} of entries that could not
                                      be applied and were moved aside (dead letters)
     {prefix}:{name}:rejected_order   sorted set of those log ids (score = time, ms), to bound them
     {prefix}:{name}:attempts         hash: log id -> times an applier started on it as the first
-                                     entry of a batch (cleared by every commit)
+                                     entry of a batch and did not come back to say it was no
+                                     fault of the entry; ``by:<holder>`` -> the log id that lease
+                                     holder's last attempt was on (cleared by every commit)
     {prefix}:{name}:lease            the applier lease (value = holder id, PX ttl)
     {prefix}:{name}:fence            fencing counter (INCR on every lease acquisition)
     {prefix}:{name}:state:<v>:<t>:<n>  hash of the published fields of version v (what readers
@@ -42,11 +50,13 @@ and the Lua scripts of :mod:`service.store.redis_store` stay valid on Redis Clus
                                      of a ``create`` in flight (short TTL, then renamed)
     {prefix}:{name}:history          list of JSON ranking-history entries, newest first (capped)
 
-The registry ``{prefix}:selectors`` is a plain set in its own slot, updated by separate commands.
+The registry ``{prefix}:selectors`` is a plain set in its own slot, updated by separate commands;
+``{prefix}:expiring`` (``expiring_key``) likewise orders the selectors that expire when idle.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -182,6 +192,15 @@ class SelectorKeys:
         return f"{self.base}:history"
 
     def idem(self, key: str) -> str:
+        """The idempotency record of ``Idempotency-Key`` ``key``."""
+        return self.idem_record(idem_id(key))
+
+    def idem_record(self, record_id: str) -> str:
+        """The idempotency record of id ``record_id`` (``idem_id`` of its key)."""
+        return f"{self.base}:idem:{record_id}"
+
+    def idem_legacy(self, key: str) -> str:
+        """Where an earlier release kept the record of ``key`` (named by the key itself)."""
         return f"{self.base}:idem:{key}"
 
     def state(self, version: int, token: int, nonce: str) -> str:
@@ -195,6 +214,31 @@ class SelectorKeys:
     def scan_pattern(self) -> str:
         """A SCAN MATCH pattern for every key of this selector (glob characters escaped)."""
         return glob_escape(self.base) + ":*"
+
+
+def commits_channel(prefix: str) -> str:
+    """The pub/sub channel every commit is announced on (``redis_store.CommitNotice``)."""
+    return f"{prefix}:committed"
+
+
+def expiring_key(prefix: str) -> str:
+    """The sorted set of selectors created with ``expires_after``, scored by when each is next
+    due to be looked at (Redis time): one key in its own slot, like the registry."""
+    return f"{prefix}:expiring"
+
+
+def idem_id(key: str) -> str:
+    """What names the idempotency record of ``Idempotency-Key`` ``key``: 128 bits of its
+    SHA-256 in hex, so that a record costs the same whatever the key's length (up to 256
+    characters), and no two keys of one selector ever share a record in practice."""
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def pending_key(prefix: str) -> str:
+    """The sorted set of selectors that may hold entries nobody applied yet, each scored by
+    when its last chunk was appended (Redis time, ms): what the sweeper reads every second,
+    instead of every selector's head. One key in its own slot, like the registry."""
+    return f"{prefix}:pending"
 
 
 def registry_key(prefix: str) -> str:
@@ -230,3 +274,25 @@ def next_stream_id(stream_id: str) -> str:
     if ms < _U64_MAX:
         return f"{ms + 1}-0"
     raise ValueError(f"no stream id follows {stream_id!r}")
+
+
+#: A log id's sequence part is ``k * LOG_ID_TAG_SPAN + tag``: ``k`` numbers the entries appended
+#: in one millisecond, ``tag`` is ``log_id_tag`` of the incarnation, the millisecond and ``k``.
+LOG_ID_TAG_SPAN = 2**32
+
+
+def log_id_tag(incarnation: str, ms: int, k: int) -> int:
+    """The tag the ``APPEND`` script puts into a log id of ``incarnation`` (the same SHA-1 that
+    Lua's ``redis.sha1hex`` computes): 32 bits that only that incarnation's appends produce."""
+    digest = hashlib.sha1(f"{incarnation}:{ms}:{k}".encode()).hexdigest()
+    return int(digest[:8], 16)
+
+
+def log_id_belongs(incarnation: str, log_id: str) -> bool:
+    """Whether ``log_id`` is one the log of ``incarnation`` could have handed out: its tag is
+    that incarnation's. A log id of another selector, of an earlier incarnation of the same
+    name, or made up (``0-0``, a real id with a digit changed) fails, but for a chance of 2^-32.
+    ValueError for a malformed id."""
+    ms, seq = parse_stream_id(log_id)
+    k, tag = divmod(seq, LOG_ID_TAG_SPAN)
+    return tag == log_id_tag(incarnation, ms, k)

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import secrets
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from service.errors import CodecError
 
@@ -33,6 +37,13 @@ class SelectorMeta:
     #: Partitions of a partitioned selector (1: not partitioned). Partition ``i`` is a selector
     #: of its own, ``partition(i)``: its own log, head, lease and applier.
     partitions: int = 1
+    #: Which creation of the name this is: random, new at every create (and import). A name
+    #: deleted and created again is another selector; whatever a process keeps of a selector
+    #: (an applier, a backoff, a waiter) and every log id it hands out belong to one
+    #: incarnation. "" for a selector created before incarnations were recorded.
+    incarnation: str = ""
+    #: Seconds without a commit after which the service deletes the selector (None: never).
+    expires_after: float | None = None
 
     @property
     def partitioned(self) -> bool:
@@ -68,6 +79,8 @@ class SelectorMeta:
                 "n_samples": self.n_samples,
                 "views": None if self.views is None else [list(view) for view in self.views],
                 "partitions": self.partitions,
+                "incarnation": self.incarnation,
+                "expires_after": self.expires_after,
             },
             allow_nan=False,
             separators=(",", ":"),
@@ -92,6 +105,10 @@ class SelectorMeta:
                 views=None if views is None else tuple((str(v), int(d)) for v, d in views),
                 feature_names=feature_names,
                 partitions=int(data.get("partitions", 1)),
+                incarnation=str(data.get("incarnation", "")),
+                expires_after=None
+                if data.get("expires_after") is None
+                else float(data["expires_after"]),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CodecError(f"stored selector description does not parse: {exc}") from exc
@@ -106,6 +123,11 @@ def partition_name(name: str, index: int) -> str:
     selector can be called (names have no colon). Its own hash tag spreads partitions over a
     cluster's slots."""
     return f"{name}:p{index}"
+
+
+def new_incarnation() -> str:
+    """A fresh ``SelectorMeta.incarnation``: 64 random bits in hex."""
+    return secrets.token_hex(8)
 
 
 def default_name(index: int) -> str:
@@ -158,6 +180,9 @@ class Head:
     #: A partitioned selector's head is its partitions' heads combined (versions and items
     #: summed): the version of each partition its answers are made of, in partition order.
     partition_versions: tuple[int, ...] | None = None
+    #: Which creation of the name this head belongs to (``SelectorMeta.incarnation``; "" for a
+    #: selector created before incarnations were recorded).
+    incarnation: str = ""
 
     @property
     def recovery_point(self) -> Checkpoint:
@@ -185,12 +210,33 @@ class AppendOutcome:
 
 
 @dataclass(frozen=True)
+class Taken:
+    """What an applier's ``take`` took: its attempt number on the first entry, and the entries."""
+
+    attempt: int
+    entries: list[LogEntry]
+
+
+@dataclass
+class TakeRequest:
+    """An applier's ``take`` of the entries after ``after`` (see ``SelectorStore.take``), when
+    it goes along with a commit: the commit fills in ``taken``."""
+
+    after: str
+    count: int
+    forgive: tuple[str, ...] = ()
+    held: tuple[str, ...] = ()
+    taken: Taken | None = None
+
+
+@dataclass(frozen=True)
 class Rejection:
     """A log entry moved aside because it cannot be applied, and why (shown to clients)."""
 
     log_id: str
     reason: str
-    idempotency_key: str | None = None
+    #: The Redis key of the entry's idempotency record, if it has one.
+    idem_record: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,7 +245,8 @@ class LogEntry:
 
     log_id: str
     payload: bytes
-    idempotency_key: str | None
+    #: The Redis key of the entry's idempotency record (None: posted without a key).
+    idem_record: str | None
     #: Items (rows or columns) the appender declared for this chunk (bounds coalescing without
     #: decoding).
     items: int = 0
@@ -207,6 +254,28 @@ class LogEntry:
     first: int = 0
     #: True for a merge (its payload is another selector's summary, see ``Mergeable``).
     merge: bool = False
+
+
+@dataclass(frozen=True)
+class CommitNotice:
+    """A commit as every replica hears of it (the ``COMMIT`` script publishes it)."""
+
+    name: str
+    incarnation: str
+    version: int
+    cursor: str
+    items_seen: int
+    #: Whether the commit moved past rejected entries.
+    rejected: bool
+
+    @classmethod
+    def parse(cls, message: bytes | str) -> CommitNotice:
+        text = message.decode() if isinstance(message, bytes) else message
+        try:
+            name, incarnation, version, cursor, items_seen, rejected = text.split("\t")
+            return cls(name, incarnation, int(version), cursor, int(items_seen), rejected == "1")
+        except ValueError as exc:
+            raise CodecError(f"commit notice does not parse: {text[:200]!r}") from exc
 
 
 @dataclass(frozen=True)
@@ -218,6 +287,9 @@ class Lease:
     token: int
     #: Random id of this holder (value of the lease key).
     holder: str
+    #: The incarnation of the selector the lease was taken on ("" for one created before
+    #: incarnations were recorded).
+    incarnation: str = ""
 
 
 @dataclass(frozen=True)
@@ -258,11 +330,9 @@ class HistoryEntry:
         if with_time:
             entry["updated_at"] = self.updated_at
         entry["top"] = [[r.view, r.indices, r.scores] for r in self.rankings]
-        return json.dumps(
-            entry,
-            allow_nan=False,
-            separators=(",", ":"),
-        )
+        if not all(math.isfinite(x) for r in self.rankings for x in r.scores):
+            raise ValueError("a history entry holds a score that is not finite")
+        return orjson.dumps(entry).decode()  # compact, as the commit script extends it
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> HistoryEntry:

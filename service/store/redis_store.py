@@ -30,8 +30,8 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar, cast
 
 from redis import exceptions as rexc
 from redis.asyncio.cluster import RedisCluster
@@ -46,6 +46,7 @@ from service.errors import (
     NotFound,
     SiftError,
     StaleApplier,
+    StaleMeta,
     Unavailable,
 )
 from service.store import scripts
@@ -56,20 +57,26 @@ from service.store.connection import (
     cluster_status,
     refresh_topology,
 )
+from service.store.group_commit import GroupCommit, QueuedAppend
 from service.store.keys import (
     DEFAULT_PREFIX,
     INITIAL_CURSOR,
     WRITER_FIELD,
     SelectorKeys,
+    commits_channel,
     compare_stream_ids,
+    expiring_key,
+    idem_id,
     is_partition,
     parse_stream_id,
+    pending_key,
     registry_key,
     validate_name,
 )
 from service.store.records import (
     AppendOutcome,
     Checkpoint,
+    CommitNotice,
     CommitRecord,
     Head,
     HistoryEntry,
@@ -78,6 +85,8 @@ from service.store.records import (
     Rejection,
     SelectorMeta,
     Snapshot,
+    Taken,
+    TakeRequest,
 )
 
 log = logging.getLogger("sift.store")
@@ -92,6 +101,15 @@ _SNAPSHOT_ATTEMPTS = 5
 _PIPELINE_BATCH = 256
 #: Selectors whose feature names one store keeps parsed.
 _FEATURE_NAMES_CACHED = 256
+#: Longest single wait for a commit notice (``commit_notices``): a closing listener is seen
+#: this fast.
+NOTICE_POLL_SECONDS = 1.0
+#: Most marks of the pending set one sweep looks at (the oldest first).
+PENDING_SWEEP_LIMIT = 10_000
+#: Selectors whose description one store keeps for writes (``cached_meta``).
+_METAS_CACHED = 4096
+#: How long a cached description without feature names is trusted (``cached_meta``).
+NAMELESS_META_SECONDS = 1.0
 #: Checkpoint fields read per command (each a piece of at most ``codec.PIECE_BYTES``).
 _PIECES_PER_READ = 4
 #: Rejected (dead-lettered) entries remembered per selector; older ones are forgotten.
@@ -241,6 +259,26 @@ def _record_from(values: Sequence[Any]) -> AppendOutcome | None:
     )
 
 
+def _first_record(replies: Sequence[Sequence[Any]]) -> AppendOutcome | None:
+    """The first of several records (``_record_keys``, read in that order) that exists."""
+    for values in replies:
+        record = _record_from(values)
+        if record is not None:
+            return record
+    return None
+
+
+def _record_keys(k: SelectorKeys, key: str) -> list[str]:
+    """Where the idempotency record of ``key`` may be: named by its digest, or (an earlier
+    release's, honoured until it expires) by the key itself."""
+    return [k.idem(key), k.idem_legacy(key)]
+
+
+def _redis_time_text(seconds: float) -> str:
+    """A time as the scripts write it (``now_str``: seconds, a dot, six digits)."""
+    return f"{seconds:.6f}"
+
+
 def _str(value: bytes | str) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
@@ -261,6 +299,7 @@ HEAD_FIELDS = (
     "checkpoint_cursor",
     "checkpoint_items",
     "checkpoint_layout",
+    "incarnation",
 )
 
 
@@ -275,6 +314,7 @@ def _head_from(values: Sequence[Any]) -> Head:
         state_key=_str(state_key),
         updated_at=float(updated_at) if updated_at is not None else 0.0,
         checkpoint=_checkpoint_from(values[5:10]),
+        incarnation="" if values[10] is None else _str(values[10]),
     )
 
 
@@ -332,12 +372,17 @@ def _pairs(flat: Sequence[Any]) -> dict[Any, Any]:
     return {flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)}
 
 
-def _log_entry(log_id: bytes | str, fields: Mapping[Any, Any]) -> LogEntry:
-    idem = fields.get(b"idem")
+def _log_entry(k: SelectorKeys, log_id: bytes | str, fields: Mapping[Any, Any]) -> LogEntry:
+    record_id, legacy_key = fields.get(b"idk"), fields.get(b"idem")
+    record = None
+    if record_id is not None:
+        record = k.idem_record(_str(record_id))
+    elif legacy_key is not None:  # appended by an earlier release: the key itself
+        record = k.idem_legacy(_str(legacy_key))
     return LogEntry(
         log_id=_str(log_id),
         payload=fields.get(b"payload", b""),
-        idempotency_key=None if idem is None else _str(idem),
+        idem_record=record,
         items=int(fields.get(b"rows", 0)),
         first=int(fields.get(b"first", 0)),
         merge=fields.get(b"merge") == b"1",
@@ -384,11 +429,16 @@ class SelectorStore:
         self.wait_replicas = int(wait_replicas)
         self.wait_ms = int(wait_ms)
         self._registry = registry_key(prefix)
+        self._expiring = expiring_key(prefix)
+        self._pending = pending_key(prefix)
+        self._commits_channel = commits_channel(prefix)
         self._scripts = {name: redis.register_script(text) for name, text in scripts.ALL.items()}
-        # Feature names by (selector, creation time): immutable, see ``get_meta``.
-        self._feature_names: LRU[tuple[str, float], tuple[list[str] | None]] = LRU(
-            _FEATURE_NAMES_CACHED
-        )
+        # Appends to a selector that arrive together go to Redis together.
+        self._appends = GroupCommit(self._append_together)
+        # Feature names by selector incarnation: set once, never changed (``get_meta``).
+        self._feature_names: LRU[tuple[str, float, str], list[str]] = LRU(_FEATURE_NAMES_CACHED)
+        # Descriptions as last read, and when (``cached_meta``).
+        self._metas: LRU[str, tuple[SelectorMeta, float]] = LRU(_METAS_CACHED)
 
     def keys(self, name: str) -> SelectorKeys:
         """The keys of selector ``name`` (raises InvalidInput for a name with braces)."""
@@ -596,7 +646,7 @@ class SelectorStore:
         await self._write_pieces(checkpoint_key, pieces, ttl_ms=_STAGING_TTL_MS)
         keys = [k.meta, k.head, k.names, staging, k.state(0, 0, nonce), k.blobs]
         keys += [checkpoint_key, k.checkpoints]
-        args: list[Any] = [meta.to_json(), names_json]
+        args: list[Any] = [meta.to_json(), names_json, meta.incarnation]
         if version or items_seen or segments or item_names:
             keys += await self._stage_import(k, nonce, segments or {}, item_names or {})
             args += [int(version), int(items_seen)]
@@ -617,6 +667,7 @@ class SelectorStore:
             state_key=keys[4],
             updated_at=float(reply[1]),
             checkpoint=Checkpoint(checkpoint_key, int(version), INITIAL_CURSOR, int(items_seen)),
+            incarnation=meta.incarnation,
         )
 
     async def _write_pieces(
@@ -657,33 +708,88 @@ class SelectorStore:
             keys += [staged, k.segment(segment_id)]
         return keys
 
+    async def cached_meta(self, name: str) -> SelectorMeta:
+        """The description of ``name`` as this process last read it (``get_meta`` otherwise),
+        without a round trip: for writes, whose ``append`` names the incarnation they were
+        checked against (StaleMeta when the name was deleted and created again since). A
+        description without feature names is trusted for ``NAMELESS_META_SECONDS`` only:
+        another replica's first named chunk may give it names."""
+        entry = self._metas.get(name)
+        if entry is not None:
+            meta, read_at = entry
+            if meta.feature_names is not None or time.monotonic() - read_at < NAMELESS_META_SECONDS:
+                return meta
+        return await self.get_meta(name)
+
+    def forget_meta(self, name: str) -> None:
+        self._metas.pop(name)
+
+    @map_redis_errors
+    async def meta_and_head(self, name: str) -> tuple[SelectorMeta, Head | None]:
+        """The description and the head, for readers: the head alone when this process's
+        description (``cached_meta``) is of the incarnation the head is of. A partitioned
+        selector has no head of its own (its partitions have): None, and the description is
+        read every time (no head to check a cached one against)."""
+        entry = self._metas.get(name)
+        if entry is not None:
+            meta, read_at = entry
+            fresh = time.monotonic() - read_at < NAMELESS_META_SECONDS
+            if not meta.partitioned and (meta.feature_names is not None or fresh):
+                head = await self.get_head(name)
+                if head.incarnation == meta.incarnation:
+                    return meta, head
+        meta = await self.get_meta(name)
+        return meta, None if meta.partitioned else await self.get_head(name)
+
     @map_redis_errors
     async def get_meta(self, name: str) -> SelectorMeta:
         """The selector's description with its feature names.
 
-        The names (megabytes for a wide selector) never change for one incarnation of a name,
-        which its creation time identifies: they are read and parsed once, then kept.
+        The names (megabytes for a wide selector) never change once set (at the creation, or by
+        the first chunk that named its columns: ``adopt_feature_names``) for one incarnation of
+        a name: they are read and parsed once, then kept.
         """
         k = self.keys(name)
-        raw_meta = await self.redis.get(k.meta)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.get(k.meta)
+        pipe.strlen(k.names)
+        raw_meta, names_length = await pipe.execute()
         if raw_meta is None:
             raise _not_found(name)
         meta = SelectorMeta.from_json(raw_meta, None)
-        incarnation = (name, meta.created_at)
-        known = self._feature_names.get(incarnation)
-        if known is None:
-            raw_names = await self.redis.get(k.names)
-            feature_names = None
-            if raw_names is not None:
-                try:
-                    feature_names = [str(n) for n in json.loads(raw_names)]
-                except (ValueError, TypeError) as exc:
-                    raise CodecError(
-                        f"stored feature names of '{name}' do not parse: {exc}"
-                    ) from exc
-            known = (feature_names,)
-            self._feature_names.put(incarnation, known)
-        return dataclasses.replace(meta, feature_names=known[0])
+        if names_length:  # else none (yet: the first named chunk may give them)
+            incarnation = (name, meta.created_at, meta.incarnation)
+            known = self._feature_names.get(incarnation)
+            if known is None:
+                known = self._parse_names(name, await self.redis.get(k.names))
+                self._feature_names.put(incarnation, known)
+            meta = dataclasses.replace(meta, feature_names=known)
+        self._metas.put(name, (meta, time.monotonic()))
+        return meta
+
+    @staticmethod
+    def _parse_names(name: str, raw: Any) -> list[str]:
+        try:
+            return [str(n) for n in json.loads(raw or b"null")]
+        except (ValueError, TypeError) as exc:
+            raise CodecError(f"stored feature names of '{name}' do not parse: {exc}") from exc
+
+    @map_redis_errors
+    async def adopt_feature_names(self, name: str, names: Sequence[str]) -> list[str]:
+        """Give selector ``name`` (created without feature names) these names, unless it has
+        names already (another chunk gave them first: names never change once set); the names
+        it has now. NotFound if it does not exist."""
+        k = self.keys(name)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.exists(k.meta)
+        pipe.set(k.names, json.dumps(list(names)), nx=True)
+        pipe.get(k.names)
+        exists, _set, raw = await pipe.execute()
+        if not exists:
+            await self.redis.delete(k.names)  # deleted meanwhile: leave nothing behind
+            raise _not_found(name)
+        self.forget_meta(name)  # named now: read again on the next write
+        return self._parse_names(name, raw)
 
     @map_redis_errors
     async def create_partitioned(self, meta: SelectorMeta) -> None:
@@ -717,8 +823,10 @@ class SelectorStore:
         return out
 
     @map_redis_errors
-    async def delete(self, name: str) -> None:
-        """Remove every key of the selector atomically, then its registry entry."""
+    async def delete(self, name: str, idle_since: float | None = None) -> bool:
+        """Remove every key of the selector atomically, then its registry entry. With
+        ``idle_since`` (an expiry), only if its last commit is still that one and nothing is
+        pending; whether it was removed. NotFound if it does not exist."""
         k = self.keys(name)
         existed = await self._run(
             "delete",
@@ -727,13 +835,43 @@ class SelectorStore:
                 *(k.feature_index, k.feature_name, k.segments, k.checkpoints),
                 *(k.rejected, k.rejected_order, k.attempts, k.history, k.commits),
             ],
+            [] if idle_since is None else [_redis_time_text(idle_since)],
         )
+        if existed == -1:
+            return False
+        self.forget_meta(name)
         await self.redis.srem(self._registry, name)
+        await self.redis.zrem(self._expiring, name)
+        # Its pending mark, if any, goes at the next sweep (a new selector of the name may
+        # have marked it already).
         # A create of the same name may have run between the script and SREM.
         if await self.redis.exists(k.meta):
             await self.redis.sadd(self._registry, name)
         if not existed:
             raise _not_found(name)
+        return True
+
+    # -- expiry ------------------------------------------------------------------------------
+
+    @map_redis_errors
+    async def expire_after(self, name: str, when: float) -> None:
+        """Note that ``name`` (a selector created with ``expires_after``) is due to be looked at
+        for expiry at ``when`` (Redis time, seconds)."""
+        await self.redis.zadd(self._expiring, {name: when})
+
+    @map_redis_errors
+    async def due_to_expire(self, limit: int) -> tuple[float, list[str]]:
+        """Redis's time now, and up to ``limit`` selectors due to be looked at for expiry."""
+        seconds, micros = await self.redis.time()
+        now = seconds + micros / 1e6
+        due: list[Any] = await self.redis.zrangebyscore(
+            self._expiring, "-inf", now, start=0, num=limit
+        )
+        return now, [_str(name) for name in due]
+
+    @map_redis_errors
+    async def forget_expiry(self, name: str) -> None:
+        await self.redis.zrem(self._expiring, name)
 
     @map_redis_errors
     async def get_head(self, name: str) -> Head:
@@ -755,39 +893,45 @@ class SelectorStore:
         idempotency_key: str | None,
         item_names: Sequence[str] = (),
         merge: bool = False,
+        incarnation: str = "",
     ) -> AppendOutcome:
         """Append a chunk (and its idempotency record, atomically).
 
         ``items`` counts its rows (or feature columns). ``item_names`` names the items in order,
-        or is empty; they are registered atomically with the append. Raises Conflict when a name
-        is already taken or is ``f<j>`` for another index ``j`` (the name shown for unnamed
-        feature ``j``). ``merge`` marks an entry whose payload is another selector's summary.
+        or is empty; they are registered atomically with the append. ``incarnation``: the one
+        the chunk was checked against (StaleMeta if the name holds another now). Raises
+        Conflict when a name is already taken or is ``f<j>`` for another index ``j`` (the name
+        shown for unnamed feature ``j``). ``merge`` marks an entry whose payload is another
+        selector's summary.
         """
         if item_names and len(item_names) != items:
             raise ValueError(f"expected {items} item names, got {len(item_names)}")
-        k = self.keys(name)
-        keys = [k.head, k.log, k.idems, k.feature_index, k.feature_name]
+        record_keys: list[str] = []
         if idempotency_key is not None:
             if not idempotency_key:
                 raise InvalidInput("Idempotency-Key must not be empty")
-            keys.append(k.idem(idempotency_key))
-        reply = await self._run_acknowledged(
-            "append",
-            keys,
-            [
-                payload,
-                int(items),
-                digest,
-                idempotency_key or "",
-                self.idempotency_ttl_ms,
-                self.idempotency_max_records,
-                "1" if merge else "0",
-                *item_names,
-            ],
-        )
+            record_keys = _record_keys(self.keys(name), idempotency_key)
+        args = [
+            len(record_keys),
+            len(item_names),
+            payload,
+            int(items),
+            digest,
+            "" if idempotency_key is None else idem_id(idempotency_key),
+            self.idempotency_ttl_ms,
+            self.idempotency_max_records,
+            "1" if merge else "0",
+            incarnation,
+            *item_names,
+        ]
+        reply = await self._appends.submit(name, record_keys, args, len(payload))
         status = _str(reply[0])
         if status == "NOTFOUND":
+            self.forget_meta(name)
             raise _not_found(name)
+        if status == "INCARNATION":
+            self.forget_meta(name)
+            raise StaleMeta(f"selector '{name}' was deleted and created again; describe it again")
         if status == "MISMATCH":
             raise IdempotencyMismatch(
                 f"Idempotency-Key '{idempotency_key}' was first used with a different body"
@@ -819,11 +963,78 @@ class SelectorStore:
             first=int(reply[2]),
         )
 
+    async def _append_together(self, name: str, batch: list[QueuedAppend]) -> list[Any]:
+        """The appends ``batch`` to ``name`` in one call of the append script (``GroupCommit``),
+        acknowledged together."""
+        k = self.keys(name)
+        keys = [k.head, k.log, k.idems, k.feature_index, k.feature_name]
+        # The pending mark goes with the append, atomically, where the script may touch the
+        # pending set; in a cluster (another slot) it follows it.
+        clustered = isinstance(self.redis, RedisCluster)
+        if not clustered:
+            keys.append(self._pending)
+        args: list[Any] = [len(batch), "" if clustered else name]
+        for queued in batch:
+            keys += queued.keys
+            args += queued.args
+        replies: list[Any] = await self._run_acknowledged("append", keys, args)
+        if clustered and any(_str(reply[0]) == "NEW" for reply in replies):
+            await self._mark_pending(name)
+        return replies
+
+    async def _mark_pending(self, name: str) -> None:
+        """Mark ``name`` in the pending set (a cluster's appends, after the append). Best
+        effort: when the set's master does not answer, the appender's own applier still runs,
+        and the next full sweep (at every start) finds what a crash left."""
+        try:
+            now_s, now_us = await self.redis.time()
+            await self.redis.zadd(self._pending, {name: now_s * 1000 + now_us // 1000})
+        except (rexc.RedisError, rexc.RedisClusterException) as exc:
+            log.warning("could not mark %s as pending (%s)", name, exc)
+
+    @map_redis_errors
+    async def names_marked_pending(self, limit: int = PENDING_SWEEP_LIMIT) -> list[str]:
+        """Selectors marked in the pending set whose logs hold entries after their cursor
+        (the ``limit`` oldest marks, each checked on its head, pipelined). Marks of selectors
+        with nothing pending (or gone) are removed, unless an append marked them again since
+        they were read. Costs one read when nothing is pending, however many selectors exist."""
+        marked = cast(
+            list[tuple[bytes, float]],
+            await self.redis.zrange(self._pending, 0, limit - 1, withscores=True),
+        )
+        if not marked:
+            return []
+        names = [_str(member) for member, _score in marked]
+        heads = await self.read_each(
+            [self.keys(n).head for n in names],
+            lambda pipe, key: pipe.hmget(key, ["cursor", "last_id"]),
+        )
+        pending: list[str] = []
+        done: list[Any] = []
+        for name, (_member, score), reply in zip(names, marked, heads, strict=True):
+            if reply is UNREACHABLE:  # its master is down: looked at again next time
+                continue
+            cursor, last = reply
+            if (
+                cursor is not None
+                and last is not None
+                and compare_stream_ids(_str(last), _str(cursor)) > 0
+            ):
+                pending.append(name)
+            else:
+                done += [name, f"{score:.0f}"]
+        if done:
+            await self._run("unmark_pending", [self._pending], done)
+        return pending
+
     @map_redis_errors
     async def idempotency_record(self, name: str, key: str) -> AppendOutcome | None:
         """The record of an idempotency key (``duplicate=True``: it exists), or None."""
         k = self.keys(name)
-        return _record_from(await self.redis.hmget(k.idem(key), _IDEM_FIELDS))
+        pipe = self.redis.pipeline(transaction=False)
+        for record in _record_keys(k, key):
+            pipe.hmget(record, _IDEM_FIELDS)
+        return _first_record(await pipe.execute())
 
     @map_redis_errors
     async def settled(
@@ -834,11 +1045,11 @@ class SelectorStore:
         k = self.keys(name)
         pipe = self.redis.pipeline(transaction=False)
         pipe.hget(k.rejected, log_id)
-        if key is not None:
-            pipe.hmget(k.idem(key), _IDEM_FIELDS)
+        for record in [] if key is None else _record_keys(k, key):
+            pipe.hmget(record, _IDEM_FIELDS)
         replies = await pipe.execute()
         reason = None if replies[0] is None else _str(replies[0])
-        return reason, _record_from(replies[1]) if key is not None else None
+        return reason, _first_record(replies[1:])
 
     @map_redis_errors
     async def item_names(self, name: str, indices: Sequence[int]) -> list[str | None]:
@@ -861,24 +1072,84 @@ class SelectorStore:
         exists, entries = await pipe.execute()
         if not exists:
             raise _not_found(name)
-        return [_log_entry(log_id, fields) for log_id, fields in entries]
+        return [_log_entry(k, log_id, fields) for log_id, fields in entries]
 
     @map_redis_errors
-    async def take(self, name: str, after: str, count: int) -> tuple[int, list[LogEntry]]:
+    async def take(
+        self,
+        lease: Lease,
+        after: str,
+        count: int,
+        forgive: Sequence[str] = (),
+        held: Sequence[str] = (),
+    ) -> tuple[int, list[LogEntry]]:
         """The applier's next entries (as ``pending``) and its attempt number on the first.
 
         The count is kept in Redis and cleared by the next commit, so an entry whose update
-        kills every process that tries it is still recognised (see ``Applier``).
+        kills every process that tries it is still recognised (see ``Applier``). ``forgive``
+        takes back the last attempts of those lease holders first (``forgive_attempts``).
+        Entries whose ids are in ``held`` (their chunks were handed to the caller) come without
+        their payloads. StaleApplier if ``lease`` is no longer held (expired, taken over, the
+        selector deleted).
         """
-        parse_stream_id(after)
-        if count < 1:
-            raise ValueError(f"count must be >= 1, got {count}")
-        k = self.keys(name)
-        reply = await self._run("take", [k.head, k.log, k.attempts], [after, int(count)])
-        if _str(reply[0]) == "NOTFOUND":
-            raise _not_found(name)
-        entries = [_log_entry(log_id, _pairs(fields)) for log_id, fields in reply[2]]
-        return int(reply[1]), entries
+        request = TakeRequest(after, count, tuple(forgive), tuple(held))
+        keys, args = self._take_call(lease, request)
+        taken = self._taken(lease, await self._run("take", keys, args))
+        return taken.attempt, taken.entries
+
+    def _take_call(self, lease: Lease, request: TakeRequest) -> tuple[list[str], list[Any]]:
+        parse_stream_id(request.after)
+        if request.count < 1:
+            raise ValueError(f"count must be >= 1, got {request.count}")
+        k = self.keys(lease.name)
+        args = [request.after, int(request.count), lease.holder, len(request.forgive)]
+        return [k.head, k.log, k.attempts, k.lease], [*args, *request.forgive, *request.held]
+
+    def _taken(self, lease: Lease, reply: Any) -> Taken:
+        status = _str(reply[0])
+        if status == "NOTFOUND":
+            raise _not_found(lease.name)
+        if status == "LEASE":
+            raise StaleApplier(
+                f"applier with token {lease.token} of selector '{lease.name}' lost its lease "
+                "before reading its next entries"
+            )
+        k = self.keys(lease.name)
+        entries = [_log_entry(k, log_id, _pairs(fields)) for log_id, fields in reply[2]]
+        return Taken(int(reply[1]), entries)
+
+    async def commit_notices(self) -> AsyncIterator[CommitNotice]:
+        """Every commit of every replica, as it is announced, until the connection breaks
+        (``Unavailable``: subscribe again; what was announced meanwhile is not heard)."""
+        pubsub = self.redis.pubsub()
+        try:
+            try:
+                await pubsub.subscribe(self._commits_channel)
+                while True:
+                    message = await pubsub.get_message(
+                        ignore_subscribe_messages=True, timeout=NOTICE_POLL_SECONDS
+                    )
+                    if message is None:
+                        continue
+                    try:
+                        yield CommitNotice.parse(message["data"])
+                    except CodecError:
+                        log.warning("ignored a commit notice that does not parse")
+            except (rexc.RedisError, rexc.RedisClusterException) as exc:
+                mapped = _unavailable(exc)
+                if mapped is None:
+                    raise
+                raise mapped from exc
+        finally:
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    @map_redis_errors
+    async def forgive_attempts(self, name: str, holders: Sequence[str]) -> None:
+        """Take back the last attempt of each lease holder in ``holders`` (see ``take``): its
+        process is alive and knows the entry was not why it made no progress."""
+        if holders:
+            await self._run("forgive_attempts", [self.keys(name).attempts], list(holders))
 
     @map_redis_errors
     async def rejection(self, name: str, log_id: str) -> str | None:
@@ -983,7 +1254,7 @@ class SelectorStore:
             batch: list[Any] = (
                 await self.redis.xrange(k.log, min=start, max=through, count=_PIPELINE_BATCH) or []
             )
-            out.extend(_log_entry(log_id, fields) for log_id, fields in batch)
+            out.extend(_log_entry(k, log_id, fields) for log_id, fields in batch)
             if len(batch) < _PIPELINE_BATCH:
                 return out
             start = f"({_str(batch[-1][0])}"
@@ -1001,7 +1272,7 @@ class SelectorStore:
             raise _not_found(name)
         if status == "BUSY":
             return None
-        return Lease(name=name, token=int(reply[1]), holder=holder)
+        return Lease(name=name, token=int(reply[1]), holder=holder, incarnation=_str(reply[2]))
 
     @map_redis_errors
     async def break_dead_lease(self, name: str) -> bool:
@@ -1185,24 +1456,30 @@ class SelectorStore:
         published: Mapping[str, bytes],
         cursor: str,
         items_seen: int,
-        applied_keys: Sequence[str],
+        applied_records: Sequence[str],
         rejections: Sequence[Rejection] = (),
         *,
         entries: int,
         history: HistoryEntry | None = None,
         history_kept: int = 0,
+        then_take: TakeRequest | None = None,
     ) -> Head:
         """Make the next version if ``lease`` is current and the head is unmoved: one script.
 
         ``published`` is what readers read of the new version; the whole state stays with the
         applier until a checkpoint. ``entries`` counts the log entries committed past (applied
         or rejected) and ``cursor`` is the last of them; the commit record lets a later applier
-        replay them. ``applied_keys`` are the idempotency keys of the entries the state
-        contains; ``rejections`` the entries moved aside instead (their reasons are kept,
-        bounded to ``REJECTIONS_KEPT`` per selector, and their idempotency records say so).
-        ``history`` (its ``updated_at`` is set to the commit's time) goes to the ranking
-        history, of which ``history_kept`` entries are kept. Raises StaleApplier (lease lost,
-        fenced, version moved; nothing is written), NotFound if the selector was deleted.
+        replay them. ``applied_records`` are the idempotency records (``LogEntry.idem_record``)
+        of the entries the state contains; ``rejections`` the entries moved aside instead (their
+        reasons are kept, bounded to ``REJECTIONS_KEPT`` per selector, and their idempotency
+        records say so). ``history`` (its ``updated_at`` is set to the commit's time) goes to
+        the ranking history, of which ``history_kept`` entries are kept. Raises StaleApplier
+        (lease lost, fenced, version moved; nothing is written), NotFound if the selector was
+        deleted.
+
+        ``then_take``: the applier's next ``take``, sent in the same round trip right after the
+        commit (Redis runs them in that order); what it took goes to its ``taken`` (left None
+        when it could not go along, or failed: the applier then takes as usual).
         """
         parse_stream_id(cursor)
         if items_seen < 0:
@@ -1212,12 +1489,12 @@ class SelectorStore:
         state_key = k.state(expected_version + 1, lease.token, secrets.token_hex(8))
         keys = [k.head, k.lease, k.fence, k.blobs, k.commits, state_key]
         keys += [k.rejected, k.rejected_order, k.attempts, k.checkpoints, k.history, k.log]
-        keys += [k.idem(key) for key in applied_keys]
+        keys += list(applied_records)
         listed = []
         for rejection in rejections:
             index = 0
-            if rejection.idempotency_key:
-                keys.append(k.idem(rejection.idempotency_key))
+            if rejection.idem_record:
+                keys.append(rejection.idem_record)
                 index = len(keys)  # Lua's KEYS are 1-based
             listed.append([rejection.log_id, rejection.reason, index])
         history_json = ""
@@ -1235,12 +1512,19 @@ class SelectorStore:
             REJECTIONS_KEPT,
             history_json,
             max(int(history_kept), 1),
+            self._commits_channel,
+            lease.name,
         ]
         for field, value in fields.items():
             args += [field, value]
-        reply = await self._run_acknowledged("commit", keys, args)
+        if then_take is not None and not self.wait_replicas:
+            reply, taken = await self._commit_then_take(lease, keys, args, then_take)
+        else:
+            reply, taken = await self._run_acknowledged("commit", keys, args), None
         status = _str(reply[0])
         if status == "OK":
+            if then_take is not None:
+                then_take.taken = taken
             return Head(
                 version=int(reply[1]),
                 cursor=cursor,
@@ -1248,6 +1532,7 @@ class SelectorStore:
                 state_key=state_key,
                 updated_at=float(reply[2]),
                 checkpoint=_checkpoint_from(reply[3:8]),
+                incarnation=lease.incarnation,
             )
         who = f"applier with token {lease.token} of selector '{lease.name}'"
         if status == "NOTFOUND":
@@ -1270,6 +1555,29 @@ class SelectorStore:
                 f"{who} tried to move the cursor back from {_str(reply[1])} to {cursor}"
             )
         raise SiftError(f"commit of selector '{lease.name}' failed: {status}")
+
+    async def _commit_then_take(
+        self, lease: Lease, keys: list[str], args: list[Any], then_take: TakeRequest
+    ) -> tuple[Any, Taken | None]:
+        """The commit script and then the take script, pipelined on one connection (in a
+        cluster, on the master of the selector's slot: every key has its hash tag)."""
+        take_keys, take_args = self._take_call(lease, then_take)
+        commit, take = self._scripts["commit"], self._scripts["take"]
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.execute_command("EVALSHA", commit.sha, len(keys), *keys, *args)
+        pipe.execute_command("EVALSHA", take.sha, len(take_keys), *take_keys, *take_args)
+        reply, took = await pipe.execute(raise_on_error=False)
+        if isinstance(reply, rexc.NoScriptError):  # not run: run both the usual way
+            await self.ensure_scripts()
+            return await self._run("commit", keys, args), None
+        if isinstance(reply, Exception):
+            raise reply
+        if isinstance(took, Exception):
+            return reply, None
+        try:
+            return reply, self._taken(lease, took)
+        except (StaleApplier, NotFound):
+            return reply, None  # the applier's own take says so
 
     @map_redis_errors
     async def checkpoint(

@@ -6,13 +6,14 @@ the formats themselves and guarantee:
 
 * ``read_npy``: the result is an array of an accepted dtype (bool, (u)int8-64, float16-64, in
   native byte order; fixed-width ``S``/``U`` strings only when asked for), with at most
-  ``max_ndim`` dimensions, whose byte size is exactly what the body holds after the header. It
+  ``max_ndim`` dimensions (each at most ``MAX_DIMENSION`` long), whose byte size is exactly
+  what the body holds after the header. It
   is a (read-only) view of the body, or one copy of it for a non-native byte order: nothing
   larger than the body is ever allocated, and nothing is ever unpickled.
-* ``read_npz``: at most ``MAX_MEMBERS`` arrays, each a ``<key>.npy`` member read with
-  ``read_npy``; the members together inflate to at most ``max_inflated`` bytes, checked against
-  the declared sizes before anything is inflated and again while inflating, in bounded pieces
-  (zip headers may lie).
+* ``read_npz``: at most ``MAX_MEMBERS`` arrays, each a stored or deflated ``<key>.npy`` member
+  read with ``read_npy``; the members together inflate to at most ``max_inflated`` bytes,
+  checked against the declared sizes before anything is inflated and again while inflating, in
+  bounded pieces (zip headers may lie).
 
 Rejections: 400 (``BadRequest``) for bytes that do not parse, 413 (``PayloadTooLarge``) for an
 archive over its inflation budget, 422 (``InvalidInput``) for well-formed content Sift does not
@@ -33,14 +34,21 @@ from typing import Any
 
 import numpy as np
 
-from service.errors import BadRequest, InvalidInput, PayloadTooLarge, SiftError
+from service.errors import BadRequest, InvalidInput, PayloadTooLarge, SiftError, shown
 
 MAGIC = b"\x93NUMPY"
 #: Longest ``.npy`` header accepted: numpy's own default limit for untrusted files. A header
 #: Sift accepts (a dtype string, a flag and at most a few integers) takes well under 200 bytes.
 MAX_HEADER_LENGTH = 10_000
+#: Longest axis of an array Sift reads (numpy refuses 2^63 even in a shape of no bytes, such as
+#: ``(2**63, 0)``; no chunk has 2^40 rows or features).
+MAX_DIMENSION = 2**40
 #: Most arrays in one ``.npz``: a sparse matrix has 5 or 6, a multi-view chunk one per view.
 MAX_MEMBERS = 64
+#: Zip compression methods read: stored and deflate, what numpy writes. Python's zipfile inflates
+#: a read of a bzip2 or LZMA member whole, beyond any bound the reader sets: a 1 KB member can
+#: take gigabytes.
+INFLATABLE = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 #: Bytes inflated at a time when reading a zip member.
 READ_PIECE = 1 << 16
 #: Accepted numeric dtypes: kind -> item sizes in bytes. No complex, no longdouble/float128
@@ -79,11 +87,16 @@ def read_npy(
         isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
     ):
         raise BadRequest(
-            f".npy header 'shape' must be a tuple of non-negative integers; got {shape!r}"
+            f".npy header 'shape' must be a tuple of non-negative integers; got {shown(shape)}"
         )
     if len(shape) > max_ndim:
         raise InvalidInput(
-            f"expected an array of at most {max_ndim}-D; got shape {shape} ({len(shape)}-D)"
+            f"expected an array of at most {max_ndim}-D; got shape {shown(shape)} ({len(shape)}-D)"
+        )
+    if any(n > MAX_DIMENSION for n in shape):
+        raise InvalidInput(
+            f"expected an array of at most {MAX_DIMENSION} entries along each axis; got shape "
+            f"{shown(shape)}"
         )
     count = math.prod(shape)  # Python integers: a hostile shape cannot overflow
     expected = count * dtype.itemsize
@@ -185,6 +198,13 @@ def read_npz(
                 raise InvalidInput(
                     f"an .npz may hold at most {MAX_MEMBERS} arrays; got {len(members)} members"
                 )
+            for member in members:
+                if member.compress_type not in INFLATABLE:
+                    raise InvalidInput(
+                        f"every member of an .npz must be stored or deflated (as numpy.savez and "
+                        f"numpy.savez_compressed write them); '{member.filename[:80]}' uses zip "
+                        f"compression method {member.compress_type}"
+                    )
             keys = [_member_key(member.filename) for member in members]
             if len(set(keys)) != len(keys):
                 raise InvalidInput(f"the .npz holds an array twice; got members {keys}")

@@ -7,21 +7,13 @@ requires them; names unique, 1-256 characters.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from service.errors import Inconsistent, InvalidInput, SelectorMismatch, UnsupportedMediaType
+from service.errors import InvalidInput, SelectorMismatch, UnsupportedMediaType
 from service.wire.arrays import read_npy
 from service.wire.media import JSON, NPY, parse_json
+from service.wire.names import validate_names
 from service.wire.rows import dense_from_json, first_offending, value_problem, within_limit
-
-MAX_NAME_LENGTH = 256
-
-#: Largest magnitude of a value. The methods form sums of squares over up to 10^7 features
-#: (FSDS Gram matrices, OCFS and OMVFS squares) and, in IOC, products of four values:
-#: ``|x| <= 1e50`` keeps every intermediate below about 1e214, far from the float64 overflow at
-#: 1.8e308 (``tests/algorithms/test_magnitude_limit.py`` runs every method at the limit).
 
 
 def decode_columns(
@@ -65,26 +57,3 @@ def decode_columns(
         value, sample, column = found
         raise InvalidInput(f"{value_problem(value)} in column {column} at sample {sample}")
     return values, names
-
-
-def validate_names(names: Any, count: int, field: str, item: str) -> list[str] | None:
-    """Optional names of ``count`` features (one per ``item``): unique, non-empty strings."""
-    if names is None:
-        return None
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise InvalidInput(f"{field} must be a list of strings")
-    if len(names) != count:
-        raise Inconsistent(f"expected {count} {field} (one per {item}); got {len(names)}")
-    for name in names:
-        if not name or len(name) > MAX_NAME_LENGTH:
-            shown = name if len(name) <= 40 else name[:40] + "..."
-            raise InvalidInput(
-                f"{field} must have 1-{MAX_NAME_LENGTH} characters each; "
-                f"got {shown!r} ({len(name)} characters)"
-            )
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            raise InvalidInput(f"{field} must be unique; '{name}' appears more than once")
-        seen.add(name)
-    return names

@@ -21,20 +21,22 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
+import orjson
 import scipy.sparse as sp
 
 from service.algorithms import METHODS
 from service.algorithms.base import ChunkKind, Matrix
 from service.algorithms.labels import Label, LabelledRows, join
 from service.algorithms.params import VIEW_NAME
-from service.errors import Inconsistent, InvalidInput, SelectorMismatch
+from service.errors import Inconsistent, InvalidInput, SelectorMismatch, shown
 from service.store.codec import encode_matrix
 from service.store.keys import NAME_PATTERN
 from service.store.records import SelectorMeta
-from service.wire.columns import MAX_NAME_LENGTH, decode_columns, validate_names
+from service.wire.columns import decode_columns
 from service.wire.labelled import decode_labelled_rows
-from service.wire.log import encode_chunk, pack_payload
-from service.wire.media import COLUMN_MEDIA_TYPES, ROW_MEDIA_TYPES
+from service.wire.log import encode_chunk
+from service.wire.media import COLUMN_MEDIA_TYPES, JSON, ROW_MEDIA_TYPES
+from service.wire.names import MAX_NAME_LENGTH, validate_names
 from service.wire.rows import decode_rows
 from service.wire.views import decode_views
 
@@ -84,7 +86,8 @@ class Decoded:
     chunk: Chunk
     #: Rows, or feature columns.
     items: int
-    #: The log payload (``service.wire.log``).
+    #: The log payload (``service.wire.log``), uncompressed (``pack_payload`` compresses it where
+    #: that pays).
     payload: bytes
     #: What makes two requests the same one (compared for a repeated Idempotency-Key).
     digest: str
@@ -92,6 +95,9 @@ class Decoded:
     names: tuple[str, ...] = ()
     #: The classes a labelled chunk brings.
     classes: tuple[Label, ...] = ()
+    #: The feature names the chunk gave, for a selector that has none yet: the selector takes
+    #: them (``service.wire.names``) before the chunk is appended.
+    adopt: tuple[str, ...] | None = None
 
 
 def validate_size(value: Any, field: str, upper: int) -> int:
@@ -150,6 +156,16 @@ class Kind:
         """The log payload applied instead of a rejected entry, or None for nothing at all."""
         return None
 
+    def probe_body(self, meta: SelectorMeta) -> dict[str, Any] | list[Any]:
+        """A JSON body of one item whose values are all 1: an ordinary chunk."""
+        return [[1.0] * meta.size]
+
+    def probe(self, meta: SelectorMeta) -> bytes:
+        """The log payload of ``probe_body``: what a state must be able to take (an imported
+        state that cannot take an ordinary chunk would reject every later one)."""
+        body = orjson.dumps(self.probe_body(meta))
+        return self.decode(body, JSON, meta, len(body)).payload
+
     def items_of(self, chunk: Chunk) -> int:
         """How many items (rows, or feature columns) a chunk holds."""
         return int(chunk.shape[0]) if not isinstance(chunk, LabelledRows) else chunk.samples
@@ -159,13 +175,26 @@ class Kind:
         return f"rows at POST /v1/selectors/{meta.name}/chunks"
 
 
-def _matrix_decoded(rows: Matrix, payload_names: Sequence[str] = ()) -> Decoded:
+def _matrix_decoded(
+    rows: Matrix, payload_names: Sequence[str] = (), adopt: Sequence[str] | None = None
+) -> Decoded:
     payload = encode_matrix(rows)
     hasher = hashlib.sha256(payload)
     # Names are part of a column request: the same columns under other names are another body.
     hasher.update(b"\0".join(name.encode() for name in payload_names))
-    stored = pack_payload(payload)
-    return Decoded(rows, int(rows.shape[0]), stored, hasher.hexdigest(), tuple(payload_names))
+    return Decoded(
+        rows,
+        int(rows.shape[0]),
+        payload,
+        hasher.hexdigest(),
+        tuple(payload_names),
+        adopt=None if adopt is None else tuple(adopt),
+    )
+
+
+def _adopted(meta: SelectorMeta, names: list[str] | None) -> list[str] | None:
+    """The names a chunk gave, if the selector has none yet (it takes them)."""
+    return names if meta.feature_names is None else None
 
 
 class Rows(Kind):
@@ -201,17 +230,31 @@ class Rows(Kind):
         return {"n_features": 4862}
 
     def decode(self, body: bytes, media_type: str, meta: SelectorMeta, max_bytes: int) -> Decoded:
-        return _matrix_decoded(decode_rows(body, media_type, meta.size, max_bytes))
+        named = decode_rows(body, media_type, meta.size, max_bytes, meta.feature_names)
+        return _matrix_decoded(named.rows, adopt=_adopted(meta, named.names))
 
 
 class LabelledRowsKind(Rows):
     name: ChunkKind = "labelled rows"
 
     def decode(self, body: bytes, media_type: str, meta: SelectorMeta, max_bytes: int) -> Decoded:
-        chunk = decode_labelled_rows(body, media_type, meta.size, max_bytes)
+        chunk, names = decode_labelled_rows(
+            body, media_type, meta.size, max_bytes, meta.feature_names
+        )
         payload = encode_chunk(chunk)
         digest = hashlib.sha256(payload).hexdigest()
-        return Decoded(chunk, chunk.n_rows, pack_payload(payload), digest, classes=chunk.classes)
+        adopt = _adopted(meta, names)
+        return Decoded(
+            chunk,
+            chunk.n_rows,
+            payload,
+            digest,
+            classes=chunk.classes,
+            adopt=None if adopt is None else tuple(adopt),
+        )
+
+    def probe_body(self, meta: SelectorMeta) -> dict[str, Any] | list[Any]:
+        return {"rows": [[1.0] * meta.size], "labels": [0]}
 
     def join(self, chunks: Sequence[Chunk]) -> Chunk:
         """Labels stay with their rows; classes keep their order of first appearance."""
@@ -260,9 +303,13 @@ class Views(Kind):
     def example(self) -> dict[str, Any]:
         return {"views": {"text": 3000, "links": 500}}
 
+    def probe_body(self, meta: SelectorMeta) -> dict[str, Any] | list[Any]:
+        return {"views": {view: [[1.0] * dim] for view, dim in meta.views or ()}}
+
     def decode(self, body: bytes, media_type: str, meta: SelectorMeta, max_bytes: int) -> Decoded:
         views = list(meta.views or ())
-        return _matrix_decoded(decode_views(body, media_type, views, max_bytes))
+        rows, names = decode_views(body, media_type, views, max_bytes, meta.feature_names)
+        return _matrix_decoded(rows, adopt=_adopted(meta, names))
 
     def expects(self, meta: SelectorMeta) -> str:
         return f'every view\'s rows ({{"views": ...}}) at POST /v1/selectors/{meta.name}/chunks'
@@ -320,6 +367,9 @@ class Columns(Kind):
             decoded.chunk, columns.shape[1], decoded.payload, decoded.digest, decoded.names
         )
 
+    def probe_body(self, meta: SelectorMeta) -> dict[str, Any] | list[Any]:
+        return {"columns": [[1.0] * meta.size]}
+
     def join(self, chunks: Sequence[Chunk]) -> Chunk:
         """Columns side by side: a column method processes them exactly as one by one."""
         if len(chunks) == 1:
@@ -342,7 +392,7 @@ def validate_views(views: Any) -> tuple[tuple[str, int], ...]:
     """``{"<view>": <number of features>, ...}`` of a multi-view selector, in the given order."""
     if not isinstance(views, dict) or not views:
         raise InvalidInput(
-            'expected "views": {"<view name>": <number of features>, ...}; got ' + repr(views)
+            'expected "views": {"<view name>": <number of features>, ...}; got ' + shown(views)
         )
     out = []
     for view, dim in views.items():

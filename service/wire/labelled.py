@@ -16,16 +16,24 @@ before anything is written; every rejection says what was expected and what came
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
 
 from service.algorithms.base import Matrix
 from service.algorithms.labels import Label, LabelledRows, labelled
-from service.errors import Inconsistent, InvalidInput, SelectorMismatch, UnsupportedMediaType
+from service.errors import Inconsistent, InvalidInput, SelectorMismatch, UnsupportedMediaType, shown
 from service.wire.arrays import read_npz
-from service.wire.columns import MAX_NAME_LENGTH
 from service.wire.media import JSON, NPY, NPZ, integral, parse_json
+from service.wire.names import (
+    FEATURE_NAMES,
+    MAX_NAME_LENGTH,
+    column_order,
+    in_selector_order,
+    names_given,
+    require_width,
+)
 from service.wire.rows import (
     csr_from_json,
     dense_from_json,
@@ -42,17 +50,29 @@ _INT64 = np.iinfo(np.int64)
 
 
 def decode_labelled_rows(
-    body: bytes, media_type: str, n_features: int, max_bytes: int
-) -> LabelledRows:
-    """Decode and fully validate a chunk of labelled rows for ``n_features`` features."""
+    body: bytes,
+    media_type: str,
+    n_features: int,
+    max_bytes: int,
+    selector_names: Sequence[str] | None = None,
+) -> tuple[LabelledRows, list[str] | None]:
+    """Decode and fully validate a chunk of labelled rows for ``n_features`` features (named
+    ``selector_names``, if the selector has names); the chunk, with its rows in the selector's
+    column order, and the names it gave its columns (None: positional)."""
     if not body:
         raise InvalidInput("empty body: expected rows with one label each")
     if media_type == JSON:
-        rows, raw_labels = _from_json(parse_json(body), n_features)
+        document = parse_json(body)
+        rows, raw_labels = _from_json(document, n_features)  # first: is it labelled rows?
+        names = names_given(document.get(FEATURE_NAMES))
+        order = column_order(names, selector_names, n_features)
     elif media_type == NPZ:
         # Labels may be strings; rows and CSR parts are checked to be numeric below.
         arrays = read_npz(body, max_bytes, allow_strings=True)
+        raw_names = arrays.pop(FEATURE_NAMES, None)
         rows, raw_labels = _from_npz(arrays, n_features)
+        names = names_given(raw_names)
+        order = column_order(names, selector_names, n_features)
     elif media_type == NPY:
         raise UnsupportedMediaType(
             "a .npy holds one array and cannot carry labels: send application/x-npz "
@@ -60,9 +80,10 @@ def decode_labelled_rows(
         )
     else:  # pragma: no cover - require_media_type guards this
         raise UnsupportedMediaType(f"unsupported media type '{media_type}'")
-    rows = validate_rows(rows, n_features)
+    require_width(names, rows)
+    rows = in_selector_order(validate_rows(rows, n_features), order)
     labels = validate_labels(raw_labels, rows.shape[0])
-    return labelled(rows, labels)
+    return labelled(rows, labels), names
 
 
 def _from_json(document: Any, n_features: int) -> tuple[Matrix, Any]:
@@ -77,11 +98,11 @@ def _from_json(document: Any, n_features: int) -> tuple[Matrix, Any]:
             f"[...]}} or a CSR object with labels; got {got}"
         )
     if "rows" in document:
-        unknown = sorted(set(document) - {"rows", "labels"})
+        unknown = sorted(set(document) - {"rows", "labels", FEATURE_NAMES})
         rows: Matrix = dense_from_json(document["rows"], "rows")
     else:
-        unknown = sorted(set(document) - {"labels", *_CSR_KEYS})
-        rows = csr_from_json(document, n_features)
+        unknown = sorted(set(document) - {"labels", FEATURE_NAMES, *_CSR_KEYS})
+        rows = csr_from_json({k: v for k, v in document.items() if k in _CSR_KEYS}, n_features)
     if unknown:
         raise InvalidInput(f"unexpected keys {unknown} next to rows and labels")
     return rows, document["labels"]
@@ -125,9 +146,8 @@ def validate_labels(raw: Any, n_rows: int) -> list[Label]:
         raise Inconsistent(f"expected {n_rows} labels (one per row); got {len(raw)}")
     for row, label in enumerate(raw):
         if isinstance(label, bool) or not isinstance(label, int | str):
-            shown = repr(label)[:40]
             raise InvalidInput(
-                f"labels must be integers or strings; label {row} is {shown} "
+                f"labels must be integers or strings; label {row} is {shown(label)} "
                 f"({type(label).__name__})"
             )
         if isinstance(label, int) and not _INT64.min <= label <= _INT64.max:

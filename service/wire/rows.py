@@ -3,9 +3,13 @@
 Bodies (``decode_rows``):
 
 * ``application/json``: dense rows ``[[...], ...]`` or ``{"rows": [[...], ...]}``, or sparse CSR
-  ``{"shape": [n, m], "indptr": [...], "indices": [...], "data": [...]}``;
+  ``{"shape": [n, m], "indptr": [...], "indices": [...], "data": [...]}``; an object may name
+  its columns (``"feature_names"``);
 * ``application/x-npy``: one 2-D numeric array (``numpy.save``), never unpickled;
-* ``application/x-npz``: a ``scipy.sparse.save_npz`` matrix (CSR, CSC or COO).
+* ``application/x-npz``: ``numpy.savez`` with ``rows``, or a ``scipy.sparse.save_npz`` matrix
+  (CSR, CSC or COO), and optionally a ``feature_names`` array.
+
+A chunk that names its columns is matched to the selector's names (``service.wire.names``).
 
 What every decoded chunk guarantees (so that an accepted chunk can always be applied):
 
@@ -27,24 +31,31 @@ contradict each other and ``SelectorMismatch`` for a chunk that does not fit the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import orjson
 import scipy.sparse as sp
 
-from service.algorithms.base import Matrix
+from service.algorithms.base import MAX_ABS_VALUE, Matrix
 from service.errors import (
     Inconsistent,
     InvalidInput,
     SelectorMismatch,
     UnsupportedMediaType,
+    shown,
 )
 from service.wire.arrays import read_npy, read_npz
 from service.wire.media import JSON, NPY, NPZ, integral, parse_json
+from service.wire.names import (
+    FEATURE_NAMES,
+    column_order,
+    in_selector_order,
+    names_given,
+    require_width,
+)
 
-MAX_ABS_VALUE = 1e50
 #: Most rows of one chunk, whatever its container: a sparse shape is checked against it before
 #: anything is built (a CSC or COO of shape (10^12, m) with no values would otherwise allocate a
 #: row pointer of 10^12 entries).
@@ -66,22 +77,48 @@ _INT64 = np.iinfo(np.int64)
 _LIMIT = np.float64(MAX_ABS_VALUE)
 
 
-def decode_rows(body: bytes, media_type: str, n_features: int, max_bytes: int) -> Matrix:
-    """Decode and fully validate a chunk of rows for a selector with ``n_features`` columns.
+@dataclass(frozen=True)
+class NamedRows:
+    """Validated rows in the selector's column order, and the names the chunk gave its columns
+    (None: a positional chunk)."""
+
+    rows: Matrix
+    names: list[str] | None
+
+
+def decode_rows(
+    body: bytes,
+    media_type: str,
+    n_features: int,
+    max_bytes: int,
+    selector_names: Sequence[str] | None = None,
+) -> NamedRows:
+    """Decode and fully validate a chunk of rows for a selector with ``n_features`` columns
+    (named ``selector_names``, if it has names): a chunk that names its columns is matched to
+    them (``service.wire.names``).
 
     ``max_bytes`` is the body limit: an ``.npz`` may inflate to at most that much.
     """
     if not body:
         raise InvalidInput("empty body: expected a chunk with at least one row")
+    names: list[str] | None = None
     if media_type == JSON:
-        rows = rows_from_json(parse_json(body), n_features)
+        document = parse_json(body)
+        rows = rows_from_json(document, n_features)  # first: is it rows at all?
+        names = names_given(document.get(FEATURE_NAMES) if isinstance(document, dict) else None)
+        order = column_order(names, selector_names, n_features)
     elif media_type == NPY:
-        rows = read_npy(body)
+        order, rows = None, read_npy(body)
     elif media_type == NPZ:
-        rows = _rows_from_npz(body, n_features, max_bytes)
+        arrays = read_npz(body, max_bytes, allow_strings=True, max_ndim=3)
+        raw_names = arrays.pop(FEATURE_NAMES, None)
+        rows = _rows_from_arrays(arrays, n_features)
+        names = names_given(raw_names)
+        order = column_order(names, selector_names, n_features)
     else:  # pragma: no cover - require_media_type guards this
         raise UnsupportedMediaType(f"unsupported media type '{media_type}'")
-    return validate_rows(rows, n_features)
+    require_width(names, rows)
+    return NamedRows(in_selector_order(validate_rows(rows, n_features), order), names)
 
 
 def is_rows_document(document: Any) -> bool:
@@ -100,9 +137,14 @@ def rows_from_json(document: Any, n_features: int) -> Matrix:
                 "labels apply to labelled methods (ocfs, ioc); this selector takes rows only"
             )
         if "rows" in document:
+            unknown = sorted(set(document) - {"rows", FEATURE_NAMES})
+            if unknown:
+                raise InvalidInput(f"unexpected keys {unknown} next to rows")
             return dense_from_json(document["rows"], "rows")
         if "indptr" in document:
-            return csr_from_json(document, n_features)
+            return csr_from_json(
+                {k: v for k, v in document.items() if k != FEATURE_NAMES}, n_features
+            )
         if "views" in document:
             raise SelectorMismatch(
                 'multi-view chunks ({"views": ...}) are for omvfs selectors; this selector '
@@ -127,7 +169,7 @@ def _first_other(values: list[Any], types: frozenset[type]) -> tuple[int, str]:
     """Position and JSON text of the first element whose type is not one of ``types``."""
     for j, value in enumerate(values):
         if type(value) not in types:
-            return j, orjson.dumps(value).decode()[:40]
+            return j, shown(value)
     raise AssertionError("every element has an expected type")  # pragma: no cover
 
 
@@ -157,10 +199,8 @@ def dense_from_json(rows: Any, where: str, item: str = "row") -> np.ndarray:
     inner = "column" if item == "row" else "sample"
     for i, row in enumerate(rows):
         if not _only(row, _NUMBER_TYPES):
-            j, shown = _first_other(row, _NUMBER_TYPES)
-            raise InvalidInput(
-                f"{where} must hold numbers only; {item} {i}, {inner} {j} is {shown}"
-            )
+            j, text = _first_other(row, _NUMBER_TYPES)
+            raise InvalidInput(f"{where} must hold numbers only; {item} {i}, {inner} {j} is {text}")
     # orjson gives ints of at most 64 bits (larger ones come as floats): all fit a float64.
     return np.array(rows, dtype=np.float64).reshape(len(rows), width)
 
@@ -170,8 +210,8 @@ def _json_numbers(values: Any, what: str) -> np.ndarray:
     if not isinstance(values, list):
         raise InvalidInput(f"{what} must be a list; got {type(values).__name__}")
     if not _only(values, _NUMBER_TYPES):
-        j, shown = _first_other(values, _NUMBER_TYPES)
-        raise InvalidInput(f"{what} must be a flat list of numbers; element {j} is {shown}")
+        j, text = _first_other(values, _NUMBER_TYPES)
+        raise InvalidInput(f"{what} must be a flat list of numbers; element {j} is {text}")
     return np.array(values, dtype=np.float64)
 
 
@@ -181,8 +221,8 @@ def _json_integers(values: Any, what: str) -> np.ndarray:
         raise InvalidInput(f"{what} must be a list; got {type(values).__name__}")
     values = integral(values)
     if not _only(values, _INT_TYPES):
-        j, shown = _first_other(values, _INT_TYPES)
-        raise InvalidInput(f"{what} must be a flat list of integers; element {j} is {shown}")
+        j, text = _first_other(values, _INT_TYPES)
+        raise InvalidInput(f"{what} must be a flat list of integers; element {j} is {text}")
     if values and (max(values) > _INT64.max or min(values) < _INT64.min):
         raise InvalidInput(f"{what} holds an integer beyond 64 bits")
     return np.array(values, dtype=np.int64)
@@ -245,10 +285,10 @@ def sparse_shape(raw: Any, n_features: int, label: str) -> tuple[int, int]:
         or len(raw) != 2
         or not all(type(v) is int and v >= 0 for v in raw)
     ):
-        shown = raw.tolist() if isinstance(raw, np.ndarray) else raw
+        given = raw.tolist() if isinstance(raw, np.ndarray) else raw
         raise InvalidInput(
             f"{label} 'shape' must be [rows, columns] of non-negative integers; "
-            f"got {str(shown)[:80]}"
+            f"got {shown(given, 80)}"
         )
     n_rows, n_cols = raw
     if n_cols != n_features:
@@ -357,14 +397,21 @@ def _canonical(matrix: Any) -> sp.csr_matrix:
     return csr
 
 
-def _rows_from_npz(body: bytes, n_features: int, max_bytes: int) -> sp.csr_matrix:
-    """A ``scipy.sparse.save_npz`` archive (CSR, CSC or COO) as a validated CSR."""
-    # 3-D members are read so that a BSR matrix (3-D data) is refused for its format.
-    arrays = read_npz(body, max_bytes, allow_strings=True, max_ndim=3)
+def _rows_from_arrays(arrays: dict[str, np.ndarray], n_features: int) -> Matrix:
+    """The rows of an ``.npz`` (3-D members are read so that a BSR matrix, whose data is 3-D,
+    is refused for its format): ``numpy.savez`` with ``rows`` (dense), or a
+    ``scipy.sparse.save_npz`` archive (CSR, CSC or COO) as a CSR."""
+    if "rows" in arrays:
+        if len(arrays) > 1:
+            raise InvalidInput(
+                f"expected 'rows' (and '{FEATURE_NAMES}') only; got also "
+                f"{sorted(set(arrays) - {'rows'})}"
+            )
+        return numeric_array(arrays["rows"])
     if "format" not in arrays:
         raise InvalidInput(
-            "expected a scipy.sparse .npz (save_npz) with a 'format' array; "
-            f"got arrays {sorted(arrays)}"
+            "expected 'rows' (numpy.savez) or a scipy.sparse .npz (save_npz) with a 'format' "
+            f"array; got arrays {sorted(arrays)}"
         )
     fmt = arrays.pop("format")
     if fmt.shape != () or fmt.dtype.kind not in "SU":

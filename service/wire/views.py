@@ -1,6 +1,7 @@
 """Multi-view rows (chunk kind ``"views"``): the same rows of every view.
 
-``application/json`` ``{"views": {"<view>": <rows or CSR object>, ...}}`` or
+``application/json`` ``{"views": {"<view>": <rows or CSR object>, ...}}`` (optionally with
+``"feature_names": {"<view>": [...], ...}``, matched to the selector's) or
 ``application/x-npz`` written by ``numpy.savez`` with one 2-D array per view, named after it.
 Every view present (and no other), the same rows, its own width, values as
 ``service.wire.rows`` requires them and nonnegative (NMF).
@@ -8,7 +9,7 @@ Every view present (and no other), the same rows, its own width, values as
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,20 +19,35 @@ from service.algorithms.base import Matrix
 from service.errors import Inconsistent, InvalidInput, SelectorMismatch, UnsupportedMediaType
 from service.wire.arrays import read_npz
 from service.wire.media import JSON, NPZ, parse_json
+from service.wire.names import (
+    FEATURE_NAMES,
+    column_order,
+    in_selector_order,
+    names_given,
+    require_width,
+)
 from service.wire.rows import first_offending, is_rows_document, rows_from_json, validate_rows
 
 
 def decode_views(
-    body: bytes, media_type: str, views: list[tuple[str, int]], max_bytes: int
-) -> Matrix:
-    """Decode and validate a multi-view chunk; the views side by side, in ``views`` order.
+    body: bytes,
+    media_type: str,
+    views: list[tuple[str, int]],
+    max_bytes: int,
+    selector_names: Sequence[str] | None = None,
+) -> tuple[Matrix, list[str] | None]:
+    """Decode and validate a multi-view chunk; the views side by side, in ``views`` order, and
+    the names the chunk gave the features of every view (flat, in view order; None if it gave
+    none).
 
     Every view must be present (and no other), have the same rows, its own number of
     features, values as ``validate_rows`` requires and nonnegative (NMF). CSR if any view came
-    sparse.
+    sparse. A JSON chunk may name every view's columns (``"feature_names": {"<view>": [...]}``):
+    each view's are matched to the selector's names for that view (``service.wire.names``).
     """
     if not body:
         raise InvalidInput("empty body: expected a chunk with one matrix per view")
+    named: dict[str, list[str] | None] = {view: None for view, _ in views}
     if media_type == JSON:
         document = parse_json(body)
         if not isinstance(document, dict) or not isinstance(document.get("views"), dict):
@@ -41,6 +57,7 @@ def decode_views(
             raise InvalidInput(wanted)
         parts: dict[str, Any] = document["views"]
         decode: Callable[[Any, int], Matrix] = rows_from_json
+        named = _names_of_views(document.get(FEATURE_NAMES), views)
     elif media_type == NPZ:
         parts = read_npz(body, max_bytes)
         decode = _dense_view
@@ -56,9 +73,15 @@ def decode_views(
             f"expected exactly the views {expected}; missing {missing}, unexpected {extra}"
         )
     matrices = []
+    offset = 0
     for name, dim in views:
+        ours = None if selector_names is None else selector_names[offset : offset + dim]
+        offset += dim
         try:
-            rows = validate_rows(decode(parts[name], dim), dim)
+            order = column_order(named[name], ours, dim)
+            raw = decode(parts[name], dim)
+            require_width(named[name], raw)
+            rows = in_selector_order(validate_rows(raw, dim), order)
         except InvalidInput as exc:
             raise type(exc)(f"view '{name}': {exc.detail}") from None
         found = first_offending(rows, lambda values: values >= 0)
@@ -71,9 +94,26 @@ def decode_views(
     counts = {name: m.shape[0] for (name, _), m in zip(views, matrices, strict=True)}
     if len(set(counts.values())) > 1:
         raise Inconsistent(f"every view must have the same rows; got row counts {counts}")
+    given = [named[name] for name, _ in views]
+    flat = None if all(n is None for n in given) else [n for names in given for n in names or ()]
+    if flat is not None and any(n is None for n in given):
+        raise Inconsistent(f"{FEATURE_NAMES} must name every view's columns or none")
     if any(sp.issparse(m) for m in matrices):
-        return sp.hstack([sp.csr_matrix(m) for m in matrices], format="csr")
-    return np.hstack([np.asarray(m, dtype=np.float64) for m in matrices])
+        return sp.hstack([sp.csr_matrix(m) for m in matrices], format="csr"), flat
+    return np.hstack([np.asarray(m, dtype=np.float64) for m in matrices]), flat
+
+
+def _names_of_views(raw: Any, views: list[tuple[str, int]]) -> dict[str, list[str] | None]:
+    """The names a JSON multi-view chunk gives each view's columns (``{"<view>": [...]}``)."""
+    if raw is None:
+        return {view: None for view, _ in views}
+    if not isinstance(raw, dict) or set(raw) != {view for view, _ in views}:
+        got = sorted(raw) if isinstance(raw, dict) else type(raw).__name__
+        raise Inconsistent(
+            f"{FEATURE_NAMES} of a multi-view chunk must be an object with a list for every view "
+            f"{[view for view, _ in views]}; got {got}"
+        )
+    return {view: names_given(raw[view], f"view '{view}': ") for view, _ in views}
 
 
 def _dense_view(array: np.ndarray, _n_features: int) -> np.ndarray:

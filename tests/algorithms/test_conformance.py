@@ -8,6 +8,7 @@ checks drive row, labelled, multi-view and column methods.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ import scipy.sparse as sp
 
 from service.algorithms import METHODS
 from service.algorithms.base import (
+    MAX_ABS_VALUE,
     SEGMENT_PREFIX,
     AnyMethod,
     Clusters,
@@ -25,10 +27,11 @@ from service.algorithms.base import (
     Mergeable,
     Projects,
     SelectsColumns,
+    check_state,
     published_fields,
 )
 from service.algorithms.labels import labelled
-from service.errors import InvalidParams
+from service.errors import Inconsistent, InvalidParams
 from service.store.codec import decode_state, encode_state
 from service.wire.kinds import kind_of
 
@@ -219,3 +222,68 @@ def test_what_a_version_publishes_is_in_the_state_and_small_fields_are_not_held_
     held_back = set(method.served_from_checkpoints)
     assert held_back <= readers, f"{name} serves from checkpoints what no reader reads"
     assert not held_back & published
+
+
+#: Parameters besides the defaults whose states ``check_state`` must accept too.
+VARIANTS: dict[str, list[dict[str, Any]]] = {
+    "fsds": [
+        {"kernel": "gaussian", "kernel_components": 16},
+        {"decay": 0.9},
+        {"normalize_rows": False},
+        {"block_rows": None},
+    ],
+    "variance": [{"ddof": 1}],
+}
+
+
+@pytest.mark.parametrize(
+    "name, extra",
+    [(name, {}) for name in NAMES] + [(n, v) for n, vs in VARIANTS.items() for v in vs],
+)
+def test_states_the_method_reaches_pass_its_own_check(name: str, extra: dict[str, Any]) -> None:
+    """``check_state`` (what an import must pass) accepts every state the method reaches,
+    after any number of chunks, dense or sparse, and with values at the limit chunks may hold
+    (``MAX_ABS_VALUE``): the magnitude bound and each method's invariants hold for them."""
+    method = METHODS[name]
+    params = method.resolve_params({**params_for(method), **extra}, SIZE)
+    state = method.initial_state(params, SIZE)
+    segments: dict[str, Any] = {}
+    check_state(method, state, params, SIZE, segments)
+    rng = np.random.default_rng(7)
+    for i, n in enumerate((6, 1, 9, 4)):
+        chunk = make_chunk(method, rng, n, sparse=i % 2 == 1)
+        if i == 3 and method.chunk_kind != "columns":
+            chunk = scaled(chunk, MAX_ABS_VALUE)  # values at the limit chunks may hold
+        state = method.update(state, params, chunk)
+        segments |= {
+            k.removeprefix(SEGMENT_PREFIX): np.asarray(v)
+            for k, v in state.items()
+            if k.startswith(SEGMENT_PREFIX)
+        }
+        state = {k: v for k, v in state.items() if not k.startswith(SEGMENT_PREFIX)}
+        check_state(method, state, params, SIZE, segments)
+
+
+def scaled(chunk: Any, factor: float) -> Any:
+    """A chunk with its values multiplied by ``factor`` (labels kept)."""
+    if hasattr(chunk, "rows") and hasattr(chunk, "codes"):
+        return dataclasses.replace(chunk, rows=chunk.rows * factor)
+    return chunk * factor
+
+
+def test_fsds_states_that_algorithm_2_cannot_leave_are_refused() -> None:
+    method = METHODS["fsds"]
+    params, state = run(method, stream(method))
+    rotation = np.linalg.qr(np.random.default_rng(3).standard_normal((SIZE, SIZE)))[0]
+    crafted = {
+        "weights not steps 5-7": {"weights": np.asarray(state["weights"]) * 2},
+        "rows not orthogonal": {
+            "sketch_rows": np.asarray(state["sketch_rows"]) @ rotation[:1].T * np.ones((1, SIZE))
+        },
+        "more energy than the rows": {"squared_norm_seen": 1e-3},
+        "singular values increasing": {"singular_values": np.sort(state["singular_values"])},
+    }
+    for what, change in crafted.items():
+        with pytest.raises(Inconsistent):
+            check_state(method, {**state, **change}, params, SIZE)
+            pytest.fail(what)

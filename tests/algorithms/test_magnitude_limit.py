@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 
 from service.algorithms import get_method
-from service.algorithms.base import State
+from service.algorithms.base import MAX_ABS_VALUE, State
 from service.algorithms.labels import labelled
-from service.wire.rows import MAX_ABS_VALUE
 
 #: Width of every chunk: features per row, or samples per column.
 M = 50

@@ -17,7 +17,8 @@ import pytest
 from service.algorithms import METHODS
 from service.algorithms.base import DecidesOnArrival
 from service.selectors.archive import MEDIA_TYPE
-from service.store.codec import decode_array, encode_array
+from service.store.codec import decode_array, decode_state, encode_array, encode_state
+from service.store.keys import SelectorKeys
 from tests.api.conftest import make_settings, running_app
 
 pytestmark = pytest.mark.asyncio
@@ -269,6 +270,13 @@ def with_array(archive: bytes, field_name: str, array: np.ndarray) -> bytes:
     return join(manifest, {**state, field_name: encode_array(array)}, segments)
 
 
+def with_state(archive: bytes, **fields: Any) -> bytes:
+    """``archive`` with some state fields (arrays or scalars) replaced, all else as it was."""
+    manifest, state, segments = split(archive)
+    decoded = decode_state(state)
+    return join(manifest, encode_state({**decoded, **fields}), segments)
+
+
 @pytest.fixture
 async def exported(client) -> dict[str, bytes]:
     """Archives of a variance, an iqrp and an ofs selector (the sources are then deleted)."""
@@ -337,7 +345,49 @@ def damaged(exported: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
         (
             "a count that disagrees",
             join({**manifest, "items_seen": 5}, state, segments),
-            "same non-negative counts",
+            "must be given again as 'rows_seen'",
+        ),
+        (
+            "a version beyond 2^53",
+            join({**manifest, "version": 10**30}, state, segments),
+            "'version' must be an integer from 0 to 9007199254740991",
+        ),
+        (
+            "a count beyond 2^53",
+            join({**manifest, "items_seen": 10**30, "rows_seen": 10**30}, state, segments),
+            "'items_seen' must be an integer from 0 to 9007199254740991",
+        ),
+        (
+            "a negative version",
+            join({**manifest, "version": -1}, state, segments),
+            "'version' must be an integer from 0",
+        ),
+        (
+            "created_at 10^400",
+            join(
+                {**manifest, "selector": {**manifest["selector"], "created_at": 10**400}},
+                state,
+                segments,
+            ),
+            "created_at must be a time",
+        ),
+        ("a negative count of rows", with_state(good, count=-5), "must be an integer from 0"),
+        (
+            "moments without rows",
+            with_state(good, count=0, m2=np.ones(5), mean=np.zeros(5), variance=np.zeros(5)),
+            "counts no rows has zero moments",
+        ),
+        ("a negative M2", with_state(good, m2=-np.ones(5)), "nonnegative"),
+        (
+            "a variance that is not M2 / count",
+            with_state(good, variance=variance + 1.0),
+            "M2 / (count - ddof)",
+        ),
+        ("values near 1e300", with_state(good, m2=np.full(5, 1e300)), "in magnitude"),
+        (
+            "means beyond the values' bound",
+            with_state(good, mean=np.full(5, 1e60)),
+            "within the values' bound",
         ),
         (
             "a missing segment",
@@ -465,3 +515,32 @@ async def test_scopes_read_exports_admin_imports(redis_url, redis_client):
             params={"name": "t"},
         )
         assert accepted.status_code == 201, accepted.text
+
+
+async def test_a_version_past_10_to_the_14_counts_on_exactly(client, exported):
+    """Lua prints numbers with %.14g: version 10^14 - 1 + 1 must not become the string 1e+14."""
+    manifest, state, segments = split(exported["variance"])
+    huge = 10**14 - 1
+    archive = join({**manifest, "version": huge}, state, segments)
+    created = await import_(client, archive, name="old-timer")
+    assert created.status_code == 201, created.text
+    assert created.json()["version"] == huge
+    pushed = await push(client, "old-timer", "variance", 7)
+    assert pushed["version"] == huge + 1
+    described = (await client.get("/v1/selectors/old-timer")).json()
+    assert described["version"] == huge + 1
+    listed = await client.get("/v1/selectors")
+    assert listed.status_code == 200, listed.text
+    assert [s["version"] for s in listed.json()["selectors"]] == [huge + 1]
+
+
+async def test_one_damaged_selector_never_fails_a_listing(client, redis_client):
+    for name in ("a-fine", "b-damaged", "c-fine"):
+        await create(client, name, "variance")
+    await redis_client.hset(SelectorKeys("sift", "b-damaged").head, "version", "1e+14")
+    listed = await client.get("/v1/selectors")
+    assert listed.status_code == 200, listed.text
+    assert [s["name"] for s in listed.json()["selectors"]] == ["a-fine", "c-fine"]
+    assert listed.json()["unreadable"] == ["b-damaged"]
+    damaged = await client.get("/v1/selectors/b-damaged")
+    assert damaged.status_code == 500 and "1e+14" not in damaged.text

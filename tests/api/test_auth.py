@@ -184,6 +184,27 @@ async def test_metrics_token(app_factory):
         assert (await http.get("/metrics", headers=bearer("m-token"))).status_code == 200
 
 
+async def test_metrics_need_a_key_once_keys_are_on(secured):
+    """With SIFT_API_TOKEN set and no metrics token, /metrics is not open: it names every
+    selector. The token, an admin key or a metrics key without a prefix reads it."""
+    await secured.post(
+        "/v1/selectors",
+        json={"name": "team-b-secret", "method": "fsds", "n_features": 3},
+        headers=BOOTSTRAP,
+    )
+    assert_problem(await secured.get("/metrics"), 401)
+    reader = bearer((await new_key(secured, ["read"]))["key"])
+    assert_problem(await secured.get("/metrics", headers=reader), 403, "metrics")
+    prefixed = bearer((await new_key(secured, ["admin"], prefix="team-a-"))["key"])
+    assert_problem(await secured.get("/metrics", headers=prefixed), 403, "prefix")
+    scraper = bearer((await new_key(secured, ["metrics"]))["key"])
+    for allowed in (BOOTSTRAP, scraper, bearer((await new_key(secured, ["admin"]))["key"])):
+        answer = await secured.get("/metrics", headers=allowed)
+        assert answer.status_code == 200, answer.text
+    # A metrics key reads nothing else.
+    assert_problem(await secured.get("/v1/selectors", headers=scraper), 403, "read")
+
+
 async def test_sift_serve_refuses_a_public_address_without_a_key():
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIFT_")}
     done = subprocess.run(
@@ -204,3 +225,28 @@ async def test_serving_beyond_loopback_needs_a_key_or_an_explicit_choice():
     assert "SIFT_API_TOKEN" in (exposure_problem("0.0.0.0", None, False) or "")
     assert exposure_problem("0.0.0.0", "token", False) is None
     assert exposure_problem("0.0.0.0", None, True) is None
+
+
+@pytest.mark.parametrize(
+    "env, reason",
+    [
+        ({"SIFT_REDIS_SERVER": "/nonexistent/redis-server"}, "is not an executable file"),
+        ({"SIFT_REDIS_URL": "redis://:secret@127.0.0.1:1/0"}, "does not answer"),
+    ],
+)
+async def test_a_failed_start_says_why_in_one_line(tmp_path, env, reason):
+    """No traceback for a reason Sift knows: one line naming it, exit status 1 (and no
+    password in it)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SIFT_")}
+    clean.update(SIFT_DATA_DIR=str(tmp_path / "data"), **env)
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "serve", "--port", "1", "--log-level", "warning"],
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = [line for line in done.stderr.splitlines() if line.startswith("sift serve:")]
+    assert done.returncode == 1, done.stderr
+    assert len(lines) == 1 and reason in lines[0], done.stderr
+    assert "Traceback" not in done.stderr and "secret" not in done.stderr, done.stderr

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 
 import numpy as np
 import pytest
 
 from service.algorithms import get_method
 from service.algorithms.labels import labelled
+from service.errors import StaleApplier
 from service.store.codec import encode_matrix
-from service.store.keys import SelectorKeys
+from service.store.keys import SelectorKeys, log_id_tag
 from service.store.records import SelectorMeta
 from service.store.redis_store import SelectorStore
 from service.updates import UpdateFailed, compute_update
@@ -128,7 +130,12 @@ async def test_damaged_log_entry_is_rejected(client, redis_client):
     await client.post("/v1/selectors", json={"name": "d", "method": "fsds", "n_features": 3})
     # An entry whose payload was damaged in Redis (it never passed through validation).
     keys = SelectorKeys("sift", "d")
-    log_id = (await redis_client.xadd(keys.log, {"payload": b"garbage", "rows": 1})).decode()
+    # Under an id of the selector's own (an id it did not hand out is not its chunk).
+    incarnation = (await redis_client.hget(keys.head, "incarnation")).decode()
+    ms = int(time.time() * 1000)
+    log_id = f"{ms}-{log_id_tag(incarnation, ms, 0)}"
+    await redis_client.xadd(keys.log, {"payload": b"garbage", "rows": 1}, id=log_id)
+    await redis_client.hset(keys.head, "last_id", log_id)
     ok = await client.post("/v1/selectors/d/chunks", json=[[1.0, 2.0, 3.0]])
     assert ok.status_code == 200, ok.text
     status = (await client.get(f"/v1/selectors/d/chunks/{log_id}")).json()
@@ -143,16 +150,56 @@ async def test_entry_that_keeps_killing_its_applier_is_rejected(client, redis_cl
     payload = encode_matrix(np.array([[0.0, 1.0, 0.0]]))
     entry = await store.append("k", payload, 1, hashlib.sha256(payload).hexdigest(), None)
     # Three appliers took the entry and died before committing, as processes killed by its
-    # update would; the next one must not try a fourth time.
+    # update would (their leases lapse); the next one must not try a fourth time.
     for expected in (1, 2, 3):
-        attempt, entries = await store.take("k", "0-0", 8)
+        lease = await store.acquire_lease("k", 10_000)
+        assert lease is not None
+        attempt, entries = await store.take(lease, "0-0", 8)
         assert attempt == expected and entries[0].log_id == entry.log_id
+        await redis_client.delete(SelectorKeys("sift", "k").lease)
     ok = await client.post("/v1/selectors/k/chunks", json=[[1.0, 0.0, 0.0]])
     assert ok.status_code == 200, ok.text
     status = (await client.get(f"/v1/selectors/k/chunks/{entry.log_id}")).json()
     assert status["status"] == "rejected"
     assert "started 3 times" in status["reason"]
     assert (await described(client, "k"))["rows_seen"] == 1
+
+
+async def test_attempts_taken_back_by_live_appliers_do_not_count(client, redis_client):
+    """Appliers that made no progress for reasons that were no fault of the entry (Redis away,
+    the lease lost) take their attempts back: however many there were, the entry is applied."""
+    await client.post("/v1/selectors", json={"name": "f", "method": "fsds", "n_features": 3})
+    store = SelectorStore(redis_client)
+    payload = encode_matrix(np.array([[0.0, 1.0, 0.0]]))
+    entry = await store.append("f", payload, 1, hashlib.sha256(payload).hexdigest(), None)
+    holders = []
+    for expected in (1, 2, 3, 3):
+        lease = await store.acquire_lease("f", 10_000)
+        assert lease is not None
+        # The last one carries the word of the one before it that its attempt was no fault.
+        forgive = holders[-1:] if expected == len(holders) else []
+        attempt, _entries = await store.take(lease, "0-0", 8, forgive=forgive)
+        assert attempt == expected
+        holders.append(lease.holder)
+        await redis_client.delete(SelectorKeys("sift", "f").lease)
+    await store.forgive_attempts("f", holders)
+    await store.forgive_attempts("f", holders)  # said twice: taken back once
+    assert await redis_client.hget(SelectorKeys("sift", "f").attempts, entry.log_id) == b"0"
+    ok = await client.post("/v1/selectors/f/chunks", json=[[1.0, 0.0, 0.0]])
+    assert ok.status_code == 200, ok.text
+    status = (await client.get(f"/v1/selectors/f/chunks/{entry.log_id}")).json()
+    assert status["status"] == "applied", status
+    assert (await described(client, "f"))["rows_seen"] == 2
+
+
+async def test_a_reader_without_the_lease_takes_nothing(client, redis_client):
+    await client.post("/v1/selectors", json={"name": "t", "method": "fsds", "n_features": 3})
+    store = SelectorStore(redis_client)
+    lease = await store.acquire_lease("t", 10_000)
+    assert lease is not None
+    await redis_client.delete(SelectorKeys("sift", "t").lease)  # lapsed
+    with pytest.raises(StaleApplier):
+        await store.take(lease, "0-0", 8)
 
 
 async def test_rejected_columns_keep_the_indices_of_later_ones(app_factory):

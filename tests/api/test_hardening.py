@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -148,3 +151,41 @@ async def test_idempotency_keys_are_visible_ascii(client):
         "/v1/selectors/s/chunks", json=[[1, 2, 3]], headers={"idempotency-key": "batch-0001"}
     )
     assert response.status_code == 200
+
+
+async def test_a_client_that_leaves_mid_body_is_no_internal_error(app_factory, caplog):
+    """A disconnect while the body is read is logged at INFO as the client's doing (499 in the
+    access log and metrics), never as an internal error with a traceback."""
+    async with app_factory() as (app, http):
+        await http.post("/v1/selectors", json={"name": "gone", "method": "fsds", "n_features": 3})
+        messages = [
+            {"type": "http.request", "body": b"[[1, 2", "more_body": True},
+            {"type": "http.disconnect"},
+        ]
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/v1/selectors/gone/chunks",
+            "raw_path": b"/v1/selectors/gone/chunks",
+            "query_string": b"",
+            "headers": [(b"content-type", b"application/json")],
+            "client": ("127.0.0.1", 1234),
+            "server": ("sift", 80),
+        }
+        with caplog.at_level(logging.INFO):
+            await app(scope, receive, send)
+    starts = [m for m in sent if m["type"] == "http.response.start"]
+    assert starts and starts[0]["status"] == 499, sent
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    assert "client went away" in caplog.text

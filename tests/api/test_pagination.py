@@ -96,4 +96,4 @@ async def test_the_list_is_documented_with_its_parameters(client: Any) -> None:
     assert parameters["limit"]["schema"]["maximum"] == 1000
     assert "pattern" in parameters["after"]["schema"]["anyOf"][0]
     listed = spec["components"]["schemas"]["SelectorList"]["properties"]
-    assert set(listed) == {"selectors", "next"}
+    assert set(listed) == {"selectors", "next", "unreadable"}

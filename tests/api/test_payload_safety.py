@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from service.algorithms.base import MAX_ABS_VALUE
 from service.wire.arrays import MAX_MEMBERS
-from service.wire.rows import MAX_ABS_VALUE, MAX_CHUNK_ROWS, decode_rows
+from service.wire.rows import MAX_CHUNK_ROWS, decode_rows
 from tests.api.helpers import create_selector, csr_json, npy_bytes, npz_bytes, npz_labelled
 from tests.api.test_bad_input import assert_problem, assert_untouched
 
@@ -580,7 +581,7 @@ async def test_float32_rows_are_checked_and_stay_float32(selector):
     assert_problem(await post_chunk(selector, npy(npy_bytes(rows))), 422, "finite; got inf")
     await assert_untouched(selector)
     rows[1, 3] = np.finfo(np.float32).max
-    assert decode_rows(npy_bytes(rows), "application/x-npy", M, 10**6).dtype == np.float32
+    assert decode_rows(npy_bytes(rows), "application/x-npy", M, 10**6).rows.dtype == np.float32
     assert (await post_chunk(selector, npy(npy_bytes(rows)))).status_code == 200
 
 

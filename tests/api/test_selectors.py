@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import math
 
@@ -139,3 +140,56 @@ async def test_api_token_required_when_configured(app_factory):
         assert denied.headers["content-type"] == "application/problem+json"
         allowed = await http.get("/v1/selectors", headers={"authorization": "Bearer s3cret"})
         assert allowed.status_code == 200
+
+
+async def test_a_selector_created_to_expire_is_deleted_once_idle(app_factory, redis_client):
+    """``expires_after``: deleted once that long without a commit (by any replica's expiry
+    pass), never while chunks keep coming, never while one is pending."""
+    async with app_factory(sweep_interval_seconds=0.05) as (_app, http):
+        for name in ("brief", "busy", "forever"):
+            body = {"name": name, "method": "variance", "n_features": 2}
+            if name != "forever":
+                body["expires_after"] = 1
+            created = await http.post("/v1/selectors", json=body)
+            assert created.status_code == 201, created.text
+        assert created.json().get("expires_after") is None
+        assert (await http.get("/v1/selectors/brief")).json()["expires_after"] == 1.0
+        deadline = asyncio.get_running_loop().time() + 1.8
+        while asyncio.get_running_loop().time() < deadline:  # busy keeps committing
+            posted = await http.post("/v1/selectors/busy/chunks", json=[[1.0, 2.0]])
+            assert posted.status_code == 200, posted.text
+            await asyncio.sleep(0.2)
+        assert (await http.get("/v1/selectors/brief")).status_code == 404
+        assert (await http.get("/v1/selectors/busy")).status_code == 200
+        await asyncio.sleep(1.5)
+        assert (await http.get("/v1/selectors/busy")).status_code == 404
+        assert (await http.get("/v1/selectors/forever")).status_code == 200
+        names = [s["name"] for s in (await http.get("/v1/selectors")).json()["selectors"]]
+        assert names == ["forever"]
+        assert await redis_client.zcard("sift:expiring") == 0
+
+
+async def test_an_expiry_never_deletes_a_selector_written_since(client, store):
+    await client.post(
+        "/v1/selectors",
+        json={"name": "raced", "method": "variance", "n_features": 2, "expires_after": 3600},
+    )
+    idle_since = (await store.get_head("raced")).updated_at
+    await client.post("/v1/selectors/raced/chunks", json=[[1.0, 2.0]])
+    assert await store.delete("raced", idle_since=idle_since) is False
+    assert (await client.get("/v1/selectors/raced")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        ({"expires_after": 0}, "between 1 and"),
+        ({"expires_after": 10**9}, "between 1 and"),
+        ({"expires_after": "1h"}, "number of seconds"),
+        ({"expires_after": 60, "partitions": 2, "method": "ocfs"}, "without partitions"),
+    ],
+)
+async def test_expires_after_is_checked(client, extra, fragment):
+    body = {"name": "x", "method": "variance", "n_features": 2, **extra}
+    response = await client.post("/v1/selectors", json=body)
+    assert response.status_code == 422 and fragment in response.json()["detail"], response.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 
 import numpy as np
 import pytest
@@ -161,3 +162,61 @@ async def test_pending_entries_are_coalesced_into_one_version(app_factory, redis
         assert described["version"] == 1
         metrics = (await http.get("/metrics")).text
         assert 'sift_entries_per_update_bucket{le="8.0"} 1.0' in metrics
+
+
+async def test_a_name_deleted_and_created_again_is_applied_at_once(app_factory, caplog):
+    """Delete, create again (another width) and push, seven times in a row: every chunk is
+    applied at once. What the process keeps of the name's earlier incarnation (a lingering
+    applier, a backoff) never touches the new one's entries, nor holds them up."""
+    async with app_factory(apply_wait_seconds=5.0, applier_linger_seconds=2.0) as (_app, http):
+        seconds = []
+        for cycle in range(7):
+            width = 3 + cycle % 2
+            await create_selector(http, "again", width)
+            started = time.monotonic()
+            posted = await http.post("/v1/selectors/again/chunks", json=[[1.0] * width] * 2)
+            seconds.append(time.monotonic() - started)
+            assert posted.status_code == 200, (cycle, posted.text)
+            assert posted.json()["version"] == 1 and posted.json()["rows_seen"] == 2
+            assert (await http.delete("/v1/selectors/again")).status_code == 204
+    rejected = [r.getMessage() for r in caplog.records if "rejected log entry" in r.getMessage()]
+    assert not rejected, rejected
+    # Each POST is one append and one update (tens of ms); the bug made them 1, 2, 4, 8 ... s.
+    assert max(seconds) < 3.0, seconds
+
+
+async def test_a_chunk_status_knows_its_own_selector(client):
+    """A log id answers only on the selector (and the incarnation) that handed it out."""
+    await create_selector(client, "mine", 3)
+    await create_selector(client, "theirs", 3)
+    mine = (await client.post("/v1/selectors/mine/chunks", json=[[1.0, 2.0, 3.0]])).json()
+    theirs = (await client.post("/v1/selectors/theirs/chunks", json=[[1.0, 2.0, 3.0]])).json()
+    applied = await client.get(f"/v1/selectors/mine/chunks/{mine['log_id']}")
+    assert applied.json()["status"] == "applied"
+    ms, seq = mine["log_id"].split("-")
+    for log_id in ["0-0", theirs["log_id"], f"{int(ms) + 1}-{seq}", f"{ms}-{int(seq) ^ 1}"]:
+        answer = await client.get(f"/v1/selectors/mine/chunks/{log_id}")
+        assert answer.status_code == 404, (log_id, answer.text)
+    # The same name created again: the old log id is not the new selector's.
+    assert (await client.delete("/v1/selectors/mine")).status_code == 204
+    await create_selector(client, "mine", 3)
+    await client.post("/v1/selectors/mine/chunks", json=[[1.0, 2.0, 3.0]])
+    old = await client.get(f"/v1/selectors/mine/chunks/{mine['log_id']}")
+    assert old.status_code == 404, old.text
+
+
+async def test_a_replica_with_a_stale_description_checks_again(app_factory):
+    """Replica A describes 'shape' (3 features) and caches it; replica B deletes it and creates
+    it again with 4: A's next chunk is checked against the new selector, not the cached one."""
+    async with app_factory() as (_a, a), app_factory() as (_b, b):
+        await create_selector(a, "shape", 3)
+        assert (
+            await a.post("/v1/selectors/shape/chunks", json=[[1.0, 2.0, 3.0]])
+        ).status_code == 200
+        assert (await b.delete("/v1/selectors/shape")).status_code == 204
+        await create_selector(b, "shape", 4)
+        wide = await a.post("/v1/selectors/shape/chunks", json=[[1.0, 2.0, 3.0, 4.0]])
+        assert wide.status_code == 200, wide.text
+        assert wide.json()["rows_seen"] == 1 and wide.json()["version"] == 1
+        narrow = await a.post("/v1/selectors/shape/chunks", json=[[1.0, 2.0, 3.0]])
+        assert narrow.status_code == 422 and "4 features" in narrow.json()["detail"], narrow.text

@@ -13,7 +13,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
 
-from service.client import Client, SiftSelector
+from service.client import Client, NotFoundError, SiftSelector
 from tests.datasets import load_mat
 from tests.faults.harness import ServiceProcess
 
@@ -30,6 +30,7 @@ def test_parameters_are_stored_as_given_and_clone_works() -> None:
         "url": "http://127.0.0.1:1",
         "api_key": None,
         "params": params,
+        "expires_after": 3600.0,
     }
     assert selector.params is params  # stored as given, not copied or resolved
     copy = clone(selector)
@@ -54,7 +55,10 @@ def test_pipeline_with_a_labelled_method_on_pcmac(
             (
                 "select",
                 SiftSelector(
-                    selector_name, method="ocfs", n_features_to_select=20, url=service.url
+                    selector_name,
+                    method="ocfs",
+                    n_features_to_select=20,
+                    url=service.url,
                 ),
             ),
             ("model", LogisticRegression(max_iter=2000)),
@@ -62,9 +66,10 @@ def test_pipeline_with_a_labelled_method_on_pcmac(
     )
     pipe.fit(x_train, y_train)
     selector: SiftSelector = pipe.named_steps["select"]
+    assert selector.selector_name_.startswith(selector_name + "-")
     with Client(service.url) as sift:
-        top = sift.top(selector_name, h=20)
-        described = sift.describe(selector_name)
+        top = sift.top(selector.selector_name_, h=20)
+        described = sift.describe(selector.selector_name_)
     assert described.rows_seen == x_train.shape[0] and described.classes is not None
     assert sorted(np.flatnonzero(selector.get_support()).tolist()) == sorted(top.indices.tolist())
     np.testing.assert_array_equal(selector.get_support(indices=True), np.sort(top.indices))
@@ -98,8 +103,8 @@ def test_pipeline_into_kmeans_on_coil20(service: ServiceProcess, selector_name: 
     assert labels.shape == (1440,)
     selector: SiftSelector = pipe.named_steps["select"]
     with Client(service.url) as sift:
-        top = sift.top(selector_name, h=50)
-        weights = sift.weights(selector_name)
+        top = sift.top(selector.selector_name_, h=50)
+        weights = sift.weights(selector.selector_name_)
     assert selector.support_.sum() == 50
     np.testing.assert_array_equal(np.sort(top.indices), selector.get_support(indices=True))
     np.testing.assert_allclose(selector.scores_, weights.weights)
@@ -136,9 +141,22 @@ def test_partial_fit_streams_and_fit_starts_afresh(
     np.testing.assert_allclose(selector.scores_, frame.to_numpy().var(axis=0), rtol=1e-10)
     with Client(service.url) as sift:
         assert sift.describe(selector_name).has_feature_names
+        assert selector.selector_name_ == selector_name
 
-    selector.fit(frame.iloc[:100])
-    assert selector.seen_ == 100  # the selector was deleted and made again
+        selector.fit(frame.iloc[:100])
+        assert selector.seen_ == 100  # a selector of its own, made afresh ...
+        first_own = selector.selector_name_
+        assert first_own.startswith(selector_name + "-")
+        assert sift.describe(first_own).expires_after == 3600.0  # ... that expires when idle
+        assert sift.describe(selector_name).rows_seen == 900  # the streamed one is untouched
+        selector.partial_fit(frame.iloc[100:150])  # continues the fitted selector
+        assert selector.seen_ == 150 and selector.selector_name_ == first_own
+        selector.fit(frame.iloc[:10])  # a refit lets go of the previous fit's selector
+        with pytest.raises(NotFoundError):
+            sift.describe(first_own)
+        sift.delete(selector.selector_name_)
+    with pytest.raises(ValueError, match="no longer exists"):
+        selector.partial_fit(frame.iloc[:10])
 
 
 def test_labelled_methods_require_y(service: ServiceProcess, selector_name: str) -> None:
@@ -181,3 +199,68 @@ def test_width_must_match_an_existing_selector(service: ServiceProcess, selector
         sift.create(selector_name, "variance", n_features=4)
     with pytest.raises(ValueError, match="has 4 features; X has 3"):
         SiftSelector(selector_name, url=service.url).partial_fit(np.ones((5, 3)))
+
+
+def test_client_errors_pickle_and_say_the_same() -> None:
+    """Errors cross process boundaries (joblib's workers): every one pickles whole."""
+    import pickle
+
+    from service.client.errors import TransportError, problem_error
+
+    for error in (
+        problem_error(404, {"detail": "selector 'g3' does not exist"}, "GET", "http://s/x"),
+        problem_error(422, {"type": "urn:sift:problem:chunk-rejected", "log_id": "1-2"}, "P", "u"),
+        TransportError("cannot reach", 3),
+    ):
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error) and str(again) == str(error)
+        assert vars(again) == vars(error)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_a_grid_search_fits_every_clone_on_a_selector_of_its_own(
+    service: ServiceProcess, selector_name: str, n_jobs: int
+) -> None:
+    """GridSearchCV clones the estimator for every fold and candidate, in worker processes with
+    n_jobs=2: every fit owns its selector, none sees another's rows, none is left behind."""
+    from sklearn.model_selection import GridSearchCV, cross_val_score
+
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(400, 8))
+    y = (x[:, 2] - x[:, 5] > 0).astype(int)
+    pipe = Pipeline(
+        [
+            ("select", SiftSelector(selector_name, method="ocfs", url=service.url)),
+            ("model", LogisticRegression()),
+        ]
+    )
+    search = GridSearchCV(
+        pipe, {"select__n_features_to_select": [1, 2, 4]}, cv=3, n_jobs=n_jobs, error_score="raise"
+    )
+    search.fit(x, y)
+    assert search.best_params_["select__n_features_to_select"] >= 2
+    assert search.best_score_ > 0.9
+    # The refit learned on all rows, in a selector of its own.
+    assert search.best_estimator_.named_steps["select"].seen_ == 400
+    scores = cross_val_score(pipe, x, y, cv=3, n_jobs=n_jobs, error_score="raise")
+    assert scores.shape == (3,) and np.all(scores > 0.5)
+    with Client(service.url) as sift:
+        made = [s for s in sift.list_selectors() if s.name.startswith(selector_name + "-")]
+    # 3 candidates x 3 folds + the refit + 3 folds of cross_val_score: one selector each, each
+    # with every row of its fold once, and each expiring when idle (nothing left for good).
+    assert len(made) == 13 and all(s.expires_after == 3600.0 for s in made)
+    assert sorted(s.rows_seen or 0 for s in made) == sorted([266, 267, 267] * 4 + [400])
+
+
+def test_scikit_learns_own_estimator_checks_pass(service: ServiceProcess, selector_name: str):
+    """``check_estimator`` against the live service: every check passes or is skipped for a
+    reason scikit-learn gives (``non_deterministic``: a service answers)."""
+    from sklearn.utils.estimator_checks import check_estimator
+
+    estimator = SiftSelector(selector_name, url=service.url, n_features_to_select=2)
+    results = check_estimator(estimator, on_fail=None)
+    failed = {
+        r["check_name"]: str(r["exception"])[:200] for r in results if r["status"] == "failed"
+    }
+    assert not failed, failed
+    assert sum(r["status"] == "passed" for r in results) >= 40

@@ -326,10 +326,23 @@ class RedisProcess:
         """Start again on the same port and data directory (replays the AOF)."""
         self.server.start()
 
+    def pause(self) -> None:
+        """SIGSTOP: Redis freezes, its clients' connections stay open (as in a stall of its
+        machine, or a long fork for an AOF rewrite); keys' TTLs run on meanwhile."""
+        assert self.server.pid is not None
+        os.kill(self.server.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.server.pid is not None
+        os.kill(self.server.pid, signal.SIGCONT)
+
     def client(self) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5.0)
 
     def close(self) -> None:
+        if self.server.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self.resume()  # a stopped redis-server would never shut down
         self.server.stop()
 
 
@@ -607,10 +620,10 @@ def selector_keys(name: str) -> SelectorKeys:
 def lease_holder(client: SyncRedis, name: str) -> str | None:
     """The holder id (``hostname:pid:nonce``) of the selector's applier lease, if held."""
     value = client.get(selector_keys(name).lease)
-    return None if value is None else _text(value)
+    return None if value is None else as_text(value)
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -642,12 +655,12 @@ def read_committed(client: SyncRedis, name: str, attempts: int = 20) -> Committe
     """The head and its state, read again if a commit replaces the state in between."""
     keys = selector_keys(name)
     for _ in range(attempts):
-        head = {_text(k): _text(v) for k, v in client.hgetall(keys.head).items()}
+        head = {as_text(k): as_text(v) for k, v in client.hgetall(keys.head).items()}
         if not head:
             raise AssertionError(f"selector '{name}' has no head in Redis")
         raw = cast(dict[bytes, bytes], client.hgetall(head["state_key"]))
         if raw:
-            writer = _text(raw.get(WRITER_FIELD.encode(), b""))
+            writer = as_text(raw.get(WRITER_FIELD.encode(), b""))
             return Committed(head, decode_state(raw), writer)
     raise AssertionError(f"the state of '{name}' kept changing while it was read")
 

@@ -13,6 +13,7 @@ for the quick ones only).
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import threading
@@ -39,6 +40,7 @@ from tests.faults.harness import (
     Tally,
     Traffic,
     Workers,
+    as_text,
     class_counts,
     cpu_seconds,
     holder_pid,
@@ -192,6 +194,42 @@ def ocfs_producer(
             producer.close()
 
     return run
+
+
+def ocfs_chaos(
+    urls: list[str],
+    name: str,
+    trials: int,
+    seed: int,
+    break_and_mend: Callable[[random.Random], float],
+) -> tuple[Ledger, Traffic, list[float]]:
+    """Three producers push ``ocfs`` chunks to ``name`` through ``urls`` while
+    ``break_and_mend(rng)`` breaks something and mends it ``trials`` times (returning how long
+    it was broken), then until 20 more chunks are acknowledged; what they saw, and the
+    breaks."""
+    ledger, traffic, workers = Ledger(), Traffic(), Workers()
+    for index in range(3):
+        workers.spawn(
+            f"producer-{index}", ocfs_producer(index, urls, name, ledger, traffic, workers.abort)
+        )
+    rng = random.Random(seed)
+    broken: list[float] = []
+    try:
+        for _trial in range(trials):
+            workers.check()
+            time.sleep(rng.uniform(1.5, 3.0))  # producers are acknowledged meanwhile
+            broken.append(break_and_mend(rng))
+        acked = ledger.acknowledged()
+        wait_for(
+            lambda: ledger.acknowledged() >= acked + 20,
+            60,
+            "acknowledgements after the last break",
+        )
+    except BaseException:
+        workers.abandon()
+        raise
+    workers.join(timeout_s=150)
+    return ledger, traffic, broken
 
 
 def pending_202s_not_applied(url: str, name: str, ledger: Ledger) -> list[str]:
@@ -551,33 +589,17 @@ def test_redis_sigkill_loses_no_acknowledged_chunk(
     urls = [service.url]
     name = "durable"
     create_selector(service.url, {"name": name, "method": "ocfs", "n_features": 3})
-    ledger, traffic, workers = Ledger(), Traffic(), Workers()
-    for index in range(3):
-        workers.spawn(
-            f"producer-{index}", ocfs_producer(index, urls, name, ledger, traffic, workers.abort)
-        )
 
-    rng = random.Random(SEED + 4)
-    downtimes: list[float] = []
-    try:
-        for _trial in range(REDIS_KILL_TRIALS):
-            workers.check()
-            time.sleep(rng.uniform(1.5, 3.0))  # producers are acknowledged meanwhile
-            redis_proc.kill()
-            down_at = time.monotonic()
-            time.sleep(rng.uniform(0.5, 1.5))  # Redis stays down: the service answers 503
-            redis_proc.start()
-            downtimes.append(time.monotonic() - down_at)
-        acked = ledger.acknowledged()
-        wait_for(
-            lambda: ledger.acknowledged() >= acked + 20,
-            60,
-            "acknowledgements after the last restart",
-        )
-    except BaseException:
-        workers.abandon()
-        raise
-    workers.join(timeout_s=150)
+    def kill_and_restart(rng: random.Random) -> float:
+        redis_proc.kill()
+        down_at = time.monotonic()
+        time.sleep(rng.uniform(0.5, 1.5))  # Redis stays down: the service answers 503
+        redis_proc.start()
+        return time.monotonic() - down_at
+
+    ledger, traffic, downtimes = ocfs_chaos(
+        urls, name, REDIS_KILL_TRIALS, SEED + 4, kill_and_restart
+    )
 
     assert service.alive and service.starts == 1, "the service died or was restarted"
     described = wait_all_applied(service.url, name, timeout_s=60)
@@ -674,3 +696,134 @@ def test_redis_down_then_back(
         client.close()
     assert not tally.problems(), tally.problems()
     assert tally.unacknowledged_applied == 0, "the chunk answered 503 was applied anyway"
+
+
+# -- 6. Redis paused while a chunk is applied: the pauses are not the chunk's fault -----------
+
+
+#: Pauses of redis-server, each longer than the lease, while one chunk is being applied: more
+#: than ``SIFT_MAX_APPLY_ATTEMPTS`` (3), which is what used to dead-letter the chunk.
+REDIS_PAUSES = 5
+
+
+@pytest.mark.slow
+def test_redis_pauses_never_dead_letter_an_acknowledged_chunk(
+    redis_proc: RedisProcess, spawn_service: Spawn, record_property: Any
+) -> None:
+    """Each attempt at the chunk loses its lease to a SIGSTOPped Redis; the process is alive,
+    so none of those attempts counts against the chunk, which is applied exactly once."""
+    lease_ms = 1000
+    service = spawn_service("paused", SIFT_LEASE_MS=str(lease_ms))
+    name = "paused"
+    m, ell, rows = 1000, 300, 3000
+    create_selector(
+        service.url, {"name": name, "method": "fsds", "n_features": m, "params": {"ell": ell}}
+    )
+    rng = np.random.default_rng(SEED + 6)
+    buffer = io.BytesIO()
+    np.save(buffer, rng.standard_normal((rows, m)))
+    body = buffer.getvalue()
+    headers = {"content-type": "application/x-npy", "idempotency-key": "paused-chunk"}
+    with httpx.Client(base_url=service.url, timeout=120) as http:
+        accepted = http.post(
+            f"/v1/selectors/{name}/chunks?wait=false", content=body, headers=headers
+        )
+        assert accepted.status_code == 202, accepted.text
+        log_id = accepted.json()["log_id"]
+        client = redis_proc.client()
+        attempts_hit = 0
+        seen_holders: set[str] = set()
+        try:
+            for _ in range(REDIS_PAUSES):
+                # An applier takes the entry (its attempt recorded under its lease holder) ...
+                def new_attempt() -> bool:
+                    fields = client.hgetall(selector_keys(name).attempts)
+                    holders = {as_text(f) for f in fields if as_text(f).startswith("by:")}
+                    holders -= seen_holders
+                    seen_holders.update(holders)
+                    return bool(holders)
+
+                if not poll(new_attempt, 30, interval_s=0.01):
+                    break  # applied already: nothing left to attempt
+                attempts_hit += 1
+                # ... and computes; Redis stops for longer than its lease meanwhile.
+                time.sleep(0.2)
+                redis_proc.pause()
+                time.sleep(1.5 * lease_ms / 1000)
+                redis_proc.resume()
+        finally:
+            client.close()
+
+        def settled() -> dict[str, Any] | None:
+            status = http.get(f"/v1/selectors/{name}/chunks/{log_id}").json()
+            return None if status["status"] == "pending" else status
+
+        status = wait_for(settled, 120, f"chunk {log_id} to be applied or rejected")
+        again = http.post(f"/v1/selectors/{name}/chunks", content=body, headers=headers)
+        described = http.get(f"/v1/selectors/{name}").json()
+
+    figures = {
+        "pauses_during_attempts": attempts_hit,
+        "status": status["status"],
+        "rows_seen": described["rows_seen"],
+        "retry_status": again.status_code,
+        "stale_commits": service.metric("sift_stale_commits_total"),
+        "dead_lettered": service.metric("sift_chunks_dead_lettered_total"),
+    }
+    report(record_property, "test_redis_pauses_never_dead_letter_an_acknowledged_chunk", figures)
+    assert attempts_hit > 3, f"the pauses did not hit enough attempts to mean anything: {figures}"
+    assert status["status"] == "applied", f"the chunk ended {status}: {figures}"
+    assert described["rows_seen"] == rows and described["version"] == 1, described
+    assert again.status_code == 200 and again.json()["duplicate"], again.text
+    assert figures["dead_lettered"] == 0, figures
+
+
+#: Pauses of redis-server under load in the chaos test, each 1-2 leases long.
+REDIS_PAUSE_TRIALS = 6
+
+
+@pytest.mark.slow
+def test_redis_pauses_under_load_lose_nothing_and_reject_nothing(
+    redis_proc: RedisProcess, spawn_service: Spawn, record_property: Any
+) -> None:
+    """Two services, three producers, redis-server SIGSTOPped six times for one to two leases:
+    every acknowledged chunk is applied exactly once, and none is rejected."""
+    started = time.monotonic()
+    services = [spawn_service("a"), spawn_service("b")]
+    urls = [service.url for service in services]
+    name = "paused-load"
+    create_selector(urls[0], {"name": name, "method": "ocfs", "n_features": 3})
+
+    def pause_and_resume(rng: random.Random) -> float:
+        pause = rng.uniform(1.0, 2.0) * DEFAULT_LEASE_MS / 1000
+        redis_proc.pause()
+        try:
+            time.sleep(pause)
+        finally:
+            redis_proc.resume()
+        return pause
+
+    ledger, traffic, paused_s = ocfs_chaos(
+        urls, name, REDIS_PAUSE_TRIALS, SEED + 7, pause_and_resume
+    )
+
+    assert all(service.alive and service.starts == 1 for service in services)
+    described = wait_all_applied(urls[0], name, timeout_s=60)
+    tally, problems = exactly_once_problems(redis_proc, urls, name, ledger)
+    dead_lettered = sum(s.metric("sift_chunks_dead_lettered_total") for s in services)
+    figures = {
+        "redis_pauses": len(paused_s),
+        "redis_paused_total_s": round(sum(paused_s), 2),
+        "requests": traffic.requests,
+        "answers_5xx_by_status": traffic.statuses(),
+        "stale_commits": sum(s.metric("sift_stale_commits_total") for s in services),
+        "dead_lettered": dead_lettered,
+        "final_version": described["version"],
+        "seconds": round(time.monotonic() - started, 1),
+        **ledger.figures(),
+        **tally.figures(),
+    }
+    report(record_property, "test_redis_pauses_under_load_lose_nothing_and_reject_nothing", figures)
+    assert tally.acknowledged >= 50, f"too few chunks acknowledged to mean anything: {figures}"
+    assert dead_lettered == 0, f"a Redis pause rejected a chunk: {figures}"
+    assert not problems, "after redis-server pauses:\n" + "\n".join(problems)

@@ -81,6 +81,40 @@ def nested(depth: int) -> bytes:
     return b"[" * depth + b"]" * depth
 
 
+def deep(depth: int) -> bytes:
+    """A JSON value nested ``depth`` lists deep around a number: orjson parses it (up to 1024
+    levels), while its own ``dumps`` and Python's ``repr`` give up at 255 and about 1000."""
+    return b"[" * depth + b"1.0" + b"]" * depth
+
+
+def json_with(template: str, **values: bytes) -> bytes:
+    """``template`` (JSON) with each ``"@name@"`` replaced by the raw JSON ``values[name]``."""
+    body = template.encode()
+    for name, value in values.items():
+        body = body.replace(f'"@{name}@"'.encode(), value)
+    return body
+
+
+def compressed_npz(method: int, size: int = 64) -> bytes:
+    """An ``.npz`` of one ``.npy`` of ``size`` zero bytes in a zip member compressed with
+    ``method`` (bzip2, LZMA: what numpy never writes)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=method) as archive:
+        archive.writestr("rows.npy", npy_header("<f8", (size // 8 // 4, 4), b"\0" * size))
+    return buffer.getvalue()
+
+
+def bzip2_bomb(size: int) -> bytes:
+    """A bzip2 member of ``size`` zero bytes (256 MiB compress to about 200 bytes) whose
+    headers declare 1 KiB: Python's zipfile inflates a read of it whole, beyond any bound."""
+    real = bytearray(compressed_npz(zipfile.ZIP_BZIP2, size))
+    declared = struct.pack("<I", 1024)
+    real[22:26] = declared
+    central = real.rfind(b"PK\x01\x02")
+    real[central + 24 : central + 28] = declared
+    return bytes(real)
+
+
 def header_of(body: bytes) -> dict[str, object]:
     """The header dict of an ``.npy`` body (for the tests' own sanity checks)."""
     length = struct.unpack("<H", body[8:10])[0]

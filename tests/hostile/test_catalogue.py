@@ -11,6 +11,7 @@ elements, nested JSON, huge integers, names with a newline, values near 1e308, .
 from __future__ import annotations
 
 import contextlib
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ TOKEN = "hostile-admin-token"
 ADMIN = {"authorization": f"Bearer {TOKEN}"}
 NPY = {"content-type": "application/x-npy"}
 NPZ = {"content-type": "application/x-npz"}
+JSON = {"content-type": "application/json"}
 TEXT = {"content-type": "text/plain"}
 M = 4
 #: Limits of the service under attack (small, so that over-limit bodies are cheap to send).
@@ -241,6 +243,56 @@ CASES = [
     ),
     chunk("h-fsds", "npz-zip-bomb", 413, "", content=bodies.zip_bomb(40 * 2**20), headers=NPZ),
     chunk("h-fsds", "npz-lying-size", 400, "", content=bodies.lying_zip(), headers=NPZ),
+    chunk(
+        "h-fsds",
+        "npz-bzip2-bomb",
+        422,
+        "stored or deflated",
+        content=bodies.bzip2_bomb(256 * 2**20),
+        headers=NPZ,
+    ),
+    chunk(
+        "h-fsds",
+        "npz-lzma-member",
+        422,
+        "stored or deflated",
+        content=bodies.compressed_npz(zipfile.ZIP_LZMA),
+        headers=NPZ,
+    ),
+    Case(
+        "ocfs-npz-bzip2-member",
+        "POST",
+        "/v1/selectors/h-ocfs/chunks",
+        422,
+        "stored or deflated",
+        content=bodies.compressed_npz(zipfile.ZIP_BZIP2),
+        headers=NPZ,
+    ),
+    Case(
+        "omvfs-npz-bzip2-member",
+        "POST",
+        "/v1/selectors/h-omvfs/chunks",
+        422,
+        "stored or deflated",
+        content=bodies.compressed_npz(zipfile.ZIP_BZIP2),
+        headers=NPZ,
+    ),
+    chunk(
+        "h-fsds",
+        "npy-shape-4300-digits",
+        422,
+        "entries along each axis",
+        content=bodies.npy_header("<f8", (10**4299, 4)),
+        headers=NPY,
+    ),
+    chunk(
+        "h-fsds",
+        "npy-shape-2-63-by-0",
+        422,
+        "entries along each axis",
+        content=bodies.npy_header("<f8", (2**63, 0)),
+        headers=NPY,
+    ),
     chunk("h-fsds", "npz-many-members", 422, "", content=bodies.many_members(500), headers=NPZ),
     chunk("h-fsds", "npz-not-zip", 400, "", content=b"PK\x03\x04 not a zip", headers=NPZ),
     # -- .npy headers and dtypes -------------------------------------------------------------
@@ -315,6 +367,42 @@ CASES = [
     chunk("h-fsds", "npy-garbage", 400, "", content=b"\x93NUMPY garbage", headers=NPY),
     # -- JSON rows ---------------------------------------------------------------------------
     chunk("h-fsds", "json-nested-element", 422, "", json=[[1, 2, 3, [4]]]),
+    *(
+        Case(
+            f"json-{where}-nested-{depth}",
+            "POST",
+            path,
+            422,
+            "",
+            content=bodies.json_with(template, deep=bodies.deep(depth)),
+            headers=JSON,
+        )
+        for depth in (300, 1000)
+        for where, path, template in (
+            ("row", "/v1/selectors/h-fsds/chunks", '[[1, 2, 3, "@deep@"]]'),
+            (
+                "csr-data",
+                "/v1/selectors/h-fsds/chunks",
+                '{"shape": [1, 4], "indptr": [0, 1], "indices": [0], "data": ["@deep@"]}',
+            ),
+            ("ofs-column", "/v1/selectors/h-ofs/features", '{"columns": [[1, 2, "@deep@"]]}'),
+            (
+                "view",
+                "/v1/selectors/h-omvfs/chunks",
+                '{"views": {"a": [[1, "@deep@"]], "b": [[1, 2]]}}',
+            ),
+            (
+                "labelled-row",
+                "/v1/selectors/h-ocfs/chunks",
+                '{"rows": [[1, 2, 3, "@deep@"]], "labels": [1]}',
+            ),
+            (
+                "label",
+                "/v1/selectors/h-ocfs/chunks",
+                '{"rows": [[1, 2, 3, 4]], "labels": ["@deep@"]}',
+            ),
+        )
+    ),
     chunk("h-fsds", "json-rows-nested", 422, "", json={"rows": [[1, 2, {"a": 1}, 4]]}),
     chunk("h-raw", "json-1e308", 422, "", json=[[1e308, 1e308, 1e308, 1e308]]),
     chunk("h-raw", "json-1e51", 422, "1e+50", json=[[1e51, 0, 0, 0]]),
@@ -562,6 +650,14 @@ CASES = [
     Case("cluster-k-string", "POST", "/v1/selectors/h-ofs/cluster", 422, "k", json={"k": "3"}),
     # -- reads -------------------------------------------------------------------------------
     Case("chunk-status-garbage", "GET", "/v1/selectors/h-fsds/chunks/garbage", 422, "log_id"),
+    Case("chunk-status-0-0", "GET", "/v1/selectors/h-fsds/chunks/0-0", 404, "0-0"),
+    Case(
+        "chunk-status-made-up",
+        "GET",
+        "/v1/selectors/h-fsds/chunks/1700000000000-12345",
+        404,
+        "1700000000000-12345",
+    ),
     Case("top-h-zero", "GET", "/v1/selectors/h-fsds/top", 422, "h", params={"h": "0"}),
     Case("top-unknown-view", "GET", "/v1/selectors/h-omvfs/top", 422, "view", params={"view": "c"}),
     Case(

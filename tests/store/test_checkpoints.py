@@ -421,11 +421,11 @@ async def test_log_between_reads_past_one_batch_in_bounded_reads(
     assert [entry.log_id for entry in everything] == ids
     assert len(sent.named("XRANGE")) == 3  # 256 + 256 + 88
     entry = everything[300]
-    assert (entry.payload, entry.items, entry.first, entry.idempotency_key) == (
+    assert (entry.payload, entry.items, entry.first, entry.idem_record) == (
         b"p300",
         2,
         600,
-        "k300",
+        KEYS.idem("k300"),
     )
     assert [e.log_id for e in await store.log_between("s1", ids[9], ids[299])] == ids[10:300]
     assert [e.log_id for e in await store.log_between("s1", ids[0], ids[256])] == ids[1:257]

@@ -22,10 +22,12 @@ import redis.asyncio as aioredis
 from service.errors import SiftError
 from service.store.codec import cut_fields, decode_state, encode_state
 from service.store.embedded import PIDFILE, EmbeddedRedis, RedisSupervisor, find_redis_server
+from service.store.keys import SelectorKeys
 from service.store.records import CommitRecord, SelectorMeta
 from service.store.redis_store import SelectorStore
 
 META = SelectorMeta("s1", "ocfs", {}, 1.0, n_features=2, feature_names=["f0", "f1"])
+META_KEYS = SelectorKeys("sift", "s1")
 
 
 def digest(payload: bytes) -> str:
@@ -54,13 +56,15 @@ async def test_uncommitted_entries_survive_restart_and_crash(
     e3 = await store.append("s1", b"three", 1, digest(b"three"), None)
     lease = await store.acquire_lease("s1", 60_000)
     assert lease is not None
-    await store.commit(lease, 0, encode_state({"count": 1}), e1.log_id, 1, ["k1"], entries=1)
+    await store.commit(
+        lease, 0, encode_state({"count": 1}), e1.log_id, 1, [META_KEYS.idem("k1")], entries=1
+    )
     point = await store.checkpoint(
         lease, 1, e1.log_id, 1, cut_fields(encode_state({"count": 1, "n": 1}))
     )
     assert point is not None
     committed = await store.commit(
-        lease, 1, encode_state({"count": 2}), e2.log_id, 2, ["k2"], entries=1
+        lease, 1, encode_state({"count": 2}), e2.log_id, 2, [META_KEYS.idem("k2")], entries=1
     )
     await client.aclose()
 

@@ -33,7 +33,7 @@ from service.errors import (
 )
 from service.store.codec import cut_fields, decode_state, encode_state
 from service.store.connection import RedisClient, cluster_url
-from service.store.keys import compare_stream_ids, next_stream_id
+from service.store.keys import SelectorKeys, compare_stream_ids, next_stream_id
 from service.store.records import (
     Checkpoint,
     CommitRecord,
@@ -54,7 +54,11 @@ def meta(name: str = "s1", feature_names: list[str] | None = None) -> SelectorMe
         params={"ell": 2, "alpha": 0.5},
         feature_names=feature_names,
         created_at=1700000000.25,
+        incarnation="c0ffee",
     )
+
+
+KEYS = SelectorKeys("sift", "s1")
 
 
 def state_of(version: int) -> dict[str, bytes]:
@@ -187,7 +191,7 @@ async def test_append_is_idempotent(store: SelectorStore, redis_client: aioredis
     assert await store.last_log_id("s1") == plain2.log_id
     assert await redis_client.hmget("sift:{s1}:head", ["entries", "applied"]) == [b"3", b"0"]
 
-    ttl = await redis_client.pttl("sift:{s1}:idem:key-1")
+    ttl = await redis_client.pttl(KEYS.idem("key-1"))
     assert 0 < ttl <= 86_400_000
     assert await store.idempotency_record("s1", "key-1") == again
     assert await store.idempotency_record("s1", "nope") is None
@@ -196,8 +200,8 @@ async def test_append_is_idempotent(store: SelectorStore, redis_client: aioredis
 
     entries = await store.pending("s1", "0-0", 10)
     assert [e.log_id for e in entries] == [first.log_id, plain1.log_id, plain2.log_id]
-    assert entries[0].payload == b"one" and entries[0].idempotency_key == "key-1"
-    assert entries[0].items == 2 and entries[1].idempotency_key is None
+    assert entries[0].payload == b"one" and entries[0].idem_record == KEYS.idem("key-1")
+    assert entries[0].items == 2 and entries[1].idem_record is None
     assert [e.log_id for e in await store.pending("s1", first.log_id, 10)] == [
         plain1.log_id,
         plain2.log_id,
@@ -260,7 +264,7 @@ async def test_idempotency_keys_expire(redis_client: aioredis.Redis) -> None:
     store = SelectorStore(redis_client, idempotency_ttl_s=1)
     await store.create(meta(), {})
     first = await store.append("s1", b"a", 1, digest(b"a"), "k")
-    await redis_client.pexpire("sift:{s1}:idem:k", 1)  # fast-forward
+    await redis_client.pexpire(KEYS.idem("k"), 1)  # fast-forward
     await asyncio.sleep(0.01)
     again = await store.append("s1", b"b", 1, digest(b"b"), "k")
     assert not again.duplicate and again.log_id != first.log_id
@@ -295,7 +299,9 @@ async def test_commit_publishes_records_what_it_applied_and_keeps_the_log(
 
     lease = await store.acquire_lease("s1", 10_000)
     assert lease is not None
-    head1 = await store.commit(lease, 0, published_of(1), e2.log_id, 5, ["k1"], entries=2)
+    head1 = await store.commit(
+        lease, 0, published_of(1), e2.log_id, 5, [KEYS.idem("k1")], entries=2
+    )
     assert head1.version == 1 and head1.cursor == e2.log_id and head1.items_seen == 5
     assert head1.state_key.startswith(f"sift:{{s1}}:state:1:{lease.token}:")
     assert head1.checkpoint == head0.checkpoint  # a commit does not checkpoint
@@ -318,7 +324,7 @@ async def test_commit_publishes_records_what_it_applied_and_keeps_the_log(
 
     record = await store.idempotency_record("s1", "k1")
     assert record is not None and record.applied_version == 1 and record.items_seen == 5
-    assert await redis_client.pttl("sift:{s1}:idem:k1") > 0  # TTL kept
+    assert await redis_client.pttl(KEYS.idem("k1")) > 0  # TTL kept
     dup = await store.append("s1", b"c1", 2, digest(b"c1"), "k1")
     assert dup == record and dup.log_id == e1.log_id
 
@@ -329,14 +335,14 @@ async def test_commit_publishes_records_what_it_applied_and_keeps_the_log(
         published_of(2),
         e3.log_id,
         9,
-        ["k3", "expired-key"],
+        [KEYS.idem("k3"), KEYS.idem("expired-key")],
         entries=1,
         history=ranked,
         history_kept=5,
     )
     assert head2.version == 2 and await store.pending_count("s1") == 0
     assert await store.names_with_pending() == []
-    assert not await redis_client.exists("sift:{s1}:idem:expired-key")  # not resurrected
+    assert not await redis_client.exists(KEYS.idem("expired-key"))  # not resurrected
     assert await published(store, "s1") == (2, published_of(2))
     assert await store.commits_after("s1", 0) == [
         CommitRecord(1, e2.log_id, False),
@@ -377,7 +383,7 @@ async def test_commit_of_a_rejection_records_its_reason_and_keeps_the_history_ca
         published_of(1),
         good.log_id,
         1,
-        ["k-good"],
+        [KEYS.idem("k-good")],
         entries=1,
         history=ranked(1),
         history_kept=2,
@@ -390,7 +396,7 @@ async def test_commit_of_a_rejection_records_its_reason_and_keeps_the_history_ca
         bad.log_id,
         1,
         [],
-        [Rejection(bad.log_id, reason, "k-bad")],
+        [Rejection(bad.log_id, reason, KEYS.idem("k-bad"))],
         entries=1,
         history=ranked(2),
         history_kept=2,
@@ -445,7 +451,7 @@ async def test_a_stale_applier_is_refused_and_writes_nothing(
             published_of(1),
             entry.log_id,
             2,
-            ["k1"],
+            [KEYS.idem("k1")],
             entries=1,
             history=ranked,
             history_kept=5,
@@ -455,7 +461,9 @@ async def test_a_stale_applier_is_refused_and_writes_nothing(
     assert await store.get_head("s1") == head0
     assert (await store.idempotency_record("s1", "k1")).applied_version is None  # type: ignore[union-attr]
 
-    head1 = await store.commit(fast, 0, published_of(1), entry.log_id, 2, ["k1"], entries=1)
+    head1 = await store.commit(
+        fast, 0, published_of(1), entry.log_id, 2, [KEYS.idem("k1")], entries=1
+    )
     with pytest.raises(StaleApplier, match="expected version 0, the head is at version 1"):
         await store.commit(fast, 0, published_of(9), entry.log_id, 2, [], entries=1)
     assert await store.get_head("s1") == head1  # the head's hash survived the failed commit

@@ -8,7 +8,7 @@ from starlette.responses import Response
 from service.api.deps import get_settings, json_response
 from service.api.guard import GuardedRoute
 from service.api.schemas import PROBLEM_RESPONSES
-from service.auth import PUBLIC, bearer_token, requires, same_secret
+from service.auth import PUBLIC, Authenticator, bearer_token, requires, same_secret
 from service.errors import Unauthorized, Unavailable
 from service.metrics import CONTENT_TYPE_LATEST, GAUGED_SELECTORS_MAX, Metrics
 from service.store.embedded import RedisSupervisor
@@ -77,13 +77,20 @@ async def readyz(request: Request) -> Response:
 @router.get("/metrics", include_in_schema=False)
 @requires(PUBLIC)
 async def metrics(request: Request) -> Response:
-    """Prometheus text; with ``SIFT_METRICS_TOKEN`` set, only for a bearer of that token."""
+    """Prometheus text. Open only when no token is configured at all; with ``SIFT_API_TOKEN``
+    or ``SIFT_METRICS_TOKEN`` set, for a bearer of ``SIFT_METRICS_TOKEN``, of the API token, or
+    of a key with scope ``metrics`` or ``admin`` and no name prefix."""
     settings = get_settings(request)
+    auth: Authenticator = request.app.state.auth
+    authorization = request.headers.get("authorization")
     expected = settings.metrics_token
-    if expected:
-        token = bearer_token(request.headers.get("authorization"))
-        if token is None or not same_secret(token, expected):
-            raise Unauthorized("expected header 'Authorization: Bearer <SIFT_METRICS_TOKEN>'")
+    token = bearer_token(authorization)
+    if expected and token is not None and same_secret(token, expected):
+        pass
+    elif auth.enabled:
+        (await auth.authenticate(authorization)).require_metrics()
+    elif expected:
+        raise Unauthorized("expected header 'Authorization: Bearer <SIFT_METRICS_TOKEN>'")
     metrics: Metrics = request.app.state.metrics
     inventory: Inventory = request.app.state.inventory
     # The selector gauges come from Redis: read again at most every few seconds (bounded).

@@ -209,11 +209,17 @@
     return `${Math.floor(seconds / 86400)} d ago`;
   }
 
+  /** Whether a selector's chunks are feature columns (it counts features, and they go to
+   * POST .../features): its chunk kind says so (GET /v1/methods lists every method's). */
+  function takesColumns(entry) {
+    return entry.chunk_kind === "columns";
+  }
+
   /** "1,200 rows" or "35 features": feature streams count features, row streams rows. */
   function seenText(entry) {
-    if (typeof entry.features_seen === "number") return `${NUMBER.format(entry.features_seen)} features`;
-    if (typeof entry.rows_seen === "number") return `${NUMBER.format(entry.rows_seen)} rows`;
-    return "–";
+    const seen = takesColumns(entry) ? entry.features_seen : entry.rows_seen;
+    if (typeof seen !== "number") return "–";
+    return `${NUMBER.format(seen)} ${takesColumns(entry) ? "features" : "rows"}`;
   }
 
   function pendingOf(entry) {
@@ -558,7 +564,7 @@
     renderFacts(entry);
     syncViews(entry);
     if (entry.version === 0) {
-      const route = typeof entry.features_seen === "number" ? "features" : "chunks";
+      const route = takesColumns(entry) ? "features" : "chunks";
       const pending = pendingOf(entry);
       const waiting = pending ? ` ${pending} pending ${pending === 1 ? "entry is" : "entries are"} being applied.` : "";
       showMessage(

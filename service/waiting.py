@@ -1,0 +1,209 @@
+"""What a process knows of commits, for the requests that wait on them and for its applier.
+
+* ``Waiters``: a POST that waits for its chunk gets a future resolved by the commit that covers
+  its entry: this process's own commits (with exactly which entries they applied or rejected),
+  and every other replica's, announced on one pub/sub channel that each process listens to
+  once (``SelectorStore.commit_notices``). Nobody polls the head while commits come; a waiter
+  that hears nothing for ``FALLBACK_SECONDS`` (a notice lost while Redis restarted, say) reads
+  the head once and waits again.
+* ``HandOver``: the chunks this process appended, decoded, for its applier to fold in without
+  reading the payloads back from Redis and decoding them again. The log stays the truth: an
+  applier without the hand-over (another replica, or this one after a restart) reads the
+  payloads; one is dropped once a commit covers its entry, or to stay within its bounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from service.cache import LRU
+from service.errors import NotFound
+from service.store.keys import parse_stream_id
+from service.wire.kinds import Chunk
+
+#: A waiter that heard of no commit covering its entry this long reads the head itself.
+FALLBACK_SECONDS = 0.25
+#: Selectors whose last commit a process remembers (for waiters that come after it).
+REACHED_KEPT = 65_536
+#: Most chunks, and bytes of payload they stand for, one process holds for its applier.
+HELD_CHUNKS = 100_000
+HELD_BYTES = 256 * 2**20
+
+StreamId = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Reached:
+    """How far a selector's commits had got when this process last heard."""
+
+    incarnation: str
+    version: int
+    cursor: StreamId
+    items_seen: int
+
+
+@dataclass(frozen=True)
+class Settled:
+    """Where a waited-for entry got to: the version of the commit that covered it (or a later
+    one) and its items seen, and why the entry was rejected: "" when it was applied, None when
+    this process cannot tell (a commit heard of from another replica with rejections in it, or
+    a head read): Redis's records say."""
+
+    version: int
+    items_seen: int
+    rejected: str | None
+
+
+@dataclass
+class _Waiter:
+    log_id: str
+    after: StreamId
+    incarnation: str | None
+    future: asyncio.Future[Settled]
+
+
+class Waiters:
+    """Futures of the entries that POSTs wait on, resolved by the commits that cover them."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, list[_Waiter]] = {}
+        self._reached: LRU[str, Reached] = LRU(REACHED_KEPT)
+
+    def known(self, name: str, log_id: str, incarnation: str | None) -> Settled | None:
+        """The commit this process knows of that covers ``log_id``, if any (whether the entry
+        was applied is then not known: ``rejected`` is None)."""
+        reached = self._reached.get(name)
+        if reached is None or (incarnation is not None and reached.incarnation != incarnation):
+            return None
+        if reached.cursor < parse_stream_id(log_id):
+            return None
+        return Settled(reached.version, reached.items_seen, None)
+
+    def wait(self, name: str, log_id: str, incarnation: str | None) -> asyncio.Future[Settled]:
+        future: asyncio.Future[Settled] = asyncio.get_running_loop().create_future()
+        waiter = _Waiter(log_id, parse_stream_id(log_id), incarnation, future)
+        self._waiting.setdefault(name, []).append(waiter)
+        return future
+
+    def discard(self, name: str, future: asyncio.Future[Settled]) -> None:
+        waiting = [w for w in self._waiting.get(name, ()) if w.future is not future]
+        if waiting:
+            self._waiting[name] = waiting
+        else:
+            self._waiting.pop(name, None)
+
+    def committed(
+        self,
+        name: str,
+        incarnation: str,
+        version: int,
+        cursor: str,
+        items_seen: int,
+        *,
+        after: str | None = None,
+        rejections: Mapping[str, str] | None = None,
+        rejected_any: bool = True,
+    ) -> None:
+        """A commit of ``name``: version ``version`` moved the cursor to ``cursor``.
+
+        This process's own commits say where the cursor was before (``after``) and which of
+        the entries they moved past were rejected (``rejections``): the waiters of those
+        entries learn exactly. A commit heard of from elsewhere says only whether it rejected
+        any (``rejected_any``): its waiters learn the version, and that their entry was applied
+        when it rejected none and it follows the last commit heard of without a gap.
+        """
+        moved_to = parse_stream_id(cursor)
+        previous = self._reached.get(name)
+        if previous is not None and previous.incarnation == incarnation:
+            if previous.version >= version:
+                return  # heard of already (our own commit, announced back to us)
+            if after is None and previous.version == version - 1:
+                after = _stream_id_text(previous.cursor)
+        self._reached.put(name, Reached(incarnation, version, moved_to, items_seen))
+        waiting = self._waiting.get(name)
+        if not waiting:
+            return
+        from_ = None if after is None else parse_stream_id(after)
+        left = []
+        for waiter in waiting:
+            if waiter.future.done():
+                continue
+            if waiter.incarnation is not None and waiter.incarnation != incarnation:
+                waiter.future.set_exception(
+                    NotFound(
+                        f"selector '{name}' was deleted (and created anew) before the chunk "
+                        f"with log id {waiter.log_id} was applied"
+                    )
+                )
+                continue
+            if waiter.after > moved_to:
+                left.append(waiter)
+                continue
+            rejected: str | None = None
+            if from_ is not None and waiter.after > from_:  # in this very commit
+                if rejections is not None:
+                    rejected = rejections.get(waiter.log_id, "")
+                elif not rejected_any:
+                    rejected = ""
+            waiter.future.set_result(Settled(version, items_seen, rejected))
+        if left:
+            self._waiting[name] = left
+        else:
+            self._waiting.pop(name, None)
+
+    def forget(self, name: str) -> None:
+        self._reached.pop(name)
+
+
+def _stream_id_text(stream_id: StreamId) -> str:
+    return f"{stream_id[0]}-{stream_id[1]}"
+
+
+class HandOver:
+    """Decoded chunks this process appended, for its applier (see the module docstring)."""
+
+    def __init__(self, most_chunks: int = HELD_CHUNKS, most_bytes: int = HELD_BYTES) -> None:
+        self.most_chunks = most_chunks
+        self.most_bytes = most_bytes
+        #: name -> log id -> (chunk, the payload's bytes); in log order per selector.
+        self._held: dict[str, dict[str, tuple[Chunk, int]]] = {}
+        self._chunks = 0
+        self._bytes = 0
+
+    def put(self, name: str, log_id: str, chunk: Chunk, payload_bytes: int) -> None:
+        """Hold ``chunk`` (entry ``log_id`` of ``name``), unless that would pass the bounds: the
+        applier then reads its payload, as any other replica's would."""
+        if self._chunks >= self.most_chunks or self._bytes + payload_bytes > self.most_bytes:
+            return
+        self._held.setdefault(name, {})[log_id] = (chunk, payload_bytes)
+        self._chunks += 1
+        self._bytes += payload_bytes
+
+    def ids(self, name: str, most: int) -> list[str]:
+        """The ids of the first ``most`` chunks held for ``name``."""
+        held = self._held.get(name)
+        return [] if not held else list(held)[:most]
+
+    def get(self, name: str, log_id: str) -> tuple[Chunk, int] | None:
+        held = self._held.get(name)
+        return None if held is None else held.get(log_id)
+
+    def applied(self, name: str, cursor: str) -> None:
+        """Let go of the chunks of ``name`` up to ``cursor`` (committed past)."""
+        held = self._held.get(name)
+        if not held:
+            return
+        through = parse_stream_id(cursor)
+        for log_id in [i for i in held if parse_stream_id(i) <= through]:
+            _chunk, size = held.pop(log_id)
+            self._chunks -= 1
+            self._bytes -= size
+        if not held:
+            del self._held[name]
+
+    def forget(self, name: str) -> None:
+        for _chunk, size in self._held.pop(name, {}).values():
+            self._chunks -= 1
+            self._bytes -= size
