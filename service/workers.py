@@ -9,8 +9,9 @@ the lease of, answers its waiters from every worker's commits (``service.waiting
 With the embedded default the parent starts, supervises (``RedisSupervisor``: restarted when it
 exits) and finally stops the Redis, and the workers use it through its unix socket; with
 ``SIFT_REDIS_URL`` they use that. A worker that dies is started again (after a pause that grows
-while it keeps dying young); when the first workers cannot start at all (Redis refusing the
-credentials, say: each says why on stderr) the service stops with status 1. SIGTERM or SIGINT
+while it keeps dying young); when the first workers cannot start at all (a worker exits with a
+status before any worker lived ``YOUNG_SECONDS``: Redis refusing the credentials, say, and it
+says why on stderr) the service stops with status 1. SIGTERM or SIGINT
 stops the workers gracefully (each finishes what it serves), then the Redis.
 """
 
@@ -180,7 +181,9 @@ class Workers:
         pid = worker.process.pid
         worker.process = None
         young = now - worker.started_at < YOUNG_SECONDS
-        if young and not any(w.proven for w in self.workers):
+        # A worker that exits with a status before any worker got going could not start (it
+        # said why); one killed by a signal (SIGKILL, the OOM killer) is started again.
+        if young and status > 0 and not any(w.proven for w in self.workers):
             log.error("worker %d (pid %d) could not start (status %d)", worker.number, pid, status)
             return True
         worker.young_deaths = worker.young_deaths + 1 if young else 0

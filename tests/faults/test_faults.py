@@ -493,6 +493,40 @@ def test_takeover_after_sigkill_is_fast(
     )
 
 
+def test_a_chunk_whose_appender_died_is_applied_by_another_process(
+    redis_proc: RedisProcess, spawn_service: Spawn, record_property: Any
+) -> None:
+    """The hand-off from the request to the applier lives in the appender's memory: when it
+    dies right after its 202, another process, long past its first (full) sweep, finds the
+    entry through the pending set and applies it, exactly once."""
+    survivor = spawn_service("survivor")
+    appender = spawn_service("appender")
+    name = "handoff"
+    create_selector(
+        survivor.url,
+        {"name": name, "method": "ioc", "n_features": 100, "params": {"n_components": 4}},
+    )
+    time.sleep(1.5)  # the survivor's sweeps read marks now, not every selector
+    rows = 1500
+    body, expected_counts = slow_labelled_chunk(SEED + 3, rows, 100, classes=5)
+    response = post_chunk(appender.url, name, body, "handoff-1", wait=False)
+    assert response.status_code == 202, f"expected 202, got {response.status_code}: {response.text}"
+    appender.kill()
+    killed_at = time.monotonic()
+    described = wait_all_applied(survivor.url, name, timeout_s=60, rows=rows)
+    applied_s = time.monotonic() - killed_at
+    counts = {int(c["label"]): c["count"] for c in described["classes"]}
+    report(
+        record_property,
+        "test_a_chunk_whose_appender_died_is_applied_by_another_process",
+        {"kill_to_applied_s": round(applied_s, 2), "lease_ms": DEFAULT_LEASE_MS},
+    )
+    assert counts == dict(expected_counts), f"class counts {counts} != sent {dict(expected_counts)}"
+    assert described["rows_seen"] == rows and described["version"] == 1, described
+    # At worst the appender had taken the lease: the survivor waits for it to lapse.
+    assert applied_s <= TAKEOVER_BOUND_S + DEFAULT_LEASE_MS / 1000, applied_s
+
+
 # -- 3. a paused applier that lost its lease cannot commit ------------------------------------
 
 
