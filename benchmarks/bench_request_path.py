@@ -18,6 +18,8 @@ requests it answered), each Sift figure next to the floor's of the same round:
     .venv/bin/python benchmarks/bench_request_path.py            # 3 rounds of 10 s each
     .venv/bin/python benchmarks/bench_request_path.py --quick    # 1 round of 5 s
     .venv/bin/python benchmarks/bench_request_path.py --only post-nowait,get-top
+    .venv/bin/python benchmarks/bench_request_path.py --quick --env SIFT_HOT_PATH=false
+    .venv/bin/python benchmarks/bench_request_path.py --quick --service-root ../before
 
 Needs ``wrk`` (Debian: ``apt-get install wrk``).
 """
@@ -235,12 +237,22 @@ def settle_seconds(url: str, names: Sequence[str], timeout_s: float = 120.0) -> 
     return time.monotonic() - started
 
 
+#: The checkout whose service runs (``--service-root``) and the ``SIFT_*`` it gets (``--env``).
+SERVICE_ROOT = ROOT
+SERVICE_ENV: dict[str, str] = {}
+
+
 @contextmanager
 def sift(
     redis_url: str, folder: Path, name: str, args: Sequence[str] = ()
 ) -> Iterator[ServiceProcess]:
     service = ServiceProcess(
-        name, redis_url, folder, {}, args=("--log-level", "warning", *args), root=ROOT
+        name,
+        redis_url,
+        folder,
+        SERVICE_ENV,
+        args=("--log-level", "warning", *args),
+        root=SERVICE_ROOT,
     )
     service.start()
     try:
@@ -299,7 +311,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated scenarios")
     parser.add_argument("--http", default="auto", help="the floor's uvicorn HTTP parser")
     parser.add_argument("--loop", default="auto", help="the floor's uvicorn event loop")
+    parser.add_argument(
+        "--service-root", type=Path, default=ROOT, help="the checkout whose service runs"
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="SIFT_NAME=VALUE",
+        help="a setting of the Sift processes (repeatable), e.g. SIFT_HOT_PATH=false",
+    )
     args = parser.parse_args(argv)
+    global SERVICE_ROOT
+    SERVICE_ROOT = args.service_root.resolve()
+    SERVICE_ENV.update(item.split("=", 1) for item in args.env)
     if shutil.which("wrk") is None:
         print("bench_request_path.py needs wrk (apt-get install wrk)", file=sys.stderr)
         return 2

@@ -235,13 +235,17 @@ class ServiceProcess:
                 time.sleep(0.05)
 
     def kill(self) -> None:
-        """SIGKILL and reap (a paused process is resumed first); a no-op when not running."""
+        """SIGKILL and reap (a paused process is resumed first); a no-op when not running.
+
+        The whole process group goes: the process and, with ``--workers``, its workers (an
+        embedded Redis runs in a session of its own and outlives it, as after a real crash)."""
         if self.process is None:
             return
         if self.process.poll() is None:
             if self.paused:
                 self.resume()
-            self.process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)  # its own session: group = pid
         self.process.wait(timeout=10)
         self.process = None
         self.paused = False

@@ -111,7 +111,7 @@ def test_two_workers_serve_one_port_survive_a_kill_and_stop_with_their_redis(
         assert service.stop(timeout_s=30) == 0
         assert all(gone(pid) for pid in everyone), [command_line(p) for p in everyone]
     finally:
-        for pid in [*workers_of(parent), *redis_pids]:
+        for pid in {*workers_of(parent), *redis_of(parent), *redis_pids}:
             if not gone(pid):
                 os.kill(pid, signal.SIGKILL)
         service.kill()
