@@ -20,6 +20,7 @@ import asyncio
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -96,35 +97,56 @@ async def seconds_until_applied(url: str, name: str, timeout_s: float = 60.0) ->
     return time.monotonic() - started
 
 
+@dataclass(frozen=True)
+class Idle:
+    """What one run measured."""
+
+    selectors: int
+    create_s: float
+    #: The service's CPU over the idle window, as a fraction of one core.
+    cpu_fraction: float
+    seconds: float
+    #: From the append behind its back to the chunk applied.
+    pickup_s: float
+
+
+def measure_idle(selectors: int, seconds: float, root: Path = ROOT) -> Idle:
+    """``selectors`` idle selectors, one service of ``root``'s checkout: its idle CPU and how
+    soon it applies a chunk it was not told about (module docstring)."""
+    with tempfile.TemporaryDirectory(prefix="sift-idle-") as tmp:
+        folder = Path(tmp)
+        redis_server = RedisProcess(folder / "redis")
+        try:
+            started = time.monotonic()
+            asyncio.run(create_many(redis_server.url, selectors))
+            create_s = time.monotonic() - started
+            service = ServiceProcess("idle", redis_server.url, folder, root=root.resolve())
+            service.start()
+            try:
+                time.sleep(5.0)  # the start-up sweep reads every selector once
+                before = cpu_seconds(service.pid)
+                time.sleep(seconds)
+                busy = (cpu_seconds(service.pid) - before) / seconds
+                name = f"idle-{selectors // 2}"
+                asyncio.run(append_behind_its_back(redis_server.url, name))
+                waited = asyncio.run(seconds_until_applied(redis_server.url, name))
+            finally:
+                service.kill()
+        finally:
+            redis_server.close()
+    return Idle(selectors, create_s, busy, seconds, waited)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--selectors", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose service runs")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="sift-idle-") as tmp:
-        folder = Path(tmp)
-        redis_server = RedisProcess(folder / "redis")
-        try:
-            started = time.monotonic()
-            asyncio.run(create_many(redis_server.url, args.selectors))
-            print(f"created {args.selectors:,} selectors in {time.monotonic() - started:.1f} s")
-            service = ServiceProcess("idle", redis_server.url, folder, root=args.root.resolve())
-            service.start()
-            try:
-                time.sleep(5.0)  # the start-up sweep reads every selector once
-                before = cpu_seconds(service.pid)
-                time.sleep(args.seconds)
-                busy = (cpu_seconds(service.pid) - before) / args.seconds
-                print(f"idle CPU: {100 * busy:.2f}% of a core ({args.seconds:.0f} s measured)")
-                name = f"idle-{args.selectors // 2}"
-                asyncio.run(append_behind_its_back(redis_server.url, name))
-                waited = asyncio.run(seconds_until_applied(redis_server.url, name))
-                print(f"a chunk appended behind its back was applied after {waited:.2f} s")
-            finally:
-                service.kill()
-        finally:
-            redis_server.close()
+    idle = measure_idle(args.selectors, args.seconds, args.root)
+    print(f"created {idle.selectors:,} selectors in {idle.create_s:.1f} s")
+    print(f"idle CPU: {100 * idle.cpu_fraction:.2f}% of a core ({idle.seconds:.0f} s measured)")
+    print(f"a chunk appended behind its back was applied after {idle.pickup_s:.2f} s")
     return 0
 
 

@@ -237,22 +237,25 @@ def settle_seconds(url: str, names: Sequence[str], timeout_s: float = 120.0) -> 
     return time.monotonic() - started
 
 
-#: The checkout whose service runs (``--service-root``) and the ``SIFT_*`` it gets (``--env``).
-SERVICE_ROOT = ROOT
-SERVICE_ENV: dict[str, str] = {}
+@dataclass(frozen=True)
+class Checkout:
+    """The checkout whose service runs (``--service-root``) and the ``SIFT_*`` it gets."""
+
+    root: Path = ROOT
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @contextmanager
 def sift(
-    redis_url: str, folder: Path, name: str, args: Sequence[str] = ()
+    checkout: Checkout, redis_url: str, folder: Path, name: str, args: Sequence[str] = ()
 ) -> Iterator[ServiceProcess]:
     service = ServiceProcess(
         name,
         redis_url,
         folder,
-        SERVICE_ENV,
+        dict(checkout.env),
         args=("--log-level", "warning", *args),
-        root=SERVICE_ROOT,
+        root=checkout.root,
     )
     service.start()
     try:
@@ -322,31 +325,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a setting of the Sift processes (repeatable), e.g. SIFT_HOT_PATH=false",
     )
     args = parser.parse_args(argv)
-    global SERVICE_ROOT
-    SERVICE_ROOT = args.service_root.resolve()
-    SERVICE_ENV.update(item.split("=", 1) for item in args.env)
     if shutil.which("wrk") is None:
         print("bench_request_path.py needs wrk (apt-get install wrk)", file=sys.stderr)
         return 2
-    rounds = args.rounds or (1 if args.quick else 3)
-    seconds = args.seconds or (5.0 if args.quick else 10.0)
-    chosen = set(args.only.split(",")) if args.only else None
-    body = one_row()
-
-    with tempfile.TemporaryDirectory(prefix="sift-path-") as tmp:
-        folder = Path(tmp)
-        redis_server = RedisProcess(folder / "redis")
-        floor = Floor(redis_server.url, args.http, args.loop)
-        try:
-            rows = run(redis_server, floor, folder, body, rounds, seconds, chosen)
-        finally:
-            floor.close()
-            redis_server.close()
+    checkout = Checkout(
+        args.service_root.resolve(), tuple(tuple(item.split("=", 1)) for item in args.env)
+    )
+    rows = measure(
+        checkout,
+        rounds=args.rounds or (1 if args.quick else 3),
+        seconds=args.seconds or (5.0 if args.quick else 10.0),
+        chosen=set(args.only.split(",")) if args.only else None,
+        http=args.http,
+        loop=args.loop,
+    )
     print(report(rows))
     return 0
 
 
+def measure(
+    checkout: Checkout,
+    rounds: int,
+    seconds: float,
+    chosen: set[str] | None = None,
+    http: str = "auto",
+    loop: str = "auto",
+) -> list[Row]:
+    """Every chosen scenario (all: None), ``rounds`` times, on a fresh Redis and floor app."""
+    if shutil.which("wrk") is None:
+        raise RuntimeError("wrk is not installed (Debian: apt-get install wrk)")
+    with tempfile.TemporaryDirectory(prefix="sift-path-") as tmp:
+        folder = Path(tmp)
+        redis_server = RedisProcess(folder / "redis")
+        floor = Floor(redis_server.url, http, loop)
+        try:
+            return run(checkout, redis_server, floor, folder, one_row(), rounds, seconds, chosen)
+        finally:
+            floor.close()
+            redis_server.close()
+
+
 def run(
+    checkout: Checkout,
     redis_server: RedisProcess,
     floor: Floor,
     folder: Path,
@@ -398,7 +418,7 @@ def run(
     ]
     rows = {name: Row(name, [], [], []) for name in [*wanted, *multi]}
     for round_ in range(rounds):
-        with sift(redis_server.url, folder, f"solo{round_}") as service:
+        with sift(checkout, redis_server.url, folder, f"solo{round_}") as service:
             for name in ["one", *own]:
                 create(service.url, name)
             httpx.post(f"{service.url}/v1/selectors/one/chunks", content=body, timeout=30)
@@ -412,8 +432,8 @@ def run(
                 )
         if "replicas-wait" in multi:
             with (
-                sift(redis_server.url, folder, f"a{round_}") as a,
-                sift(redis_server.url, folder, f"b{round_}") as b,
+                sift(checkout, redis_server.url, folder, f"a{round_}") as a,
+                sift(checkout, redis_server.url, folder, f"b{round_}") as b,
             ):
                 create(a.url, "pair")
                 base = floor_load(floor_post)
@@ -434,7 +454,9 @@ def run(
         for name, query in (("workers-nowait", "?wait=false"), ("workers-wait", "")):
             if name not in multi:
                 continue
-            with sift(redis_server.url, folder, f"w{round_}", ("--workers", "2")) as service:
+            with sift(
+                checkout, redis_server.url, folder, f"w{round_}", ("--workers", "2")
+            ) as service:
                 create(service.url, "workers")
                 base = floor_load(floor_post)
                 load = wrk(

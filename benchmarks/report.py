@@ -1,7 +1,7 @@
 """What ``benchmarks/run.py`` measured, printed as it comes and written as ``BENCHMARKS.md``.
 
-* ``ROWS``: the target table of issue 14 (the write path), one ``Row`` per line with the issue's
-  figure ("now") and its target; ``--only`` takes these keys;
+* ``ROWS``: the target tables of issue 14 (the write path) and issue 21 (the request path), one
+  ``Row`` per line with the issue's figure ("now") and its target; ``--only`` takes these keys;
 * ``Report``: each row's measured figure with OK/MISSED, the peers measured in the same run, and
   one section of detail per benchmark;
 * ``machine``: what the numbers depend on (CPU, cores, memory, load, versions, BLAS threads).
@@ -94,6 +94,46 @@ ROWS = (
         "service RSS and Redis memory over 1,000,000 rows (fsds m = 2,000)",
         "not measured",
         "flat within 10%",
+    ),
+)
+#: Issue 21's table (the request path): one-row chunks and rankings against the floor app of the
+#: same stack (``bench_request_path.py``), measured with wrk; the idle cost (``bench_idle.py``).
+ROWS += (
+    Row(
+        "path-nowait",
+        "one-row POST `wait=false` (fsds m = 1000, 8 connections) / floor app",
+        "685-830 of 2,700 req/s (0.25-0.31), p99 22-33 ms",
+        ">= 0.8 of the floor (>= 0.6 at the least), p99 <= 20 ms, applied within 1 s",
+    ),
+    Row(
+        "path-wait",
+        "one-row POST `wait=true` / floor app",
+        "408-473 of 2,700 req/s (0.15-0.18)",
+        ">= 0.5 of the floor",
+    ),
+    Row(
+        "path-top",
+        "`GET top?h=10` / the floor's constant GET",
+        "1,225 of 6,300 req/s (0.19)",
+        ">= 0.6 of the floor",
+    ),
+    Row(
+        "path-workers",
+        "`sift serve --workers 2`, one-row POST `wait=false`, applied",
+        "-",
+        ">= 2,000 req/s applied",
+    ),
+    Row(
+        "path-replicas",
+        "two replicas on one Redis, `wait=true`, POST p99",
+        "820-990 ms",
+        "<= 50 ms",
+    ),
+    Row(
+        "idle",
+        "one process's idle CPU with many idle selectors; a forgotten chunk picked up",
+        "~17% of a core at 10,000 selectors",
+        "< 2% of a core at 100,000; picked up within 1 s",
     ),
 )
 ROW_KEYS = tuple(row.key for row in ROWS)

@@ -67,10 +67,14 @@ from bench_fsds_update import FsdsUpdate, IpcaUpdate, PaperUpdate
 from bench_fsds_update import Result as UpdateTimes
 from bench_fsds_update import timed as timed_update
 from bench_http import basehock_chunks, http_run, in_process_rows_per_s
+from bench_idle import measure_idle
 from bench_labelled import chunks as labelled_chunks
 from bench_labelled import ocfs_in_process, stream
 from bench_labelled import over_http as labelled_over_http
 from bench_ofs import run_naive, run_ofs
+from bench_request_path import Checkout, median
+from bench_request_path import measure as measure_request_path
+from bench_request_path import report as request_path_table
 from live import Latencies, Poller, Stack, Stalled, rss_bytes, stack
 from report import (
     ROW_KEYS,
@@ -131,6 +135,11 @@ class Sizes:
     memory_chunk_rows: int
     variance_rows: int
     variance_features: int
+    #: bench_request_path: rounds and seconds of each wrk run; bench_idle: selectors, seconds.
+    path_rounds: int
+    path_seconds: float
+    idle_selectors: int
+    idle_seconds: float
 
 
 FULL = Sizes(
@@ -162,6 +171,10 @@ FULL = Sizes(
     memory_chunk_rows=1000,
     variance_rows=20_000,
     variance_features=100,
+    path_rounds=3,
+    path_seconds=10.0,
+    idle_selectors=100_000,
+    idle_seconds=20.0,
 )
 QUICK = replace(
     FULL,
@@ -176,6 +189,10 @@ QUICK = replace(
     ocfs_sets=("PCMAC",),
     takeover_prior_chunks=10,
     variance_rows=10_000,
+    path_rounds=1,
+    path_seconds=5.0,
+    idle_selectors=10_000,
+    idle_seconds=10.0,
 )
 SMOKE = replace(
     QUICK,
@@ -203,6 +220,9 @@ SMOKE = replace(
     memory_chunk_rows=500,
     variance_rows=1000,
     variance_features=20,
+    path_seconds=1.0,
+    idle_selectors=200,
+    idle_seconds=1.0,
 )
 
 
@@ -1104,6 +1124,103 @@ def bench_variance(ctx: Context) -> None:
         )
 
 
+# -- the request path against the floor of the same stack; the idle cost --------------------
+
+
+def bench_request_path(ctx: Context) -> None:
+    sizes = ctx.sizes
+    rows = {
+        row.scenario: row
+        for row in measure_request_path(
+            Checkout(ctx.service_root, tuple(ctx.service_env.items())),
+            rounds=sizes.path_rounds,
+            seconds=sizes.path_seconds,
+        )
+    }
+    ctx.report.section(
+        f"request-path: wrk, {sizes.path_rounds} round(s) of {sizes.path_seconds:.0f} s per "
+        "scenario, Sift and the floor app (`benchmarks/floor_app.py`) in turns on one Redis "
+        "(medians)",
+        request_path_table(list(rows.values())).splitlines(),
+    )
+
+    def ratio(name: str) -> tuple[float, float, float]:
+        row = rows[name]
+        rate = median([x.rate for x in row.sift])
+        return (
+            rate,
+            rate / median([x.rate for x in row.floor]),
+            median([x.p99_ms for x in row.sift]),
+        )
+
+    rate, share, p99 = ratio("post-nowait")
+    settled = max(rows["post-nowait"].settle_s)
+    ctx.report.figure(
+        "path-nowait",
+        f"{rate:,.0f} req/s, {share:.2f} of the floor, p99 {p99:.1f} ms, all applied "
+        f"{settled:.2f} s after the load",
+        share >= 0.6 and p99 <= 20.0 and settled <= 1.0,
+    )
+    rate, share, p99 = ratio("post-wait")
+    ctx.report.figure(
+        "path-wait", f"{rate:,.0f} req/s, {share:.2f} of the floor, p99 {p99:.1f} ms", share >= 0.5
+    )
+    rate, share, p99 = ratio("get-top")
+    ctx.report.figure(
+        "path-top", f"{rate:,.0f} req/s, {share:.2f} of the floor, p99 {p99:.1f} ms", share >= 0.6
+    )
+    nowait, wait = rows["workers-nowait"], rows["workers-wait"]
+    rate = median([x.rate for x in nowait.sift])
+    settled = max(nowait.settle_s)
+    ctx.report.figure(
+        "path-workers",
+        f"{rate:,.0f} req/s acknowledged, all applied {settled:.2f} s after the load "
+        f"(`wait=true`: {median([x.rate for x in wait.sift]):,.0f} req/s, p99 "
+        f"{median([x.p99_ms for x in wait.sift]):.1f} ms)",
+        rate >= 2000 and settled <= 1.0,
+    )
+    pair = rows["replicas-wait"]
+    p99 = median([x.p99_ms for x in pair.sift])
+    worst = max(x.max_ms for x in pair.sift)
+    ctx.report.figure(
+        "path-replicas",
+        f"p99 {p99:.1f} ms, max {worst:.0f} ms, {median([x.rate for x in pair.sift]):,.0f} req/s",
+        p99 <= 50.0 and worst < 1000.0,
+    )
+
+
+def bench_idle(ctx: Context) -> None:
+    sizes = ctx.sizes
+    idle = measure_idle(sizes.idle_selectors, sizes.idle_seconds, ctx.service_root)
+    ctx.report.section(
+        f"idle: {idle.selectors:,} idle fsds selectors (4 features), one service process",
+        table(
+            [
+                "selectors",
+                "created in s",
+                "idle CPU (% of a core)",
+                "seconds measured",
+                "forgotten chunk applied after s",
+            ],
+            [
+                [
+                    f"{idle.selectors:,}",
+                    f"{idle.create_s:.1f}",
+                    f"{100 * idle.cpu_fraction:.2f}",
+                    f"{idle.seconds:.0f}",
+                    f"{idle.pickup_s:.2f}",
+                ]
+            ],
+        ),
+    )
+    ctx.report.figure(
+        "idle",
+        f"{100 * idle.cpu_fraction:.2f}% of a core at {idle.selectors:,} selectors; picked up "
+        f"after {idle.pickup_s:.2f} s",
+        idle.cpu_fraction < 0.02 and idle.pickup_s <= 1.0,
+    )
+
+
 # -- the command ---------------------------------------------------------------------------
 
 
@@ -1123,6 +1240,11 @@ BENCHMARKS: dict[str, Benchmark] = {
     "takeover": Benchmark(bench_takeover, ("takeover",)),
     "memory": Benchmark(bench_memory, ("memory",)),
     "variance": Benchmark(bench_variance, ()),
+    "request-path": Benchmark(
+        bench_request_path,
+        ("path-nowait", "path-wait", "path-top", "path-workers", "path-replicas"),
+    ),
+    "idle": Benchmark(bench_idle, ("idle",)),
 }
 
 
@@ -1177,10 +1299,10 @@ def markdown(ctx: Context, machine: Machine, names: list[str], started: float) -
     sizes = ctx.sizes
     minutes, seconds = divmod(int(time.monotonic() - started), 60)
     lines = [
-        "# Benchmarks of the write path",
+        "# Benchmarks of the write path and the request path",
         "",
-        "Written by `benchmarks/run.py` (issue 14); rerun it rather than editing this file. "
-        "How to read it and how long it takes: `benchmarks/README.md`, section "
+        "Written by `benchmarks/run.py` (issues 14 and 21); rerun it rather than editing this "
+        "file. How to read it and how long it takes: `benchmarks/README.md`, section "
         '"One command: run.py".',
         "",
         f"- date: {now_utc()}; mode: **{sizes.mode}**; benchmarks: {', '.join(names)}; "

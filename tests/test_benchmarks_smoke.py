@@ -1,6 +1,7 @@
 """The benchmark command runs end to end: ``benchmarks/run.py --smoke`` starts its own
-redis-server and service processes, measures every row of issue 14's target table at tiny sizes
-and writes a report with a number in each row. Numbers, not targets: nothing here is timed.
+redis-server and service processes, measures every row of the target tables of issues 14 and
+21 at tiny sizes and writes a report with a number in each row. Numbers, not targets: nothing
+here is timed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ TARGET_ROWS = (
     "omvfs",
     "takeover",
     "memory",
+    "path-nowait",
+    "path-wait",
+    "path-top",
+    "path-workers",
+    "path-replicas",
+    "idle",
 )
 #: Peers measured in the same run whatever is installed (River's needs the ``bench`` extra).
 PEERS = ("paper's SVD update", "IncrementalPCA", "naive pinv", "batch OCFS")

@@ -217,7 +217,7 @@ class SelectorKeys:
 
 
 def commits_channel(prefix: str) -> str:
-    """The pub/sub channel every commit is announced on (``redis_store.CommitNotice``)."""
+    """The pub/sub channel every commit is announced on (``records.CommitNotice``)."""
     return f"{prefix}:committed"
 
 
