@@ -46,7 +46,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.faults.harness import RedisProcess, ServiceProcess, cpu_seconds, free_port  # noqa: E402
+from tests.support.harness import RedisProcess, ServiceProcess, cpu_seconds, free_port  # noqa: E402
 
 #: Features of the fsds selector the chunks go to (the issue's setting).
 FEATURES = 1000
@@ -286,8 +286,8 @@ def median(values: Sequence[float]) -> float:
 def report(rows: Sequence[Row]) -> str:
     lines = [
         "| scenario | Sift req/s | floor req/s | ratio | Sift p50 / p99 ms | floor p99 ms "
-        "| CPU ms/request Sift / floor | applied after the load (s) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| CPU ms/request Sift / floor | applied after the load (s) | Sift errors / non-2xx |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         rate = median([x.rate for x in row.sift])
@@ -299,7 +299,8 @@ def report(rows: Sequence[Row]) -> str:
             f"| {median([x.p99_ms for x in row.floor]):.1f} "
             f"| {median([x.cpu_ms_per_request for x in row.sift]):.2f} / "
             f"{median([x.cpu_ms_per_request for x in row.floor]):.2f} "
-            f"| {max(row.settle_s, default=0.0):.2f} |"
+            f"| {max(row.settle_s, default=0.0):.2f} "
+            f"| {sum(x.errors for x in row.sift)} / {sum(x.non2xx for x in row.sift)} |"
         )
     errors = sum(x.errors + x.non2xx for row in rows for x in row.sift)
     lines.append(f"\nerrors and non-2xx answers in every Sift run: {errors}")
