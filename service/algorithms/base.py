@@ -153,6 +153,23 @@ class Method(Protocol[C]):
         ...
 
 
+class MethodBase:
+    """The defaults of the method protocol (and of ``ChecksState``'s ``growing_axes``), declared
+    once: a method inherits this and declares only what differs."""
+
+    coalesces = True
+    chunking_invariant = True
+    describe_fields: tuple[str, ...] = ()
+    served_from_checkpoints: tuple[str, ...] = ()
+
+    def describe(self, state: State) -> dict[str, Any]:
+        return {}
+
+    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
+        """No axis beyond those of length 0 in the initial state grows."""
+        return {}
+
+
 @dataclass(frozen=True)
 class Decision:
     """What a method decided for one arriving item (OFS: Algorithm 1, steps 3-5)."""

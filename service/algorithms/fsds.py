@@ -43,7 +43,7 @@ from typing import Any, cast
 import numpy as np
 import scipy.sparse as sp
 
-from service.algorithms.base import ChunkKind, Matrix, State
+from service.algorithms.base import ChunkKind, Matrix, MethodBase, State
 from service.algorithms.kernels import RandomFourierFeatures, median_pairwise_distance
 from service.algorithms.params import (
     boolean,
@@ -387,7 +387,7 @@ def _state_float(state: State, key: str) -> float:
     return 0.0 if value is None else float(np.asarray(value))
 
 
-class FSDS:
+class FSDS(MethodBase):
     """Feature Selection on Data Streams (Algorithm 2 STREAMFEATWEIGHT) over row chunks.
 
     Capability: ``SelectsColumns`` on request (``strategy=diverse``): pivoted QR on the feature
@@ -441,9 +441,7 @@ class FSDS:
         seed=integer(0, below=2**63, doc="gaussian: seed of the random features."),
     )
     score_field = "weights"
-    coalesces = True
     chunking_invariant = False
-    describe_fields: tuple[str, ...] = ()
     #: The sketch (2 ell x m) is read only by ``strategy=diverse``: from a checkpoint.
     served_from_checkpoints: tuple[str, ...] = ("sketch_rows",)
     pivoted_by_default = False
@@ -594,9 +592,6 @@ class FSDS:
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.asarray(state["weights"], dtype=np.float64)
 
-    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
-        return {}
-
     def check_consistency(
         self,
         state: State,
@@ -643,9 +638,6 @@ class FSDS:
             raise Inconsistent(
                 "an fsds state's alpha and weights are steps 5-7 of its sketch; this one's disagree"
             )
-
-    def describe(self, state: State) -> dict[str, Any]:
-        return {}
 
     def pivot_source(
         self,

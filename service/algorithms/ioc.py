@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from service.algorithms.base import ChunkKind, Projection, State
+from service.algorithms.base import ChunkKind, MethodBase, Projection, State
 from service.algorithms.labels import (
     CLASSES_FIELD,
     COUNTS_FIELD,
@@ -79,7 +79,7 @@ def _resolve(params: Mapping[str, Any], n_features: int) -> _Config:
     return _Config(p, float(amnesia))
 
 
-class IOC:
+class IOC(MethodBase):
     """Incremental Orthogonal Centroid over labelled row chunks, one sample at a time.
 
     The result does not depend on the chunking (the samples are processed in log order either
@@ -98,10 +98,7 @@ class IOC:
         amnesia=number(0, maximum=100, doc="CCIPCA's amnesic average l (default 0: 1/n)."),
     )
     score_field = "weights"
-    coalesces = True
-    chunking_invariant = True
     describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
-    served_from_checkpoints: tuple[str, ...] = ()
     #: ``Projects``: IOC's learned W, or the exact batch OC solution the state determines.
     projection_fields: tuple[str, ...] = ("vectors", "eigenvalues", COUNTS_FIELD, SUMS_FIELD)
     solutions: tuple[str, ...] = ("ioc", "exact")
@@ -178,9 +175,6 @@ class IOC:
 
     def describe(self, state: State) -> dict[str, Any]:
         return describe_classes(state)
-
-    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
-        return {}
 
     def check_consistency(
         self,

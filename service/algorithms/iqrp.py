@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from service.algorithms.base import SEGMENT_PREFIX, ChunkKind, State
+from service.algorithms.base import SEGMENT_PREFIX, ChunkKind, MethodBase, State
 from service.algorithms.params import integer, params_object
 from service.errors import Conflict, Inconsistent, InvalidInput, InvalidParams
 
@@ -50,7 +50,7 @@ def block_bounds(state: State, params: Mapping[str, Any]) -> list[tuple[int, int
     return bounds
 
 
-class IQRP:
+class IQRP(MethodBase):
     """Feature columns over ``n_samples`` fixed objects, stored in blocks (see module docstring).
 
     State: ``n_samples``, ``features_seen``, ``full_blocks`` (blocks written as segments),
@@ -69,10 +69,6 @@ class IQRP:
         block_columns=integer(1, maximum=MAX_BLOCK_COLUMNS, doc="Columns per stored block."),
     )
     score_field = "column_norms"
-    coalesces = True
-    chunking_invariant = True
-    describe_fields: tuple[str, ...] = ()
-    served_from_checkpoints: tuple[str, ...] = ()
     pivoted_by_default = True
     pivot_fields: tuple[str, ...] = ("tail",)
 
@@ -141,15 +137,9 @@ class IQRP:
         """``|x_i|^2`` of every column (IQRP's ``v_i(0)``)."""
         return np.array(state["column_norms"], dtype=np.float64)
 
-    def describe(self, state: State) -> dict[str, Any]:
-        return {}
-
     def segment_ids(self, state: State, params: Mapping[str, Any]) -> list[str]:
         """``StoresSegments``: every full block is a segment."""
         return [block_id(b) for b in range(int(np.asarray(state["full_blocks"])))]
-
-    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
-        return {}
 
     def check_consistency(
         self,

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from service.algorithms.base import ChunkKind, Matrix, State
+from service.algorithms.base import ChunkKind, Matrix, MethodBase, State
 from service.algorithms.labels import (
     CLASSES_FIELD,
     COUNTS_FIELD,
@@ -56,7 +56,7 @@ def ocfs_scores(counts: np.ndarray, sums: np.ndarray) -> np.ndarray:
     return np.asarray(((counts[present] / n)[:, None] * (means - overall) ** 2).sum(axis=0))
 
 
-class OCFS:
+class OCFS(MethodBase):
     """OCFS over labelled row chunks; the state is class counts and class sums."""
 
     name = "ocfs"
@@ -67,10 +67,7 @@ class OCFS:
     chunk_kind: ChunkKind = "labelled rows"
     params_schema = params_object("OCFS has no parameters: its scores are exact.")
     score_field = "scores"
-    coalesces = True
-    chunking_invariant = True
     describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
-    served_from_checkpoints: tuple[str, ...] = ()
     #: ``Mergeable``: another OCFS selector's class counts and sums add exactly.
     summary_fields: tuple[str, ...] = (COUNTS_FIELD, SUMS_FIELD)
 
@@ -112,9 +109,6 @@ class OCFS:
 
     def describe(self, state: State) -> dict[str, Any]:
         return describe_classes(state)
-
-    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
-        return {}
 
     def check_consistency(
         self,

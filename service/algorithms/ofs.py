@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from service.algorithms.base import ChunkKind, Decision, State
+from service.algorithms.base import ChunkKind, Decision, MethodBase, State
 from service.algorithms.leverage import (
     batch_leverage_scores,
     cholesky_add_columns,
@@ -259,7 +259,7 @@ def _check_columns(columns: np.ndarray, n: int) -> np.ndarray:
 # -- the method -----------------------------------------------------------------------------
 
 
-class OFS:
+class OFS(MethodBase):
     """Online leverage-score feature selection (Algorithm 1) over a stream of feature columns.
 
     State (flat; arrays float64 unless said): ``n_samples``, ``features_seen``, ``ridge`` (the
@@ -286,9 +286,6 @@ class OFS:
         seed=integer(0, below=2**63, doc="Seed of the keep/discard draws."),
     )
     score_field = "leverage"
-    coalesces = True
-    chunking_invariant = True
-    describe_fields: tuple[str, ...] = ()
     #: The kept columns (n x kept) are read only by ``cluster``: from a checkpoint.
     served_from_checkpoints: tuple[str, ...] = ("kept_columns",)
     #: ``DecidesOnArrival``: the decisions are read back from these.
@@ -477,9 +474,6 @@ class OFS:
 
     def describe(self, state: State) -> dict[str, Any]:
         return {"features_kept": int(np.asarray(state.get("features_kept") or 0))}
-
-    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
-        return {}
 
     def check_consistency(
         self,

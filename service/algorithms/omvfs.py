@@ -100,7 +100,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from service.algorithms.base import ChunkKind, Matrix, State
+from service.algorithms.base import ChunkKind, Matrix, MethodBase, State
 from service.algorithms.params import (
     boolean,
     integer,
@@ -595,7 +595,7 @@ def _solve(
     )
 
 
-class OMVFS:
+class OMVFS(MethodBase):
     """Online multi-view feature selection (Algorithm 1) over chunks of rows of every view.
 
     A chunk is the views side by side (``m x sum_v D_v``, in the order of ``params["views"]``);
@@ -637,8 +637,6 @@ class OMVFS:
     score_field = "weights"
     coalesces = False
     chunking_invariant = False
-    describe_fields: tuple[str, ...] = ()
-    served_from_checkpoints: tuple[str, ...] = ()
 
     def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
         return _resolve(params, n_features, score_if_absent=SCORES[0]).as_params()
@@ -765,9 +763,6 @@ class OMVFS:
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         """Every feature's score (``feature_scores``), the views side by side."""
         return np.array(state["weights"], dtype=np.float64)
-
-    def describe(self, state: State) -> dict[str, Any]:
-        return {}
 
     def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
         """``ChecksState``: the buffer's CSR row pointers grow from their one initial entry."""

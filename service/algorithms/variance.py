@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from service.algorithms.base import MAX_ABS_VALUE, ChunkKind, Matrix, State
+from service.algorithms.base import MAX_ABS_VALUE, ChunkKind, Matrix, MethodBase, State
 from service.algorithms.params import integer, params_object, require_known
 from service.errors import Inconsistent, InvalidParams
 
@@ -84,7 +84,7 @@ def _moments(state: State) -> tuple[int, np.ndarray, np.ndarray]:
     )
 
 
-class Variance:
+class Variance(MethodBase):
     """Per-feature variance over row chunks; exact for any chunking, mergeable."""
 
     name = "variance"
@@ -99,10 +99,6 @@ class Variance:
         ddof=integer(0, maximum=1, doc="0: population variance (default); 1: sample variance."),
     )
     score_field = "variance"
-    coalesces = True
-    chunking_invariant = True
-    describe_fields: tuple[str, ...] = ()
-    served_from_checkpoints: tuple[str, ...] = ()
     #: ``Mergeable``: another selector's moments combine exactly.
     summary_fields: tuple[str, ...] = ("mean", "m2")
 
@@ -135,9 +131,6 @@ class Variance:
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.array(state["variance"], dtype=np.float64)
 
-    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
-        return {}
-
     def check_consistency(
         self,
         state: State,
@@ -168,9 +161,6 @@ class Variance:
                 "a variance state's variance is M2 / (count - ddof) of its own moments; this "
                 "one's disagrees"
             )
-
-    def describe(self, state: State) -> dict[str, Any]:
-        return {}
 
     def _state(
         self, moments: tuple[int, np.ndarray, np.ndarray], params: Mapping[str, Any]
