@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from service.algorithms import METHODS
+from service.algorithms import require_capability
 from service.algorithms.base import Clusters
 from service.cache import LRU
 from service.errors import Conflict, SelectorMismatch
@@ -19,14 +19,14 @@ class Clustering:
         self._answers: LRU[tuple[str, str, int, int], ClusterOut] = LRU(cache_size)
 
     async def cluster(self, name: str, k: int, seed: int) -> ClusterOut:
-        meta, method, kind = await self.reader.described(name)
-        if not isinstance(method, Clusters):
-            offered = ", ".join(n for n, m in METHODS.items() if isinstance(m, Clusters))
-            raise SelectorMismatch(
-                f"POST .../cluster clusters the samples of a selector that keeps feature "
-                f"columns ({offered}); selector '{name}' runs {meta.method}, which takes "
-                f"{kind.expects(meta)}"
-            )
+        meta, any_method, kind = await self.reader.described(name)
+        method = require_capability(
+            any_method,
+            Clusters,
+            "POST .../cluster clusters the samples of a selector that keeps feature columns",
+            name,
+            takes=kind.expects(meta),
+        )
         if meta.n_samples is not None and k > meta.n_samples:
             raise SelectorMismatch(
                 f"k must be at most the selector's n_samples={meta.n_samples} (one cluster per "

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from service.algorithms import METHODS
+from service.algorithms import require_capability
 from service.algorithms.base import AnyMethod, DecidesOnArrival
-from service.errors import InvalidInput, SelectorMismatch
+from service.errors import InvalidInput
 from service.selectors.reading import StateReader
 from service.selectors.results import Decision, FeaturePage
 from service.store.records import Head, SelectorMeta
@@ -19,13 +19,12 @@ MAX_FEATURE_PAGE = 10_000
 
 def deciding(meta: SelectorMeta, method: AnyMethod, what: str) -> DecidesOnArrival:
     """The method as ``DecidesOnArrival``, or a 422 naming the methods that are."""
-    if not isinstance(method, DecidesOnArrival):
-        offered = ", ".join(n for n, m in METHODS.items() if isinstance(m, DecidesOnArrival))
-        raise SelectorMismatch(
-            f"{what} of a selector that decides on every column as it arrives ({offered}); "
-            f"selector '{meta.name}' runs {meta.method}"
-        )
-    return method
+    return require_capability(
+        method,
+        DecidesOnArrival,
+        f"{what} of a selector that decides on every column as it arrives",
+        meta.name,
+    )
 
 
 class Decisions:

@@ -12,14 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from service.algorithms import METHODS, get_method
+from service.algorithms import get_method, require_capability
 from service.algorithms.base import AnyMethod, Mergeable
 from service.config import Settings
 from service.errors import (
     InvalidInput,
     InvalidParams,
     NotFound,
-    SelectorMismatch,
     StateTooLarge,
     Unavailable,
 )
@@ -173,11 +172,12 @@ class Lifecycle:
             raise InvalidInput(
                 f"partitions must be between 1 and {MAX_PARTITIONS}; got {partitions}"
             )
-        if partitions > 1 and not isinstance(method, Mergeable):
-            offered = ", ".join(n for n, m in METHODS.items() if isinstance(m, Mergeable))
-            raise SelectorMismatch(
-                f"partitions apply to methods whose states merge ({offered}); "
-                f"{method.name} does not merge"
+        if partitions > 1:
+            require_capability(
+                method,
+                Mergeable,
+                "partitions apply to methods whose states merge",
+                str(document.get("name")),
             )
         return partitions
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 
-from service.algorithms import METHODS
+from service.algorithms import require_capability
 from service.algorithms.base import Mergeable
 from service.applier import Applier
 from service.config import Settings
@@ -37,13 +37,13 @@ class Merging:
         self, name: str, source: str, idempotency_key: str | None, wait: bool
     ) -> Receipt:
         """Add the state of selector ``source`` to ``name`` (same method, same features)."""
-        meta, method, _kind = await self.reader.described(name)
-        if not isinstance(method, Mergeable):
-            offered = ", ".join(n for n, m in METHODS.items() if isinstance(m, Mergeable))
-            raise SelectorMismatch(
-                f"a merge adds another selector's state, which only some methods can "
-                f"({offered}); selector '{name}' runs {meta.method}"
-            )
+        meta, any_method, _kind = await self.reader.described(name)
+        method = require_capability(
+            any_method,
+            Mergeable,
+            "a merge adds another selector's state, which only some methods can",
+            name,
+        )
         validate_name(source)
         if source == name:
             raise Inconsistent(f"cannot merge selector '{name}' into itself")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 
-from service.algorithms import METHODS
+from service.algorithms import require_capability
 from service.algorithms.base import AnyMethod, SelectsColumns
 from service.algorithms.pivoted_qr import IQRPResult, iqrp
 from service.cache import LRU
-from service.errors import Conflict, SelectorMismatch
+from service.errors import Conflict
 from service.selectors.reading import StateReader, seen
 from service.selectors.results import PassAccount, RankedFeature, TopOut
 from service.store.records import SelectorMeta
@@ -22,13 +22,12 @@ from service.wire.kinds import Kind
 
 def selecting(meta: SelectorMeta, method: AnyMethod) -> SelectsColumns:
     """The method as ``SelectsColumns``, or a 422 naming the methods that are."""
-    if not isinstance(method, SelectsColumns):
-        offered = ", ".join(n for n, m in METHODS.items() if isinstance(m, SelectsColumns))
-        raise SelectorMismatch(
-            f"strategy=diverse needs a method that selects columns by pivoted QR ({offered}); "
-            f"selector '{meta.name}' runs {meta.method}"
-        )
-    return method
+    return require_capability(
+        method,
+        SelectsColumns,
+        "strategy=diverse needs a method that selects columns by pivoted QR",
+        meta.name,
+    )
 
 
 def pass_account(result: IQRPResult, blocks_total: int) -> PassAccount:

@@ -10,11 +10,11 @@ import asyncio
 import numpy as np
 import scipy.sparse as sp
 
-from service.algorithms import METHODS
+from service.algorithms import require_capability
 from service.algorithms.base import Projection, Projects
 from service.cache import LRU
 from service.config import Settings
-from service.errors import Conflict, InvalidInput, SelectorMismatch
+from service.errors import Conflict, InvalidInput
 from service.selectors.reading import StateReader
 from service.selectors.results import ProjectionOut, TransformOut
 from service.store.records import Head, SelectorMeta
@@ -31,13 +31,10 @@ class Projections:
         self, name: str, solution: str | None
     ) -> tuple[SelectorMeta, Head, str, Projection]:
         """The projection ``solution`` (default: the method's first) at the current version."""
-        meta, method, _kind = await self.reader.described(name)
-        if not isinstance(method, Projects):
-            offered = ", ".join(n for n, m in METHODS.items() if isinstance(m, Projects))
-            raise SelectorMismatch(
-                f"projections are learned by selectors that project rows ({offered}); "
-                f"selector '{name}' runs {meta.method}"
-            )
+        meta, any_method, _kind = await self.reader.described(name)
+        method = require_capability(
+            any_method, Projects, "projections are learned by selectors that project rows", name
+        )
         chosen = method.solutions[0] if solution is None else solution
         if chosen not in method.solutions:
             raise InvalidInput(
