@@ -365,7 +365,7 @@ def _check_scores(
     method: AnyMethod, kind: Kind, meta: SelectorMeta, state: State, items_seen: int
 ) -> None:
     """As many scores as features: fixed ones, or (feature streams) every item seen."""
-    expected = items_seen if kind.seen_field == "features_seen" else meta.size
+    expected = kind.features_scored(meta, items_seen)
     scores = np.asarray(method.weights(state, meta.params))
     if scores.shape != (expected,):
         raise SelectorMismatch(

@@ -40,7 +40,7 @@ from service.store.codec import SCALARS_FIELD, decode_state
 from service.store.keys import INITIAL_CURSOR, log_id_belongs, parse_stream_id
 from service.store.records import AppendOutcome, Head, SelectorMeta
 from service.store.redis_store import SelectorStore
-from service.wire.kinds import Chunk, Decoded, Kind, kind_of, require_route
+from service.wire.kinds import Chunk, Columns, Decoded, Kind, Rows, kind_of, require_route
 from service.wire.log import COMPRESS_FROM_BYTES, pack_payload
 from service.wire.media import INFLATING_MEDIA_TYPES
 
@@ -118,6 +118,8 @@ class Ingest:
         self.metrics = metrics
         # Chunks without a key go to a partitioned selector's partitions in turn.
         self._turns = itertools.count()
+        #: What each write route answers, by the route the kinds declare.
+        self._receipts = {Rows.route: self._row_receipt, Columns.route: self._column_receipt}
 
     async def push(
         self,
@@ -189,7 +191,8 @@ class Ingest:
             decoded.names,
             chunk=decoded.chunk,
         )
-        return await self._receipt(meta, kind, submitted, decoded.items)
+        # The route's own answer (``require_route`` made sure it is the kind's route).
+        return await self._receipts[route](meta, kind, submitted, decoded.items)
 
     async def _decode(
         self, kind: Kind, body: bytes, media_type: str, meta: SelectorMeta
@@ -267,31 +270,36 @@ class Ingest:
             return zlib.crc32(idempotency_key.encode()) % meta.partitions
         return next(self._turns) % meta.partitions
 
-    async def _receipt(
+    async def _row_receipt(
         self, meta: SelectorMeta, kind: Kind, submitted: Submitted, items: int
     ) -> Receipt:
-        """What a chunk's producer is told: per kind of item, and per what the method does
-        with items on arrival (decides on each, or stores them)."""
+        """What ``POST .../chunks`` answers: rows counted and acknowledged as rows."""
         outcome = submitted.outcome
-        if kind.route == "chunks":  # rows: counted and acknowledged as rows
-            if not submitted.applied:
-                pending = ChunkPending(
-                    log_id=outcome.log_id,
-                    rows=items,
-                    duplicate=outcome.duplicate,
-                    partition=submitted.partition,
-                )
-                return Receipt(pending, False)
-            assert submitted.version is not None and submitted.items_seen is not None
-            applied = ChunkOut(
-                version=submitted.version,
-                rows_seen=submitted.items_seen,
+        if not submitted.applied:
+            pending = ChunkPending(
+                log_id=outcome.log_id,
                 rows=items,
                 duplicate=outcome.duplicate,
-                log_id=outcome.log_id,
                 partition=submitted.partition,
             )
-            return Receipt(applied, True)
+            return Receipt(pending, False)
+        assert submitted.version is not None and submitted.items_seen is not None
+        applied = ChunkOut(
+            version=submitted.version,
+            rows_seen=submitted.items_seen,
+            rows=items,
+            duplicate=outcome.duplicate,
+            log_id=outcome.log_id,
+            partition=submitted.partition,
+        )
+        return Receipt(applied, True)
+
+    async def _column_receipt(
+        self, meta: SelectorMeta, kind: Kind, submitted: Submitted, items: int
+    ) -> Receipt:
+        """What ``POST .../features`` answers: the columns' indices, and what the method did
+        with them on arrival (decided on each, or stored them)."""
+        outcome = submitted.outcome
         if not submitted.applied:
             waiting = FeaturesPending(
                 log_id=outcome.log_id,

@@ -267,6 +267,7 @@ class Seen:
 
 
 def seen(kind: Kind, head: Head) -> Seen:
-    if kind.seen_field == "features_seen":
-        return Seen(None, head.items_seen)
-    return Seen(head.items_seen, None)
+    """The head's count, under the name the kind gives it (the other one None)."""
+    counts: dict[str, int | None] = {"rows_seen": None, "features_seen": None}
+    counts[kind.seen_field] = head.items_seen
+    return Seen(**counts)

@@ -168,11 +168,16 @@ class Kind:
 
     def items_of(self, chunk: Chunk) -> int:
         """How many items (rows, or feature columns) a chunk holds."""
-        return int(chunk.shape[0]) if not isinstance(chunk, LabelledRows) else chunk.samples
+        return int(cast(Matrix, chunk).shape[0])
 
     def expects(self, meta: SelectorMeta) -> str:
         """What this kind's chunks are, for a message to a client who sent something else."""
         return f"rows at POST /v1/selectors/{meta.name}/chunks"
+
+    def features_scored(self, meta: SelectorMeta, items_seen: int) -> int:
+        """How many features a state that has seen ``items_seen`` items scores: the fixed
+        features of a row stream."""
+        return meta.size
 
 
 def _matrix_decoded(
@@ -260,6 +265,9 @@ class LabelledRowsKind(Rows):
         """Labels stay with their rows; classes keep their order of first appearance."""
         return join(cast(Sequence[LabelledRows], chunks))
 
+    def items_of(self, chunk: Chunk) -> int:
+        return cast(LabelledRows, chunk).samples
+
     def expects(self, meta: SelectorMeta) -> str:
         return f"labelled rows at POST /v1/selectors/{meta.name}/chunks"
 
@@ -321,6 +329,10 @@ class Columns(Kind):
     media_types = COLUMN_MEDIA_TYPES
     seen_field = "features_seen"
     names_on_arrival = True
+
+    def features_scored(self, meta: SelectorMeta, items_seen: int) -> int:
+        """Every feature column seen is a feature."""
+        return items_seen
 
     def shape(self, document: dict[str, Any], method: str) -> Shape:
         _reject_fields(
