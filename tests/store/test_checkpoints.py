@@ -398,7 +398,8 @@ async def test_the_checkpoint_script_refuses_pieces_that_are_not_there(
     keys = [KEYS.head, KEYS.lease, KEYS.fence, KEYS.checkpoints, KEYS.log, KEYS.commits]
     never_written = KEYS.checkpoint(2, v.lease.token, "nothing")
     args: list[Any] = [v.lease.holder, v.lease.token, 2, v.entries[2], 3]
-    reply = await redis_client.eval(scripts.CHECKPOINT, len(keys) + 1, *keys, never_written, *args)
+    script = scripts.ALL["checkpoint"]
+    reply = await redis_client.eval(script, len(keys) + 1, *keys, never_written, *args)
     assert reply == [b"MISSING"]
     assert (await store.get_head("s1")).checkpoint == v.head.checkpoint
 

@@ -1,0 +1,3 @@
+-- uses: forgive
+forgive(KEYS[1], 1, #ARGV)
+return 1

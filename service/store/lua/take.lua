@@ -1,0 +1,41 @@
+-- KEYS: head, log, attempts, lease.  ARGV: after (stream id), count, lease holder, how many
+-- holders follow, the holders whose last attempts are taken back (``FORGIVE_ATTEMPTS``), then
+-- the ids of entries whose chunks the caller holds already (handed over by the process that
+-- appended them): their payloads are left out of the reply ('' instead).
+-- The applier's read of its next batch: up to ``count`` entries after ``after``, and how many
+-- times an applier has now started on the first of them (counted here, before computing, so
+-- that a chunk which kills the applying process is still counted; every commit clears them).
+-- Only the lease holder reads: an applier that lost its lease (or whose selector was deleted,
+-- and perhaps created again) learns it here instead of computing for nothing.
+-- uses: forgive
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {'NOTFOUND'}
+end
+if redis.call('GET', KEYS[4]) ~= ARGV[3] then
+  return {'LEASE'}
+end
+local holders = tonumber(ARGV[4])
+forgive(KEYS[3], 5, 4 + holders)
+local entries = redis.call('XRANGE', KEYS[2], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])
+if #entries == 0 then
+  return {'OK', 0, entries}
+end
+if #ARGV > 4 + holders then
+  local held = {}
+  for i = 5 + holders, #ARGV do
+    held[ARGV[i]] = true
+  end
+  for _, entry in ipairs(entries) do
+    if held[entry[1]] then
+      local fields = entry[2]
+      for i = 1, #fields, 2 do
+        if fields[i] == 'payload' then
+          fields[i + 1] = ''
+        end
+      end
+    end
+  end
+end
+local attempts = redis.call('HINCRBY', KEYS[3], entries[1][1], 1)
+redis.call('HSET', KEYS[3], 'by:' .. ARGV[3], entries[1][1])
+return {'OK', attempts, entries}
