@@ -50,7 +50,7 @@ from bench_fsds_update import (
 
 from service.algorithms.base import Matrix
 from service.algorithms.fsds import FSDS, default_block_rows, gfw_p2_weights
-from tests.datasets import load_mat
+from tests.support.datasets import load_mat
 
 DATASETS = ("COIL20", "Isolet", "warpPIE10P", "PCMAC", "BASEHOCK")
 SPARSE = ("PCMAC", "BASEHOCK")

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from service.algorithms.base import Matrix
 from service.algorithms.fsds import FSDS, normalize_rows
 from service.algorithms.sketching import paper_svd_update
-from tests.datasets import data_path
+from tests.support.datasets import data_path
 
 BASEHOCK = data_path("BASEHOCK.mat")
 TARGET_PAPER_DENSE = 8.0

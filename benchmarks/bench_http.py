@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from service.algorithms.fsds import FSDS
 from service.wire.rows import validate_rows
 
-# datasets/ at the repository root (tests.datasets is not importable: root not on sys.path).
+# datasets/ at the repository root (tests.support.datasets is not importable: root not on sys.path).
 DATA = Path(__file__).resolve().parents[1] / "datasets"
 
 

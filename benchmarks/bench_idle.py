@@ -35,7 +35,7 @@ from service.store.records import SelectorMeta, new_incarnation  # noqa: E402
 from service.store.redis_store import SelectorStore  # noqa: E402
 from service.updates import publish  # noqa: E402
 from service.wire.kinds import kind_of  # noqa: E402
-from tests.faults.harness import RedisProcess, ServiceProcess, cpu_seconds  # noqa: E402
+from tests.support.harness import RedisProcess, ServiceProcess, cpu_seconds  # noqa: E402
 
 FEATURES = 4
 CREATE_CONCURRENCY = 64

@@ -43,8 +43,8 @@ from bench_http import peak_rss_mib, running_service
 from service.algorithms.ioc import IOC, projection
 from service.algorithms.labels import labelled
 from service.algorithms.ocfs import OCFS, oc_directions, ocfs_scores
-from tests.api.helpers import npz_labelled
-from tests.datasets import load_mat
+from tests.support.api import npz_labelled
+from tests.support.datasets import load_mat
 
 CHUNK = 500
 MIN_ROWS = 5000

@@ -36,7 +36,7 @@ import scipy.io
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.algorithms.ofs import OFS, SPAN_TOL
-from tests.datasets import data_path
+from tests.support.datasets import data_path
 
 CHUNK = 32
 METHOD = OFS()

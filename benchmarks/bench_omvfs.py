@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.algorithms.omvfs import OMVFS
 from service.store.codec import encode_state
-from tests.algorithms.test_omvfs_reference import reference_initial_state, reference_update
-from tests.datasets import load_uci_multifeature
+from tests.support.datasets import load_uci_multifeature
+from tests.support.omvfs_reference import reference_initial_state, reference_update
 
 METHOD = OMVFS()
 #: The first version's defaults: the paper's gamma and ranking, the dense kernel, and its

@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from run import NPZ, SEED, TermRows, npz  # noqa: E402
 
 from service.algorithms import get_method  # noqa: E402
-from tests.faults.harness import RedisProcess, ServiceProcess, cpu_seconds  # noqa: E402
+from tests.support.harness import RedisProcess, ServiceProcess, cpu_seconds  # noqa: E402
 
 
 def redis_cpu(client: Any) -> float:

@@ -30,7 +30,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.algorithms.pivoted_qr import MatrixSource, iqrp, qrp
-from tests.datasets import data_path
+from tests.support.datasets import data_path
 
 DATASETS = ["COIL20.mat", "Isolet.mat", "PCMAC.mat", "BASEHOCK.mat", "warpPIE10P.mat"]
 

@@ -2,7 +2,7 @@
 
 * ``Stack``: a redis-server (AOF on, ``appendfsync always``, a temporary directory, a free port)
   and one ``python -m service serve`` process on it, started from any checkout
-  (``--service-root``), with the process helpers of the fault tests (``tests/faults/harness.py``);
+  (``--service-root``), with the process helpers of the fault tests (``tests/support/harness.py``);
 * ``RedisCounters``: what ``INFO`` says of the bytes Redis received and the memory it uses;
 * ``PingProbe``: another client's ``PING`` every few milliseconds, in a thread, with latencies;
 * ``Poller``: one GET repeated in a thread (``GET .../top?h=100`` while a producer ingests);
@@ -27,7 +27,7 @@ import httpx
 import numpy as np
 import redis
 
-from tests.faults.harness import RedisProcess, ServiceProcess
+from tests.support.harness import RedisProcess, ServiceProcess
 
 #: How often the probe PINGs Redis (the issue: "every ~5-10 ms").
 PING_INTERVAL_S = 0.005

@@ -91,9 +91,9 @@ from report import (
 from service.algorithms.omvfs import OMVFS
 from service.algorithms.variance import Variance
 from service.store.embedded import find_redis_server
-from tests.api.helpers import npy_bytes
-from tests.datasets import load_uci_multifeature
-from tests.faults.harness import holder_pid, lease_holder, poll
+from tests.support.api import npy_bytes
+from tests.support.datasets import load_uci_multifeature
+from tests.support.harness import holder_pid, lease_holder, poll
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SEED = 20_250_114

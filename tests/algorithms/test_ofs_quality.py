@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from service.algorithms.ofs import OFS, batch_leverage_scores, cluster_samples
-from tests.datasets import load_mat
+from tests.support.datasets import load_mat
 
 METHOD = OFS()
 EPSILON = 0.5

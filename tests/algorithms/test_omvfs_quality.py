@@ -32,7 +32,7 @@ from sklearn.metrics import normalized_mutual_info_score
 
 from service.algorithms.fsds import FSDS
 from service.algorithms.omvfs import OMVFS
-from tests.datasets import load_uci_multifeature
+from tests.support.datasets import load_uci_multifeature
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from service.algorithms.pivoted_qr import MatrixSource, iqrp, qrp
 from service.errors import InvalidInput
-from tests.datasets import load_mat
+from tests.support.datasets import load_mat
 
 
 def geqp3(matrix: np.ndarray, k: int) -> tuple[list[int], np.ndarray]:

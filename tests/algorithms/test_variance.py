@@ -11,7 +11,7 @@ from sklearn.feature_selection import VarianceThreshold
 
 from service.algorithms.variance import Variance
 from service.errors import InvalidParams
-from tests.datasets import load_mat
+from tests.support.datasets import load_mat
 
 METHOD = Variance()
 

@@ -10,7 +10,7 @@ import pytest
 
 from service.client.cli import exposure_problem, is_loopback
 from service.store.api_keys import digest
-from tests.api.conftest import make_settings, running_app
+from tests.support.api import make_settings, running_app
 
 pytestmark = pytest.mark.asyncio
 

@@ -9,29 +9,19 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from tests.api.helpers import create_selector, npy_bytes, npz_bytes
+from tests.support.api import (
+    assert_problem,
+    assert_untouched,
+    create_selector,
+    npy_bytes,
+    npz_bytes,
+)
 
 pytestmark = pytest.mark.asyncio
 
 M = 6
 NPY = {"content-type": "application/x-npy"}
 NPZ = {"content-type": "application/x-npz"}
-
-
-def assert_problem(response, status: int, *fragments: str) -> None:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/problem+json"
-    problem = response.json()
-    assert problem["status"] == status and problem["title"] and problem["type"]
-    for fragment in fragments:
-        assert fragment in problem["detail"], problem["detail"]
-
-
-async def assert_untouched(client, name: str = "s") -> None:
-    described = (await client.get(f"/v1/selectors/{name}")).json()
-    assert described["version"] == 0
-    assert described["rows_seen"] == 0
-    assert described["state"]["pending_entries"] == 0
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from service.store.records import SelectorMeta
 from service.store.redis_store import SelectorStore
 from service.updates import UpdateFailed, compute_update
 from service.wire.log import encode_chunk
-from tests.api.helpers import wait_for
+from tests.support.api import wait_for
 
 pytestmark = pytest.mark.asyncio
 

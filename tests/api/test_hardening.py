@@ -12,7 +12,7 @@ from service.store.codec import encode_state
 from service.store.keys import SelectorKeys
 from service.store.records import SelectorMeta
 from service.store.redis_store import SelectorStore
-from tests.api.helpers import create_selector
+from tests.support.api import create_selector
 
 pytestmark = pytest.mark.asyncio
 

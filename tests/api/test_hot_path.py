@@ -16,7 +16,7 @@ import pytest
 from starlette.requests import Request
 
 from service.api.deps import get_selectors
-from tests.api.helpers import npy_bytes
+from tests.support.api import npy_bytes
 
 pytestmark = pytest.mark.asyncio
 

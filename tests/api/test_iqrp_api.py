@@ -18,8 +18,7 @@ from service.algorithms.iqrp import StoredColumns
 from service.algorithms.pivoted_qr import MatrixSource, iqrp
 from service.store.codec import decode_array
 from service.store.connection import RedisClient
-from tests.api.conftest import make_settings, running_app
-from tests.api.helpers import create_selector, npy_bytes
+from tests.support.api import create_selector, make_settings, npy_bytes, running_app
 
 pytestmark = pytest.mark.asyncio
 

@@ -14,7 +14,7 @@ from sklearn.datasets import load_digits
 from service.algorithms.ioc import IOC, projection
 from service.algorithms.labels import labelled
 from service.algorithms.ocfs import between_class_scatter, oc_directions
-from tests.api.helpers import csr_json, npy_bytes, npz_labelled, wait_for
+from tests.support.api import csr_json, npy_bytes, npz_labelled, wait_for
 
 pytestmark = pytest.mark.asyncio
 

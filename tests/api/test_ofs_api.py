@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 from service.algorithms.ofs import OFS, cluster_samples
-from tests.api.conftest import make_settings, running_app
-from tests.api.helpers import npy_bytes, wait_for
+from tests.support.api import make_settings, npy_bytes, running_app, wait_for
 
 pytestmark = pytest.mark.asyncio
 

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from service.algorithms.omvfs import OMVFS
-from tests.api.helpers import csr_json, wait_for
+from tests.support.api import csr_json, wait_for
 
 pytestmark = pytest.mark.asyncio
 

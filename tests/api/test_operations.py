@@ -20,7 +20,7 @@ import threadpoolctl
 from service.logs import JsonFormatter, RequestIdFilter, make_handler, request_id_var
 from service.store.keys import SelectorKeys
 from service.store.redis_store import SelectorStore
-from tests.api.helpers import create_selector
+from tests.support.api import create_selector
 
 GENERATED_ID = re.compile(r"[0-9a-f]{32}")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.helpers import create_selector
+from tests.support.api import create_selector
 
 NAMES = ["a-1", "a-2", "b-1", "a-3", "b-2", "a-4", "c"]
 

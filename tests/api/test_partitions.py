@@ -19,7 +19,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.api.helpers import npy_bytes, npz_labelled
+from tests.support.api import npy_bytes, npz_labelled
 
 pytestmark = pytest.mark.asyncio
 

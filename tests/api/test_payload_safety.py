@@ -22,8 +22,15 @@ import scipy.sparse as sp
 from service.algorithms.base import MAX_ABS_VALUE
 from service.wire.arrays import MAX_MEMBERS
 from service.wire.rows import MAX_CHUNK_ROWS, decode_rows
-from tests.api.helpers import create_selector, csr_json, npy_bytes, npz_bytes, npz_labelled
-from tests.api.test_bad_input import assert_problem, assert_untouched
+from tests.support.api import (
+    assert_problem,
+    assert_untouched,
+    create_selector,
+    csr_json,
+    npy_bytes,
+    npz_bytes,
+    npz_labelled,
+)
 
 pytestmark = pytest.mark.asyncio
 

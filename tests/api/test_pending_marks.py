@@ -17,7 +17,7 @@ import pytest
 from service.store.codec import encode_matrix
 from service.store.keys import pending_key
 from service.store.redis_store import SelectorStore
-from tests.api.helpers import create_selector, wait_for
+from tests.support.api import create_selector, wait_for
 
 pytestmark = pytest.mark.asyncio
 

@@ -37,9 +37,8 @@ from service.store.keys import SelectorKeys
 from service.store.records import CommitRecord, SelectorMeta
 from service.store.redis_store import SelectorStore
 from service.wire.kinds import kind_of
-from tests.api.conftest import make_settings, running_app
-from tests.api.helpers import wait_for
-from tests.api.test_archive import SCENARIOS, answers, create, export, push, weights
+from tests.support.api import make_settings, running_app, wait_for
+from tests.support.archive import SCENARIOS, answers, create, export, push, weights
 
 #: Checkpoints only when something asks for one (an export, a checkpoint-served read). No
 #: lingering: a forced checkpoint would wait for the lease a lingering applier holds.

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from service.algorithms import METHODS
 from service.algorithms.fsds import FSDS
-from tests.api.helpers import create_selector, csr_json, npy_bytes, npz_bytes
+from tests.support.api import create_selector, csr_json, npy_bytes, npz_bytes
 
 pytestmark = pytest.mark.asyncio
 

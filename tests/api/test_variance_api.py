@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from tests.api.helpers import csr_json, npz_bytes
+from tests.support.api import csr_json, npz_bytes
 
 pytestmark = pytest.mark.asyncio
 

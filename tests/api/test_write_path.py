@@ -11,8 +11,7 @@ import pytest
 
 from service.store.codec import encode_matrix
 from service.store.redis_store import SelectorStore
-from tests.api.conftest import make_settings, running_app
-from tests.api.helpers import create_selector, npy_bytes, wait_for
+from tests.support.api import create_selector, make_settings, npy_bytes, running_app, wait_for
 
 pytestmark = pytest.mark.asyncio
 

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 import pytest
 
 from service.client import Client
-from tests.faults.harness import ServiceProcess, live_service
+from tests.support.client import ADMIN_TOKEN
+from tests.support.harness import ServiceProcess, live_service
 
 _numbers = itertools.count()
 
@@ -39,10 +40,6 @@ def selector_name(request: pytest.FixtureRequest) -> str:
     """``<test name>-<n>``, within the service's name pattern."""
     stem = re.sub(r"[^A-Za-z0-9._-]", "-", request.node.name)[:100].strip("-")
     return f"{stem}-{next(_numbers)}"
-
-
-#: The bootstrap admin key of the ``secured`` service.
-ADMIN_TOKEN = "test-admin-token-0123456789abcdef"
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,8 @@ from service.client import AsyncClient, Client, NotFoundError
 from service.client._api import Api
 from service.client.clients import Operation, Operations
 from service.client.results import ChunkReceipt
-from tests.api.conftest import make_settings, running_app
-from tests.faults.harness import REPO_ROOT, ServiceProcess
+from tests.support.api import make_settings, running_app
+from tests.support.harness import REPO_ROOT, ServiceProcess
 
 
 async def test_both_clients_offer_every_operation_with_one_signature() -> None:

@@ -22,9 +22,8 @@ import pytest
 import scipy.sparse as sp
 
 from service.client import Client
-from service.client.cli import main
-from tests.client.conftest import ADMIN_TOKEN
-from tests.faults.harness import REPO_ROOT, ServiceProcess, wait_for
+from tests.support.client import ADMIN_TOKEN, sift
+from tests.support.harness import REPO_ROOT, ServiceProcess, wait_for
 
 
 @pytest.fixture
@@ -37,16 +36,6 @@ def cli_env(
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("SIFT_API_KEY", raising=False)
     return env
-
-
-def sift(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """Run ``sift argv`` in this process: exit status, stdout, stderr."""
-    try:
-        status = main(list(argv))
-    except SystemExit as exit_:
-        status = int(exit_.code or 0)
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def write_csv(path: Path, x: np.ndarray, labels: np.ndarray | None = None) -> Path:

@@ -20,8 +20,8 @@ from service.client import (
     PermissionDeniedError,
 )
 from service.client.results import ChunkReceipt, FeaturesReceipt, SelectorInfo
-from tests.client.conftest import ADMIN_TOKEN
-from tests.faults.harness import ServiceProcess
+from tests.support.client import ADMIN_TOKEN
+from tests.support.harness import ServiceProcess
 
 
 def rows(n: int, m: int, seed: int = 0) -> np.ndarray:

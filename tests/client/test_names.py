@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from service.client import Client, InvalidInputError
-from tests.client.test_cli import sift
+from tests.support.client import sift
 
 NAMES = ["a", "b", "c", "d", "e"]
 

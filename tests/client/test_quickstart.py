@@ -21,8 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import free_port
-from tests.faults.harness import REPO_ROOT, wait_for
+from tests.support.harness import REPO_ROOT, wait_for
+from tests.support.redis import free_port
 
 README = REPO_ROOT / "README.md"
 README_PORT = "8765"

@@ -27,7 +27,7 @@ from service.client import (
 )
 from service.client._http import Call, Sleep, exchange
 from service.client.results import ChunkReceipt
-from tests.faults.harness import RedisProcess, ServiceProcess, wait_for
+from tests.support.harness import RedisProcess, ServiceProcess, wait_for
 
 URL = "http://sift.test/v1/selectors/news/chunks"
 

@@ -14,8 +14,8 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
 
 from service.client import Client, NotFoundError, SiftSelector
-from tests.datasets import load_mat
-from tests.faults.harness import ServiceProcess
+from tests.support.datasets import load_mat
+from tests.support.harness import ServiceProcess
 
 
 def test_parameters_are_stored_as_given_and_clone_works() -> None:

@@ -27,11 +27,10 @@ from service.errors import Unavailable
 from service.store.connection import cluster_url, connect
 from service.store.keys import SelectorKeys, registry_key
 from service.store.redis_store import SelectorStore
-from tests.api.conftest import make_settings, running_app
-from tests.api.helpers import create_selector, npy_bytes
-from tests.cluster.local import LocalCluster, NodeProcess, ReplicatedRedis
-from tests.conftest import free_port
-from tests.faults.harness import internal_text
+from tests.support.api import create_selector, make_settings, npy_bytes, running_app
+from tests.support.cluster import LocalCluster, NodeProcess, ReplicatedRedis
+from tests.support.harness import internal_text
+from tests.support.redis import free_port
 
 N_FEATURES = 6
 #: SIFT_REDIS_WAIT_MS of the tests that wait for replicas: long enough that a healthy replica

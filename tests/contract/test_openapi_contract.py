@@ -46,7 +46,7 @@ from schemathesis.checks import (
 )
 from schemathesis.core.parameters import ParameterLocation
 
-from tests.faults.harness import ServiceProcess, live_service
+from tests.support.harness import ServiceProcess, live_service
 
 pytestmark = pytest.mark.slow
 

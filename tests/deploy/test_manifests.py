@@ -1,4 +1,4 @@
-"""The deployment files agree with the code (tests/deploy/manifests.py says how), and the
+"""The deployment files agree with the code (tests/support/manifests.py says how), and the
 checker finds each kind of disagreement in a deliberately broken copy."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.manifests import (
+from tests.support.manifests import (
     CHECKS,
     COMPOSE,
     DOCKERFILE,

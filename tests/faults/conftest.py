@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.harness import RedisProcess, ServiceProcess
+from tests.support.harness import RedisProcess, ServiceProcess
 
 
 @pytest.fixture

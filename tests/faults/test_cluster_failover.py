@@ -34,19 +34,22 @@ import numpy as np
 import pytest
 
 from service.store.keys import SelectorKeys
-from tests.cluster.local import LocalCluster, NodeProcess
-from tests.faults.harness import (
+from tests.support.cluster import LocalCluster, NodeProcess
+from tests.support.harness import (
     OCFS_FEATURES,
     Answer,
+    Ledger,
     Producer,
     ServiceProcess,
     Traffic,
     Workers,
+    create_selector,
     ocfs_chunk,
+    report,
     tally_ocfs,
+    wait_all_applied,
     wait_for,
 )
-from tests.faults.test_faults import Ledger, create_selector, report, wait_all_applied
 
 #: Selectors per master.
 PER_MASTER = 2

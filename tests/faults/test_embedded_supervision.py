@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from service.store.embedded import PIDFILE
-from tests.faults.harness import ServiceProcess, wait_for
+from tests.support.harness import ServiceProcess, wait_for
 
 
 @pytest.fixture

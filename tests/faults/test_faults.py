@@ -4,7 +4,7 @@ The promise under test: a chunk the service acknowledged (200, or 202 with a ``l
 applied exactly once whatever crashes, and a repeated ``Idempotency-Key`` answers what the first
 request answered. ``ocfs`` selectors make the check exact: every chunk has its own class, and
 the committed class counts and sums say how many times each chunk was applied (see
-``tests/faults/harness.py``). Every test prints its figures (run with ``-s`` or ``-rP`` to see
+``tests/support/harness.py``). Every test prints its figures (run with ``-s`` or ``-rP`` to see
 them) and records them as junit properties.
 
 Run: ``.venv/bin/python -m pytest tests/faults -p no:cacheprovider -q -x`` (``-m "not slow"``
@@ -14,14 +14,12 @@ for the quick ones only).
 from __future__ import annotations
 
 import io
-import json
 import random
 import threading
 import time
 import zlib
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -29,11 +27,11 @@ import numpy as np
 import pytest
 
 from service.store.records import partition_name
-from tests.faults.harness import (
+from tests.support.harness import (
     DEFAULT_LEASE_MS,
-    Ack,
     Answer,
     LabelledChunk,
+    Ledger,
     Producer,
     RedisProcess,
     ServiceProcess,
@@ -43,14 +41,18 @@ from tests.faults.harness import (
     as_text,
     class_counts,
     cpu_seconds,
+    create_selector,
+    describe,
     holder_pid,
     labelled_npz,
     lease_holder,
     ocfs_chunk,
     poll,
     read_committed,
+    report,
     selector_keys,
     tally_ocfs,
+    wait_all_applied,
     wait_for,
 )
 
@@ -66,88 +68,6 @@ Spawn = Callable[..., ServiceProcess]
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def create_selector(url: str, body: dict[str, Any]) -> dict[str, Any]:
-    response = httpx.post(f"{url}/v1/selectors", json=body, timeout=30)
-    assert response.status_code == 201, (
-        f"creating {body} answered {response.status_code}: {response.text}"
-    )
-    return dict(response.json())
-
-
-def describe(url: str, name: str) -> dict[str, Any] | None:
-    """The selector's description, or None if the service does not answer it right now."""
-    try:
-        response = httpx.get(f"{url}/v1/selectors/{name}", timeout=10)
-    except httpx.TransportError:
-        return None
-    return dict(response.json()) if response.status_code == 200 else None
-
-
-def wait_all_applied(
-    url: str, name: str, timeout_s: float, rows: int | None = None
-) -> dict[str, Any]:
-    """Poll the description until no log entry is pending (and ``rows`` rows were seen)."""
-
-    def applied() -> dict[str, Any] | None:
-        body = describe(url, name)
-        if body is None or body["state"]["pending_entries"] != 0:
-            return None
-        if rows is not None and body["rows_seen"] != rows:
-            return None
-        return body
-
-    return wait_for(applied, timeout_s, f"every pending entry of '{name}' to be applied")
-
-
-def report(
-    record_property: Callable[[str, object], None], test: str, figures: dict[str, Any]
-) -> None:
-    """Print the figures (quotable) and keep them in the junit report."""
-    print(f"\nFAULT FIGURES {test}: {json.dumps(figures, sort_keys=True)}")
-    for key, value in figures.items():
-        record_property(key, value)
-
-
-@dataclass
-class Ledger:
-    """Every chunk the producers sent and the acknowledgement each one got (thread-safe)."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    sent: dict[str, LabelledChunk] = field(default_factory=dict)
-    acks: dict[str, Ack] = field(default_factory=dict)
-
-    def send(self, chunk: LabelledChunk) -> None:
-        with self.lock:
-            self.sent[chunk.key] = chunk
-
-    def ack(self, ack: Ack) -> None:
-        with self.lock:
-            self.acks[ack.key] = ack
-
-    def acknowledged(self) -> int:
-        with self.lock:
-            return len(self.acks)
-
-    def split(self) -> tuple[list[LabelledChunk], list[LabelledChunk]]:
-        """The acknowledged chunks and those whose producer never got an answer."""
-        with self.lock:
-            acked = [self.sent[key] for key in self.acks]
-            unacked = [chunk for key, chunk in self.sent.items() if key not in self.acks]
-        return acked, unacked
-
-    def figures(self) -> dict[str, Any]:
-        with self.lock:
-            acks = list(self.acks.values())
-        return {
-            "chunks_sent": len(self.sent),
-            "acknowledged_200": sum(ack.status == 200 for ack in acks),
-            "acknowledged_202": sum(ack.status == 202 for ack in acks),
-            "acknowledged_after_retry": sum(ack.attempts > 1 for ack in acks),
-            "acknowledged_as_duplicate": sum(bool(ack.body.get("duplicate")) for ack in acks),
-            "slowest_acknowledgement_s": round(max((ack.seconds for ack in acks), default=0), 2),
-        }
 
 
 def chunk_path(name: str) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import httpx
 
-from tests.faults.harness import (
+from tests.support.harness import (
     Answer,
     RedisProcess,
     ServiceProcess,

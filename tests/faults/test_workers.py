@@ -15,8 +15,8 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.conftest import RedisServer, free_port
-from tests.faults.harness import ServiceProcess, poll
+from tests.support.harness import ServiceProcess, poll
+from tests.support.redis import RedisServer, free_port
 
 
 def children(pid: int) -> list[int]:

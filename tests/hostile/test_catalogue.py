@@ -14,16 +14,16 @@ import contextlib
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 
-from tests.api.helpers import npz_labelled
-from tests.faults.harness import ServiceProcess, live_service
-from tests.hostile import bodies
+from tests.support import bodies
+from tests.support.api import npz_labelled
+from tests.support.harness import ServiceProcess, live_service
+from tests.support.hostile import peak_rss
 
 TOKEN = "hostile-admin-token"
 ADMIN = {"authorization": f"Bearer {TOKEN}"}
@@ -784,14 +784,6 @@ def snapshot(http: httpx.Client) -> dict[str, Any]:
             weights,
         )
     return out
-
-
-def peak_rss(pid: int) -> int:
-    """The process's peak resident memory so far (VmHWM), in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM in /proc status")
 
 
 @pytest.fixture(scope="module")

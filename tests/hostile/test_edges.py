@@ -24,8 +24,8 @@ import pytest
 
 from service.selectors.ingest import INLINE_DECODE_BYTES
 from service.server import REPORT_EVERY_SECONDS
-from tests.faults.harness import ServiceProcess, live_service
-from tests.hostile.test_catalogue import peak_rss
+from tests.support.harness import ServiceProcess, live_service
+from tests.support.hostile import peak_rss
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ import pytest
 from service.errors import Conflict, IdempotencyMismatch
 from service.store.group_commit import QueuedAppend
 from service.store.redis_store import SelectorStore
-from tests.store.test_store_redis import digest, meta, state_of
+from tests.support.store import digest, meta, state_of
 
 pytestmark = pytest.mark.asyncio
 

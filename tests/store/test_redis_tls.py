@@ -16,8 +16,8 @@ import pytest
 import redis
 
 from service.errors import SiftError
-from tests.api.conftest import make_settings, running_app
-from tests.conftest import _require_redis_server, free_port
+from tests.support.api import make_settings, running_app
+from tests.support.redis import free_port, require_redis_server
 
 pytestmark = pytest.mark.asyncio
 
@@ -63,7 +63,7 @@ def secured_redis(tmp_path: Path) -> Iterator[dict[str, str]]:
     log = tmp_path / "redis.log"
     process = subprocess.Popen(
         [
-            _require_redis_server(),
+            require_redis_server(),
             *("--port", str(plain), "--bind", "127.0.0.1", "--tls-port", str(tls)),
             *("--tls-cert-file", str(cert), "--tls-key-file", str(key)),
             *("--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no"),

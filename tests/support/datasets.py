@@ -14,7 +14,7 @@ import scipy.io
 import scipy.sparse as sp
 
 #: ``datasets/`` beside ``tests/``, located from this file: no environment variable needed.
-DATASETS = Path(__file__).resolve().parents[1] / "datasets"
+DATASETS = Path(__file__).resolve().parents[2] / "datasets"
 
 
 def data_path(name: str) -> Path:

@@ -636,7 +636,7 @@ def render_kustomization(directory: Path) -> list[dict[str, Any]]:
     if unknown:
         raise UnsupportedKustomization(
             f"{directory / 'kustomization.yaml'}: {sorted(unknown)} are not rendered by "
-            "tests/deploy/manifests.py"
+            "tests/support/manifests.py"
         )
     objects: list[dict[str, Any]] = []
     for resource in kustomization.get("resources", ()):

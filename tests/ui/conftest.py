@@ -1,7 +1,7 @@
 """Fixtures of the dashboard tests: a real ``sift serve`` process and Debian's chromium.
 
 * ``live_sift``: ``live_sift(name, **env)`` starts a service process (``python -m service serve``,
-  tests/faults/harness.py) over its own redis-server; both are stopped after the test.
+  tests/support/harness.py) over its own redis-server; both are stopped after the test.
 * ``browser`` (module): Debian's chromium driven by Playwright. A machine without chromium
   FAILS these tests with the command that installs it (``.ci/run`` installs it); nothing skips.
 * ``offline_page``: a page whose every request to another origin than the service is aborted
@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, Route, sync_playwright
+from playwright.sync_api import Browser, Route, sync_playwright
 
-from tests.faults.harness import REPO_ROOT, RedisProcess, ServiceProcess
+from tests.support.harness import REPO_ROOT, RedisProcess, ServiceProcess
+from tests.support.ui import OfflinePage
 
 ARTIFACTS = REPO_ROOT / "tests" / "artifacts"
 #: Headless, and none of chromium's own traffic (updates, sync, QUIC probes) leaves the machine.
@@ -82,21 +82,6 @@ def browser() -> Iterator[Browser]:
             yield launched
         finally:
             launched.close()
-
-
-@dataclass
-class OfflinePage:
-    """A page that may reach ``origin`` only, and what it tried besides and what failed in it."""
-
-    page: Page
-    origin: str
-    blocked: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def assert_clean(self) -> None:
-        """Nothing was fetched from another origin, and no script error happened."""
-        assert self.blocked == [], f"requests to other origins: {self.blocked}"
-        assert self.errors == [], f"script errors in the page: {self.errors}"
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page
 
-from tests.faults.harness import ServiceProcess
-from tests.ui.conftest import OfflinePage
+from tests.support.harness import ServiceProcess
+from tests.support.ui import OfflinePage
 
 pytestmark = pytest.mark.slow
 

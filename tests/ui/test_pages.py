@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from service.api.routes.ui import DASHBOARD_ASSETS, STATIC_DIR, SWAGGER_ASSETS
-from tests.api.conftest import make_settings, running_app
-from tests.faults.harness import REPO_ROOT
+from tests.support.api import make_settings, running_app
+from tests.support.harness import REPO_ROOT
 
 TOKEN = "pages-test-token-0123456789"
 
