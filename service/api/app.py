@@ -188,6 +188,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 if task is not None:
                     task.cancel()
                     await asyncio.wait([task], timeout=SHUTDOWN_STEP_SECONDS)
+            await asyncio.wait_for(store.close(), SHUTDOWN_STEP_SECONDS)
             try:
                 await asyncio.wait_for(client.aclose(), SHUTDOWN_STEP_SECONDS)
             except TimeoutError:

@@ -106,6 +106,8 @@ _FEATURE_NAMES_CACHED = 256
 NOTICE_POLL_SECONDS = 1.0
 #: Most marks of the pending set one sweep looks at (the oldest first).
 PENDING_SWEEP_LIMIT = 10_000
+#: How soon a cluster's pending marks are tried again while the set's master does not answer.
+MARK_RETRY_SECONDS = 1.0
 #: Selectors whose description one store keeps for writes (``cached_meta``).
 _METAS_CACHED = 4096
 #: How long a cached description without feature names is trusted (``cached_meta``).
@@ -435,6 +437,9 @@ class SelectorStore:
         self._scripts = {name: redis.register_script(text) for name, text in scripts.ALL.items()}
         # Appends to a selector that arrive together go to Redis together.
         self._appends = GroupCommit(self._append_together)
+        # A cluster's pending marks, set in the background (``_mark_pending``).
+        self._to_mark: set[str] = set()
+        self._marking: asyncio.Task[None] | None = None
         # Feature names by selector incarnation: set once, never changed (``get_meta``).
         self._feature_names: LRU[tuple[str, float, str], list[str]] = LRU(_FEATURE_NAMES_CACHED)
         # Descriptions as last read, and when (``cached_meta``).
@@ -979,18 +984,39 @@ class SelectorStore:
             args += queued.args
         replies: list[Any] = await self._run_acknowledged("append", keys, args)
         if clustered and any(_str(reply[0]) == "NEW" for reply in replies):
-            await self._mark_pending(name)
+            self._mark_pending(name)
         return replies
 
-    async def _mark_pending(self, name: str) -> None:
-        """Mark ``name`` in the pending set (a cluster's appends, after the append). Best
-        effort: when the set's master does not answer, the appender's own applier still runs,
-        and the next full sweep (at every start) finds what a crash left."""
-        try:
-            now_s, now_us = await self.redis.time()
-            await self.redis.zadd(self._pending, {name: now_s * 1000 + now_us // 1000})
-        except (rexc.RedisError, rexc.RedisClusterException) as exc:
-            log.warning("could not mark %s as pending (%s)", name, exc)
+    def _mark_pending(self, name: str) -> None:
+        """Mark ``name`` in the pending set, in the background (a cluster's appends: the set
+        lives on another master, which the append must not wait for, nor fail with, while it
+        fails over). Marks that come together go in one ``ZADD``; while the set's master does
+        not answer they are kept and tried again every ``MARK_RETRY_SECONDS``. Best effort:
+        the appender's own applier runs anyway, and every start's full sweep finds what a
+        crash left unmarked."""
+        self._to_mark.add(name)
+        if self._marking is None or self._marking.done():
+            self._marking = asyncio.create_task(self._mark_queued(), name="pending-marks")
+
+    async def _mark_queued(self) -> None:
+        while self._to_mark:
+            names, self._to_mark = self._to_mark, set()
+            # This process's clock: a mark only has to change when a name is marked again
+            # (``UNMARK_PENDING`` compares), and asking Redis for the time would reach a node
+            # that may be the one down.
+            score = time.time_ns() // 1_000_000
+            try:
+                await self.redis.zadd(self._pending, dict.fromkeys(names, score))
+            except (rexc.RedisError, rexc.RedisClusterException) as exc:
+                log.warning("could not mark %d selectors as pending (%s)", len(names), exc)
+                self._to_mark |= names
+                await asyncio.sleep(MARK_RETRY_SECONDS)
+
+    async def close(self) -> None:
+        """Stop the background marking (what is left unmarked, the next start sweeps)."""
+        if self._marking is not None:
+            self._marking.cancel()
+            await asyncio.gather(self._marking, return_exceptions=True)
 
     @map_redis_errors
     async def names_marked_pending(self, limit: int = PENDING_SWEEP_LIMIT) -> list[str]:

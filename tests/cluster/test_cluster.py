@@ -9,6 +9,7 @@ The failover of a master to its replica under load is ``tests/faults/test_cluste
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -25,7 +26,7 @@ from redis.asyncio.cluster import RedisCluster
 from service.config import Settings
 from service.errors import Unavailable
 from service.store.connection import cluster_url, connect
-from service.store.keys import SelectorKeys, registry_key
+from service.store.keys import SelectorKeys, pending_key, registry_key
 from service.store.redis_store import SelectorStore
 from tests.support.api import create_selector, make_settings, npy_bytes, running_app
 from tests.support.cluster import LocalCluster, NodeProcess, ReplicatedRedis
@@ -211,6 +212,47 @@ async def test_a_master_down_costs_its_own_selectors_only(tmp_path: Path) -> Non
             ready = await http.get("/v1/readyz")
             assert ready.status_code == 200, ready.text
             assert ready.json()["cluster"] == {"state": "ok", "masters": 3, "masters_answering": 2}
+
+
+async def test_the_pending_sets_master_paused_does_not_slow_appends_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """The pending set is one key on one master; a cluster's appends mark it in the background,
+    so that a selector on another master appends at its usual pace while that master is
+    frozen, and the marks arrive once it answers again."""
+    with LocalCluster(tmp_path, masters=3, appendfsync="everysec") as cluster:
+        async with running_app(make_settings(cluster.url)) as (_app, http):
+            pending_master = cluster.master_of(pending_key("sift"))
+            names = [f"p{i}" for i in range(12)]
+            name = next(
+                name
+                for name in names
+                if cluster.master_of(SelectorKeys("sift", name).head).port != pending_master.port
+            )
+            await create_selector(http, name, n_features=N_FEATURES)
+            pending_master.pause()
+            try:
+                started = time.monotonic()
+                for i in range(5):
+                    answer = await http.post(
+                        f"/v1/selectors/{name}/chunks",
+                        params={"wait": "false"},
+                        content=rows(i),
+                        headers={"content-type": "application/x-npy"},
+                    )
+                    assert answer.status_code == 202, answer.text
+                took = time.monotonic() - started
+            finally:
+                pending_master.resume()
+            assert took < 1.0, f"5 appends took {took:.2f} s with the pending set's master frozen"
+            client = connect(cluster.url)
+            try:
+                deadline = time.monotonic() + 10
+                while await client.zscore(pending_key("sift"), name) is None:
+                    assert time.monotonic() < deadline, "the mark never arrived"
+                    await asyncio.sleep(0.05)
+            finally:
+                await client.aclose()
 
 
 # -- waiting for replicas ----------------------------------------------------------------------
