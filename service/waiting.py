@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from service.cache import LRU
-from service.errors import NotFound
 from service.store.keys import parse_stream_id
 from service.wire.kinds import Chunk
 
@@ -131,12 +130,10 @@ class Waiters:
             if waiter.future.done():
                 continue
             if waiter.incarnation is not None and waiter.incarnation != incarnation:
-                waiter.future.set_exception(
-                    NotFound(
-                        f"selector '{name}' was deleted (and created anew) before the chunk "
-                        f"with log id {waiter.log_id} was applied"
-                    )
-                )
+                # Another incarnation's commit: a later one (the name deleted and created again
+                # since this entry was appended) or, as often, an earlier one's notice arriving
+                # late. Which, the head says: the waiter's next look at it (FALLBACK_SECONDS).
+                left.append(waiter)
                 continue
             if waiter.after > moved_to:
                 left.append(waiter)
