@@ -456,9 +456,8 @@ class Applier:
                 self._lease_busy[name] = time.monotonic() + LEASE_BUSY_SECONDS
                 await self._try_again_when_free(name)
                 return
-            running = self._running.get(name)
-            if running is not None and running.task is asyncio.current_task():
-                running.incarnation = lease.incarnation
+            if self._is_current_drain(name):
+                self._running[name].incarnation = lease.incarnation
             try:
                 head = await self._apply_all_owned(name, lease)
             finally:
@@ -790,11 +789,11 @@ class Applier:
         return head, then_take.taken
 
     async def _reject(
-        self, hot: Hot, lease: Lease, entry: LogEntry, reason: str, size: int | None = None
+        self, hot: Hot, lease: Lease, entry: LogEntry, reason: str, size: int
     ) -> Head:
         """Move ``entry`` aside: commit past it with the state unchanged (or with what its
         chunk kind leaves in its place, ``Kind.placeholder``) and record why, for its producer
-        to read."""
+        to read. ``size``: its payload's bytes in the log (``Batch.sizes``)."""
         meta = hot.meta
         log.warning("selector %s: rejected log entry %s: %s", meta.name, entry.log_id, reason)
         kind = kind_of(get_method(meta.method).chunk_kind)
@@ -837,7 +836,7 @@ class Applier:
             applied_records=[],
             rejections=[Rejection(entry.log_id, reason, entry.idem_record)],
         )
-        hot.committed(head, update, len(entry.payload) if size is None else size, 0.0)
+        hot.committed(head, update, size, 0.0)
         self.metrics.chunks_dead_lettered.labels(meta.method).inc()
         return head
 
