@@ -719,12 +719,19 @@ class SelectorStore:
         checked against (StaleMeta when the name was deleted and created again since). A
         description without feature names is trusted for ``NAMELESS_META_SECONDS`` only:
         another replica's first named chunk may give it names."""
+        meta = self._trusted_meta(name)
+        return meta if meta is not None else await self.get_meta(name)
+
+    def _trusted_meta(self, name: str) -> SelectorMeta | None:
+        """The description of ``name`` this process read last, while it can be trusted: one with
+        feature names (they never change), or one without for ``NAMELESS_META_SECONDS``."""
         entry = self._metas.get(name)
-        if entry is not None:
-            meta, read_at = entry
-            if meta.feature_names is not None or time.monotonic() - read_at < NAMELESS_META_SECONDS:
-                return meta
-        return await self.get_meta(name)
+        if entry is None:
+            return None
+        meta, read_at = entry
+        if meta.feature_names is not None or time.monotonic() - read_at < NAMELESS_META_SECONDS:
+            return meta
+        return None
 
     def forget_meta(self, name: str) -> None:
         self._metas.pop(name)
@@ -735,14 +742,11 @@ class SelectorStore:
         description (``cached_meta``) is of the incarnation the head is of. A partitioned
         selector has no head of its own (its partitions have): None, and the description is
         read every time (no head to check a cached one against)."""
-        entry = self._metas.get(name)
-        if entry is not None:
-            meta, read_at = entry
-            fresh = time.monotonic() - read_at < NAMELESS_META_SECONDS
-            if not meta.partitioned and (meta.feature_names is not None or fresh):
-                head = await self.get_head(name)
-                if head.incarnation == meta.incarnation:
-                    return meta, head
+        cached = self._trusted_meta(name)
+        if cached is not None and not cached.partitioned:
+            head = await self.get_head(name)
+            if head.incarnation == cached.incarnation:
+                return cached, head
         meta = await self.get_meta(name)
         return meta, None if meta.partitioned else await self.get_head(name)
 
