@@ -4,7 +4,7 @@
 -- one to recover from, if this applier still holds the lease and it is newer than the current
 -- one; then drop what it makes unnecessary: older checkpoints, the log up to its cursor, and
 -- the commit records up to its version.
--- uses: int, stream_ids
+-- uses: int, stream_ids, keep_only
 local head = redis.call('HMGET', KEYS[1], 'version', 'cursor', 'checkpoint_version')
 if not head[1] then
   return {'NOTFOUND'}
@@ -25,12 +25,7 @@ redis.call('HSET', KEYS[1], 'checkpoint_key', KEYS[7], 'checkpoint_version', ARG
            'checkpoint_cursor', ARGV[4], 'checkpoint_items', ARGV[5])
 redis.call('HDEL', KEYS[1], 'checkpoint_layout')
 redis.call('SADD', KEYS[4], KEYS[7])
-for _, k in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-  if k ~= KEYS[7] then
-    redis.call('UNLINK', k)
-    redis.call('SREM', KEYS[4], k)
-  end
-end
+keep_only(KEYS[4], KEYS[7])
 local ms, seq = string.match(ARGV[4], '^(%d+)-(%d+)$')
 redis.call('XTRIM', KEYS[5], 'MINID', ms .. '-' .. int_str(tonumber(seq) + 1))
 local version = tonumber(ARGV[3])

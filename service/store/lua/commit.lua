@@ -12,7 +12,7 @@
 -- The log is not trimmed here: it is the truth until a checkpoint covers it (CHECKPOINT). The
 -- commit record says how to replay it; a head of the earlier layout (no checkpoint) keeps its
 -- whole-state hash as its checkpoint.
--- uses: int, now, stream_ids
+-- uses: int, now, stream_ids, keep_only
 local head = redis.call('HMGET', KEYS[1], 'version', 'cursor', 'state_key', 'rows_seen',
                         'checkpoint_key')
 if not head[1] then
@@ -82,12 +82,7 @@ for i = 13, #KEYS do
   end
 end
 redis.call('DEL', KEYS[9])
-for _, k in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-  if k ~= KEYS[6] then
-    redis.call('UNLINK', k)
-    redis.call('SREM', KEYS[4], k)
-  end
-end
+keep_only(KEYS[4], KEYS[6])
 local rejected_flag = 0
 if #rejections > 0 then rejected_flag = 1 end
 redis.call('RPUSH', KEYS[5], '[' .. version .. ',"' .. ARGV[4] .. '",' .. rejected_flag .. ']')
