@@ -2,8 +2,8 @@
 
     .venv/bin/python -m evaluation                                  # full (~25 minutes)
     .venv/bin/python -m evaluation --quick                          # a few minutes
-    .venv/bin/python -m evaluation --smoke --output /tmp/E.md       # seconds (the test)
-    .venv/bin/python -m evaluation --only fsds,ofs --output /tmp/E.md
+    .venv/bin/python -m evaluation --smoke --output "$(mktemp -d)/E.md"  # seconds (the test)
+    .venv/bin/python -m evaluation --only fsds,ofs --output "$(mktemp -d)/E.md"
     .venv/bin/python evaluation/run.py ...                          # the same
 
 Writes EVALUATION.md at the repository root (or ``--output``) and its PNG plots under
