@@ -1,58 +1,38 @@
 """The client commands of ``sift``: create, push, top, watch, ls, describe, delete, export,
-import (``sift serve`` is in ``service.client.cli``).
+import (``sift serve`` is in ``service.client.cli``). This module owns their parser
+(``add_commands``) and their runner (``run``, one function per command); the resumable push is
+``service.client.push``, the tables and JSON output ``service.client.render``.
 
 Every command talks to the service at ``--url`` (or ``SIFT_URL``, default
 ``http://127.0.0.1:8000``) with ``--api-key`` (or ``SIFT_API_KEY``), through ``Client``: transport
 errors and 503s are retried within ``--retry-budget`` seconds. A refusal prints the service's
 problem detail and exits with status 1.
 
-``sift push`` is resumable. Chunk i of a file carries an Idempotency-Key made of the selector's
-identity (its creation), i and the chunk's content (``Piece.key``), and a small progress record
-(under ``SIFT_STATE_DIR``, default ``~/.local/state/sift/pushes``) notes the chunks
-acknowledged. Run again after an interruption, or after correcting the file where a push
-stopped, it skips exactly the chunks that are in without sending them; a chunk that was applied
-but whose answer was lost is sent again and answered as a duplicate, never applied twice.
+``sift push`` is resumable (``service.client.push`` says how).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-import numpy as np
-import scipy.sparse as sp
-
-from service.client import _inputs as inputs
-from service.client._api import new_key
 from service.client._http import RetryPolicy
 from service.client.clients import DEFAULT_URL, Client
+from service.client.console import CommandError, Console
 from service.client.errors import ProblemError, SiftClientError
-from service.client.files import DataFile, FileFormatError, open_data
-from service.client.progress import Progress, duration
-from service.client.results import (
-    ChunkReceipt,
-    FeaturesReceipt,
-    SelectorInfo,
-    Top,
-)
+from service.client.files import FileFormatError, open_data
+from service.client.push import run_push
+from service.client.render import print_json, selector_size, table, top_table
+from service.client.results import Top
 
-#: Rows per chunk ``sift push`` sends by default: about 8 MiB of values, and at most this many
-#: rows, so that a progress bar moves on narrow files too.
-MAX_DEFAULT_CHUNK_ROWS = 10_000
 #: Seconds between two refreshes of ``sift watch``.
 DEFAULT_INTERVAL = 2.0
-
-
-class CommandError(Exception):
-    """A command that cannot do what was asked (the message says why); exit status 1."""
 
 
 # -- the parser -----------------------------------------------------------------------------
@@ -210,12 +190,6 @@ def _ranking_options(parser: argparse.ArgumentParser, default_h: int) -> None:
 # -- running --------------------------------------------------------------------------------
 
 
-@dataclass
-class Console:
-    out: TextIO
-    err: TextIO
-
-
 def run(args: argparse.Namespace, console: Console | None = None) -> int:
     """Run a client command; the exit status."""
     console = console or Console(sys.stdout, sys.stderr)
@@ -246,11 +220,11 @@ def _create(args: argparse.Namespace, client: Client, console: Console) -> int:
         shape.update(n_features=args.n_features, n_samples=args.n_samples)
     info = client.create(args.name, args.method, params=params or None, **shape)
     if args.json:
-        _print_json(console.out, info.raw)
+        print_json(console.out, info.raw)
         return 0
     resolved = ", ".join(f"{key}={json.dumps(value)}" for key, value in info.params.items())
     console.out.write(
-        f"created {info.name}: {info.method}, {_size(info)}"
+        f"created {info.name}: {info.method}, {selector_size(info)}"
         + (f"; {resolved}" if resolved else "")
         + "\n"
     )
@@ -274,311 +248,7 @@ def _view(text: str) -> tuple[str, int]:
     return view.strip(), int(width)
 
 
-def _size(info: SelectorInfo) -> str:
-    if info.is_feature_stream:
-        return f"{info.n_samples} samples, {info.n_features} features so far"
-    if info.views is not None:
-        return ", ".join(f"{view} {width}" for view, width in info.views.items()) + " features"
-    return f"{info.n_features} features"
-
-
-# -- push -----------------------------------------------------------------------------------
-
-
-def state_dir() -> Path:
-    """Where ``sift push`` keeps its progress records."""
-    configured = os.environ.get("SIFT_STATE_DIR")
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return Path(base) / "sift" / "pushes"
-
-
-@dataclass
-class PushRecord:
-    """What a push of one file to one selector got acknowledged so far (a JSON file): the
-    Idempotency-Keys of the chunks the service acknowledged.
-
-    A chunk's key is a digest of the selector it goes to (its creation: a name deleted and
-    created again is another selector), its position and its content (``Piece.key``). So a
-    push resumed after an interruption skips exactly the chunks acknowledged, and one resumed
-    after the file was corrected (a bad value at row 150,001, say) skips exactly the chunks
-    that did not change: none is applied twice, whatever happened between the two runs.
-    """
-
-    url: str
-    name: str
-    file: str
-    selector: str
-    done: list[str] = field(default_factory=list)
-
-    @staticmethod
-    def path_for(url: str, name: str, file: str, selector: str) -> Path:
-        where = f"{url}\n{name}\n{Path(file).resolve()}\n{selector}"
-        return state_dir() / f"{hashlib.sha256(where.encode()).hexdigest()[:32]}.json"
-
-    @classmethod
-    def load(cls, url: str, name: str, file: str, selector: str) -> PushRecord:
-        path = cls.path_for(url, name, file, selector)
-        try:
-            return cls(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
-            return cls(url, name, file, selector)
-
-    def save(self) -> None:
-        path = self.path_for(self.url, self.name, self.file, self.selector)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(asdict(self)))
-        os.replace(temporary, path)  # a killed push leaves the old record or the new, whole
-
-
-@dataclass(frozen=True)
-class Piece:
-    """One chunk of a push: how many items, a digest of its content, and how to send it under
-    an Idempotency-Key."""
-
-    items: int
-    digest: str
-    send: Callable[[str], ChunkReceipt | FeaturesReceipt]
-
-    def key(self, selector: str, unit: str, index: int) -> str:
-        """The chunk's Idempotency-Key: the same for the same content at the same place of a
-        push to the same selector, and for nothing else."""
-        identity = f"{selector}\n{unit}\n{index}\n{self.digest}"
-        return "push-" + hashlib.sha256(identity.encode()).hexdigest()[:40]
-
-
-def content_digest(*parts: Any) -> str:
-    """A digest of a chunk's content: its values (dense or CSR), labels and names."""
-    hasher = hashlib.sha256()
-    for part in parts:
-        if isinstance(part, np.ndarray):
-            hasher.update(repr((part.dtype.str, part.shape)).encode())
-            hasher.update(np.ascontiguousarray(part).tobytes())
-        elif sp.issparse(part):
-            csr = sp.csr_matrix(part)
-            for array in (csr.indptr, csr.indices, csr.data):
-                hasher.update(np.ascontiguousarray(array).tobytes())
-            hasher.update(repr(csr.shape).encode())
-        else:
-            hasher.update(json.dumps(part).encode())
-        hasher.update(b"\0")
-    return hasher.hexdigest()
-
-
-def _push(args: argparse.Namespace, client: Client, console: Console) -> int:
-    data = open_data(args.file, args.labels)
-    info = client.describe(args.name)
-    if info.views is not None:
-        raise CommandError(
-            f"{args.name} is a multi-view selector: push its views with the Python client "
-            "(Client.push(name, {view: rows}))"
-        )
-    if args.chunk_rows is not None and args.chunk_rows < 1:
-        raise CommandError(f"--chunk-rows must be at least 1; got {args.chunk_rows}")
-    if info.is_feature_stream:
-        unit, total, pieces = _column_pieces(args, client, info, data)
-    else:
-        unit, total, pieces = _row_pieces(args, client, info, data)
-    # The selector's creation identifies it: a name deleted and created again is another one.
-    selector = f"{info.name}@{info.created_at!r}"
-    record = None if args.no_resume else PushRecord.load(client.url, args.name, args.file, selector)
-    done = set(record.done) if record is not None else set()
-    fresh = new_key() if args.no_resume else ""
-    progress = Progress(console.err, total, unit)
-    last: ChunkReceipt | FeaturesReceipt | None = None
-    chunks = duplicates = skipped = 0
-    try:
-        for index, piece in enumerate(pieces):
-            key = piece.key(selector + fresh, unit, index)
-            if key in done:
-                progress.skip(piece.items)
-                skipped += 1
-                continue
-            last = piece.send(key)
-            chunks += 1
-            duplicates += last.duplicate
-            progress.advance(piece.items)
-            if record is not None:
-                record.done.append(key)
-                record.save()
-    except KeyboardInterrupt:
-        progress.finish(
-            f"interrupted after {progress.done:,} {unit}; run the same command again to resume"
-        )
-        return 130
-    except (FileFormatError, ProblemError):
-        if progress.done:
-            progress.finish(
-                f"stopped: the first {progress.done:,} {unit} of {args.file} are in "
-                f"{args.name} ({_count(chunks + skipped, 'chunk')}); correct what follows and "
-                "push again: the chunks that are in are skipped"
-            )
-        else:
-            progress.finish(f"stopped: nothing of {args.file} was applied to {args.name}")
-        raise
-    if chunks == 0 and skipped:
-        console.out.write(
-            f"nothing to push: every chunk of {args.file} is in {args.name} already "
-            f"({progress.skipped:,} {unit} in {_count(skipped, 'chunk')}); --no-resume pushes "
-            "it again as new data\n"
-        )
-        return 0
-    progress.finish(_push_summary(args, unit, progress, chunks, skipped, duplicates, last))
-    return 0
-
-
-def _push_summary(
-    args: argparse.Namespace,
-    unit: str,
-    progress: Progress,
-    chunks: int,
-    skipped: int,
-    duplicates: int,
-    last: ChunkReceipt | FeaturesReceipt | None,
-) -> str:
-    sent = progress.done - progress.skipped
-    parts = [
-        f"pushed {sent:,} {unit} in {_count(chunks, 'chunk')} to {args.name} in "
-        f"{duration(progress.elapsed)} ({progress.rate:,.0f} {unit}/s)"
-    ]
-    if skipped:
-        parts.append(
-            f"skipped {_count(skipped, 'chunk')} ({progress.skipped:,} {unit}) sent before"
-        )
-    if duplicates:
-        parts.append(f"{_count(duplicates, 'chunk')} already applied (answered as duplicates)")
-    if last is not None and last.version is not None:
-        parts.append(f"{args.name}: version {last.version}, {last.seen or 0:,} {unit} seen")
-    return "; ".join(parts)
-
-
-def _count(n: int, thing: str) -> str:
-    return f"{n:,} {thing}" + ("" if n == 1 else "s")
-
-
-def default_chunk_rows(width: int) -> int:
-    """About 8 MiB of float64 values per chunk, at most ``MAX_DEFAULT_CHUNK_ROWS`` rows."""
-    return max(1, min(MAX_DEFAULT_CHUNK_ROWS, inputs.DEFAULT_CHUNK_BYTES // (8 * max(width, 1))))
-
-
-def _row_pieces(
-    args: argparse.Namespace, client: Client, info: SelectorInfo, data: DataFile
-) -> tuple[str, int, Iterator[Piece]]:
-    if data.feature_names is None and data.n_features != info.n_features:
-        raise CommandError(
-            f"{args.file} has {data.n_features} feature columns; {args.name} takes "
-            f"{info.n_features}"
-            + (" (is --labels missing?)" if data.n_features == info.n_features + 1 else "")
-        )
-    if info.labelled and args.labels is None:
-        raise CommandError(
-            f"{args.name} ({info.method}) learns from labelled rows: name the labels column "
-            "with --labels"
-        )
-    chunk = args.chunk_rows or default_chunk_rows(data.n_features)
-    # The labels column is never a feature; methods without classes do not take the labels.
-    labelled = info.labelled
-    # The file's column names go with every chunk: the service puts each column on the feature
-    # of its name, or refuses the first chunk (nothing applied) when the names are not its own.
-    names = data.feature_names
-
-    def pieces() -> Iterator[Piece]:
-        for block in data.blocks(chunk):
-            labels = block.labels if labelled else None
-
-            def send(key: str, rows: Any = block.rows, labels: Any = labels) -> ChunkReceipt:
-                return client.push_chunk(
-                    args.name, rows, labels, idempotency_key=key, feature_names=names
-                )
-
-            digest = content_digest(block.rows, labels, names)
-            yield Piece(int(block.rows.shape[0]), digest, send)
-
-    return "rows", data.n_rows, pieces()
-
-
-def _column_pieces(
-    args: argparse.Namespace, client: Client, info: SelectorInfo, data: DataFile
-) -> tuple[str, int, Iterator[Piece]]:
-    if args.labels is not None:
-        raise CommandError(f"{args.name} takes feature columns, which carry no labels")
-    whole = data.read_all().rows
-    matrix = whole.toarray() if not isinstance(whole, np.ndarray) else whole
-    if matrix.shape[0] != info.n_samples:
-        raise CommandError(
-            f"{args.name} takes feature columns of {info.n_samples} samples (the file's rows); "
-            f"{args.file} has {matrix.shape[0]} rows"
-        )
-    names = data.feature_names
-    chunk = args.chunk_rows or inputs.columns_per_chunk(matrix.shape[0], names is not None)
-
-    def pieces() -> Iterator[Piece]:
-        for part in inputs.row_slices(int(matrix.shape[1]), chunk):
-            columns = matrix[:, part]
-            chunk_names = None if names is None else names[part]
-
-            def send(
-                key: str, columns: Any = columns, chunk_names: Any = chunk_names
-            ) -> FeaturesReceipt:
-                return client.push_feature_chunk(
-                    args.name, columns, chunk_names, idempotency_key=key
-                )
-
-            digest = content_digest(columns, chunk_names)
-            yield Piece(int(columns.shape[1]), digest, send)
-
-    return "columns", int(matrix.shape[1]), pieces()
-
-
 # -- reading --------------------------------------------------------------------------------
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
-    """Rows under headers in aligned columns (those in ``right`` aligned right)."""
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
-
-    def line(cells: Sequence[str]) -> str:
-        aligned = [
-            cell.rjust(width) if column in right else cell.ljust(width)
-            for column, (cell, width) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "  ".join(aligned).rstrip()
-
-    return "\n".join([line(headers), *(line(row) for row in rows)])
-
-
-def top_table(top: Top) -> str:
-    seen = (
-        f"{top.rows_seen:,} rows seen"
-        if top.rows_seen is not None
-        else f"{top.features_seen or 0:,} features seen"
-    )
-    title = f"{top.name}  {top.method}  version {top.version}  {seen}"
-    if top.version == 0:  # a ranking of zeros would mean nothing
-        where = "features" if top.features_seen is not None else "chunks"
-        return f"{title}\nno data yet: push to {top.name} (POST /v1/selectors/{top.name}/{where})"
-    if top.strategy:
-        title += f"  ({top.strategy})"
-    multi_view = any(f.view is not None for f in top.features)
-    headers = ["rank", *(["view"] if multi_view else []), "index", "name", "score"]
-    rows = [
-        [
-            str(f.rank),
-            *([f.view or ""] if multi_view else []),
-            str(f.index),
-            f.name,
-            f"{f.score:.6g}",
-        ]
-        for f in top.features
-    ]
-    first_numbers = {0, len(headers) - 1, len(headers) - 3}
-    return title + "\n" + table(headers, rows, first_numbers)
 
 
 def _fetch_top(args: argparse.Namespace, client: Client) -> Top:
@@ -588,7 +258,7 @@ def _fetch_top(args: argparse.Namespace, client: Client) -> Top:
 def _top(args: argparse.Namespace, client: Client, console: Console) -> int:
     top = _fetch_top(args, client)
     if args.json:
-        _print_json(console.out, top.raw)
+        print_json(console.out, top.raw)
     else:
         console.out.write(top_table(top) + "\n")
     return 0
@@ -597,7 +267,7 @@ def _top(args: argparse.Namespace, client: Client, console: Console) -> int:
 def _methods(args: argparse.Namespace, client: Client, console: Console) -> int:
     methods = client.methods()
     if args.json:
-        _print_json(console.out, [method.raw for method in methods])
+        print_json(console.out, [method.raw for method in methods])
         return 0
     for method in methods:
         route = f"POST .../{method.route}"
@@ -642,7 +312,7 @@ def _watch(args: argparse.Namespace, client: Client, console: Console) -> int:
 def _ls(args: argparse.Namespace, client: Client, console: Console) -> int:
     selectors = client.list_selectors()
     if args.json:
-        _print_json(console.out, [s.raw for s in selectors])
+        print_json(console.out, [s.raw for s in selectors])
         return 0
     if not selectors:
         console.out.write("no selectors\n")
@@ -664,7 +334,7 @@ def _ls(args: argparse.Namespace, client: Client, console: Console) -> int:
 
 
 def _describe(args: argparse.Namespace, client: Client, console: Console) -> int:
-    _print_json(console.out, client.describe(args.name).raw)
+    print_json(console.out, client.describe(args.name).raw)
     return 0
 
 
@@ -692,19 +362,15 @@ def _import(args: argparse.Namespace, client: Client, console: Console) -> int:
     info = client.import_selector(archive, args.name)
     unit = "features" if info.is_feature_stream else "rows"
     console.out.write(
-        f"imported {info.name}: {info.method}, {_size(info)}, version {info.version}, "
+        f"imported {info.name}: {info.method}, {selector_size(info)}, version {info.version}, "
         f"{info.seen:,} {unit} seen\n"
     )
     return 0
 
 
-def _print_json(out: TextIO, document: Any) -> None:
-    out.write(json.dumps(document, indent=2) + "\n")
-
-
 _COMMANDS: dict[str, Callable[[argparse.Namespace, Client, Console], int]] = {
     "create": _create,
-    "push": _push,
+    "push": run_push,
     "top": _top,
     "methods": _methods,
     "watch": _watch,

@@ -1,0 +1,18 @@
+"""What every ``sift`` client command is given and how it refuses: the ``Console`` it writes to
+and ``CommandError`` (shared by the runner, ``service.client.commands``, and the push,
+``service.client.push``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TextIO
+
+
+class CommandError(Exception):
+    """A command that cannot do what was asked (the message says why); exit status 1."""
+
+
+@dataclass
+class Console:
+    out: TextIO
+    err: TextIO

@@ -1,0 +1,70 @@
+"""How the ``sift`` client commands show things: aligned tables (``table``, ``top_table``),
+JSON documents, counts and a selector's size as text. Formatting only: no requests, no state."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from service.client.results import SelectorInfo, Top
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
+    """Rows under headers in aligned columns (those in ``right`` aligned right)."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        aligned = [
+            cell.rjust(width) if column in right else cell.ljust(width)
+            for column, (cell, width) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  ".join(aligned).rstrip()
+
+    return "\n".join([line(headers), *(line(row) for row in rows)])
+
+
+def top_table(top: Top) -> str:
+    seen = (
+        f"{top.rows_seen:,} rows seen"
+        if top.rows_seen is not None
+        else f"{top.features_seen or 0:,} features seen"
+    )
+    title = f"{top.name}  {top.method}  version {top.version}  {seen}"
+    if top.version == 0:  # a ranking of zeros would mean nothing
+        where = "features" if top.features_seen is not None else "chunks"
+        return f"{title}\nno data yet: push to {top.name} (POST /v1/selectors/{top.name}/{where})"
+    if top.strategy:
+        title += f"  ({top.strategy})"
+    multi_view = any(f.view is not None for f in top.features)
+    headers = ["rank", *(["view"] if multi_view else []), "index", "name", "score"]
+    rows = [
+        [
+            str(f.rank),
+            *([f.view or ""] if multi_view else []),
+            str(f.index),
+            f.name,
+            f"{f.score:.6g}",
+        ]
+        for f in top.features
+    ]
+    first_numbers = {0, len(headers) - 1, len(headers) - 3}
+    return title + "\n" + table(headers, rows, first_numbers)
+
+
+def print_json(out: TextIO, document: Any) -> None:
+    out.write(json.dumps(document, indent=2) + "\n")
+
+
+def count(n: int, thing: str) -> str:
+    return f"{n:,} {thing}" + ("" if n == 1 else "s")
+
+
+def selector_size(info: SelectorInfo) -> str:
+    if info.is_feature_stream:
+        return f"{info.n_samples} samples, {info.n_features} features so far"
+    if info.views is not None:
+        return ", ".join(f"{view} {width}" for view, width in info.views.items()) + " features"
+    return f"{info.n_features} features"
