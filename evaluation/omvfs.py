@@ -46,6 +46,28 @@ PAPER = [
     'will not decrease as more data come in".',
 ]
 
+#: How the defaults that differ from the paper's were chosen: measured on UCI mfeat when each
+#: was set (``tests/algorithms/test_omvfs_quality.py``), quoted in every report, not rerun.
+DEFAULTS_CHOSEN = [
+    "",
+    "**How OMVFS's defaults were chosen** (UCI mfeat, measured when each was set with "
+    "`tests/algorithms/test_omvfs_quality.py`; quoted, not rerun by this command):",
+    "",
+    "- Stopping rule (`tol`, 1e-3 on the relative change of U and of every V): the paper's rule, "
+    "the objective's relative change below 1e-4, was never reached. The orthogonality penalty "
+    "(gamma = 1e7) dominates the objective and still fell by about 1 % per iteration at "
+    "iteration 200 (1e-5 at 1000) while the rankings no longer moved, so every chunk ran the "
+    "full `max_iter`. At tol 1e-3 the chunks stop after 54-121 iterations (72 on average), "
+    "with every view's top 10 in the order of 1000 iterations and 99.7 % of the top-50 sets "
+    "the same.",
+    "- Similarity graph (`neighbours`, 10): the kNN graph and the dense kernel give the same NMI "
+    "at every budget; at gamma = 1e7 the graph moves U by about 0.1 % (alpha = 0 does the "
+    "same), and the dense blocks cost (s m)^2 doubles per view of state.",
+    "- Ranking (`score`, explained): the paper's row norm of V follows each feature's column "
+    "mean (Spearman 0.997), so it favours large-valued features; the tables below compare the "
+    "scores.",
+]
+
 
 def views_of(data: Dataset) -> tuple[np.ndarray, dict[str, int]]:
     """The views side by side, shifted to be nonnegative per feature (NMF needs >= 0)."""
@@ -324,6 +346,7 @@ def run(ctx: Context) -> Section:
             "accuracy.",
         ],
     )
+    section.add(*DEFAULTS_CHOSEN)
     data = ctx.data["mfeat"]
     found = quality(ctx, data, section)
     lines = drift(ctx, data, section, found["configs"])

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
     Any,
+    ClassVar,
     Literal,
     Protocol,
     TypeAlias,
@@ -38,6 +39,7 @@ from typing import (
 import numpy as np
 import scipy.sparse as sp
 
+from service.algorithms.params import MethodParams
 from service.errors import Inconsistent
 
 if TYPE_CHECKING:
@@ -91,8 +93,9 @@ class Method(Protocol[C]):
     #: The publication it implements (authors, title, venue, and the algorithm or equation).
     paper: str
     chunk_kind: ChunkKind
-    #: The JSON Schema of its ``params`` (``service.algorithms.params`` builds them): the
-    #: OpenAPI create body documents it, ``resolve_params`` enforces it and more.
+    #: The JSON Schema of its ``params``, derived from its ``MethodParams`` (``MethodBase``):
+    #: the OpenAPI create body, ``GET /v1/methods`` and ``sift methods`` document it,
+    #: ``resolve_params`` enforces it and more.
     params_schema: dict[str, Any]
     #: The state field holding the score of every feature (read alone for rankings).
     score_field: str
@@ -155,7 +158,23 @@ class Method(Protocol[C]):
 
 class MethodBase:
     """The defaults of the method protocol (and of ``ChecksState``'s ``growing_axes``), declared
-    once: a method inherits this and declares only what differs."""
+    once: a method inherits this and declares only what differs.
+
+    A method declares its parameters once, as ``params_model`` (a ``MethodParams``); its
+    ``params_schema`` and ``resolve_params`` are derived from it here.
+    """
+
+    params_model: ClassVar[type[MethodParams]]
+    params_schema: dict[str, Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        model = cls.__dict__.get("params_model")
+        if model is not None:
+            cls.params_schema = model.documented_schema()
+
+    def resolve_params(self, params: Mapping[str, Any], size: int) -> dict[str, Any]:
+        return self.params_model.resolve(params, size).as_params()
 
     coalesces = True
     chunking_invariant = True

@@ -36,25 +36,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from numbers import Integral
-from typing import Any, cast
+from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
 import scipy.sparse as sp
+from pydantic import Field
 
 from service.algorithms.base import ChunkKind, Matrix, MethodBase, State
 from service.algorithms.kernels import RandomFourierFeatures, median_pairwise_distance
-from service.algorithms.params import (
-    boolean,
-    integer,
-    integer_param,
-    number,
-    one_of,
-    params_object,
-    real_param,
-    require_known,
-)
+from service.algorithms.params import MethodParams, computed
 from service.algorithms.pivoted_qr import ColumnSource, MatrixSource
 from service.algorithms.sketching import (
     SketchUpdate,
@@ -73,18 +63,8 @@ __all__ = [
 ]
 
 _EPS = float(np.finfo(np.float64).eps)
-_KERNELS = ("cosine", "gaussian")
+#: Parameters of the gaussian kernel only (refused, and not stored, with the cosine kernel).
 _GAUSSIAN_ONLY = ("kernel_components", "kernel_bandwidth", "seed")
-_PARAMS = (
-    "k",
-    "ell",
-    "alpha_exponent",
-    "normalize_rows",
-    "block_rows",
-    "decay",
-    "kernel",
-    *_GAUSSIAN_ONLY,
-)
 #: Default shrink schedule, ``max(BLOCK_ELLS * ell, MIN_BLOCK_ROWS)`` rows (``default_block_rows``).
 BLOCK_ELLS = 4
 MIN_BLOCK_ROWS = 200
@@ -101,18 +81,62 @@ BANDWIDTH_SAMPLE_ROWS = 1000
 # -- parameters -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Config:
-    k: int
-    ell: int
-    alpha_exponent: float
-    normalize_rows: bool
-    block_rows: int | None
-    decay: float
-    kernel: str
-    kernel_components: int
-    kernel_bandwidth: float | None
-    seed: int
+class FSDSParams(MethodParams):
+    """Huang et al. 2015, Algorithm 2 (see the README's FSDS section)."""
+
+    method: ClassVar[str] = "fsds"
+
+    k: int = computed("Singular directions, fewer than ell (default min(10, m)).", ge=1)
+    ell: int = computed("Sketch rows, more than k (default max(ceil(sqrt(m)), k + 1)).", ge=2)
+    alpha_exponent: float = Field(3.0, ge=0, description="i in alpha = 2^i sigma_k.")
+    normalize_rows: bool = Field(True, description="Scale every row to unit norm first.")
+    block_rows: int | None = computed(
+        "Rows per shrink (default max(4 ell, 200)); null: one per update (coalesced).", ge=1
+    )
+    decay: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="Forgetting: a row's weight is decay^(rows after it); 1 forgets nothing.",
+    )
+    kernel: Literal["cosine", "gaussian"] = Field(
+        "cosine", description="cosine, or gaussian (random Fourier features)."
+    )
+    kernel_components: int = Field(
+        DEFAULT_KERNEL_COMPONENTS, ge=1, description="gaussian: random features D."
+    )
+    kernel_bandwidth: float | None = Field(
+        None, gt=0, description="gaussian: sigma (null: the median distance of the first chunk)."
+    )
+    seed: int = Field(0, ge=0, lt=2**63, description="gaussian: seed of the random features.")
+
+    def complete(self, size: int, stored: bool) -> None:
+        if not self.gaussian:
+            given = [name for name in _GAUSSIAN_ONLY if name in self.model_fields_set]
+            if given:
+                raise InvalidParams(
+                    f"{', '.join(given)} only apply to kernel='gaussian'; got kernel='cosine'"
+                )
+        k_given = self.k is not None
+        if self.k is None:
+            self.k = min(10, size)
+        if self.k > size:
+            raise InvalidParams(f"k must be at most n_features={size}; got k={self.k}")
+        if self.ell is None:
+            self.ell = max(math.ceil(math.sqrt(size)), self.k + 1)
+        if self.k >= self.ell:
+            raise InvalidParams(
+                f"k must be smaller than ell (got k={self.k}, ell={self.ell})"
+                + ("" if k_given else f"; k defaults to min(10, n_features) = {self.k}")
+            )
+        if "block_rows" not in self.model_fields_set:
+            self.block_rows = default_block_rows(self.ell)
+
+    def omitted(self) -> set[str]:
+        # decay only when forgetting: params stored (and exported) before decay existed resolve
+        # to themselves, and a selector that does not forget is described exactly as before.
+        left_out = set() if self.decay != 1.0 else {"decay"}
+        return left_out if self.gaussian else left_out | set(_GAUSSIAN_ONLY)
 
     @property
     def gaussian(self) -> bool:
@@ -120,25 +144,6 @@ class _Config:
 
     def width(self, n_features: int) -> int:
         return n_features + (self.kernel_components if self.gaussian else 0)
-
-    def as_params(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "k": self.k,
-            "ell": self.ell,
-            "alpha_exponent": self.alpha_exponent,
-            "normalize_rows": self.normalize_rows,
-            "block_rows": self.block_rows,
-            "kernel": self.kernel,
-        }
-        # Only when forgetting: params stored (and exported) before decay existed resolve to
-        # themselves, and a selector that does not forget is described exactly as before.
-        if self.decay != 1.0:
-            out["decay"] = self.decay
-        if self.gaussian:
-            out["kernel_components"] = self.kernel_components
-            out["kernel_bandwidth"] = self.kernel_bandwidth
-            out["seed"] = self.seed
-        return out
 
 
 def default_block_rows(ell: int) -> int:
@@ -165,82 +170,6 @@ def default_block_rows(ell: int) -> int:
       Dense rows (m = 26214, ell = 162) stay above 10x for every ``B`` up to a chunk.
     """
     return max(BLOCK_ELLS * ell, MIN_BLOCK_ROWS)
-
-
-def _resolve(params: Mapping[str, Any], n_features: int) -> _Config:
-    if not isinstance(params, Mapping):
-        raise InvalidParams(f"params must be an object; got {type(params).__name__}")
-    if isinstance(n_features, bool) or not isinstance(n_features, Integral) or n_features < 1:
-        raise InvalidParams(f"n_features must be an integer >= 1; got {n_features!r}")
-    m = int(n_features)
-    params = require_known(params, _PARAMS, "fsds")
-
-    kernel = params.get("kernel", "cosine")
-    if kernel not in _KERNELS:
-        expected = ", ".join(map(repr, _KERNELS))
-        raise InvalidParams(f"kernel must be one of {expected}; got {kernel!r}")
-    if kernel == "cosine":
-        given = [name for name in _GAUSSIAN_ONLY if name in params]
-        if given:
-            raise InvalidParams(
-                f"{', '.join(given)} only apply to kernel='gaussian'; got kernel='cosine'"
-            )
-
-    k = integer_param("k", params["k"], 1) if "k" in params else min(10, m)
-    if k > m:
-        raise InvalidParams(f"k must be at most n_features={m}; got k={k}")
-    ell_default = max(math.ceil(math.sqrt(m)), k + 1)
-    ell = integer_param("ell", params["ell"], 2) if "ell" in params else ell_default
-    if k >= ell:
-        raise InvalidParams(
-            f"k must be smaller than ell (got k={k}, ell={ell})"
-            + ("" if "k" in params else f"; k defaults to min(10, n_features) = {k}")
-        )
-
-    alpha_exponent = real_param("alpha_exponent", params.get("alpha_exponent", 3.0))
-    if alpha_exponent < 0:
-        raise InvalidParams(f"alpha_exponent must be >= 0; got {alpha_exponent}")
-
-    normalize = params.get("normalize_rows", True)
-    if not isinstance(normalize, bool):
-        raise InvalidParams(f"normalize_rows must be true or false; got {normalize!r}")
-
-    block_rows: int | None = default_block_rows(ell)
-    if "block_rows" in params:
-        raw = params["block_rows"]
-        block_rows = None if raw is None else integer_param("block_rows", raw, 1)
-
-    decay = real_param("decay", params.get("decay", 1.0))
-    if not 0.0 < decay <= 1.0:
-        raise InvalidParams(f"decay must be in (0, 1] (1: no forgetting); got {decay}")
-
-    components = DEFAULT_KERNEL_COMPONENTS
-    bandwidth: float | None = None
-    seed = 0
-    if kernel == "gaussian":
-        if "kernel_components" in params:
-            components = integer_param("kernel_components", params["kernel_components"], 1)
-        raw_bw = params.get("kernel_bandwidth")
-        if raw_bw is not None:
-            bandwidth = real_param("kernel_bandwidth", raw_bw)
-            if bandwidth <= 0:
-                raise InvalidParams(f"kernel_bandwidth must be > 0 or null; got {bandwidth}")
-        if "seed" in params:
-            seed = integer_param("seed", params["seed"], 0)
-            if seed >= 2**63:
-                raise InvalidParams(f"seed must be below 2**63; got {seed}")
-    return _Config(
-        k=k,
-        ell=ell,
-        alpha_exponent=alpha_exponent,
-        normalize_rows=normalize,
-        block_rows=block_rows,
-        decay=decay,
-        kernel=kernel,
-        kernel_components=components,
-        kernel_bandwidth=bandwidth,
-        seed=seed,
-    )
 
 
 # -- helpers shared with the batch references --------------------------------------------------
@@ -373,7 +302,7 @@ def gfw_p2_kernel_weights(
 # -- the method --------------------------------------------------------------------------------
 
 
-def _weights_of(upd: SketchUpdate, cfg: _Config, m: int) -> tuple[float, np.ndarray]:
+def _weights_of(upd: SketchUpdate, cfg: FSDSParams, m: int) -> tuple[float, np.ndarray]:
     """Steps 5-7 on an updated sketch: alpha and the ``m`` feature weights (cosine, or the
     gaussian mode's regression onto the random features' directions)."""
     if cfg.gaussian:
@@ -419,27 +348,7 @@ class FSDS(MethodBase):
         'Huang et al., "Unsupervised Feature Selection on Data Streams", CIKM 2015 (Algorithm 2)'
     )
     chunk_kind: ChunkKind = "rows"
-    params_schema = params_object(
-        "Huang et al. 2015, Algorithm 2 (see the README's FSDS section).",
-        k=integer(1, doc="Singular directions, fewer than ell (default min(10, m))."),
-        ell=integer(2, doc="Sketch rows, more than k (default max(ceil(sqrt(m)), k + 1))."),
-        alpha_exponent=number(0, doc="i in alpha = 2^i sigma_k (default 3)."),
-        normalize_rows=boolean("Scale every row to unit norm first (default true)."),
-        block_rows=integer(
-            1,
-            nullable=True,
-            doc="Rows per shrink (default max(4 ell, 200)); null: one per update (coalesced).",
-        ),
-        decay=number(
-            above=0,
-            maximum=1,
-            doc="Forgetting: a row's weight is decay^(rows after it); 1 (default) forgets nothing.",
-        ),
-        kernel=one_of(*_KERNELS, doc="cosine (default) or gaussian (random Fourier features)."),
-        kernel_components=integer(1, doc="gaussian: random features D (default 512)."),
-        kernel_bandwidth=number(above=0, nullable=True, doc="gaussian: sigma (default: median)."),
-        seed=integer(0, below=2**63, doc="gaussian: seed of the random features."),
-    )
+    params_model = FSDSParams
     score_field = "weights"
     chunking_invariant = False
     #: The sketch (2 ell x m) is read only by ``strategy=diverse``: from a checkpoint.
@@ -449,11 +358,8 @@ class FSDS(MethodBase):
     #: ``Mergeable``: another sketch of the same features (with the state's scalars).
     summary_fields: tuple[str, ...] = ("sketch_rows",)
 
-    def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
-        return _resolve(params, n_features).as_params()
-
     def initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
-        cfg = _resolve(params, n_features)
+        cfg = FSDSParams.resolve(params, n_features, stored=True)
         return {
             "sketch_rows": np.zeros((cfg.ell, cfg.width(n_features))),
             "singular_values": np.zeros(cfg.ell),
@@ -466,7 +372,7 @@ class FSDS(MethodBase):
         }
 
     def state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
-        cfg = _resolve(params, n_features)
+        cfg = FSDSParams.resolve(params, n_features, stored=True)
         return {
             "sketch_rows": 8 * cfg.ell * cfg.width(n_features),
             "singular_values": 8 * cfg.ell,
@@ -476,7 +382,7 @@ class FSDS(MethodBase):
     def update(self, state: State, params: Mapping[str, Any], rows: Matrix) -> State:
         weights_now = np.asarray(state["weights"])
         m = weights_now.shape[0]
-        cfg = _resolve(params, m)
+        cfg = FSDSParams.resolve(params, m, stored=True)
         sketch = np.asarray(state["sketch_rows"], dtype=np.float64)
         if sketch.shape != (cfg.ell, cfg.width(m)):
             raise InvalidInput(
@@ -548,7 +454,7 @@ class FSDS(MethodBase):
         map: same seed (the params) and the same bandwidth.
         """
         m = np.asarray(state["weights"]).shape[0]
-        cfg = _resolve(params, m)
+        cfg = FSDSParams.resolve(params, m, stored=True)
         sketch = np.asarray(state["sketch_rows"], dtype=np.float64)
         other = np.asarray(summary["sketch_rows"], dtype=np.float64)
         if other.ndim != 2 or other.shape[1] != sketch.shape[1]:
@@ -604,7 +510,7 @@ class FSDS(MethodBase):
         Directions never adds energy (``||B||_F^2 <= ||Y||_F^2`` of the rows seen, in the
         cosine mode), nothing before the first row; and steps 5-7 give exactly the stored
         ``alpha`` and weights."""
-        cfg = _resolve(params, size)
+        cfg = FSDSParams.resolve(params, size, stored=True)
         sketch = np.asarray(state["sketch_rows"], dtype=np.float64)
         sigma = np.asarray(state["singular_values"], dtype=np.float64)
         seen = _state_float(state, "squared_norm_seen")

@@ -33,11 +33,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from numbers import Real
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
+from pydantic import Field
 
 from service.algorithms.base import ChunkKind, MethodBase, Projection, State
 from service.algorithms.labels import (
@@ -52,31 +52,26 @@ from service.algorithms.labels import (
     stored_classes,
 )
 from service.algorithms.ocfs import SUMS_FIELD, exact_directions
-from service.algorithms.params import (
-    integer,
-    integer_param,
-    number,
-    params_object,
-    require_known,
-)
+from service.algorithms.params import MethodParams
 from service.errors import Conflict, Inconsistent, InvalidParams
 
-_PARAMS = ("n_components", "amnesia")
 
+class IOCParams(MethodParams):
+    """Yan et al. 2006, Table 1 (see the README's IOC section)."""
 
-@dataclass(frozen=True)
-class _Config:
-    n_components: int
-    amnesia: float
+    method: ClassVar[str] = "ioc"
 
+    n_components: int = Field(1, ge=1, description="p, at most n_features.")
+    amnesia: float = Field(
+        0.0, ge=0, le=100, description="CCIPCA's amnesic average l (0: the plain mean 1/n)."
+    )
 
-def _resolve(params: Mapping[str, Any], n_features: int) -> _Config:
-    params = require_known(params, _PARAMS, "ioc")
-    p = integer_param("n_components", params.get("n_components", 1), 1, n_features, "n_features=")
-    amnesia = params.get("amnesia", 0.0)
-    if isinstance(amnesia, bool) or not isinstance(amnesia, Real) or not 0 <= float(amnesia) <= 100:
-        raise InvalidParams(f"amnesia must be a number in [0, 100]; got {amnesia!r}")
-    return _Config(p, float(amnesia))
+    def complete(self, size: int, stored: bool) -> None:
+        if self.n_components > size:
+            raise InvalidParams(
+                f"n_components must be an integer in [1, n_features={size}]; "
+                f"got {self.n_components}"
+            )
 
 
 class IOC(MethodBase):
@@ -92,23 +87,15 @@ class IOC(MethodBase):
         'Streaming Data Preprocessing", TKDE 2006 (Table 1)'
     )
     chunk_kind: ChunkKind = "labelled rows"
-    params_schema = params_object(
-        "Yan et al. 2006, Table 1 (see the README's IOC section).",
-        n_components=integer(1, doc="p, at most n_features (default 1)."),
-        amnesia=number(0, maximum=100, doc="CCIPCA's amnesic average l (default 0: 1/n)."),
-    )
+    params_model = IOCParams
     score_field = "weights"
     describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
     #: ``Projects``: IOC's learned W, or the exact batch OC solution the state determines.
     projection_fields: tuple[str, ...] = ("vectors", "eigenvalues", COUNTS_FIELD, SUMS_FIELD)
     solutions: tuple[str, ...] = ("ioc", "exact")
 
-    def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
-        cfg = _resolve(params, n_features)
-        return {"n_components": cfg.n_components, "amnesia": cfg.amnesia}
-
     def initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
-        cfg = _resolve(params, n_features)
+        cfg = IOCParams.resolve(params, n_features, stored=True)
         return {
             CLASSES_FIELD: encode_classes([]),
             COUNTS_FIELD: np.zeros(0, dtype=np.int64),
@@ -122,7 +109,7 @@ class IOC(MethodBase):
         }
 
     def state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
-        p = _resolve(params, n_features).n_components
+        p = IOCParams.resolve(params, n_features, stored=True).n_components
         return {
             "vectors": 8 * p * n_features,
             "eigenvalues": 8 * p,
@@ -133,7 +120,7 @@ class IOC(MethodBase):
     def update(self, state: State, params: Mapping[str, Any], rows: LabelledRows) -> State:
         """Table 1 for every row of the chunk, in order."""
         m = int(np.asarray(state["sample_sum"]).size)
-        cfg = _resolve(params, m)
+        cfg = IOCParams.resolve(params, m, stored=True)
         if rows.multiplicity is not None:
             raise ValueError("IOC processes samples one by one: it cannot take class summaries")
         classes, codes = discover(stored_classes(state), rows)
@@ -187,7 +174,7 @@ class IOC(MethodBase):
         count, no more eigenvectors started than there are."""
         samples = check_classes(state, SUMS_FIELD)
         started = int(np.asarray(state["vectors_started"]))
-        p = _resolve(params, size).n_components
+        p = IOCParams.resolve(params, size, stored=True).n_components
         if samples != state["samples"] or not 0 <= started <= p:
             raise Inconsistent(
                 f"an ioc state counts as many samples as its classes ({samples}) and starts at "

@@ -19,19 +19,44 @@ The per-feature score kept alongside is ``|x_i|^2``, the ``v_i(0)`` of IQRP's in
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from numbers import Integral
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from service.algorithms.base import SEGMENT_PREFIX, ChunkKind, MethodBase, State
-from service.algorithms.params import integer, params_object
+from service.algorithms.params import MethodParams, computed
 from service.errors import Conflict, Inconsistent, InvalidInput, InvalidParams
 
 DEFAULT_BLOCK_COLUMNS = 256
 MAX_BLOCK_COLUMNS = 65_536
 #: A block should stay a reasonable Redis value: at most this many bytes (m x block x 8).
 MAX_BLOCK_BYTES = 64 * 2**20
+
+
+class IQRPParams(MethodParams):
+    """Maung & Schweitzer 2013; k and l are chosen per query at GET .../top."""
+
+    method: ClassVar[str] = "iqrp"
+    unknown_hint: ClassVar[str] = " (k and l are chosen per query at GET .../top)"
+
+    block_columns: int = computed(
+        f"Columns per stored block (default {DEFAULT_BLOCK_COLUMNS}, fewer when that would "
+        f"exceed {MAX_BLOCK_BYTES // 2**20} MiB).",
+        ge=1,
+        le=MAX_BLOCK_COLUMNS,
+    )
+
+    def complete(self, size: int, stored: bool) -> None:
+        # Blocks of about 2 MiB by default, so a skipped block saves a real read.
+        fitting = max(1, MAX_BLOCK_BYTES // (8 * size))
+        if self.block_columns is None:
+            self.block_columns = min(DEFAULT_BLOCK_COLUMNS, fitting)
+        if self.block_columns > fitting:
+            raise InvalidParams(
+                f"block_columns must be an integer in [1, {min(MAX_BLOCK_COLUMNS, fitting)}] "
+                f"(blocks of at most {MAX_BLOCK_BYTES // 2**20} MiB with n_samples={size}); "
+                f"got {self.block_columns}"
+            )
 
 
 def block_id(block: int) -> str:
@@ -64,38 +89,10 @@ class IQRP(MethodBase):
         "(Figures 3-6)"
     )
     chunk_kind: ChunkKind = "columns"
-    params_schema = params_object(
-        "Maung & Schweitzer 2013; k and l are chosen per query at GET .../top.",
-        block_columns=integer(1, maximum=MAX_BLOCK_COLUMNS, doc="Columns per stored block."),
-    )
+    params_model = IQRPParams
     score_field = "column_norms"
     pivoted_by_default = True
     pivot_fields: tuple[str, ...] = ("tail",)
-
-    def resolve_params(self, params: Mapping[str, Any], n_samples: int) -> dict[str, Any]:
-        if not isinstance(params, Mapping):
-            raise InvalidParams(f"params must be an object; got {type(params).__name__}")
-        unknown = sorted(str(key) for key in params if key != "block_columns")
-        if unknown:
-            raise InvalidParams(
-                f"unknown parameter(s) for iqrp: {', '.join(repr(u) for u in unknown)}; "
-                "expected some of: block_columns (k and l are chosen per query at GET .../top)"
-            )
-        # Blocks of about 2 MiB by default, so a skipped block saves a real read.
-        fitting = max(1, MAX_BLOCK_BYTES // (8 * max(n_samples, 1)))
-        default = min(DEFAULT_BLOCK_COLUMNS, fitting)
-        width = params.get("block_columns", default)
-        upper = min(MAX_BLOCK_COLUMNS, fitting)
-        if (
-            isinstance(width, bool)
-            or not isinstance(width, Integral)
-            or not 1 <= int(width) <= upper
-        ):
-            raise InvalidParams(
-                f"block_columns must be an integer in [1, {upper}] (blocks of at most "
-                f"{MAX_BLOCK_BYTES // 2**20} MiB with n_samples={n_samples}); got {width!r}"
-            )
-        return {"block_columns": int(width)}
 
     def initial_state(self, params: Mapping[str, Any], n_samples: int) -> State:
         return {

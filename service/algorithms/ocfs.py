@@ -18,7 +18,7 @@ The batch references ``between_class_scatter`` and ``oc_directions`` (the eigenv
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,8 +37,7 @@ from service.algorithms.labels import (
     grow_rows,
     stored_classes,
 )
-from service.algorithms.params import params_object
-from service.errors import InvalidParams
+from service.algorithms.params import MethodParams
 
 #: The state field holding every class's row sum (``c x m``).
 SUMS_FIELD = "class_sums"
@@ -56,6 +55,13 @@ def ocfs_scores(counts: np.ndarray, sums: np.ndarray) -> np.ndarray:
     return np.asarray(((counts[present] / n)[:, None] * (means - overall) ** 2).sum(axis=0))
 
 
+class OCFSParams(MethodParams):
+    """OCFS has no parameters: its scores are exact."""
+
+    method: ClassVar[str] = "ocfs"
+    unknown_hint: ClassVar[str] = " (the scores are exact)"
+
+
 class OCFS(MethodBase):
     """OCFS over labelled row chunks; the state is class counts and class sums."""
 
@@ -65,20 +71,11 @@ class OCFS(MethodBase):
         'Streaming Data Preprocessing", TKDE 2006 (Table 2, eq. 2)'
     )
     chunk_kind: ChunkKind = "labelled rows"
-    params_schema = params_object("OCFS has no parameters: its scores are exact.")
+    params_model = OCFSParams
     score_field = "scores"
     describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
     #: ``Mergeable``: another OCFS selector's class counts and sums add exactly.
     summary_fields: tuple[str, ...] = (COUNTS_FIELD, SUMS_FIELD)
-
-    def resolve_params(self, params: Mapping[str, Any], n_features: int) -> dict[str, Any]:
-        if not isinstance(params, Mapping):
-            raise InvalidParams(f"params must be an object; got {type(params).__name__}")
-        if params:
-            raise InvalidParams(
-                f"ocfs has no parameters (the scores are exact); got {sorted(map(str, params))}"
-            )
-        return {}
 
     def initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
         return {

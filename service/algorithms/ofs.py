@@ -55,9 +55,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import Field
 from scipy.linalg import solve_triangular
 
 from service.algorithms.base import ChunkKind, Decision, MethodBase, State
@@ -67,14 +68,7 @@ from service.algorithms.leverage import (
     rank_one_factor,
     rank_one_solve,
 )
-from service.algorithms.params import (
-    integer,
-    integer_param,
-    number,
-    params_object,
-    real_param,
-    require_known,
-)
+from service.algorithms.params import MethodParams, computed
 from service.errors import Conflict, Inconsistent, InvalidInput, InvalidParams
 
 __all__ = [
@@ -86,7 +80,6 @@ __all__ = [
     "recorded_decisions",
 ]
 
-_PARAMS = ("epsilon", "c", "ridge", "seed")
 DEFAULT_EPSILON = 0.5
 #: Relative residual ``||a - Q Q^T a|| / ||a||`` above which a column is a new direction. It is
 #: ~sqrt(machine eps): the residual of a column that lies in the span, computed against ``Q``
@@ -103,48 +96,33 @@ BLOCK = 128
 # -- parameters -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Config:
-    epsilon: float
-    c: float
-    ridge: float
-    seed: int
+class OFSParams(MethodParams):
+    """Wang, Shen & Li, Algorithm 1 (see the README's OFS section)."""
 
-    def as_params(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "c": self.c, "ridge": self.ridge, "seed": self.seed}
+    method: ClassVar[str] = "ofs"
 
+    epsilon: float = Field(DEFAULT_EPSILON, gt=0, lt=1, description="Approximation error.")
+    c: float = computed("Sampling rate (default 8 epsilon^-2 log n).", gt=0)
+    ridge: float = Field(0.0, ge=0, description="Ridge lambda (0: the paper's pseudo-inverse).")
+    seed: int = Field(0, ge=0, lt=2**63, description="Seed of the keep/discard draws.")
 
-def _resolve(params: Mapping[str, Any], n_samples: int) -> _Config:
-    params = require_known(params, _PARAMS, "ofs")
-    n = integer_param("n_samples", n_samples, 1)
-    epsilon = real_param("epsilon", params.get("epsilon", DEFAULT_EPSILON))
-    if not 0.0 < epsilon < 1.0:
-        raise InvalidParams(f"epsilon must be in (0, 1); got {epsilon}")
-    if "c" in params:
-        c = real_param("c", params["c"])
-        if c <= 0:
-            raise InvalidParams(f"c (sampling rate) must be > 0; got {c}")
-    else:
+    def complete(self, size: int, stored: bool) -> None:
+        if self.c is not None:
+            return
         # Algorithm 1's sampling rate c = 8 eps^-2 log n (natural log).
         # A tiny epsilon makes it overflow: a float's range is a parameter's range too.
-        c = 8.0 * math.log(n) / (epsilon * epsilon) if epsilon * epsilon > 0 else math.inf
-        if not math.isfinite(c):
+        squared = self.epsilon * self.epsilon
+        self.c = 8.0 * math.log(size) / squared if squared > 0 else math.inf
+        if not math.isfinite(self.c):
             raise InvalidParams(
                 f"the default c = 8 epsilon^-2 log(n_samples) overflows for epsilon = "
-                f"{epsilon}; pass a larger epsilon, or c explicitly"
+                f"{self.epsilon}; pass a larger epsilon, or c explicitly"
             )
-        if c <= 0:
+        if self.c <= 0:
             raise InvalidParams(
-                f"the default c = 8 epsilon^-2 log(n_samples) is 0 for n_samples = {n}; "
+                f"the default c = 8 epsilon^-2 log(n_samples) is 0 for n_samples = {size}; "
                 "pass c > 0 explicitly"
             )
-    ridge = real_param("ridge", params.get("ridge", 0.0))
-    if ridge < 0:
-        raise InvalidParams(f"ridge must be >= 0 (0 = pseudo-inverse, eq. (3.2)); got {ridge}")
-    seed = params.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, Integral) or not 0 <= int(seed) < 2**63:
-        raise InvalidParams(f"seed must be an integer in [0, 2**63); got {seed!r}")
-    return _Config(epsilon=epsilon, c=c, ridge=ridge, seed=int(seed))
 
 
 # -- state helpers --------------------------------------------------------------------------
@@ -180,7 +158,7 @@ class _Factor:
     shared: np.ndarray | None = None
 
     @classmethod
-    def from_state(cls, state: State, cfg: _Config, n: int) -> _Factor:
+    def from_state(cls, state: State, cfg: OFSParams, n: int) -> _Factor:
         stored_ridge = float(np.asarray(state.get("ridge", 0.0)))
         if stored_ridge != cfg.ridge:
             raise InvalidInput(
@@ -242,9 +220,9 @@ class _Factor:
         return np.asarray(solve_triangular(self.lower, coef, lower=True, check_finite=False))
 
 
-def _resolve_state(state: State, params: Mapping[str, Any]) -> tuple[_Config, int]:
+def _resolve_state(state: State, params: Mapping[str, Any]) -> tuple[OFSParams, int]:
     n = _int(state, "n_samples")
-    return _resolve(params, n), n
+    return OFSParams.resolve(params, n, stored=True), n
 
 
 def _check_columns(columns: np.ndarray, n: int) -> np.ndarray:
@@ -278,13 +256,7 @@ class OFS(MethodBase):
     name = "ofs"
     paper = 'Wang, Shen & Li, "Provable Variable Selection for Streaming Features" (Algorithm 1)'
     chunk_kind: ChunkKind = "columns"
-    params_schema = params_object(
-        "Wang, Shen & Li, Algorithm 1 (see the README's OFS section).",
-        epsilon=number(above=0, below=1, doc="Approximation error (default 0.5)."),
-        c=number(above=0, doc="Sampling rate (default 8 epsilon^-2 log n)."),
-        ridge=number(0, doc="Ridge lambda (default 0: the paper's pseudo-inverse)."),
-        seed=integer(0, below=2**63, doc="Seed of the keep/discard draws."),
-    )
+    params_model = OFSParams
     score_field = "leverage"
     #: The kept columns (n x kept) are read only by ``cluster``: from a checkpoint.
     served_from_checkpoints: tuple[str, ...] = ("kept_columns",)
@@ -292,9 +264,6 @@ class OFS(MethodBase):
     decision_fields: tuple[str, ...] = ("leverage", "probability", "kept_indices", "kept_scales")
     #: ``Clusters``: k-means runs on the kept, rescaled columns.
     cluster_fields: tuple[str, ...] = ("kept_columns",)
-
-    def resolve_params(self, params: Mapping[str, Any], n_samples: int) -> dict[str, Any]:
-        return _resolve(params, n_samples).as_params()
 
     def update(self, state: State, params: Mapping[str, Any], rows: np.ndarray) -> State:
         """The service's entry point: ``rows`` holds new feature columns (``n x c``).
@@ -307,7 +276,7 @@ class OFS(MethodBase):
         return new_state
 
     def initial_state(self, params: Mapping[str, Any], n_samples: int) -> State:
-        cfg = _resolve(params, n_samples)
+        cfg = OFSParams.resolve(params, n_samples, stored=True)
         n = int(n_samples)
         lower = math.sqrt(cfg.ridge) * np.eye(n) if cfg.ridge > 0 else np.zeros((0, 0))
         return {
@@ -325,7 +294,7 @@ class OFS(MethodBase):
         }
 
     def state_sizes(self, params: Mapping[str, Any], n_samples: int) -> dict[str, int]:
-        cfg = _resolve(params, n_samples)
+        cfg = OFSParams.resolve(params, n_samples, stored=True)
         # Only the ridge factor is there from the start; the rest grows with kept columns.
         return {"cholesky": 8 * int(n_samples) ** 2 if cfg.ridge > 0 else 0}
 
@@ -386,7 +355,7 @@ class OFS(MethodBase):
     @staticmethod
     def _block(
         factor: _Factor,
-        cfg: _Config,
+        cfg: OFSParams,
         block: np.ndarray,
         first: int,
         remaining: int,
@@ -484,7 +453,7 @@ class OFS(MethodBase):
     ) -> None:
         """``ChecksState``: one decision per feature seen, the kept ones in order, a factor of
         the shapes ``_Factor`` expects."""
-        cfg = _resolve(params, size)
+        cfg = OFSParams.resolve(params, size, stored=True)
         seen, kept = _int(state, "features_seen"), _int(state, "features_kept")
         indices = _array(state, "kept_indices")
         counts_agree = (

@@ -1,20 +1,54 @@
-"""Checks every method's parameter resolution shares: an object, and no unknown names."""
+"""A method's parameters, declared once: ``MethodParams``.
+
+Each method declares its parameters as one pydantic model (``FSDSParams``, ``OFSParams``, ...):
+name, type, range, default and description in one line per parameter. Everything else is
+derived from that declaration:
+
+* the resolution (``resolve``): validation, the defaults, and the rules a field alone cannot
+  state (a default that depends on the stream's size, ``k < ell``) in ``complete``;
+* the resolved parameters the service stores and echoes (``as_params``), which resolve to
+  themselves;
+* the JSON Schema (``documented_schema``) that the OpenAPI create body, ``GET /v1/methods`` and
+  the CLI's ``sift methods`` (``--param`` help) show, with the defaults that hold at every size;
+* the messages of a refusal (``InvalidParams``): what was expected, read off the same schema,
+  and what came.
+
+A default that depends on the size (or on another parameter) is declared with ``computed`` and
+filled in by ``complete``; the schema documents it without a ``default`` (its description says
+how it is computed).
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from service.errors import InvalidParams
+
+__all__ = [
+    "VIEW_NAME",
+    "MethodParams",
+    "computed",
+    "integer_param",
+    "real_param",
+]
+
+#: View names, anchored for JSON Schema (the service's rule: ``service.store.keys``).
+VIEW_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
 
 def integer_param(
     name: str, value: Any, minimum: int, maximum: int | None = None, maximum_is: str = ""
 ) -> int:
     """An integer (not a bool) in ``[minimum, maximum]``; InvalidParams saying the range
-    (``maximum_is`` names where the maximum comes from, e.g. ``"n_features="``)."""
+    (``maximum_is`` names where the maximum comes from, e.g. ``"n_features="``).
+
+    For arguments of the maths helpers (``kernels``); a method's parameters are declared in its
+    ``MethodParams``."""
     bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum_is}{maximum}]"
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise InvalidParams(f"{name} must be an integer {bound}; got {value!r}")
@@ -24,111 +58,165 @@ def integer_param(
 
 
 def real_param(name: str, value: Any) -> float:
-    """A finite real number (not a bool); ranges are each method's to say."""
+    """A finite real number (not a bool); ranges are each caller's to say."""
     if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)):
         raise InvalidParams(f"{name} must be a finite number; got {value!r}")
     return float(value)
 
 
-def require_known(
-    params: Any, known: Sequence[str], method: str, expected: Sequence[str] | None = None
-) -> Mapping[str, Any]:
-    """``params`` as a mapping whose names are all in ``known``; ``InvalidParams`` otherwise.
+def _without_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
 
-    A typo must not silently fall back to a default. ``expected`` is what the message lists
-    (``known`` unless given, e.g. without names the service fills in itself).
+
+def computed(description: str, **constraints: Any) -> Any:
+    """A parameter whose default is computed (from the size, or from other parameters) by the
+    model's ``complete``: absent, it is ``None`` until then; documented without a default."""
+    return Field(None, description=description, json_schema_extra=_without_default, **constraints)
+
+
+class MethodParams(BaseModel):
+    """The parameters of one method (a subclass per method declares them as fields).
+
+    Strict: an integer is not a bool or ``2.0``, a number is finite, and a name the model does
+    not declare is refused (a typo must not silently fall back to a default).
     """
-    if not isinstance(params, Mapping):
-        raise InvalidParams(f"params must be an object; got {type(params).__name__}")
-    unknown = sorted(str(key) for key in params if key not in known)
-    if unknown:
-        listed = known if expected is None else expected
-        raise InvalidParams(
-            f"unknown parameter(s) for {method}: {', '.join(repr(u) for u in unknown)}; "
-            f"expected some of: {', '.join(listed)}"
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    #: The method's name, for messages.
+    method: ClassVar[str]
+    #: Parameters the service fills in from the selector's shape (OMVFS's ``views``): refused
+    #: by nobody, but not listed to users.
+    filled_by_service: ClassVar[tuple[str, ...]] = ()
+    #: Said after the list of expected names when an unknown one comes.
+    unknown_hint: ClassVar[str] = ""
+
+    def complete(self, size: int, stored: bool) -> None:
+        """Fill the ``computed`` defaults and check the rules between parameters (raising
+        ``InvalidParams``). ``size`` is the stream's fixed dimension (``Method.resolve_params``);
+        ``stored``: these are parameters resolved earlier (a parameter added since may default
+        differently for selectors created before it)."""
+
+    def omitted(self) -> set[str]:
+        """Parameters ``as_params`` leaves out (ones that do not apply to this configuration)."""
+        return set()
+
+    @model_validator(mode="after")
+    def _complete(self, info: ValidationInfo) -> Self:
+        context = info.context or {}
+        self.complete(context["size"], context.get("stored", False))
+        return self
+
+    @classmethod
+    def resolve(cls, params: Any, size: int, *, stored: bool = False) -> Self:
+        """Validated parameters with every default filled in; ``InvalidParams`` saying what was
+        expected and what came."""
+        if isinstance(size, bool) or not isinstance(size, Integral) or size < 1:
+            raise InvalidParams(f"the size must be an integer >= 1; got {size!r}")
+        try:
+            return cls.model_validate(params, context={"size": int(size), "stored": stored})
+        except ValidationError as exc:
+            raise InvalidParams(cls._refusal(params, exc)) from None
+
+    def as_params(self) -> dict[str, Any]:
+        """The resolved parameters as JSON (stored with the selector and echoed to users)."""
+        return self.model_dump(mode="json", exclude=self.omitted())
+
+    @classmethod
+    def documented_schema(cls) -> dict[str, Any]:
+        """The JSON Schema of what users may pass: the fields but those the service fills in,
+        the defaults that hold at every size, no titles; described by the model's docstring."""
+        schema = _untitled(cls.model_json_schema())
+        properties = {
+            name: prop
+            for name, prop in schema.get("properties", {}).items()
+            if name not in cls.filled_by_service
+        }
+        return {
+            "type": "object",
+            "description": schema.get("description", ""),
+            "properties": properties,
+            "additionalProperties": False,
+        }
+
+    # -- refusals ------------------------------------------------------------------------------
+
+    @classmethod
+    def _refusal(cls, params: Any, exc: ValidationError) -> str:
+        if not isinstance(params, Mapping):
+            return f"params must be an object; got {type(params).__name__}"
+        errors = exc.errors()
+        unknown = [str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden"]
+        if unknown:
+            listed = [n for n in cls.model_fields if n not in cls.filled_by_service]
+            expected = f"expected some of: {', '.join(listed)}" if listed else "it has none"
+            return (
+                f"unknown parameter(s) for {cls.method}: {', '.join(map(repr, unknown))}; "
+                f"{expected}{cls.unknown_hint}"
+            )
+        properties = cls.model_json_schema()["properties"]
+        wrong: list[str] = []
+        for error in errors:
+            name = str(error["loc"][0]) if error["loc"] else ""
+            if name in properties and name not in wrong:
+                wrong.append(name)
+        if not wrong:  # not one field's fault (cannot happen with these models; said plainly)
+            return f"params are not valid for {cls.method}: {exc.errors()[0]['msg']}"
+        return "; ".join(
+            f"{name} must be {_expected(properties[name])}; got {params.get(name)!r}"
+            for name in wrong
         )
-    return params
 
 
-# -- JSON Schema of a method's parameters (documented in the OpenAPI create body) ---------------
-
-#: View names, anchored for JSON Schema (the service's rule: ``service.store.keys``).
-VIEW_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
-
-
-def _nullable(schema: dict[str, Any], nullable: bool) -> dict[str, Any]:
-    return {"anyOf": [schema, {"type": "null"}]} if nullable else schema
-
-
-def integer(
-    minimum: int | None = None,
-    *,
-    maximum: int | None = None,
-    below: int | None = None,
-    nullable: bool = False,
-    doc: str = "",
-) -> dict[str, Any]:
-    """An integer parameter (``below``: exclusive maximum); ``nullable``: null means a default."""
-    schema: dict[str, Any] = {"type": "integer"}
-    for key, value in (("minimum", minimum), ("maximum", maximum), ("exclusiveMaximum", below)):
-        if value is not None:
-            schema[key] = value
-    if doc:
-        schema["description"] = doc
-    return _nullable(schema, nullable)
-
-
-def number(
-    minimum: float | None = None,
-    *,
-    above: float | None = None,
-    maximum: float | None = None,
-    below: float | None = None,
-    nullable: bool = False,
-    doc: str = "",
-) -> dict[str, Any]:
-    """A real parameter (``above``/``below``: exclusive bounds)."""
-    schema: dict[str, Any] = {"type": "number"}
-    bounds = (
-        ("minimum", minimum),
-        ("exclusiveMinimum", above),
-        ("maximum", maximum),
-        ("exclusiveMaximum", below),
-    )
-    for key, value in bounds:
-        if value is not None:
-            schema[key] = value
-    if doc:
-        schema["description"] = doc
-    return _nullable(schema, nullable)
-
-
-def boolean(doc: str = "") -> dict[str, Any]:
-    return {"type": "boolean", **({"description": doc} if doc else {})}
-
-
-def one_of(*values: str, doc: str = "") -> dict[str, Any]:
-    return {"type": "string", "enum": list(values), **({"description": doc} if doc else {})}
-
-
-def per_view(item: dict[str, Any], doc: str = "") -> dict[str, Any]:
-    """A number for every view, an object ``{view: number}``, or null for the default."""
-    by_view = {
-        "type": "object",
-        "propertyNames": {"pattern": VIEW_NAME},
-        "additionalProperties": item,
-    }
-    schema: dict[str, Any] = {"anyOf": [item, by_view, {"type": "null"}]}
-    if doc:
-        schema["description"] = doc
+def _untitled(schema: Any) -> Any:
+    """``schema`` without pydantic's generated titles (names of properties are kept)."""
+    if isinstance(schema, dict):
+        return {
+            key: (
+                {name: _untitled(prop) for name, prop in value.items()}
+                if key == "properties"
+                else _untitled(value)
+            )
+            for key, value in schema.items()
+            if key != "title"
+        }
+    if isinstance(schema, list):
+        return [_untitled(item) for item in schema]
     return schema
 
 
-def params_object(doc: str, **properties: dict[str, Any]) -> dict[str, Any]:
-    """The schema of a method's ``params``: these properties, each optional, nothing else."""
-    return {
-        "type": "object",
-        "description": doc,
-        "properties": properties,
-        "additionalProperties": False,
-    }
+def _number_text(value: float) -> str:
+    if isinstance(value, int) and value >= 2**32 and value & (value - 1) == 0:
+        return f"2**{value.bit_length() - 1}"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _expected(schema: Mapping[str, Any]) -> str:
+    """What a JSON Schema accepts, said in words (``an integer >= 1``, ``a number in (0, 1]``)."""
+    if "anyOf" in schema:
+        return ", or ".join(_expected(option) for option in schema["anyOf"])
+    kind = schema.get("type")
+    if "const" in schema:
+        return repr(schema["const"])
+    if "enum" in schema:
+        return "one of " + ", ".join(map(repr, schema["enum"]))
+    if kind == "null":
+        return "null"
+    if kind == "boolean":
+        return "true or false"
+    if kind == "object":
+        return "an object {view: " + _expected(schema.get("additionalProperties", {})) + "}"
+    noun = "an integer" if kind == "integer" else "a finite number"
+    low = ("[", schema["minimum"]) if "minimum" in schema else None
+    if "exclusiveMinimum" in schema:
+        low = ("(", schema["exclusiveMinimum"])
+    high = ("]", schema["maximum"]) if "maximum" in schema else None
+    if "exclusiveMaximum" in schema:
+        high = (")", schema["exclusiveMaximum"])
+    if low and high:
+        return f"{noun} in {low[0]}{_number_text(low[1])}, {_number_text(high[1])}{high[0]}"
+    if low:
+        return f"{noun} {'>=' if low[0] == '[' else '>'} {_number_text(low[1])}"
+    if high:
+        return f"{noun} {'<=' if high[0] == ']' else '<'} {_number_text(high[1])}"
+    return noun

@@ -24,14 +24,15 @@ independent of how rows were chunked or coalesced, up to rounding.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
+from pydantic import Field
 
 from service.algorithms.base import MAX_ABS_VALUE, ChunkKind, Matrix, MethodBase, State
-from service.algorithms.params import integer, params_object, require_known
-from service.errors import Inconsistent, InvalidParams
+from service.algorithms.params import MethodParams
+from service.errors import Inconsistent
 
 __all__ = ["Variance", "chunk_moments", "combine"]
 
@@ -67,12 +68,12 @@ def combine(
     return n, mean_a + delta * (n_b / n), m2_a + m2_b + delta**2 * (n_a * n_b / n)
 
 
-def _ddof(params: Mapping[str, Any]) -> int:
-    params = require_known(params, ("ddof",), "variance")
-    ddof = params.get("ddof", 0)
-    if isinstance(ddof, bool) or not isinstance(ddof, int) or ddof not in (0, 1):
-        raise InvalidParams(f"ddof must be 0 (population) or 1 (sample variance); got {ddof!r}")
-    return ddof
+class VarianceParams(MethodParams):
+    """Per-feature variance, streamed exactly (Chan, Golub & LeVeque 1979)."""
+
+    method: ClassVar[str] = "variance"
+
+    ddof: int = Field(0, ge=0, le=1, description="0: population variance; 1: sample variance.")
 
 
 def _moments(state: State) -> tuple[int, np.ndarray, np.ndarray]:
@@ -94,16 +95,10 @@ class Variance(MethodBase):
         "and River's stats.Var"
     )
     chunk_kind: ChunkKind = "rows"
-    params_schema = params_object(
-        "Per-feature variance, streamed exactly (Chan, Golub & LeVeque 1979).",
-        ddof=integer(0, maximum=1, doc="0: population variance (default); 1: sample variance."),
-    )
+    params_model = VarianceParams
     score_field = "variance"
     #: ``Mergeable``: another selector's moments combine exactly.
     summary_fields: tuple[str, ...] = ("mean", "m2")
-
-    def resolve_params(self, params: Mapping[str, Any], size: int) -> dict[str, Any]:
-        return {"ddof": _ddof(params)}
 
     def initial_state(self, params: Mapping[str, Any], size: int) -> State:
         return {
@@ -166,6 +161,6 @@ class Variance(MethodBase):
         self, moments: tuple[int, np.ndarray, np.ndarray], params: Mapping[str, Any]
     ) -> State:
         n, mean, m2 = moments
-        ddof = _ddof(params)
+        ddof = VarianceParams.resolve(params, len(m2), stored=True).ddof
         variance = m2 / (n - ddof) if n > ddof else np.zeros_like(m2)
         return {"count": n, "mean": mean, "m2": m2, "variance": variance}

@@ -12,66 +12,29 @@ the selector's, labels for an unlabelled method), ``invalid-params`` (``k < ell`
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
 from typing import Any
 
 from service.algorithms import METHODS
 from service.algorithms.base import MAX_ABS_VALUE, Mergeable, Method
 from service.api.schemas import NAME_PATTERN
-from service.errors import SiftError
 from service.selectors.lifecycle import MAX_EXPIRES_AFTER
 from service.store.records import MAX_PARTITIONS
 from service.wire.kinds import MAX_FEATURES, Kind, kind_of
 from service.wire.names import FEATURE_NAMES, MAX_NAME_LENGTH
 from service.wire.rows import MAX_CHUNK_ROWS
 
-#: Sizes (from the example's) at which defaults are compared (``documented_params``).
-_SIZES: tuple[Callable[[int], int], ...] = (
-    *(lambda n, fixed=fixed: fixed for fixed in (2, 7, 40, 10**4, 10**5, 10**6, 10**7)),
-    lambda n: n,
-    lambda n: 3 * n,
-)
-
-
-def _sized(document: Any, size: Callable[[int], int]) -> Any:
-    """``document`` with every integer replaced by ``size(integer)``."""
-    if isinstance(document, dict):
-        return {key: _sized(value, size) for key, value in document.items()}
-    if isinstance(document, int) and not isinstance(document, bool):
-        return size(document)
-    return document
-
 
 def documented_params(method: Method[Any], kind: Kind) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The method's ``params_schema`` with ``default`` on every parameter whose default does
-    not depend on the selector's size, and the parameters it resolves to for the example.
-
-    The defaults are the method's own (``resolve_params`` of no parameters), compared across
-    sizes from 2 to 10^7 (the kinds' limits): one that differs (FSDS's ``k = min(10, m)``)
-    depends on the size and keeps only its description; the example shows its value there.
-    """
-    resolved = []
-    for size in _SIZES:
-        try:
-            shape = kind.shape(_sized(kind.example(), size), method.name)
-            resolved.append(method.resolve_params(dict(shape.params), shape.size))
-        except SiftError:  # a size the method refuses (too small): not compared
-            continue
+    """The method's ``params_schema`` (derived from its ``MethodParams``: the defaults that hold
+    at every size are in it) and the parameters it resolves to for the kind's example, which
+    show the computed defaults at that size."""
     shape = kind.shape(kind.example(), method.name)
     example = method.resolve_params(dict(shape.params), shape.size)
-    schema = copy.deepcopy(method.params_schema)
-    properties: dict[str, Any] = schema.get("properties", {})
-    for key, prop in properties.items():
-        values = [params.get(key) for params in resolved]
-        first = values[0] if values else None
-        scalar = first is not None and not isinstance(first, dict | list)
-        if scalar and all(value == first for value in values):
-            prop["default"] = first
+    properties = method.params_schema["properties"]
     # A null parameter means "computed from the data"; the example leaves it out (OpenAPI
     # examples drop nulls anyway).
     shown = {k: v for k, v in example.items() if k in properties and v is not None}
-    return schema, shown
+    return method.params_schema, shown
 
 
 def create_request_body() -> dict[str, Any]:

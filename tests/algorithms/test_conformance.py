@@ -110,6 +110,31 @@ def test_resolved_params_resolve_to_themselves_and_keep_the_documented_schema(na
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("size", [SIZE, 3 * SIZE])
+def test_documented_defaults_are_what_resolution_fills_in(name: str, size: int) -> None:
+    """Passing a documented default changes nothing (or is refused, for a parameter that
+    does not apply to the configuration, such as FSDS's gaussian-only ones)."""
+    method = METHODS[name]
+    base = {"views": {"a": size - 3, "b": 3}} if method.chunk_kind == "views" else {}
+    resolved = method.resolve_params(base, size)
+    defaults = {
+        key: prop["default"]
+        for key, prop in method.params_schema["properties"].items()
+        if "default" in prop
+    }
+    for key, default in defaults.items():
+        try:
+            explicit = method.resolve_params({**base, key: default}, size)
+        except InvalidParams:
+            assert key not in resolved, key  # refused only where it does not apply
+            continue
+        assert explicit == resolved, key
+    # ... and every parameter without one is computed (from the size, or other parameters).
+    computed = set(method.params_schema["properties"]) - set(defaults)
+    assert computed <= set(resolved), computed - set(resolved)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_state_sizes_are_what_the_initial_state_holds(name: str) -> None:
     method = METHODS[name]
     resolved = method.resolve_params(params_for(method), SIZE)

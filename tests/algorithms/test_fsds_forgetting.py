@@ -230,12 +230,12 @@ def test_decay_is_resolved_and_shown_only_when_forgetting() -> None:
 @pytest.mark.parametrize(
     ("decay", "message"),
     [
-        (0, r"decay must be in \(0, 1\] \(1: no forgetting\); got 0.0"),
-        (-0.5, r"decay must be in \(0, 1\]"),
-        (1.5, r"decay must be in \(0, 1\]"),
-        (True, r"decay must be a finite number; got True"),
+        (0, r"decay must be a finite number in \(0, 1\]; got 0"),
+        (-0.5, r"decay must be a finite number in \(0, 1\]"),
+        (1.5, r"decay must be a finite number in \(0, 1\]"),
+        (True, r"decay must be a finite number in \(0, 1\]; got True"),
         (float("nan"), r"decay must be a finite number"),
-        ("0.9", r"decay must be a finite number; got '0.9'"),
+        ("0.9", r"decay must be a finite number in \(0, 1\]; got '0.9'"),
     ],
 )
 def test_invalid_decay(decay: object, message: str) -> None:

@@ -151,7 +151,7 @@ def test_scores_of_a_single_class_are_zero_and_no_data_scores_nothing():
 
 def test_ocfs_takes_no_parameters():
     assert METHOD.resolve_params({}, 4) == {}
-    with pytest.raises(InvalidParams, match="no parameters"):
+    with pytest.raises(InvalidParams, match=r"unknown parameter.*for ocfs.*it has none"):
         METHOD.resolve_params({"k": 3}, 4)
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import service.algorithms.omvfs as omvfs_module
 from service.algorithms.base import check_state
-from service.algorithms.omvfs import OMVFS, median_distance, split_views
+from service.algorithms.omvfs import GAMMA_SCALE, OMVFS, OMVFSParams, median_distance, split_views
+from service.algorithms.omvfs.graph import buffer_rows, similarity_blocks
 from service.errors import Inconsistent, InvalidInput, InvalidParams
 
 METHOD = OMVFS()
@@ -44,7 +44,7 @@ def run(params: dict[str, Any], data: list[sp.csr_matrix]) -> tuple[dict[str, An
 def test_a_and_b_equal_the_sums_recomputed_from_the_u_blocks() -> None:
     data = chunks(5, seed=1)
     resolved, states = run({"n_clusters": 3, "max_iter": 30}, data)
-    cfg = omvfs_module._resolve(resolved, WIDTH)
+    cfg = OMVFSParams.resolve(resolved, WIDTH, stored=True)
     a = np.zeros((3, 3))
     b = [np.zeros((dim, 3)) for dim in VIEWS.values()]
     for chunk, state in zip(data, states, strict=True):
@@ -64,14 +64,14 @@ def test_buffer_holds_exactly_the_last_s_chunks_and_their_kernel(buffer_chunks: 
     resolved, states = run(
         {"n_clusters": 3, "buffer_chunks": buffer_chunks, "max_iter": 5, "neighbours": None}, data
     )
-    cfg = omvfs_module._resolve(resolved, WIDTH)
+    cfg = OMVFSParams.resolve(resolved, WIDTH, stored=True)
     last = states[-1]
     kept = data[-buffer_chunks:]
     assert last["buffer_chunk_rows"].tolist() == [c.shape[0] for c in kept]
     assert last["U_buffer"].shape == (sum(c.shape[0] for c in kept), 3)
     for j, dim in enumerate(VIEWS.values()):
         expected = sp.vstack([split_views(c, cfg)[j] for c in kept]).toarray()
-        buffered = omvfs_module._buffer_rows(last, j, dim).toarray()
+        buffered = buffer_rows(last, j, dim).toarray()
         np.testing.assert_allclose(buffered, expected, rtol=1e-12)
         # The incrementally assembled similarity blocks equal the kernel on the buffer.
         sigma = float(last[f"bandwidth{j}"])
@@ -92,7 +92,7 @@ def test_factors_stay_nonnegative_and_finite() -> None:
 def test_bandwidth_is_the_median_distance_of_the_first_chunk_and_then_fixed() -> None:
     data = chunks(3, seed=4)
     resolved, states = run({"n_clusters": 2, "max_iter": 3}, data)
-    cfg = omvfs_module._resolve(resolved, WIDTH)
+    cfg = OMVFSParams.resolve(resolved, WIDTH, stored=True)
     for j in range(2):
         expected = median_distance(split_views(data[0], cfg)[j])
         assert [float(s[f"bandwidth{j}"]) for s in states] == [expected] * 3
@@ -106,7 +106,7 @@ def test_neighbour_graph_is_stored_sparse_symmetric_and_zero_on_the_diagonal() -
     last = states[-1]
     assert "W0" not in last and "W1" not in last
     for j in range(2):
-        w = omvfs_module._similarity_blocks(last, j, sparse=True)
+        w = similarity_blocks(last, j, sparse=True)
         assert isinstance(w, sp.csr_matrix) and w.shape == (50, 50)
         assert np.asarray(last[f"W{j}_data"]).size == w.nnz <= 2 * 4 * 50
         dense = w.toarray()
@@ -154,11 +154,11 @@ def test_negative_values_and_bad_params_are_rejected() -> None:
         ({"views": VIEWS, "n_clusters": 0}, "n_clusters must be an integer >= 1"),
         ({"views": VIEWS, "buffer_chunks": 0}, "buffer_chunks must be an integer >= 1"),
         ({"views": VIEWS, "tol": 0}, "tol must be a finite number > 0"),
-        ({"views": VIEWS, "bandwidth": 0}, "bandwidth must be > 0"),
+        ({"views": VIEWS, "bandwidth": 0}, "bandwidth must be a finite number > 0"),
         ({"views": VIEWS, "lambda": 1}, "unknown parameter"),
-        ({"views": VIEWS, "score": "norm"}, "score must be one of explained, scaled, paper"),
-        ({"views": VIEWS, "gamma": "fast"}, 'gamma ("auto" or a number) must be a finite'),
-        ({"views": VIEWS, "gamma": -1}, 'gamma ("auto" or a number) must be a finite number >= 0'),
+        ({"views": VIEWS, "score": "norm"}, "score must be one of 'explained', 'scaled', 'paper'"),
+        ({"views": VIEWS, "gamma": "fast"}, "gamma must be a finite number >= 0, or 'auto'"),
+        ({"views": VIEWS, "gamma": -1}, "gamma must be a finite number >= 0, or 'auto'; got -1"),
     ]
     for params, message in cases:
         with pytest.raises(InvalidParams) as info:
@@ -179,8 +179,8 @@ def test_params_stored_without_a_score_keep_the_papers_ranking() -> None:
     rank as they always did, by the row norms of V; a creation gets the default."""
     stored = METHOD.resolve_params({"views": VIEWS, "gamma": 1e7, "n_clusters": 3}, WIDTH)
     del stored["score"]
-    assert omvfs_module._resolve(stored, WIDTH).score == "paper"
-    assert omvfs_module._resolve({**stored, "score": "scaled"}, WIDTH).score == "scaled"
+    assert OMVFSParams.resolve(stored, WIDTH, stored=True).score == "paper"
+    assert OMVFSParams.resolve({**stored, "score": "scaled"}, WIDTH, stored=True).score == "scaled"
     state = METHOD.update(METHOD.initial_state(stored, WIDTH), stored, chunks(1)[0])
     norms = np.concatenate([np.linalg.norm(state[f"V{j}"], axis=1) for j in range(2)])
     np.testing.assert_array_equal(state["weights"], norms)
@@ -191,7 +191,7 @@ def test_moments_are_those_of_every_row_seen_as_the_factorisation_sees_it() -> N
     the buffer's (s = 2 of the 5 chunks here)."""
     data = chunks(5, seed=11)
     resolved, states = run({"n_clusters": 3, "max_iter": 5}, data)
-    cfg = omvfs_module._resolve(resolved, WIDTH)
+    cfg = OMVFSParams.resolve(resolved, WIDTH, stored=True)
     seen = np.vstack([sp.hstack(split_views(c, cfg)).toarray() for c in data])
     last = states[-1]
     assert last["feature_rows"] == seen.shape[0] == 150
@@ -212,7 +212,7 @@ def test_each_score_is_its_formula_on_the_rows_seen() -> None:
     }
     for key in ("U_buffer", "V0", "V1", "A", "feature_mean", "feature_m2"):
         np.testing.assert_array_equal(by_score["paper"][-1][key], by_score["explained"][-1][key])
-    cfg = omvfs_module._resolve(METHOD.resolve_params({"views": VIEWS}, WIDTH), WIDTH)
+    cfg = OMVFSParams.resolve(METHOD.resolve_params({"views": VIEWS}, WIDTH), WIDTH, stored=True)
     seen = np.vstack([sp.hstack(split_views(c, cfg)).toarray() for c in data])
     chunk_u = [
         state["U_buffer"][-c.shape[0] :] for state, c in zip(by_score["paper"], data, strict=True)
@@ -250,10 +250,10 @@ def test_gamma_auto_is_tied_to_the_fit_term_of_each_chunks_buffer() -> None:
     data = chunks(3, rows=20, seed=14)
     resolved = METHOD.resolve_params({"views": VIEWS, "n_clusters": 4}, WIDTH)
     auto = METHOD.initial_state(resolved, WIDTH)
-    cfg = omvfs_module._resolve(resolved, WIDTH)
+    cfg = OMVFSParams.resolve(resolved, WIDTH, stored=True)
     for t, chunk in enumerate(data):
         buffered = sp.vstack([sp.hstack(split_views(c, cfg)) for c in data[max(0, t - 1) : t + 1]])
-        gamma = omvfs_module.GAMMA_SCALE * buffered.multiply(buffered).sum() / 4
+        gamma = GAMMA_SCALE * buffered.multiply(buffered).sum() / 4
         given = METHOD.resolve_params({**resolved, "gamma": gamma}, WIDTH)
         expected = METHOD.update(auto, given, chunk)
         auto = METHOD.update(auto, resolved, chunk)

@@ -24,11 +24,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import service.algorithms.omvfs as omvfs_module
 from service.algorithms.base import State
-from service.algorithms.omvfs import (
-    split_views,
-)
+from service.algorithms.omvfs import OMVFSParams, split_views
+from service.algorithms.omvfs.graph import buffer_rows, similarity_blocks
 from service.algorithms.variance import chunk_moments
 from tests.support.omvfs_reference import (
     METHOD,
@@ -48,7 +46,7 @@ def literal_objective_of(state: State, params: Mapping[str, Any]) -> float:
     """``literal_objective`` at a state's final iterate (its A and B are that iterate's A^, B^)."""
     dims = list(params["views"].values())
     return literal_objective(
-        [omvfs_module._buffer_rows(state, j, dim).toarray() for j, dim in enumerate(dims)],
+        [buffer_rows(state, j, dim).toarray() for j, dim in enumerate(dims)],
         [similarities(state, j) for j in range(len(dims))],
         np.asarray(state["U_buffer"]),
         [np.asarray(state[f"V{j}"]) for j in range(len(dims))],
@@ -73,7 +71,7 @@ def chunks(count: int, rows: int = 30, seed: int = 0) -> list[sp.csr_matrix]:
 def similarities(state: State, j: int) -> np.ndarray:
     """``W{j}`` as a dense matrix, whichever layout the state holds."""
     if f"W{j}_indptr" in state:
-        return np.asarray(omvfs_module._similarity_blocks(state, j, sparse=False))
+        return np.asarray(similarity_blocks(state, j, sparse=False))
     return np.asarray(state[f"W{j}"])
 
 
@@ -138,7 +136,7 @@ def test_states_stored_in_the_first_layout_are_read_and_rewritten() -> None:
     assert_same_iterates(ours, reference)
     assert "W0" not in ours and np.asarray(ours["W0_indptr"]).shape == (61,)
     assert set(ours) == set(METHOD.initial_state(resolved, WIDTH))
-    cfg = omvfs_module._resolve(resolved, WIDTH)
+    cfg = OMVFSParams.resolve(resolved, WIDTH, stored=True)
     held = np.vstack([sp.hstack(split_views(chunk, cfg)).toarray() for chunk in data[:3]])
     rows, mean, m2 = chunk_moments(held)
     assert ours["feature_rows"] == rows == 90

@@ -11,17 +11,18 @@ from typing import Any, Literal
 import numpy as np
 import scipy.sparse as sp
 
-import service.algorithms.omvfs as omvfs_module
 from service.algorithms.base import Matrix, State
 from service.algorithms.omvfs import (
     GAMMA_SCALE,
     OMVFS,
     TINY,
     ZERO_ROW,
+    OMVFSParams,
     median_distance,
     new_similarities,
     split_views,
 )
+from service.algorithms.omvfs.graph import buffer_rows
 
 
 def reference_update(
@@ -33,7 +34,7 @@ def reference_update(
 ) -> State:
     """Steps 5-19 of Algorithm 1 for one chunk, literally; ``trace`` collects the objective
     after every iteration (and before the first)."""
-    cfg = omvfs_module._resolve(params, rows.shape[1])
+    cfg = OMVFSParams.resolve(params, rows.shape[1], stored=True)
     views = split_views(rows, cfg)
     m, k = views[0].shape[0], cfg.n_clusters
     t = int(np.asarray(state["chunks_seen"])) + 1
@@ -45,7 +46,7 @@ def reference_update(
     w: list[np.ndarray] = []
     widths: list[float] = []
     for j, view in enumerate(views):
-        old = omvfs_module._buffer_rows(state, j, cfg.views[j][1])[drop:]
+        old = buffer_rows(state, j, cfg.view_dims[j][1])[drop:]
         sigma = float(np.asarray(state[f"bandwidth{j}"])) or median_distance(view)
         widths.append(sigma)
         to_old, among = new_similarities(view, old, sigma, cfg.neighbours)
@@ -59,8 +60,8 @@ def reference_update(
     a_prev = np.asarray(state["A"])
     b_prev = [np.asarray(state[f"B{j}"]) for j in range(len(views))]
     v = [np.array(state[f"V{j}"], dtype=np.float64) for j in range(len(views))]
-    m_plus = sum(cfg.alpha[j] * w[j].sum(axis=1) for j in range(len(views)))
-    m_minus = sum(cfg.alpha[j] * w[j] for j in range(len(views)))
+    m_plus = sum(cfg.alphas[j] * w[j].sum(axis=1) for j in range(len(views)))
+    m_minus = sum(cfg.alphas[j] * w[j] for j in range(len(views)))
 
     def a_b_hat(u_t: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         return a_prev + u_t.T @ u_t, [
@@ -88,7 +89,7 @@ def reference_update(
         a_hat, b_hat = a_b_hat(u[-m:])
         for j in range(len(views)):
             inverse_norms = 1.0 / np.maximum(np.linalg.norm(v[j], axis=1), ZERO_ROW)
-            denom = v[j] @ a_hat + 0.5 * cfg.beta[j] * inverse_norms[:, None] * v[j]
+            denom = v[j] @ a_hat + 0.5 * cfg.betas[j] * inverse_norms[:, None] * v[j]
             v[j] = v[j] * np.sqrt(b_hat[j] / np.maximum(denom, TINY))
         current = objective(a_hat, b_hat)
         if trace is not None:
@@ -195,7 +196,7 @@ def first_objective(
     params: Mapping[str, Any],
 ) -> float:
     """The first version's per-iteration objective (without forming ``U V^T``), verbatim."""
-    cfg = omvfs_module._resolve(params, sum(x.shape[1] for x in x_buffer))
+    cfg = OMVFSParams.resolve(params, sum(x.shape[1] for x in x_buffer), stored=True)
     utu = u.T @ u
     ortho = literal_gamma(x_buffer, params) * float(np.sum((utu - np.eye(utu.shape[0])) ** 2))
     total = ortho
@@ -206,5 +207,5 @@ def first_objective(
         graph = float(np.sum(degree[:, None] * u * u) - np.sum(u * (w[j] @ u)))
         history = float(np.sum((v[j] @ a_hat) * v[j]) - 2 * np.sum(v[j] * b_hat[j]))
         sparsity = float(np.linalg.norm(v[j], axis=1).sum())
-        total += float(fit) + cfg.alpha[j] * graph + history + cfg.beta[j] * sparsity
+        total += float(fit) + cfg.alphas[j] * graph + history + cfg.betas[j] * sparsity
     return total
