@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from service.errors import CodecError
 from service.store.connection import RedisClient
-from service.store.redis_store import map_redis_errors
+from service.store.redis_errors import map_redis_errors
 
 #: Scopes a key may hold; each one implies those before it.
 SCOPES = ("read", "write", "admin", "metrics")

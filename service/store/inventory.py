@@ -13,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from service.errors import InvalidInput
+from service.store.core import UNREACHABLE
 from service.store.keys import is_partition, registry_key
-from service.store.redis_store import UNREACHABLE, SelectorStore, map_redis_errors
+from service.store.redis_errors import map_redis_errors
+from service.store.redis_store import SelectorStore
 
 _BATCH = 256
 

@@ -1,7 +1,7 @@
 """Redis key layout of Sift, and helpers for Redis Stream IDs.
 
 Every key of one selector carries the hash tag ``{name}`` so that all of them live in one slot
-and the Lua scripts of :mod:`service.store.redis_store` stay valid on Redis Cluster::
+and the Lua scripts (``service/store/lua/``) stay valid on Redis Cluster::
 
     {prefix}:{name}:meta             JSON of the SelectorMeta (without feature names)
     {prefix}:{name}:names            JSON list of feature names (absent when there are none)

@@ -41,7 +41,8 @@ from service.store.records import (
     RankedList,
     Rejection,
 )
-from service.store.redis_store import SelectorStore, holder_died
+from service.store.redis_store import SelectorStore
+from service.store.rooms.leases import holder_died
 from tests.support.store import digest, meta, published_of, state_of
 
 KEYS = SelectorKeys("sift", "s1")

@@ -6,7 +6,7 @@
 -- the channel of commit notices and the selector's name, then the new version's published
 -- fields as field, value pairs (written into the new state key only once every check passed:
 -- a stale applier writes nothing).
--- Every commit is announced on the channel (``redis_store.CommitNotice``): what waiters of
+-- Every commit is announced on the channel (``records.CommitNotice``): what waiters of
 -- every replica wait for, instead of reading the head again and again.
 -- Idem keys not named by a rejection belong to applied entries.
 -- The log is not trimmed here: it is the truth until a checkpoint covers it (CHECKPOINT). The

@@ -1,5 +1,5 @@
 -- KEYS: head.  ARGV: state fields to read.
--- Replies the head's fields (``redis_store.HEAD_FIELDS``, in order; false where absent), then
+-- Replies the head's fields (``records.HEAD_FIELDS``, in order; false where absent), then
 -- the state fields of its state key.
 local h = redis.call('HMGET', KEYS[1], 'version', 'cursor', 'rows_seen', 'state_key', 'updated_at',
                      'checkpoint_key', 'checkpoint_version', 'checkpoint_cursor',

@@ -1,0 +1,239 @@
+"""What every room of the store shares (``StoreCore``): the Redis client, the Lua scripts and
+their loading, the key layout, and the ways of talking to Redis: a script (``_run``), a script
+a client is told about, acknowledged by replicas (``_run_acknowledged``), and one read per key
+across a cluster's masters (``read_each``).
+
+``SelectorStore`` (``service.store.redis_store``) sets the attributes declared here; its rooms
+(``service.store.rooms``) derive from ``StoreCore``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from redis import exceptions as rexc
+from redis.asyncio.cluster import RedisCluster
+from redis.commands.core import AsyncScript
+
+from service.errors import InvalidInput, NotFound, Unavailable
+from service.store.connection import ClusterStatus, RedisClient, cluster_status
+from service.store.keys import WRITER_FIELD, SelectorKeys
+from service.store.redis_errors import is_outage, map_redis_errors
+
+#: Keys read per pipeline by registry-wide reads (and log entries per read of ``log_between``).
+PIPELINE_BATCH = 256
+#: Tries of a write followed by WAIT that found its slot elsewhere, or its script unloaded.
+_ACKNOWLEDGE_ATTEMPTS = 3
+
+#: The reply ``SelectorStore.read_each`` gives for a key whose master did not answer.
+UNREACHABLE: Any = object()
+
+
+def not_found(name: str) -> NotFound:
+    return NotFound(f"selector '{name}' does not exist")
+
+
+def check_state(state: Mapping[str, bytes]) -> dict[str, bytes]:
+    """``state`` (encoded fields of a selector's state) as the scripts write it; InvalidInput
+    for a field name that is empty or reserved, or a value that is not bytes."""
+    out: dict[str, bytes] = {}
+    for field, value in state.items():
+        if not isinstance(field, str) or not field or field == WRITER_FIELD:
+            raise InvalidInput(f"state field names must be non-empty strings, got {field!r}")
+        if not isinstance(value, bytes | bytearray | memoryview):
+            raise InvalidInput(
+                f"state field {field!r} must be encoded bytes, got {type(value).__name__}"
+            )
+        out[field] = bytes(value) if not isinstance(value, bytes) else value
+    return out
+
+
+class StoreCore:
+    """The client, the scripts and the keys every room uses; set by ``SelectorStore``."""
+
+    redis: RedisClient
+    prefix: str
+    idempotency_ttl_ms: int
+    idempotency_max_records: int
+    wait_replicas: int
+    wait_ms: int
+    #: Keys shared by every selector: the registry of names, the selectors due for expiry,
+    #: the pending set, and the channel of commit notices.
+    _registry: str
+    _expiring: str
+    _pending: str
+    _commits_channel: str
+    _scripts: dict[str, AsyncScript]
+
+    def keys(self, name: str) -> SelectorKeys:
+        """The keys of selector ``name`` (raises InvalidInput for a name with braces)."""
+        return SelectorKeys(self.prefix, name)
+
+    def keyed(self, names: Sequence[str]) -> list[str]:
+        """Those of ``names`` (registry entries) that the store can key: one with braces, say,
+        never was a selector."""
+        out = []
+        for name in names:
+            try:
+                self.keys(name)
+            except InvalidInput:
+                continue
+            out.append(name)
+        return out
+
+    async def _run(self, script: str, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
+        return await self._scripts[script](keys=list(keys), args=list(args))
+
+    async def _run_acknowledged(
+        self, script: str, keys: Sequence[str], args: Sequence[Any] = ()
+    ) -> Any:
+        """``_run`` for a write a client is told about. With ``wait_replicas`` set, the script
+        and a ``WAIT`` go in one pipeline on one connection (WAIT counts the replicas that have
+        everything *its connection* wrote, so it must follow the write there; in a cluster,
+        on the master of the selector's slot). Fewer replicas than asked within ``wait_ms``:
+        Unavailable, although the master has the write: a retry with the same Idempotency-Key
+        finds it (and waits again), and a master lost meanwhile loses nothing that was
+        acknowledged.
+        """
+        if not self.wait_replicas:
+            return await self._run(script, keys, args)
+        registered = self._scripts[script]
+        for _ in range(_ACKNOWLEDGE_ATTEMPTS):
+            evalsha = ("EVALSHA", registered.sha, len(keys), *keys, *args)
+            wait = ("WAIT", self.wait_replicas, self.wait_ms)
+            if isinstance(self.redis, RedisCluster):
+                cluster = await self.redis.initialize()  # knows the slots (again, after an error)
+                spread = cluster.pipeline(transaction=False)
+                spread.execute_command(*evalsha)
+                spread.execute_command(*wait, target_nodes=cluster.get_node_from_key(keys[0]))
+                # Redirected, the script would run on another connection than the WAIT.
+                reply, acked = await spread.execute(raise_on_error=False, allow_redirections=False)
+            else:
+                pipe = self.redis.pipeline(transaction=False)
+                pipe.execute_command(*evalsha)
+                pipe.execute_command(*wait)
+                reply, acked = await pipe.execute(raise_on_error=False)
+            if isinstance(reply, rexc.NoScriptError):  # a restarted or newly promoted master
+                await self.ensure_scripts()
+                continue
+            if isinstance(reply, rexc.AskError | rexc.TryAgainError):  # MOVED is an AskError
+                # The script did not run: the slot is elsewhere now (or moving). A plain
+                # command follows the redirection and teaches the client the new owner.
+                await self.redis.exists(keys[0])
+                continue
+            if isinstance(reply, Exception):
+                raise reply
+            if isinstance(acked, Exception):
+                raise acked
+            if int(acked) < self.wait_replicas:
+                raise Unavailable(
+                    f"the write reached {int(acked)} of the {self.wait_replicas} Redis "
+                    f"replicas required (SIFT_REDIS_WAIT_REPLICAS) within {self.wait_ms} ms; "
+                    "retry shortly with the same Idempotency-Key",
+                    1,
+                )
+            return reply
+        raise Unavailable("Redis Cluster is moving this selector's data; retry shortly", 1)
+
+    async def read_each(
+        self,
+        keys: Sequence[str],
+        read: Callable[[Any, str], object],
+        *,
+        raise_on_error: bool = True,
+    ) -> list[Any]:
+        """One read per key (``read(pipe, key)`` queues it), pipelined; the replies in order
+        (with ``raise_on_error`` False, a command's error is its reply).
+
+        On a cluster, one pipeline per master, run side by side: where a master does not answer
+        (down, and not yet replaced), its keys' replies are ``UNREACHABLE`` and the others' are
+        read all the same, so that registry-wide reads (listings, the sweeper, the gauges) go
+        on serving the selectors of the other masters. Raises when no master answers.
+        """
+        if not keys:
+            return []
+        if not isinstance(self.redis, RedisCluster):
+            pipe = self.redis.pipeline(transaction=False)
+            for key in keys:
+                read(pipe, key)
+            return list(await pipe.execute(raise_on_error=raise_on_error))
+        cluster = await self.redis.initialize()
+        by_node: dict[str, list[int]] = {}
+        for index, key in enumerate(keys):
+            node = cluster.get_node_from_key(key)
+            by_node.setdefault("" if node is None else node.name, []).append(index)
+
+        async def read_group(indices: list[int]) -> list[Any]:
+            pipe = cluster.pipeline(transaction=False)
+            for index in indices:
+                read(pipe, keys[index])
+            return list(await pipe.execute(raise_on_error=raise_on_error))
+
+        groups = list(by_node.values())
+        results = await asyncio.gather(*map(read_group, groups), return_exceptions=True)
+        out: list[Any] = [UNREACHABLE] * len(keys)
+        failures: list[BaseException] = []
+        for indices, result in zip(groups, results, strict=True):
+            if isinstance(result, BaseException):
+                failures.append(result)
+                continue
+            for index, value in zip(indices, result, strict=True):
+                out[index] = value
+        for failure in failures:
+            outage = isinstance(failure, Exception) and is_outage(failure)
+            if not outage or len(failures) == len(groups):
+                raise failure
+        return out
+
+    async def _write_pieces(
+        self, key: str, pieces: Mapping[str, bytes | memoryview], ttl_ms: int | None = None
+    ) -> None:
+        """Write a state cut in pieces (``codec.cut_fields``) into hash ``key``, one piece per
+        round trip: Redis serves other clients between two pieces, and with ``appendfsync
+        always`` no fsync covers more than one piece (a megabyte fsync'd at once stalled every
+        other client of Redis for tens of milliseconds)."""
+        for field, piece in pieces.items():
+            await self.redis.hset(key, field, piece)
+            if ttl_ms is not None:
+                await self.redis.pexpire(key, ttl_ms)
+                ttl_ms = None  # once is enough: HSET keeps it
+
+    # -- scripts -----------------------------------------------------------------------------
+
+    @map_redis_errors
+    async def ensure_scripts(self) -> None:
+        """Load every script (e.g. at start-up or after a Redis restart). On a cluster, on
+        every master that answers: one that is down gets them from readiness or from the first
+        script it cannot find, and the others' selectors are served meanwhile."""
+        if isinstance(self.redis, RedisCluster):
+            await self.cluster_status()
+            return
+        for script in self._scripts.values():
+            script.sha = await self.redis.script_load(script.script)
+
+    @map_redis_errors
+    async def scripts_loaded(self) -> bool:
+        shas = [script.sha for script in self._scripts.values()]
+        return all(await self.redis.script_exists(*shas))
+
+    @map_redis_errors
+    async def cluster_status(self) -> ClusterStatus | None:
+        """For a Redis Cluster: its state and the masters that answer, each of which now has
+        the scripts (a restarted or newly promoted master has none); None for a single Redis.
+
+        Unavailable when no master answers.
+        """
+        if not isinstance(self.redis, RedisCluster):
+            return None
+        status = await cluster_status(self.redis)
+        shas = [script.sha for script in self._scripts.values()]
+        for node in status.answering:
+            loaded = await self.redis.execute_command("SCRIPT EXISTS", *shas, target_nodes=node)
+            for script, exists in zip(self._scripts.values(), loaded, strict=True):
+                if not exists:
+                    await self.redis.execute_command(
+                        "SCRIPT LOAD", script.script, target_nodes=node
+                    )
+        return status

@@ -1,0 +1,223 @@
+"""The commits room of the store: making a selector's next version, the commit records
+replay reads, and the notices of commits every replica hears.
+
+A commit writes the new state into a fresh hash, then flips the head to it in one
+compare-and-set script, if the applier's lease is current and the head has not moved (the
+write path: ``service.store.redis_store``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import secrets
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from redis import exceptions as rexc
+
+from service.errors import CodecError, NotFound, SiftError, StaleApplier
+from service.store.core import check_state, not_found
+from service.store.keys import WRITER_FIELD, parse_stream_id
+from service.store.records import (
+    CommitNotice,
+    CommitRecord,
+    Head,
+    HistoryEntry,
+    Lease,
+    Rejection,
+    Taken,
+    TakeRequest,
+    as_text,
+    checkpoint_from_reply,
+)
+from service.store.redis_errors import map_redis_errors, unavailable_for
+from service.store.rooms.log import Log
+
+log = logging.getLogger("sift.store")
+
+#: Rejected (dead-lettered) entries remembered per selector; older ones are forgotten.
+REJECTIONS_KEPT = 10_000
+#: Longest single wait for a commit notice (``commit_notices``): a closing listener is seen
+#: this fast.
+NOTICE_POLL_SECONDS = 1.0
+
+
+class Commits(Log):
+    """New versions (``commit``), the commit records and the commit notices. (A log room too:
+    a commit may carry the applier's next ``take``.)"""
+
+    @map_redis_errors
+    async def commit(
+        self,
+        lease: Lease,
+        expected_version: int,
+        published: Mapping[str, bytes],
+        cursor: str,
+        items_seen: int,
+        applied_records: Sequence[str],
+        rejections: Sequence[Rejection] = (),
+        *,
+        entries: int,
+        history: HistoryEntry | None = None,
+        history_kept: int = 0,
+        then_take: TakeRequest | None = None,
+    ) -> Head:
+        """Make the next version if ``lease`` is current and the head is unmoved: one script.
+
+        ``published`` is what readers read of the new version; the whole state stays with the
+        applier until a checkpoint. ``entries`` counts the log entries committed past (applied
+        or rejected) and ``cursor`` is the last of them; the commit record lets a later applier
+        replay them. ``applied_records`` are the idempotency records (``LogEntry.idem_record``)
+        of the entries the state contains; ``rejections`` the entries moved aside instead (their
+        reasons are kept, bounded to ``REJECTIONS_KEPT`` per selector, and their idempotency
+        records say so). ``history`` (its ``updated_at`` is set to the commit's time) goes to
+        the ranking history, of which ``history_kept`` entries are kept. Raises StaleApplier
+        (lease lost, fenced, version moved; nothing is written), NotFound if the selector was
+        deleted.
+
+        ``then_take``: the applier's next ``take``, sent in the same round trip right after the
+        commit (Redis runs them in that order); what it took goes to its ``taken`` (left None
+        when it could not go along, or failed: the applier then takes as usual).
+        """
+        parse_stream_id(cursor)
+        if items_seen < 0:
+            raise ValueError(f"items_seen must be >= 0, got {items_seen}")
+        fields = check_state(published)
+        k = self.keys(lease.name)
+        state_key = k.state(expected_version + 1, lease.token, secrets.token_hex(8))
+        keys = [k.head, k.lease, k.fence, k.blobs, k.commits, state_key]
+        keys += [k.rejected, k.rejected_order, k.attempts, k.checkpoints, k.history, k.log]
+        keys += list(applied_records)
+        listed = []
+        for rejection in rejections:
+            index = 0
+            if rejection.idem_record:
+                keys.append(rejection.idem_record)
+                index = len(keys)  # Lua's KEYS are 1-based
+            listed.append([rejection.log_id, rejection.reason, index])
+        history_json = ""
+        if history is not None:
+            history_json = history.to_json(with_time=False)
+        args: list[Any] = [
+            lease.holder,
+            lease.token,
+            expected_version,
+            cursor,
+            int(items_seen),
+            int(entries),
+            WRITER_FIELD,
+            json.dumps(listed),
+            REJECTIONS_KEPT,
+            history_json,
+            max(int(history_kept), 1),
+            self._commits_channel,
+            lease.name,
+        ]
+        for field, value in fields.items():
+            args += [field, value]
+        if then_take is not None and not self.wait_replicas:
+            reply, taken = await self._commit_then_take(lease, keys, args, then_take)
+        else:
+            reply, taken = await self._run_acknowledged("commit", keys, args), None
+        status = as_text(reply[0])
+        if status == "OK":
+            if then_take is not None:
+                then_take.taken = taken
+            return Head(
+                version=int(reply[1]),
+                cursor=cursor,
+                items_seen=int(items_seen),
+                state_key=state_key,
+                updated_at=float(reply[2]),
+                checkpoint=checkpoint_from_reply(reply[3:8]),
+                incarnation=lease.incarnation,
+            )
+        who = f"applier with token {lease.token} of selector '{lease.name}'"
+        if status == "NOTFOUND":
+            raise not_found(lease.name)
+        if status == "LEASE":
+            holder = as_text(reply[1])
+            detail = "its lease expired" if not holder else f"its lease is now held by {holder}"
+            raise StaleApplier(f"{who} cannot commit: {detail}")
+        if status == "FENCED":
+            raise StaleApplier(
+                f"{who} cannot commit: fenced, the current fencing token is {as_text(reply[1])}"
+            )
+        if status == "VERSION":
+            raise StaleApplier(
+                f"{who} cannot commit: expected version {expected_version}, "
+                f"the head is at version {as_text(reply[1])}"
+            )
+        if status == "CURSOR":
+            raise SiftError(
+                f"{who} tried to move the cursor back from {as_text(reply[1])} to {cursor}"
+            )
+        raise SiftError(f"commit of selector '{lease.name}' failed: {status}")
+
+    async def _commit_then_take(
+        self, lease: Lease, keys: list[str], args: list[Any], then_take: TakeRequest
+    ) -> tuple[Any, Taken | None]:
+        """The commit script and then the take script, pipelined on one connection (in a
+        cluster, on the master of the selector's slot: every key has its hash tag)."""
+        take_keys, take_args = self._take_call(lease, then_take)
+        commit, take = self._scripts["commit"], self._scripts["take"]
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.execute_command("EVALSHA", commit.sha, len(keys), *keys, *args)
+        pipe.execute_command("EVALSHA", take.sha, len(take_keys), *take_keys, *take_args)
+        reply, took = await pipe.execute(raise_on_error=False)
+        if isinstance(reply, rexc.NoScriptError):  # not run: run both the usual way
+            await self.ensure_scripts()
+            return await self._run("commit", keys, args), None
+        if isinstance(reply, Exception):
+            raise reply
+        if isinstance(took, Exception):
+            return reply, None
+        try:
+            return reply, self._taken(lease, took)
+        except (StaleApplier, NotFound):
+            return reply, None  # the applier's own take says so
+
+    @map_redis_errors
+    async def commits_after(self, name: str, version: int) -> list[CommitRecord]:
+        """The commit records of the versions after ``version``, oldest first."""
+        raw = await self.redis.lrange(self.keys(name).commits, 0, -1)
+        records = []
+        for item in raw:
+            try:
+                number, cursor, rejected = json.loads(item)
+                record = CommitRecord(int(number), str(cursor), bool(rejected))
+            except (ValueError, TypeError) as exc:
+                raise CodecError(f"commit record of '{name}' does not parse: {item!r}") from exc
+            if record.version > version:
+                records.append(record)
+        return records
+
+    # -- commit notices ----------------------------------------------------------------------
+
+    async def commit_notices(self) -> AsyncIterator[CommitNotice]:
+        """Every commit of every replica, as it is announced, until the connection breaks
+        (``Unavailable``: subscribe again; what was announced meanwhile is not heard)."""
+        pubsub = self.redis.pubsub()
+        try:
+            try:
+                await pubsub.subscribe(self._commits_channel)
+                while True:
+                    message = await pubsub.get_message(
+                        ignore_subscribe_messages=True, timeout=NOTICE_POLL_SECONDS
+                    )
+                    if message is None:
+                        continue
+                    try:
+                        yield CommitNotice.parse(message["data"])
+                    except CodecError:
+                        log.warning("ignored a commit notice that does not parse")
+            except (rexc.RedisError, rexc.RedisClusterException) as exc:
+                mapped = unavailable_for(exc)
+                if mapped is None:
+                    raise
+                raise mapped from exc
+        finally:
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]

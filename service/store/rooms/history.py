@@ -1,0 +1,44 @@
+"""The history room of the store: each selector's ranking history, one entry (the top
+features) per committed version, newest first, bounded in length.
+
+A commit may add its entry in the same script (``Commits.commit``); ``record_history`` adds one
+on its own.
+"""
+
+from __future__ import annotations
+
+from service.store.core import StoreCore, not_found
+from service.store.records import HistoryEntry
+from service.store.redis_errors import map_redis_errors
+
+
+class History(StoreCore):
+    """The ranking history: record an entry, read the newest."""
+
+    @map_redis_errors
+    async def record_history(self, name: str, entry: HistoryEntry, keep: int) -> bool:
+        """Add ``entry`` as the newest of the selector's history, keeping the ``keep`` newest.
+
+        False (nothing written) if the selector is gone or was created anew at an earlier
+        version since the entry's commit.
+        """
+        k = self.keys(name)
+        reply = await self._run(
+            "record_history", [k.head, k.history], [entry.to_json(), entry.version, int(keep)]
+        )
+        return bool(reply)
+
+    @map_redis_errors
+    async def history(self, name: str, limit: int) -> list[HistoryEntry]:
+        """The newest ``limit`` history entries, newest version first."""
+        k = self.keys(name)
+        # One round trip; a delete racing it may leave an empty list for a head still seen.
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.exists(k.head)
+        pipe.lrange(k.history, 0, max(limit, 1) - 1)
+        exists, raw = await pipe.execute()
+        if not exists:
+            raise not_found(name)
+        entries = [HistoryEntry.from_json(item) for item in raw]
+        # Appliers of two replicas may push in the other order around a takeover.
+        return sorted(entries, key=lambda entry: entry.version, reverse=True)
