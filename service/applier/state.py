@@ -1,0 +1,117 @@
+"""What the applier holds in memory: a selector's state (``Hot``), the entries of one update
+(``Batch``), a drain running here (``Drain``), a selector backing off (``Backoff``), a
+checkpoint to write (``CheckpointWork``), and whether a head covers an entry (``is_applied``).
+
+Plain data: no Redis, no tasks started here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from service.algorithms.base import State
+from service.applier.checkpoint_policy import Trigger
+from service.store.keys import parse_stream_id
+from service.store.records import Head, LogEntry, SelectorMeta
+from service.updates import Entry, Update
+
+
+def is_applied(head: Head, log_id: str) -> bool:
+    """Whether the committed cursor has passed ``log_id`` (applied, or rejected)."""
+    return parse_stream_id(head.cursor) >= parse_stream_id(log_id)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Log entries taken into one update, bounded in count and rows, and what each folds in:
+    its payload, or the decoded chunk this process handed over (``HandOver``)."""
+
+    entries: list[LogEntry]
+    folded: list[Entry]
+    #: Bytes of every entry's payload in the log (held chunks were read from none).
+    sizes: list[int]
+
+    @property
+    def items(self) -> int:
+        return sum(entry.items for entry in self.entries)
+
+    @property
+    def merge(self) -> bool:
+        """A merge is applied alone (``_next_batch`` never puts one with other entries)."""
+        return self.entries[0].merge
+
+    @property
+    def payload_bytes(self) -> int:
+        return sum(self.sizes)
+
+
+@dataclass
+class Hot:
+    """A selector's whole state as this process holds it: the state of ``head`` (committed),
+    and what accrued since the checkpoint it descends from (what a replay would redo)."""
+
+    meta: SelectorMeta
+    head: Head
+    state: State
+    state_bytes: int
+    checkpoint_version: int
+    #: Log payload bytes and computing seconds of the versions after the checkpoint.
+    log_bytes: int = 0
+    compute_seconds: float = 0.0
+    #: Monotonic time of the first commit after the checkpoint (None: nothing to checkpoint).
+    dirty_since: float | None = None
+    #: Monotonic time of the last commit (or of the rebuild).
+    last_commit: float = 0.0
+    #: CPU seconds the last update took, and the items it folded in (None: none yet).
+    last_update_cpu: float | None = None
+    last_update_items: int = 0
+
+    def expected_cpu(self, items: int) -> float | None:
+        """CPU seconds an update of ``items`` items should take, by the last one."""
+        if self.last_update_cpu is None:
+            return None
+        return self.last_update_cpu * max(1.0, items / max(self.last_update_items, 1))
+
+    def committed(self, head: Head, update: Update, log_bytes: int, seconds: float) -> None:
+        self.head = head
+        self.state = update.state
+        self.state_bytes = update.state_bytes
+        self.log_bytes += log_bytes
+        self.compute_seconds += seconds
+        self.last_commit = time.monotonic()
+        if self.dirty_since is None:
+            self.dirty_since = self.last_commit
+
+
+@dataclass
+class Drain:
+    """A drain of one selector running in this process, and the incarnation of the selector it
+    holds the lease of (None until it has the lease)."""
+
+    task: asyncio.Task[None]
+    incarnation: str | None = None
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """When a selector whose last drain failed may be drained again, and of which incarnation
+    that drain was (a selector created anew under the name owes nothing to it)."""
+
+    retry_at: float
+    failures: int
+    incarnation: str | None
+
+
+@dataclass(frozen=True)
+class CheckpointWork:
+    """A checkpoint to write: the state of one committed version, and what it will cover."""
+
+    version: int
+    cursor: str
+    items_seen: int
+    state: State
+    log_bytes: int
+    compute_seconds: float
+    trigger: Trigger
