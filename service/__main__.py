@@ -1,7 +1,7 @@
-"""``python -m service serve``: the same as the ``sift`` command."""
+"""``python -m service serve``: the same as ``sift serve``."""
 
 import sys
 
-from service.client.cli import main
+from service.cli import main
 
 sys.exit(main())

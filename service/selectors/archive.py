@@ -94,7 +94,7 @@ _DEFAULT_NAME = re.compile(r"f([0-9]+)")
 
 def _sift_version() -> str:
     try:
-        return importlib.metadata.version("sift")
+        return importlib.metadata.version("siftstream-server")
     except importlib.metadata.PackageNotFoundError:  # running from a source tree
         return "unknown"
 

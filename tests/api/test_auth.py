@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from service.client.cli import exposure_problem, is_loopback
+from service.cli import exposure_problem, is_loopback
 from service.store.api_keys import digest
 from tests.support.api import make_settings, running_app
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from service.client import Client
+from siftstream import Client
 from tests.support.client import ADMIN_TOKEN
 from tests.support.harness import ServiceProcess, live_service
 

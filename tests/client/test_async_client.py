@@ -12,10 +12,10 @@ import httpx
 import numpy as np
 import pytest
 
-from service.client import AsyncClient, Client, NotFoundError
-from service.client._api import Api
-from service.client.clients import Operation, Operations
-from service.client.results import ChunkReceipt
+from siftstream import AsyncClient, Client, NotFoundError
+from siftstream._api import Api
+from siftstream.clients import Operation, Operations
+from siftstream.results import ChunkReceipt
 from tests.support.api import make_settings, running_app
 from tests.support.harness import REPO_ROOT, ServiceProcess
 
@@ -95,7 +95,8 @@ def test_the_client_never_imports_the_server() -> None:
     """Importing the client (and its command line) loads no server layer and nothing beyond
     httpx, numpy and scipy: it works where only those are installed."""
     probe = (
-        "import sys, service.client, service.client.cli, service.client.commands\n"
+        "import sys, siftstream, siftstream.cli, siftstream.commands\n"
+        "siftstream.cli.build_parser()  # loads the installed server's `serve` too\n"
         "heavy = ('service.api', 'service.selectors', 'service.store', 'service.algorithms',\n"
         "         'service.applier', 'sklearn', 'pandas', 'pyarrow', 'fastapi', 'redis',\n"
         "         'uvicorn', 'pydantic', 'orjson')\n"

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 
-from service.client import Client
+from siftstream import Client
 from tests.support.client import ADMIN_TOKEN, sift
 from tests.support.harness import REPO_ROOT, ServiceProcess, wait_for
 
@@ -55,7 +55,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     from importlib.metadata import version
 
     status, out, _ = sift(capsys, "--version")
-    assert status == 0 and out.strip() == f"sift {version('sift')}"
+    assert status == 0 and out.strip() == f"sift {version('siftstream')}"
 
 
 def test_create_push_csv_top_ls_describe_delete(

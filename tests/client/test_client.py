@@ -11,7 +11,7 @@ import pytest
 import scipy.linalg
 import scipy.sparse as sp
 
-from service.client import (
+from siftstream import (
     AuthenticationError,
     Client,
     ConflictError,
@@ -19,7 +19,7 @@ from service.client import (
     NotFoundError,
     PermissionDeniedError,
 )
-from service.client.results import ChunkReceipt, FeaturesReceipt, SelectorInfo
+from siftstream.results import ChunkReceipt, FeaturesReceipt, SelectorInfo
 from tests.support.client import ADMIN_TOKEN
 from tests.support.harness import ServiceProcess
 

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 
-from service.client.files import FileFormatError, open_data
-from service.client.progress import Progress, duration
+from siftstream.files import FileFormatError, open_data
+from siftstream.progress import Progress, duration
 
 
 def stacked(blocks: list[np.ndarray | sp.csr_matrix]) -> np.ndarray:

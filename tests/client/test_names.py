@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from service.client import Client, InvalidInputError
+from siftstream import Client, InvalidInputError
 from tests.support.client import sift
 
 NAMES = ["a", "b", "c", "d", "e"]
@@ -103,7 +103,7 @@ def test_dataframes_and_parquet_are_matched_by_column_name(cli_env, tmp_path, se
         client.create(selector_name, "variance", data=frame)
         client.push(selector_name, frame[shuffled])
         pq.write_table(pa.Table.from_pandas(frame[shuffled[::-1]]), tmp_path / "x.parquet")
-    status = __import__("service.client.cli", fromlist=["main"]).main(
+    status = __import__("siftstream.cli", fromlist=["main"]).main(
         ["push", selector_name, str(tmp_path / "x.parquet")]
     )
     assert status == 0

@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 
-from service.client import (
+from siftstream import (
     Client,
     ConflictError,
     InvalidInputError,
@@ -25,8 +25,8 @@ from service.client import (
     TransportError,
     UnavailableError,
 )
-from service.client._http import Call, Sleep, exchange
-from service.client.results import ChunkReceipt
+from siftstream._http import Call, Sleep, exchange
+from siftstream.results import ChunkReceipt
 from tests.support.harness import RedisProcess, ServiceProcess, wait_for
 
 URL = "http://sift.test/v1/selectors/news/chunks"

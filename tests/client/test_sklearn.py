@@ -13,7 +13,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
 
-from service.client import Client, NotFoundError, SiftSelector
+from siftstream import Client, NotFoundError, SiftSelector
 from tests.support.datasets import load_mat
 from tests.support.harness import ServiceProcess
 
@@ -205,7 +205,7 @@ def test_client_errors_pickle_and_say_the_same() -> None:
     """Errors cross process boundaries (joblib's workers): every one pickles whole."""
     import pickle
 
-    from service.client.errors import TransportError, problem_error
+    from siftstream.errors import TransportError, problem_error
 
     for error in (
         problem_error(404, {"detail": "selector 'g3' does not exist"}, "GET", "http://s/x"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.client.cli import main
+from siftstream.cli import main
 
 #: The bootstrap admin key of the ``secured`` service.
 ADMIN_TOKEN = "test-admin-token-0123456789abcdef"

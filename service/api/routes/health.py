@@ -1,4 +1,12 @@
-"""Probes and metrics for operators: liveness, readiness, Prometheus."""
+"""Probes and metrics for operators: the pod's probe, Redis's readiness, Prometheus.
+
+``/v1/healthz`` is what an orchestrator asks, for liveness and for readiness alike: it answers
+once the app has started and until it shuts down, whatever Redis does. ``/v1/readyz`` says
+whether Redis answers, for operators, alerts and scripts: with one Redis shared by every
+replica, a readiness probe on it would take them all out of their Service at once, and
+clients would get connection errors instead of the 503 with ``Retry-After`` each replica
+answers while Redis is down (deploy/README.md, "Probes").
+"""
 
 from __future__ import annotations
 
@@ -20,14 +28,19 @@ router = APIRouter(tags=["operations"], route_class=GuardedRoute)
 @router.get("/v1/healthz")
 @requires(PUBLIC)
 async def healthz() -> Response:
-    """The process is alive and serving (says nothing about Redis)."""
+    """This process serves: its app has started and is not shutting down. Says nothing about
+    Redis: while Redis is down the process still answers, requests with 503 and Retry-After.
+    The liveness and the readiness probe of deploy/kubernetes."""
     return json_response({"status": "ok"})
 
 
 @router.get("/v1/readyz", responses={503: PROBLEM_RESPONSES[503]})
 @requires(PUBLIC)
 async def readyz(request: Request) -> Response:
-    """Redis answers and the write-path scripts are loaded: safe to send traffic here.
+    """Redis answers and the write-path scripts are loaded: requests that need Redis succeed.
+
+    For operators, alerts and scripts; not an orchestrator's readiness probe, which asks
+    ``/v1/healthz`` (a shared Redis down would take every replica out of its Service at once).
 
     On a Redis Cluster (``"redis": "cluster"``) every master is PINGed and the cluster's state
     read: ready while the state is ``ok`` and a master answers, with how many of them do

@@ -3,7 +3,7 @@
 ``Api`` builds ``Call``s (one request) and plans (generators of calls, for operations of several
 requests: pushing in chunks, following pages, waiting for a pending chunk). It does no I/O:
 ``Client`` runs its plans with ``SyncDriver`` and ``AsyncClient`` with ``AsyncDriver``
-(``service.client._http``), so both clients share every request, retry and parse.
+(``siftstream._http``), so both clients share every request, retry and parse.
 
 Writes carry an ``Idempotency-Key`` chosen here, once per logical chunk (``new_key``, or a
 caller's key or key prefix): the drivers resend the same call, key included, on a retry.
@@ -21,14 +21,15 @@ from urllib.parse import quote
 import httpx
 import numpy as np
 
-from service.client import _inputs as inputs
-from service.client._http import Call, Sleep, Steps
-from service.client.errors import (
+from siftstream import _inputs as inputs
+from siftstream._http import Call, Sleep, Steps
+from siftstream._npy import read_npy
+from siftstream.errors import (
     PROBLEM_TYPE_PREFIX,
     ChunkRejectedError,
     SiftClientError,
 )
-from service.client.results import (
+from siftstream.results import (
     ApiKey,
     ChunkReceipt,
     ChunkStatus,
@@ -47,8 +48,6 @@ from service.client.results import (
     Transformed,
     Weights,
 )
-from service.errors import SiftError
-from service.wire.arrays import read_npy
 
 T = TypeVar("T")
 Written = TypeVar("Written", ChunkReceipt, FeaturesReceipt)
@@ -100,11 +99,12 @@ def _headers_seen(response: httpx.Response) -> dict[str, int | None]:
 
 
 def npy_array(response: httpx.Response) -> np.ndarray:
-    """A ``.npy`` answer, parsed by Sift's safe reader (never ``np.load``, never unpickled)."""
+    """A ``.npy`` answer, parsed by the client's safe reader (never ``np.load``, never
+    unpickled)."""
     try:
         return read_npy(response.content, max_ndim=2)
-    except SiftError as exc:  # the reader's own errors speak of requests: this is an answer
-        raise ValueError(f"the .npy answer does not parse: {exc.detail}") from None
+    except ValueError as exc:
+        raise ValueError(f"the .npy answer does not parse: {exc}") from None
 
 
 def _nothing(response: httpx.Response) -> None:

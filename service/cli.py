@@ -1,6 +1,10 @@
-"""The ``sift`` command line: ``sift serve [--host] [--port] [--allow-unauthenticated]`` runs
-the service; the client commands (create, push, top, watch, ls, describe, delete, export,
-import) are in ``service.client.commands``; ``sift --version``."""
+"""``sift serve``: the server's part of the ``sift`` command.
+
+The ``sift`` command belongs to the client distribution (``siftstream``, ``client/``), which
+knows nothing of the server; this distribution registers ``serve`` with it through the
+``sift.commands`` entry point (``add_serve``). ``python -m service serve`` runs the same parser
+without relying on installed entry points (a checkout on ``PYTHONPATH`` has none).
+"""
 
 from __future__ import annotations
 
@@ -8,55 +12,59 @@ import argparse
 import ipaddress
 import sys
 from collections.abc import Sequence
-
-from service.client.clients import client_version
-from service.client.commands import add_commands, connection_options, run
+from typing import Any
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="sift",
-        description="Streaming feature selection service: run it (serve) and use it (the other "
-        "commands, against --url or $SIFT_URL).",
-        parents=[connection_options(suppress=False)],
-    )
-    parser.add_argument("--version", action="version", version=f"sift {client_version()}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser(
+def add_serve(commands: Any) -> None:
+    """Add ``serve`` to the ``sift`` subcommands (the ``sift.commands`` entry point)."""
+    parser = commands.add_parser(
         "serve",
         help="Run the HTTP service.",
         description="Run the HTTP service. Without SIFT_REDIS_URL it starts and manages its own "
         "Redis, persisting under SIFT_DATA_DIR (default ~/.local/share/sift).",
     )
-    serve.add_argument("--host", default=None, help="Interface to bind (default 127.0.0.1).")
-    serve.add_argument("--port", type=int, default=None, help="Port (default 8000).")
-    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    serve.add_argument(
+    parser.add_argument("--host", default=None, help="Interface to bind (default 127.0.0.1).")
+    parser.add_argument("--port", type=int, default=None, help="Port (default 8000).")
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+    )
+    parser.add_argument(
         "--log-format",
         default=None,
         choices=["text", "json"],
         help="Log lines as text or as one JSON object per line (default SIFT_LOG_FORMAT, text).",
     )
-    serve.add_argument(
+    parser.add_argument(
         "--workers",
         type=int,
         default=None,
         help="Processes serving the port, each a replica on the same Redis (default "
         "SIFT_WORKERS, 1); the embedded Redis is then run by the parent process.",
     )
-    serve.add_argument(
+    parser.add_argument(
         "--debug",
         action="store_true",
         help="On a failed start, print the traceback as well as the reason.",
     )
-    serve.add_argument(
+    parser.add_argument(
         "--allow-unauthenticated",
         action="store_true",
         help="Serve on a non-loopback address without SIFT_API_TOKEN (anyone who can reach "
         "it may do everything). Refused otherwise.",
     )
-    add_commands(commands)
-    return parser
+    parser.set_defaults(handler=_serve_from_args)
+
+
+def _serve_from_args(args: argparse.Namespace) -> int:
+    return serve(
+        args.host,
+        args.port,
+        args.log_level,
+        args.allow_unauthenticated,
+        args.log_format,
+        args.debug,
+        args.workers,
+    )
 
 
 def is_loopback(host: str) -> bool:
@@ -90,6 +98,8 @@ def serve(
     debug: bool = False,
     workers: int | None = None,
 ) -> int:
+    # Imported here: ``sift top`` and the other client commands load this module (the entry
+    # point) without wanting FastAPI, uvicorn and redis imported.
     from service.config import Settings
     from service.logs import configure_logging
     from service.server import serve as run_server
@@ -122,18 +132,10 @@ def serve(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "serve":
-        return serve(
-            args.host,
-            args.port,
-            args.log_level,
-            args.allow_unauthenticated,
-            args.log_format,
-            args.debug,
-            args.workers,
-        )
-    return run(args)
+    """``python -m service``: the ``sift`` command with ``serve`` registered directly."""
+    from siftstream.cli import main as sift_main
+
+    return sift_main(argv, extra_commands=[add_serve])
 
 
 if __name__ == "__main__":  # pragma: no cover

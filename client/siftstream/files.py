@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from service.client._inputs import Label, Matrix, labels_of
+from siftstream._inputs import Label, Matrix, labels_of
 
 _INTEGER = re.compile(r"-?[0-9]+")
 _CSR_PARTS = ("data", "indices", "indptr", "shape")

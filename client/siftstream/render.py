@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from service.client.results import SelectorInfo, Top
+from siftstream.results import SelectorInfo, Top
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:

@@ -1,6 +1,6 @@
 """What every ``sift`` client command is given and how it refuses: the ``Console`` it writes to
-and ``CommandError`` (shared by the runner, ``service.client.commands``, and the push,
-``service.client.push``)."""
+and ``CommandError`` (shared by the runner, ``siftstream.commands``, and the push,
+``siftstream.push``)."""
 
 from __future__ import annotations
 

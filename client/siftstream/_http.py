@@ -35,7 +35,7 @@ from typing import Any, Generic, TypeAlias, TypeVar
 
 import httpx
 
-from service.client.errors import (
+from siftstream.errors import (
     ProblemError,
     SiftClientError,
     TransportError,

@@ -22,15 +22,15 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from service.client import _inputs as inputs
-from service.client._api import new_key
-from service.client.clients import Client
-from service.client.console import CommandError, Console
-from service.client.errors import ProblemError
-from service.client.files import DataFile, FileFormatError, open_data
-from service.client.progress import Progress, duration
-from service.client.render import count
-from service.client.results import ChunkReceipt, FeaturesReceipt, SelectorInfo
+from siftstream import _inputs as inputs
+from siftstream._api import new_key
+from siftstream.clients import Client
+from siftstream.console import CommandError, Console
+from siftstream.errors import ProblemError
+from siftstream.files import DataFile, FileFormatError, open_data
+from siftstream.progress import Progress, duration
+from siftstream.render import count
+from siftstream.results import ChunkReceipt, FeaturesReceipt, SelectorInfo
 
 #: Rows per chunk ``sift push`` sends by default: about 8 MiB of values, and at most this many
 #: rows, so that a progress bar moves on narrow files too.

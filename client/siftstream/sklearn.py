@@ -45,10 +45,10 @@ from sklearn.base import BaseEstimator
 from sklearn.feature_selection import SelectorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from service.client._inputs import column_names
-from service.client.clients import DEFAULT_URL, Client
-from service.client.errors import InvalidInputError, NotFoundError, SiftClientError
-from service.client.results import SelectorInfo, Top, Weights
+from siftstream._inputs import column_names
+from siftstream.clients import DEFAULT_URL, Client
+from siftstream.errors import InvalidInputError, NotFoundError, SiftClientError
+from siftstream.results import SelectorInfo, Top, Weights
 
 try:
     from sklearn.utils.validation import validate_data

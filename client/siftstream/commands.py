@@ -1,14 +1,14 @@
 """The client commands of ``sift``: create, push, top, watch, ls, describe, delete, export,
-import (``sift serve`` is in ``service.client.cli``). This module owns their parser
+import (``sift serve`` is in ``siftstream.cli``). This module owns their parser
 (``add_commands``) and their runner (``run``, one function per command); the resumable push is
-``service.client.push``, the tables and JSON output ``service.client.render``.
+``siftstream.push``, the tables and JSON output ``siftstream.render``.
 
 Every command talks to the service at ``--url`` (or ``SIFT_URL``, default
 ``http://127.0.0.1:8000``) with ``--api-key`` (or ``SIFT_API_KEY``), through ``Client``: transport
 errors and 503s are retried within ``--retry-budget`` seconds. A refusal prints the service's
 problem detail and exits with status 1.
 
-``sift push`` is resumable (``service.client.push`` says how).
+``sift push`` is resumable (``siftstream.push`` says how).
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from service.client._http import RetryPolicy
-from service.client.clients import DEFAULT_URL, Client
-from service.client.console import CommandError, Console
-from service.client.errors import ProblemError, SiftClientError
-from service.client.files import FileFormatError, open_data
-from service.client.push import run_push
-from service.client.render import print_json, selector_size, table, top_table
-from service.client.results import Top
+from siftstream._http import RetryPolicy
+from siftstream.clients import DEFAULT_URL, Client
+from siftstream.console import CommandError, Console
+from siftstream.errors import ProblemError, SiftClientError
+from siftstream.files import FileFormatError, open_data
+from siftstream.push import run_push
+from siftstream.render import print_json, selector_size, table, top_table
+from siftstream.results import Top
 
 #: Seconds between two refreshes of ``sift watch``.
 DEFAULT_INTERVAL = 2.0
@@ -380,5 +380,5 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Client, Console], int]] = {
     "export": _export,
     "import": _import,
 }
-#: The subcommands ``add_commands`` adds (``service.client.cli`` dispatches them to ``run``).
+#: The subcommands ``add_commands`` adds (``siftstream.cli`` dispatches them to ``run``).
 CLIENT_COMMANDS = frozenset(_COMMANDS)

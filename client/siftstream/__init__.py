@@ -1,6 +1,6 @@
 """The Python client of Sift, its scikit-learn selector and the ``sift`` command line.
 
-    from service.client import Client, AsyncClient, SiftSelector
+    from siftstream import Client, AsyncClient, SiftSelector
 
 ``Client`` / ``AsyncClient`` (``clients``) cover every endpoint with typed results
 (``results``) and raise the exceptions of ``errors`` with the service's problem detail; they
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from service.client._http import NO_RETRIES, RetryPolicy
-from service.client.clients import AsyncClient, Client
-from service.client.errors import (
+from siftstream._http import NO_RETRIES, RetryPolicy
+from siftstream.clients import AsyncClient, Client
+from siftstream.errors import (
     AuthenticationError,
     BadRequestError,
     ChunkRejectedError,
@@ -34,7 +34,7 @@ from service.client.errors import (
 )
 
 if TYPE_CHECKING:
-    from service.client.sklearn import SiftSelector
+    from siftstream.sklearn import SiftSelector
 
 __all__ = [
     "NO_RETRIES",
@@ -62,7 +62,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "SiftSelector":  # scikit-learn is imported only by those who use it
-        from service.client.sklearn import SiftSelector
+        from siftstream.sklearn import SiftSelector
 
         return SiftSelector
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,9 +1,9 @@
 """``Client`` and ``AsyncClient``: the Sift API from Python, on httpx.
 
 Both expose the same operations with the same signatures and typed results
-(``service.client.results``); ``AsyncClient``'s are coroutines. Each operation is written once,
-in ``service.client._api.Api``; ``Operation`` makes it a method of both clients that runs it
-with the client's driver (``service.client._http``), which does the requests, the retries and
+(``siftstream.results``); ``AsyncClient``'s are coroutines. Each operation is written once,
+in ``siftstream._api.Api``; ``Operation`` makes it a method of both clients that runs it
+with the client's driver (``siftstream._http``), which does the requests, the retries and
 the waiting.
 
     with Client("http://127.0.0.1:8000", api_key=...) as sift:
@@ -22,9 +22,9 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import httpx
 
-from service.client._api import Api
-from service.client._http import AsyncDriver, Plan, RetryPolicy, SyncDriver
-from service.client._inputs import DEFAULT_CHUNK_BYTES
+from siftstream._api import Api
+from siftstream._http import AsyncDriver, Plan, RetryPolicy, SyncDriver
+from siftstream._inputs import DEFAULT_CHUNK_BYTES
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -48,7 +48,7 @@ def client_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("sift")
+        return version("siftstream")
     except PackageNotFoundError:
         return "unknown"
 

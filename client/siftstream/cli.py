@@ -1,0 +1,57 @@
+"""The ``sift`` command line: the client commands (create, push, top, watch, ls, describe,
+delete, export, import; ``siftstream.commands``), ``sift --version``, and the commands other
+installed distributions register (the server's ``sift serve``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
+from typing import Any
+
+from siftstream.clients import client_version
+from siftstream.commands import add_commands, connection_options, run
+
+#: Where other distributions add subcommands to ``sift``: a callable taking the subparsers
+#: (the server's ``siftstream-server`` adds ``serve``). A command sets ``handler`` (args -> exit
+#: status) as its parser default.
+COMMANDS_GROUP = "sift.commands"
+
+
+def registered_commands() -> list[Callable[[Any], None]]:
+    """The subcommands other installed distributions register (``COMMANDS_GROUP``)."""
+    return [point.load() for point in entry_points(group=COMMANDS_GROUP)]
+
+
+def build_parser(extra_commands: Sequence[Callable[[Any], None]] = ()) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sift",
+        description="Streaming feature selection: use a Sift service (against --url or "
+        "$SIFT_URL). `sift serve` runs one: it comes with the server distribution "
+        "(siftstream-server).",
+        parents=[connection_options(suppress=False)],
+    )
+    parser.add_argument("--version", action="version", version=f"sift {client_version()}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_commands(commands)
+    added = {id(add) for add in extra_commands}
+    for add in [*extra_commands, *(a for a in registered_commands() if id(a) not in added)]:
+        add(commands)
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    extra_commands: Sequence[Callable[[Any], None]] = (),
+) -> int:
+    """``sift``: the client commands, and those other distributions register (``serve``)."""
+    args = build_parser(extra_commands).parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is not None:  # a command registered by another distribution
+        return int(handler(args))
+    return run(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
