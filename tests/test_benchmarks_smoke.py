@@ -51,6 +51,7 @@ def section(text: str, heading: str) -> list[list[str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 def test_smoke_run_reports_a_number_in_every_row(tmp_path: Path) -> None:
     output = tmp_path / "BENCHMARKS.md"
     done = subprocess.run(

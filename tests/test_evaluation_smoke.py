@@ -43,6 +43,7 @@ def table_cells(body: str) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 def test_smoke_run_reports_numbers_in_every_section(tmp_path: Path) -> None:
     output = tmp_path / "EVALUATION.md"
     done = subprocess.run(

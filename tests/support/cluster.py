@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -29,6 +28,7 @@ from redis.cluster import RedisCluster as SyncRedisCluster
 
 from service.errors import SiftError
 from service.store.embedded import find_redis_server
+from tests.support.redis import free_port
 
 #: redis-server and redis-cli ship together (Debian's redis-server package, Homebrew's redis).
 START_TIMEOUT_S = 30.0
@@ -38,20 +38,7 @@ BUS_PORT_OFFSET = 10_000
 
 def free_cluster_port(taken: set[int]) -> int:
     """A free port whose cluster bus port (``+10000``) is a valid and free port too."""
-    for _ in range(200):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        bus = port + BUS_PORT_OFFSET
-        if port in taken or bus in taken or bus > 65_535 or port == 6379:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", bus))
-            except OSError:
-                continue
-        return port
-    raise AssertionError("found no free port pair for a cluster node")
+    return free_port(also_free_at=BUS_PORT_OFFSET, taken=taken)
 
 
 def redis_cli() -> str:
