@@ -4,12 +4,12 @@
 #   docker run -p 8000:8000 -e SIFT_API_TOKEN=$(openssl rand -hex 32) -v sift-data:/data \
 #     registry.example.com/siftstream:0.1.0
 #
-# (registry.example.com: a placeholder for your registry, deploy/README.md, "Images").
+# (registry.example.com: a placeholder for your registry, docs/operations/deployment.md, "Images").
 #
 # With no SIFT_REDIS_URL the service runs its embedded redis-server (append-only file under
 # /data, a volume); docker-compose.yml and deploy/kubernetes point SIFT_REDIS_URL at a Redis of
 # their own instead. The command serves on 0.0.0.0 and so refuses to start without
-# SIFT_API_TOKEN: set it (deploy/README.md), never --allow-unauthenticated in an image.
+# SIFT_API_TOKEN: set it (docs/operations/deployment.md), never --allow-unauthenticated in an image.
 FROM docker.io/library/python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -50,7 +50,7 @@ VOLUME ["/data"]
 EXPOSE 8000
 
 # /v1/healthz: the process serves (an answer while Redis is down too: 503 + Retry-After to
-# requests); whether Redis answers is /v1/readyz (deploy/README.md, "Probes").
+# requests); whether Redis answers is /v1/readyz (docs/operations/deployment.md, "Probes").
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/v1/healthz', timeout=2)"]
 

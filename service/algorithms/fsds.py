@@ -82,7 +82,7 @@ BANDWIDTH_SAMPLE_ROWS = 1000
 
 
 class FSDSParams(MethodParams):
-    """Huang et al. 2015, Algorithm 2 (see the README's FSDS section)."""
+    """Huang et al. 2015, Algorithm 2 (see docs/methods/fsds.md)."""
 
     method: ClassVar[str] = "fsds"
 

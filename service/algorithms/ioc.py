@@ -16,7 +16,7 @@ The solution is ``u^j = v^j / ||v^j||``; ``||v^j||`` estimates the eigenvalue ``
 (``v = S_b u = lambda u`` at convergence). A projection ``W = [u^1 .. u^p]`` maps a row ``x``
 to ``W^T x`` (section 2.1). Cost per sample O(c m p), as section 3.1.2 says.
 
-Two departures, both documented in the README:
+Two departures, both documented in docs/methods/ocfs-ioc.md:
 
 * A vector is started by the first sample after its predecessor whose row is not all zero
   (the paper's ``j = n``, which it equals when no row is zero): a zero start would stay zero.
@@ -57,7 +57,7 @@ from service.errors import Conflict, Inconsistent, InvalidParams
 
 
 class IOCParams(MethodParams):
-    """Yan et al. 2006, Table 1 (see the README's IOC section)."""
+    """Yan et al. 2006, Table 1 (see docs/methods/ocfs-ioc.md)."""
 
     method: ClassVar[str] = "ioc"
 

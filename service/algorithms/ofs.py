@@ -97,7 +97,7 @@ BLOCK = 128
 
 
 class OFSParams(MethodParams):
-    """Wang, Shen & Li, Algorithm 1 (see the README's OFS section)."""
+    """Wang, Shen & Li, Algorithm 1 (see docs/methods/ofs.md)."""
 
     method: ClassVar[str] = "ofs"
 

@@ -42,7 +42,8 @@ class MergeIn(BaseModel):
     source: str = Field(
         alias="from",
         pattern=NAME_PATTERN,
-        description="The ocfs selector whose data to add.",
+        description="The selector whose data to add: same method and features, a method whose "
+        "states merge (GET /v1/methods lists them).",
     )
 
 

@@ -159,8 +159,8 @@ def table() -> dict[str, dict[int, float]]:
 def test_the_default_ranking_beats_random_subsets_and_the_largest_means() -> None:
     rows = table()
     # Measured (3 orders): 0.731 against 0.713 at 10 features per view, 0.807 against 0.738 at
-    # 20. The margin at 10 is small and said so in the README; at 20 the default also passes
-    # per-view FSDS.
+    # 20. The margin at 10 is small and said so in docs/methods/omvfs.md; at 20 the default also
+    # passes per-view FSDS.
     margins = {10: 0.01, 20: 0.04}
     for budget, margin in margins.items():
         ours = rows["OMVFS default"][budget]

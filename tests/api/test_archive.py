@@ -112,7 +112,7 @@ async def test_import_under_the_archives_name_and_over_an_existing_one(client):
 
 def split(archive: bytes) -> tuple[dict[str, Any], dict[str, bytes], dict[str, bytes]]:
     """An archive's manifest, state members and segments (an independent reader of the format
-    the README documents)."""
+    docs/export-import.md documents)."""
     magic, version, _reserved, length = struct.unpack_from("<8sIIQ", archive, 0)
     assert magic == b"SIFTARCH" and version == 1
     assert hashlib.sha256(archive[:-32]).digest() == archive[-32:]

@@ -1,11 +1,12 @@
-"""README's Quickstart and Python client sections, run as written against a real ``sift serve``.
+"""README's Quickstart and the client guide's Python client section (docs/client.md), run as
+written against a real ``sift serve``.
 
 The commands are taken from README.md itself: the first ``bash`` block of "Quickstart" starts
 the service (its port, 8765 in the README, is swapped for a free one, as a reader would pick
 another port if 8765 were taken), the other ``bash`` blocks run in one shell in order, and
 what ``sift top`` prints is compared with the ``text`` block the README shows. Then the
-``python`` blocks of "Python client" run in one interpreter in the same folder, and each
-``print(...)  # <output>`` line must print what its comment says.
+``python`` blocks of "Python client" (docs/client.md) run in one interpreter in the same
+folder, and each ``print(...)  # <output>`` line must print what its comment says.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from tests.support.harness import REPO_ROOT, wait_for
 from tests.support.redis import free_port
 
 README = REPO_ROOT / "README.md"
+#: The Python client's guide, whose first example continues the quickstart.
+CLIENT_GUIDE = REPO_ROOT / "docs" / "client.md"
 README_PORT = "8765"
 
 
-def section(title: str) -> str:
-    text = README.read_text()
+def section(title: str, document: Path = README) -> str:
+    text = document.read_text()
     start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start : end if end != -1 else len(text)]
@@ -132,7 +135,8 @@ def test_quickstart_and_python_client_as_written(
     page = httpx.get(f"{served}/ui", timeout=10)
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
 
-    code = "\n".join(blocks(section("Python client"), "python")).replace(README_PORT, port)
+    client_guide = section("Python client", CLIENT_GUIDE)
+    code = "\n".join(blocks(client_guide, "python")).replace(README_PORT, port)
     python = run_as_user([sys.executable, "-c", code], tmp_path, environment)
     expected = [
         line.split("  # ", 1)[1].strip()

@@ -185,7 +185,8 @@ async def test_a_master_down_costs_its_own_selectors_only(tmp_path: Path) -> Non
                 on[cluster.master_of(SelectorKeys("sift", name).head).port].append(name)
             assert len(on) == 3
             # Not the master of the registry's slot: while that one is down, listings and the
-            # sweeper answer 503 too (the README says so); here every other read goes on.
+            # sweeper answer 503 too (docs/operations/redis-cluster.md says so); here every other
+            # read goes on.
             registry_master = cluster.master_of(registry_key("sift")).port
             victim_port = next(port for port in on if port != registry_master)
             doomed = on[victim_port]

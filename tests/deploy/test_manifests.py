@@ -1,6 +1,6 @@
 """The deployment files pass real validators (Kubernetes API schemas, the Compose
 Specification, hadolint), and agree with the code where no schema can know (settings, port,
-routes, the `sift serve` parser) and with what deploy/README.md promises."""
+routes, the `sift serve` parser) and with what docs/operations/deployment.md promises."""
 
 from __future__ import annotations
 
@@ -192,7 +192,7 @@ def test_probes_ask_routes_of_the_app(rendered: list[dict[str, Any]]) -> None:
     assert pod["terminationGracePeriodSeconds"] >= pause + wait + 5
 
 
-# -- what deploy/README.md promises --------------------------------------------------------------
+# -- what docs/operations/deployment.md promises ------------------------------------------------
 
 
 def test_redis_keeps_an_append_only_file_fsynced_on_every_write_on_a_volume(
@@ -235,8 +235,9 @@ def test_selectors_select_their_pods(rendered: list[dict[str, Any]]) -> None:
 
 
 def test_no_kustomization_applies_the_secret_the_api_reads(rendered: list[dict[str, Any]]) -> None:
-    """`kubectl apply -k` must never reset the Secret the operator made (deploy/README.md,
-    Keys); the example holds exactly the keys the API reads, the API token not optional."""
+    """`kubectl apply -k` must never reset the Secret the operator made
+    (docs/operations/deployment.md, Keys); the example holds exactly the keys the API reads,
+    the API token not optional."""
     assert named(rendered, "Secret") == {}
     _, container = api_container(rendered)
     reads = {
@@ -252,8 +253,8 @@ def test_no_kustomization_applies_the_secret_the_api_reads(rendered: list[dict[s
 
 
 def test_every_image_is_named_in_full(rendered: list[dict[str, Any]]) -> None:
-    """registry/name:tag everywhere; Sift's own is the placeholder deploy/README.md says to
-    replace, the same in compose and Kubernetes."""
+    """registry/name:tag everywhere; Sift's own is the placeholder docs/operations/deployment.md
+    says to replace, the same in compose and Kubernetes."""
     images = [a for k, a in dockerfile() if k == "FROM"]
     images += [s["image"] for s in load_yaml(COMPOSE)["services"].values()]
     images += [c["image"] for _, t in pod_templates(rendered) for c in t["spec"]["containers"]]
@@ -302,7 +303,7 @@ def test_the_cluster_overlay_replaces_the_single_redis() -> None:
     nodes = named(objects, "StatefulSet")["sift-redis-cluster"]
     options = redis_options(argv_of(nodes["spec"]["template"]["spec"]["containers"][0]))
     assert options["cluster-enabled"] == "yes"
-    # With the default, one master down stops every slot (README, Redis Cluster).
+    # With the default, one master down stops every slot (docs/operations/redis-cluster.md).
     assert options["cluster-require-full-coverage"] == "no"
     assert options["cluster-config-file"].startswith(options["dir"].rstrip("/") + "/")
 

@@ -1,7 +1,7 @@
 """The probes of deploy/kubernetes, asked of the real app on a real redis-server that stops:
 readiness stays true (this pod can serve: it answers), and a request gets what the pod
 answers while Redis is down, 503 problem+json with Retry-After, instead of the connection
-error an empty Service would give (deploy/README.md, "Probes")."""
+error an empty Service would give (docs/operations/deployment.md, "Probes")."""
 
 from __future__ import annotations
 

@@ -34,11 +34,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 NGINX = REPO_ROOT / "deploy" / "nginx.conf"
-DEPLOY_README = REPO_ROOT / "deploy" / "README.md"
+#: What the deployment files promise (tests/deploy holds them to it).
+DEPLOY_README = REPO_ROOT / "docs" / "operations" / "deployment.md"
 KUBERNETES = REPO_ROOT / "deploy" / "kubernetes"
 #: The kustomize overlay that runs the API on Redis Cluster instead of one Redis.
 KUBERNETES_CLUSTER = REPO_ROOT / "deploy" / "kubernetes-cluster"
-#: The Secret that no kustomization applies (the operator makes it: deploy/README.md, Keys).
+#: The Secret that no kustomization applies (the operator makes it:
+#: docs/operations/deployment.md, Keys).
 SECRET_EXAMPLE = KUBERNETES / "secret.example.yaml"
 #: The Kubernetes versions whose API schemas the objects must satisfy: the oldest supported
 #: here and the newest kubernetes-validate knows.

@@ -145,7 +145,7 @@ def test_package_data_ships_every_static_file() -> None:
         assert (STATIC_DIR / asset).is_file()
 
 
-def test_readme_shows_the_committed_screenshot() -> None:
+def test_the_dashboard_page_shows_the_committed_screenshot() -> None:
     screenshot = REPO_ROOT / "docs" / "dashboard.png"
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "docs/dashboard.png" in (REPO_ROOT / "README.md").read_text()
+    assert "](dashboard.png)" in (REPO_ROOT / "docs" / "dashboard.md").read_text()

@@ -29,7 +29,7 @@ PerView = NonNegative | dict[str, NonNegative]
 
 
 class OMVFSParams(MethodParams):
-    """Shao et al., Algorithm 1 (see the README's OMVFS section)."""
+    """Shao et al., Algorithm 1 (see docs/methods/omvfs.md)."""
 
     method: ClassVar[str] = "omvfs"
     filled_by_service: ClassVar[tuple[str, ...]] = ("views",)

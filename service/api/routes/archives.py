@@ -40,7 +40,7 @@ _BINARY = {"schema": {"type": "string", "format": "binary"}}
 )
 @requires("read")
 async def export_selector(name: SelectorName, service: Service) -> Response:
-    """The selector as a self-describing, checksummed archive (README, "Export and import").
+    """The selector as a self-describing, checksummed archive (docs/export-import.md).
 
     Pending chunks are applied first (409 if that takes longer than the apply wait); the
     archive holds what is then committed. Idempotency records are not exported.

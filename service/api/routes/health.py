@@ -5,7 +5,7 @@ once the app has started and until it shuts down, whatever Redis does. ``/v1/rea
 whether Redis answers, for operators, alerts and scripts: with one Redis shared by every
 replica, a readiness probe on it would take them all out of their Service at once, and
 clients would get connection errors instead of the 503 with ``Retry-After`` each replica
-answers while Redis is down (deploy/README.md, "Probes").
+answers while Redis is down (docs/operations/deployment.md, "Probes").
 """
 
 from __future__ import annotations
