@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from run import NPZ, SEED, TermRows, npz  # noqa: E402
+from suite.context import NPZ, SEED, TermRows, npz  # noqa: E402
 
 from service.algorithms import get_method  # noqa: E402
 from tests.support.harness import RedisProcess, ServiceProcess, cpu_seconds  # noqa: E402
