@@ -99,7 +99,8 @@ def in_process_rows_per_s(chunks: list[Any], n_features: int, params: dict[str, 
     started = time.perf_counter()
     for chunk in chunks:
         state = method.update(state, resolved, validate_rows(chunk, n_features))
-    return sum(c.shape[0] for c in chunks) / (time.perf_counter() - started)
+    rows = sum(int(chunk.shape[0]) for chunk in chunks)
+    return rows / (time.perf_counter() - started)
 
 
 def http_run(

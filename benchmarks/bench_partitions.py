@@ -184,11 +184,11 @@ def main() -> None:
     )
     print("\n| cores | P = 1 | P = 2 | P = 4 | P = 8 | P = 16 |\n|---|---|---|---|---|---|")
     for cores in (2, 4, 8, 16, 32):
-        cells = [
+        modelled = [
             f"{rows / max((c + r) / cores, u / partitions, r):,.0f}"
             for partitions in (1, 2, 4, 8, 16)
         ]
-        print(f"| {cores} | " + " | ".join(cells) + " |")
+        print(f"| {cores} | " + " | ".join(modelled) + " |")
     print(f"\nload after: {os.getloadavg()}")
 
 
