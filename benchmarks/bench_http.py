@@ -67,7 +67,8 @@ def running_service(data_dir: Path) -> Iterator[tuple[str, subprocess.Popen[byte
             except httpx.TransportError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"service did not start: {process.stderr.read().decode()}")  # type: ignore[union-attr]
+                assert process.stderr is not None  # stderr=PIPE above
+                raise RuntimeError(f"service did not start: {process.stderr.read().decode()}")
             time.sleep(0.1)
         yield base, process
     finally:
