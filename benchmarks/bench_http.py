@@ -67,7 +67,8 @@ def running_service(data_dir: Path) -> Iterator[tuple[str, subprocess.Popen[byte
             except httpx.TransportError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"service did not start: {process.stderr.read().decode()}")  # type: ignore[union-attr]
+                assert process.stderr is not None  # stderr=PIPE above
+                raise RuntimeError(f"service did not start: {process.stderr.read().decode()}")
             time.sleep(0.1)
         yield base, process
     finally:
@@ -99,7 +100,8 @@ def in_process_rows_per_s(chunks: list[Any], n_features: int, params: dict[str, 
     started = time.perf_counter()
     for chunk in chunks:
         state = method.update(state, resolved, validate_rows(chunk, n_features))
-    return sum(c.shape[0] for c in chunks) / (time.perf_counter() - started)
+    rows = sum(int(chunk.shape[0]) for chunk in chunks)
+    return rows / (time.perf_counter() - started)
 
 
 def http_run(

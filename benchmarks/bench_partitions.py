@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from run import NPZ, SEED, TermRows, npz  # noqa: E402
+from suite.context import NPZ, SEED, TermRows, npz  # noqa: E402
 
 from service.algorithms import get_method  # noqa: E402
 from tests.support.harness import RedisProcess, ServiceProcess, cpu_seconds  # noqa: E402
@@ -184,11 +184,11 @@ def main() -> None:
     )
     print("\n| cores | P = 1 | P = 2 | P = 4 | P = 8 | P = 16 |\n|---|---|---|---|---|---|")
     for cores in (2, 4, 8, 16, 32):
-        cells = [
+        modelled = [
             f"{rows / max((c + r) / cores, u / partitions, r):,.0f}"
             for partitions in (1, 2, 4, 8, 16)
         ]
-        print(f"| {cores} | " + " | ".join(cells) + " |")
+        print(f"| {cores} | " + " | ".join(modelled) + " |")
     print(f"\nload after: {os.getloadavg()}")
 
 

@@ -46,7 +46,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.harness import RedisProcess, ServiceProcess, cpu_seconds, free_port  # noqa: E402
+from tests.support.harness import RedisProcess, ServiceProcess, cpu_seconds  # noqa: E402
+from tests.support.redis import free_port  # noqa: E402
 
 #: Features of the fsds selector the chunks go to (the issue's setting).
 FEATURES = 1000

@@ -33,7 +33,7 @@ class Row:
     target: str
 
 
-ROWS = (
+ROWS: tuple[Row, ...] = (
     Row(
         "fsds-bytes",
         "Redis bytes received per chunk / chunk bytes, fsds m = 20,000 sparse",

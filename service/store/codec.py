@@ -407,9 +407,11 @@ def cut_fields(
     return out
 
 
-def join_fields(stored: Mapping[str, bytes]) -> dict[str, bytes]:
+def join_fields(stored: Mapping[str, bytes | memoryview]) -> dict[str, bytes]:
     """Inverse of :func:`cut_fields`: the encoded fields, pieces joined in order.
 
+    ``stored`` is what Redis gives back (bytes) or what ``cut_fields`` made (pieces as views);
+    ``bytes()`` of a value that is already bytes is that value, not a copy.
     CodecError if the manifest is missing or damaged or a piece is missing. Other
     ``__``-prefixed fields (store bookkeeping) are dropped.
     """
@@ -417,7 +419,7 @@ def join_fields(stored: Mapping[str, bytes]) -> dict[str, bytes]:
     if raw_manifest is None:
         raise CodecError("checkpoint has no manifest of its pieces")
     try:
-        counts = json.loads(raw_manifest)
+        counts = json.loads(bytes(raw_manifest))
     except (ValueError, UnicodeDecodeError) as exc:
         raise CodecError(f"checkpoint manifest does not parse: {exc}") from exc
     if not isinstance(counts, dict) or not all(
@@ -425,7 +427,7 @@ def join_fields(stored: Mapping[str, bytes]) -> dict[str, bytes]:
     ):
         raise CodecError("checkpoint manifest must map fields to piece counts")
     out = {
-        field: value
+        field: bytes(value)
         for field, value in stored.items()
         if not field.startswith("__") or field == SCALARS_FIELD
     }

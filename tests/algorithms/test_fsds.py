@@ -16,6 +16,7 @@ from service.algorithms.base import State
 from service.algorithms.fsds import FSDS, gfw_p2_weights, normalize_rows
 from service.algorithms.sketching import paper_svd_update
 from service.errors import InvalidInput, InvalidParams
+from tests.support.states import array_field, number_field
 
 
 def low_rank(rng: np.random.Generator, n: int, m: int, rank: int, noise: float) -> np.ndarray:
@@ -111,7 +112,7 @@ def test_state_sketch_carries_the_fd_guarantee(
     tol = 1e-10 * np.linalg.norm(unit, 2) ** 2
     assert eig[0] >= -tol
     err = max(-eig[0], eig[-1])
-    shrinkage = float(state["shrinkage_total"])  # type: ignore[arg-type]
+    shrinkage = number_field(state, "shrinkage_total")
     assert shrinkage > 0 and err <= shrinkage + tol
     sigma2 = np.linalg.svd(unit, compute_uv=False) ** 2
     for k in range(ell):
@@ -185,10 +186,10 @@ def test_state_is_flat_arrays_and_scalars() -> None:
             assert value.dtype == np.float64, key
         else:
             assert type(value) in (int, float), key
-    assert state["sketch_rows"].shape == (4, 12)  # type: ignore[union-attr]
+    assert array_field(state, "sketch_rows").shape == (4, 12)
     np.testing.assert_array_equal(method.weights(state, params), state["weights"])
     initial = method.initial_state(params, 12)
-    assert initial["rows_seen"] == 0 and not initial["weights"].any()  # type: ignore[union-attr]
+    assert initial["rows_seen"] == 0 and not array_field(initial, "weights").any()
 
 
 def test_rows_with_the_wrong_width_are_rejected() -> None:

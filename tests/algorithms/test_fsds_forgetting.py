@@ -20,6 +20,7 @@ from service.algorithms.kernels import RandomFourierFeatures
 from service.algorithms.sketching import decay_weights, frequent_directions_update
 from service.errors import InvalidParams
 from tests.support.datasets import load_mat
+from tests.support.states import array_field, number_field
 
 
 def low_rank(rng: np.random.Generator, n: int, m: int, rank: int, noise: float) -> np.ndarray:
@@ -50,12 +51,6 @@ def sizes(n: int, chunk: int) -> list[int]:
 def weighted(rows: np.ndarray, decay: float) -> np.ndarray:
     """``A_w``: row i times ``decay**(n - 1 - i)``."""
     return np.asarray(rows * decay_weights(decay, rows.shape[0])[:, None])
-
-
-def array(state: State, key: str) -> np.ndarray:
-    value = state[key]
-    assert isinstance(value, np.ndarray)
-    return value
 
 
 def assert_fd_bound(a_w: np.ndarray, sketch: np.ndarray, shrinkage: float) -> None:
@@ -94,9 +89,9 @@ def test_decayed_sketch_keeps_the_fd_bound_of_the_weighted_matrix(
     unit = normalize_rows(y)
     assert isinstance(unit, np.ndarray)
     a_w = weighted(unit, decay)
-    shrinkage = float(state["shrinkage_total"])  # type: ignore[arg-type]
+    shrinkage = number_field(state, "shrinkage_total")
     assert shrinkage > 0  # the bound is exercised, not vacuous
-    assert_fd_bound(a_w, array(state, "sketch_rows"), shrinkage)
+    assert_fd_bound(a_w, array_field(state, "sketch_rows"), shrinkage)
     assert state["squared_norm_seen"] == pytest.approx(float(np.sum(a_w * a_w)), rel=1e-9)
     assert state["rows_seen"] == n
     # The old rows are forgotten: the undecayed stream's mass is far larger.
@@ -110,12 +105,12 @@ def test_gaussian_kernel_sketch_keeps_the_bound_of_the_weighted_joint_matrix() -
     resolved, state = run(y, params, sizes(400, 64))
     unit = normalize_rows(y)
     assert isinstance(unit, np.ndarray)
-    bandwidth = float(state["kernel_bandwidth"])  # type: ignore[arg-type]
+    bandwidth = number_field(state, "kernel_bandwidth")
     rff = RandomFourierFeatures(20, 24, bandwidth, resolved["seed"])
     joint = weighted(np.hstack([unit, rff.transform(unit)]), 0.99)
-    shrinkage = float(state["shrinkage_total"])  # type: ignore[arg-type]
+    shrinkage = number_field(state, "shrinkage_total")
     assert shrinkage > 0
-    assert_fd_bound(joint, array(state, "sketch_rows"), shrinkage)
+    assert_fd_bound(joint, array_field(state, "sketch_rows"), shrinkage)
     assert state["squared_norm_seen"] == pytest.approx(
         float(np.sum(weighted(unit, 0.99) ** 2)), rel=1e-9
     )
@@ -135,7 +130,7 @@ def test_decay_one_is_bit_identical_to_no_decay(kernel: str, sparse: bool) -> No
     plain_params, plain = run(rows, base, [70, 130, 100])
     one_params, one = run(rows, {**base, "decay": 1.0}, [70, 130, 100])
     assert one_params == plain_params and "decay" not in one_params
-    assert float(plain["shrinkage_total"]) > 0  # type: ignore[arg-type]
+    assert number_field(plain, "shrinkage_total") > 0
     assert set(one) == set(plain)
     for key, value in plain.items():
         if isinstance(value, np.ndarray):
@@ -179,7 +174,7 @@ def test_below_rank_ell_decayed_weights_are_batch_gfw_p2_of_the_weighted_rows_fo
         weights = FSDS().weights(state, params)
         np.testing.assert_allclose(weights, reference, rtol=1e-7, atol=1e-9 * reference.max())
         states.append(state)
-    grams = [array(s, "sketch_rows").T @ array(s, "sketch_rows") for s in states]
+    grams = [array_field(s, "sketch_rows").T @ array_field(s, "sketch_rows") for s in states]
     for gram in grams[1:]:
         np.testing.assert_allclose(gram, grams[0], atol=1e-10)
     for state in states[1:]:
@@ -192,7 +187,7 @@ def test_gaussian_decayed_weights_equal_the_weighted_batch_below_rank_ell() -> N
     params = {"k": 2, "ell": 13, "decay": 0.9, "kernel": "gaussian", "kernel_components": 8}
     resolved, state = run(y, params, [5, 7])
     assert state["shrinkage_total"] == 0.0
-    rff = RandomFourierFeatures(15, 8, float(state["kernel_bandwidth"]), 0)  # type: ignore[arg-type]
+    rff = RandomFourierFeatures(15, 8, number_field(state, "kernel_bandwidth"), 0)
     unit = normalize_rows(y)
     assert isinstance(unit, np.ndarray)
     # The batch reference on A_w: scale the (already normalised) rows and their features.

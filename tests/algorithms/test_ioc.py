@@ -85,7 +85,8 @@ def test_chunking_does_not_change_the_result(seed, cuts, p):
 
 def inner_products(state: Any, target: np.ndarray) -> np.ndarray:
     """|u^j . e_j| for every learned vector against the batch eigenvector (signs are free)."""
-    return np.abs(np.sum(projection(np.asarray(state["vectors"])) * target, axis=0))
+    # numpy's stubs type a sum along an axis as Any: asarray makes the result an array again.
+    return np.asarray(np.abs(np.sum(projection(np.asarray(state["vectors"])) * target, axis=0)))
 
 
 def toy(seed: int) -> tuple[np.ndarray, list[int]]:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from service.algorithms import kernels
+from service.algorithms.base import Matrix, State
 from service.algorithms.fsds import FSDS, gfw_p2_kernel_weights, gfw_p2_weights, normalize_rows
 from service.algorithms.kernels import RandomFourierFeatures, median_pairwise_distance
 from service.errors import InvalidInput, InvalidParams
+from tests.support.states import array_field, number_field
 
 
 def test_same_seed_same_map_across_calls_and_processes_cache() -> None:
@@ -71,8 +75,8 @@ def test_median_pairwise_distance() -> None:
 
 
 def gaussian_run(
-    chunks: list[np.ndarray], params: dict[str, object]
-) -> tuple[FSDS, dict[str, object], dict[str, object]]:
+    chunks: Sequence[Matrix], params: Mapping[str, object]
+) -> tuple[FSDS, dict[str, Any], State]:
     method = FSDS()
     m = chunks[0].shape[1]
     resolved = method.resolve_params({"kernel": "gaussian", **params}, m)
@@ -90,12 +94,12 @@ def test_gaussian_mode_equals_the_batch_kernel_reference_below_ell(sparse: bool)
     chunks = [sp.csr_matrix(p) for p in parts] if sparse else parts
     method, params, state = gaussian_run(chunks, {"k": 4, "ell": 40, "kernel_components": 48})
     assert state["shrinkage_total"] == 0.0
-    assert state["sketch_rows"].shape == (40, 45 + 48)  # type: ignore[union-attr]
-    bandwidth = float(state["kernel_bandwidth"])  # type: ignore[arg-type]
+    assert array_field(state, "sketch_rows").shape == (40, 45 + 48)
+    bandwidth = number_field(state, "kernel_bandwidth")
     assert bandwidth == pytest.approx(median_pairwise_distance(normalize_rows(parts[0])))
     rff = RandomFourierFeatures(45, 48, bandwidth, seed=0)
     reference = gfw_p2_kernel_weights(y, 4, 3.0, rff)
-    weights = method.weights(state, params)  # type: ignore[arg-type]
+    weights = method.weights(state, params)
     assert weights.shape == (45,)
     np.testing.assert_allclose(weights, reference, rtol=1e-7, atol=1e-10 * reference.max())
 
@@ -121,7 +125,7 @@ def test_bandwidth_heuristic_is_computed_once_and_stored() -> None:
     method, params, state = gaussian_run([first], {"k": 2, "ell": 6, "kernel_components": 8})
     expected = median_pairwise_distance(normalize_rows(first))
     assert state["kernel_bandwidth"] == pytest.approx(expected)
-    state = method.update(state, params, second)  # type: ignore[arg-type]
+    state = method.update(state, params, second)
     assert state["kernel_bandwidth"] == pytest.approx(expected)
     assert params["kernel_bandwidth"] is None
     # An explicit bandwidth is used as given; a lone first row falls back to sqrt(2).
@@ -138,7 +142,7 @@ def test_gaussian_mode_is_deterministic_and_seeded() -> None:
     m1, p1, s1 = gaussian_run(chunks, params)
     kernels._draws.cache_clear()
     m2, p2, s2 = gaussian_run(chunks, params)
-    np.testing.assert_array_equal(m1.weights(s1, p1), m2.weights(s2, p2))  # type: ignore[arg-type]
+    np.testing.assert_array_equal(m1.weights(s1, p1), m2.weights(s2, p2))
     m3, p3, s3 = gaussian_run(chunks, {**params, "seed": 6})
-    assert not np.allclose(m1.weights(s1, p1), m3.weights(s3, p3))  # type: ignore[arg-type]
-    assert float(s1["shrinkage_total"]) > 0  # type: ignore[arg-type]
+    assert not np.allclose(m1.weights(s1, p1), m3.weights(s3, p3))
+    assert number_field(s1, "shrinkage_total") > 0

@@ -43,7 +43,7 @@ def floats_of(state: State) -> Iterator[tuple[str, np.ndarray]]:
             yield key, np.asarray(value)
 
 
-CASES = [
+CASES: list[tuple[str, dict[str, object], bool, bool]] = [
     # (method, params, signed values, labelled)
     ("fsds", {"normalize_rows": True}, True, False),
     ("fsds", {"normalize_rows": False}, True, False),

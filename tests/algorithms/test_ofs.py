@@ -24,6 +24,7 @@ from service.algorithms.ofs import (
 )
 from service.errors import InvalidInput, InvalidParams
 from service.store.codec import decode_state, encode_state
+from tests.support.states import array_field
 
 METHOD = OFS()
 
@@ -45,12 +46,6 @@ def stream(
         state, got = METHOD.add_features(state, resolved, columns[:, start : start + chunk])
         decisions += got
     return resolved, state, decisions
-
-
-def arr(state: State, key: str) -> np.ndarray:
-    value = state[key]
-    assert isinstance(value, np.ndarray), key
-    return value
 
 
 def exact_score(kept: np.ndarray, a: np.ndarray, ridge: float) -> float:
@@ -211,7 +206,7 @@ def test_same_seed_same_decisions_across_batching_and_state_round_trip(ridge: fl
         )
         np.testing.assert_array_equal(state["kept_indices"], base_state["kept_indices"])
         np.testing.assert_allclose(
-            arr(state, "kept_columns"), arr(base_state, "kept_columns"), rtol=1e-12
+            array_field(state, "kept_columns"), array_field(base_state, "kept_columns"), rtol=1e-12
         )
 
     # Stop after 150 features, persist (arrays copied, then through the no-pickle codec, which
@@ -223,7 +218,9 @@ def test_same_seed_same_decisions_across_batching_and_state_round_trip(ridge: fl
         _, end, rest = stream(a[:, 150:], params, chunk=33, state=resumed)
         assert [d.kept for d in first + rest] == [d.kept for d in base]
         assert [d.index for d in rest] == list(range(150, 400))
-        np.testing.assert_allclose(arr(end, "leverage"), arr(base_state, "leverage"), rtol=1e-10)
+        np.testing.assert_allclose(
+            array_field(end, "leverage"), array_field(base_state, "leverage"), rtol=1e-10
+        )
         np.testing.assert_array_equal(end["kept_indices"], base_state["kept_indices"])
 
 
@@ -252,7 +249,7 @@ def test_state_is_flat_arrays_and_json_scalars_and_survives_the_codec() -> None:
         assert isinstance(value, np.ndarray | int | float), key
         if isinstance(value, np.ndarray):
             assert value.dtype in (np.float64, np.int64), key
-    assert state["kept_indices"].dtype == np.int64  # type: ignore[union-attr]
+    assert array_field(state, "kept_indices").dtype == np.int64
     json.dumps({k: v for k, v in state.items() if not isinstance(v, np.ndarray)})
     decoded = decode_state(encode_state(state))
     assert decoded.keys() == state.keys()
@@ -266,13 +263,13 @@ def test_memory_does_not_grow_with_discarded_features() -> None:
     a = low_rank(rng, n, 300, n)
     resolved, state, _ = stream(a, {"c": 1.0, "ridge": 0.1}, chunk=100)
     arrays = [k for k, v in state.items() if isinstance(v, np.ndarray)]
-    sizes = {k: arr(state, k).shape for k in arrays if k not in ("leverage", "probability")}
+    sizes = {k: array_field(state, k).shape for k in arrays if k not in ("leverage", "probability")}
     # 200 zero columns and 200 tiny columns (ridge score ~1e-12): all discarded.
     junk = np.hstack([np.zeros((n, 200)), 1e-6 * a[:, :200]])
     state, decisions = METHOD.add_features(state, resolved, junk)
     assert not any(d.kept for d in decisions)
-    assert {k: arr(state, k).shape for k in sizes} == sizes
-    assert arr(state, "leverage").shape == arr(state, "probability").shape == (700,)
+    assert {k: array_field(state, k).shape for k in sizes} == sizes
+    assert array_field(state, "leverage").shape == array_field(state, "probability").shape == (700,)
 
 
 # -- edge cases: new directions, zero columns, ridge --------------------------------------------
@@ -298,7 +295,7 @@ def test_new_direction_gets_leverage_one_and_span_tolerance() -> None:
     assert scores[2] == pytest.approx(5.0)
     state2, (d_far,) = METHOD.add_features(state, resolved, far)
     assert (d_far.leverage, d_far.kept) == (1.0, True)
-    assert arr(state2, "basis").shape == (n, 3)
+    assert array_field(state2, "basis").shape == (n, 3)
     # With c < 1 a new direction is kept with probability c only: p = min(c * 1, 1).
     low_c = METHOD.resolve_params({"c": 0.25}, n)
     _, ds = METHOD.add_features(METHOD.initial_state(low_c, n), low_c, np.eye(n))
@@ -385,7 +382,7 @@ def test_probabilities_scales_and_kept_columns_are_consistent() -> None:
     assert 0 < len(kept) < 300 and any(d.probability < 1 for d in kept)
     np.testing.assert_array_equal(state["kept_indices"], [d.index for d in kept])
     np.testing.assert_allclose(
-        arr(state, "kept_scales"), 1 / np.sqrt([d.probability for d in kept])
+        array_field(state, "kept_scales"), 1 / np.sqrt([d.probability for d in kept])
     )
     np.testing.assert_allclose(
         METHOD.kept_matrix(state), a[:, [d.index for d in kept]] * state["kept_scales"]

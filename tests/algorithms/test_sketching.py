@@ -108,7 +108,9 @@ def test_exact_when_rank_below_ell() -> None:
     y = low_rank(rng, 200, 70, rank=6, noise=0.0)
     sketch, total, _ = stream(y, 9, 23)
     assert total == 0.0
-    np.testing.assert_allclose(sketch.T @ sketch, y.T @ y, atol=1e-9 * np.linalg.norm(y, 2) ** 2)
+    np.testing.assert_allclose(
+        sketch.T @ sketch, y.T @ y, atol=1e-9 * float(np.linalg.norm(y, 2)) ** 2
+    )
 
 
 @pytest.mark.parametrize("block_rows", [None, 4, 10_000])
@@ -117,7 +119,7 @@ def test_sparse_input_gives_the_dense_sketch(block_rows: int | None, m: int, ell
     y = sp.random(250, m, density=0.05, random_state=np.random.default_rng(5), format="csr")
     sparse_sketch, sparse_total, _ = stream(y, ell, 60, block_rows, normalize_rows=True)
     dense_sketch, dense_total, _ = stream(y.toarray(), ell, 60, block_rows, normalize_rows=True)
-    scale = np.linalg.norm(dense_sketch, 2) ** 2
+    scale = float(np.linalg.norm(dense_sketch, 2)) ** 2
     # Singular vectors may differ in sign: compare S^T S.
     np.testing.assert_allclose(
         sparse_sketch.T @ sparse_sketch, dense_sketch.T @ dense_sketch, atol=1e-10 * scale
@@ -159,7 +161,7 @@ def test_one_shrink_per_chunk_equals_the_paper_svd(n: int, m: int, ell: int, chu
         fast_total += a.shrinkage
         paper_total += b.shrinkage
         np.testing.assert_allclose(a.singular_values, b.singular_values, rtol=1e-8, atol=1e-9)
-    scale = np.linalg.norm(y, 2) ** 2
+    scale = float(np.linalg.norm(y, 2)) ** 2
     np.testing.assert_allclose(fast.T @ fast, paper.T @ paper, atol=1e-9 * scale)
     assert fast_total == pytest.approx(paper_total, rel=1e-9)
     assert_fd_guarantee(y, paper, paper_total)

@@ -9,14 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.feature_selection import VarianceThreshold
 
+from service.algorithms.base import Matrix, State
 from service.algorithms.variance import Variance
 from service.errors import InvalidParams
 from tests.support.datasets import load_mat
+from tests.support.states import array_field
 
 METHOD = Variance()
 
 
-def run(chunks: list, m: int, ddof: int = 0) -> dict:
+def run(chunks: list[Matrix], m: int, ddof: int = 0) -> State:
     params = METHOD.resolve_params({"ddof": ddof}, m)
     state = METHOD.initial_state(params, m)
     for chunk in chunks:
@@ -24,8 +26,9 @@ def run(chunks: list, m: int, ddof: int = 0) -> dict:
     return state
 
 
-def split(x, sizes: list[int]) -> list:
-    out, start = [], 0
+def split(x: Matrix, sizes: list[int]) -> list[Matrix]:
+    out: list[Matrix] = []
+    start = 0
     for size in sizes:
         out.append(x[start : start + size])
         start += size
@@ -48,18 +51,18 @@ def test_equals_numpy_for_any_chunking(seed, cuts, sparse, ddof):
     state = run(split(rows, cuts), m, ddof)
     assert state["count"] == n
     expected = np.var(x, axis=0, ddof=ddof) if n > ddof else np.zeros(m)
-    np.testing.assert_allclose(state["variance"], expected, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(state["mean"], x.mean(axis=0), rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(array_field(state, "variance"), expected, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(array_field(state, "mean"), x.mean(axis=0), rtol=1e-12, atol=1e-9)
 
 
 def test_sparse_and_dense_agree_and_match_variance_threshold_on_real_text():
     x, _ = load_mat("PCMAC.mat", dense=False)
     chunks = [x[i : i + 300] for i in range(0, x.shape[0], 300)]
-    sparse_state = run(chunks, x.shape[1])
-    dense_state = run([c.toarray() for c in chunks], x.shape[1])
-    np.testing.assert_allclose(sparse_state["variance"], dense_state["variance"], rtol=1e-12)
+    sparse_variance = array_field(run(chunks, x.shape[1]), "variance")
+    dense_variance = array_field(run([c.toarray() for c in chunks], x.shape[1]), "variance")
+    np.testing.assert_allclose(sparse_variance, dense_variance, rtol=1e-12)
     reference = VarianceThreshold().fit(x).variances_
-    np.testing.assert_allclose(sparse_state["variance"], reference, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(sparse_variance, reference, rtol=1e-9, atol=1e-15)
 
 
 def test_merge_equals_one_selector_that_saw_both_streams():
@@ -70,17 +73,18 @@ def test_merge_equals_one_selector_that_saw_both_streams():
     summary = {field: right[field] for field in ("count", *METHOD.summary_fields)}
     merged = METHOD.merge(left, params, summary)
     assert METHOD.summary_samples(summary) == 25
-    np.testing.assert_allclose(merged["variance"], both["variance"], rtol=1e-12)
-    np.testing.assert_allclose(merged["variance"], np.var(np.vstack([a, b]), axis=0), rtol=1e-12)
+    merged_variance = array_field(merged, "variance")
+    np.testing.assert_allclose(merged_variance, array_field(both, "variance"), rtol=1e-12)
+    np.testing.assert_allclose(merged_variance, np.var(np.vstack([a, b]), axis=0), rtol=1e-12)
 
 
 def test_constant_and_empty_features_score_zero_and_ranks_follow_the_spread():
     x = np.array([[1.0, 5.0, 0.0, 10.0], [1.0, -5.0, 0.0, 0.0], [1.0, 5.0, 0.0, -10.0]])
     state = run([x[:1], x[1:]], 4)
-    np.testing.assert_allclose(state["variance"], np.var(x, axis=0))
+    np.testing.assert_allclose(array_field(state, "variance"), np.var(x, axis=0))
     assert list(np.argsort(-METHOD.weights(state, {"ddof": 0}))[:2]) == [3, 1]
     single = run([x[:1]], 4, ddof=1)  # one row: the sample variance is undefined, shown as 0
-    assert not single["variance"].any()
+    assert not array_field(single, "variance").any()
 
 
 @pytest.mark.parametrize("bad", [{"ddof": 2}, {"ddof": True}, {"ddof": "1"}, {"k": 1}])

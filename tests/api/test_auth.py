@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -22,12 +23,13 @@ def bearer(key: str) -> dict[str, str]:
     return {"authorization": f"Bearer {key}"}
 
 
-async def new_key(http, scopes: list[str], prefix: str = "", headers=BOOTSTRAP) -> dict:
+async def new_key(http, scopes: list[str], prefix: str = "", headers=BOOTSTRAP) -> dict[str, Any]:
     response = await http.post(
         "/v1/keys", json={"scopes": scopes, "prefix": prefix, "label": "test"}, headers=headers
     )
     assert response.status_code == 201, response.text
-    return response.json()
+    created: dict[str, Any] = response.json()
+    return created
 
 
 def assert_problem(response, status: int, fragment: str = "") -> None:

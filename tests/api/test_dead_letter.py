@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,16 +34,17 @@ M = 50
 SMALL_STATE = 4096
 
 
-def labelled_rows(classes: list[int], per_class: int = 2, offset: float = 0.0) -> dict:
+def labelled_rows(classes: list[int], per_class: int = 2, offset: float = 0.0) -> dict[str, object]:
     labels = [c for c in classes for _ in range(per_class)]
     rows = [[float(c + offset + j % 3) for j in range(M)] for c in labels]
     return {"rows": rows, "labels": labels}
 
 
-async def described(http, name: str) -> dict:
+async def described(http, name: str) -> dict[str, Any]:
     response = await http.get(f"/v1/selectors/{name}")
     assert response.status_code == 200, response.text
-    return response.json()
+    description: dict[str, Any] = response.json()
+    return description
 
 
 async def test_poison_chunk_is_rejected_and_the_selector_goes_on(app_factory, caplog):
@@ -114,7 +116,7 @@ async def test_a_poison_entry_among_coalesced_ones_rejects_only_itself(app_facto
             log_ids.append(response.json()["log_id"])
 
         async def settled() -> bool:
-            return (await described(http, "s"))["state"]["pending_entries"] == 0
+            return bool((await described(http, "s"))["state"]["pending_entries"] == 0)
 
         await wait_for(settled)
         statuses = [
@@ -172,7 +174,7 @@ async def test_attempts_taken_back_by_live_appliers_do_not_count(client, redis_c
     store = SelectorStore(redis_client)
     payload = encode_matrix(np.array([[0.0, 1.0, 0.0]]))
     entry = await store.append("f", payload, 1, hashlib.sha256(payload).hexdigest(), None)
-    holders = []
+    holders: list[str] = []
     for expected in (1, 2, 3, 3):
         lease = await store.acquire_lease("f", 10_000)
         assert lease is not None

@@ -65,20 +65,20 @@ async def reference(http) -> np.ndarray:
 async def test_a_named_chunk_in_another_order_lands_on_the_right_features(client):
     expected = await reference(client)
     names, rows = permuted(["e", "d", "c", "b", "a"])
-    for index, (content, media_type) in enumerate(
-        [
-            ({"rows": rows.tolist(), "feature_names": names}, "application/json"),
-            (npz(rows=rows, feature_names=np.array(names)), "application/x-npz"),
-            (
-                {
-                    **_csr(sp.csr_matrix(rows)),
-                    "feature_names": names,
-                },
-                "application/json",
-            ),
-            (_save_npz_with_names(sp.csr_matrix(rows), names), "application/x-npz"),
-        ]
-    ):
+    # The same named chunk as each media type carries it: a JSON body, or the bytes of a file.
+    chunks: list[tuple[dict[str, Any] | bytes, str]] = [
+        ({"rows": rows.tolist(), "feature_names": names}, "application/json"),
+        (npz(rows=rows, feature_names=np.array(names)), "application/x-npz"),
+        (
+            {
+                **_csr(sp.csr_matrix(rows)),
+                "feature_names": names,
+            },
+            "application/json",
+        ),
+        (_save_npz_with_names(sp.csr_matrix(rows), names), "application/x-npz"),
+    ]
+    for index, (content, media_type) in enumerate(chunks):
         name = f"named-{index}"
         await create(client, name)
         kwargs: dict[str, Any] = (
@@ -198,11 +198,11 @@ async def test_labelled_rows_and_views_match_names_too(client):
         )
         assert created.status_code == 201, created.text
         view_b = np.arange(9.0).reshape(3, 3) + 1
-        body: dict[str, Any] = {"views": {"a": [[1, 2], [3, 4], [5, 6]], "b": view_b.tolist()}}
+        chunk: dict[str, Any] = {"views": {"a": [[1, 2], [3, 4], [5, 6]], "b": view_b.tolist()}}
         if named:
-            body["views"]["b"] = view_b[:, [2, 0, 1]].tolist()
-            body["feature_names"] = {"a": ["a0", "a1"], "b": ["b2", "b0", "b1"]}
-        response = await client.post(f"/v1/selectors/{name}/chunks", json=body)
+            chunk["views"]["b"] = view_b[:, [2, 0, 1]].tolist()
+            chunk["feature_names"] = {"a": ["a0", "a1"], "b": ["b2", "b0", "b1"]}
+        response = await client.post(f"/v1/selectors/{name}/chunks", json=chunk)
         assert response.status_code == 200, response.text
     np.testing.assert_allclose(
         await weights(client, "views-named"), await weights(client, "views-ordered"), rtol=1e-9

@@ -17,10 +17,10 @@ from tests.support.api import create_selector
 pytestmark = pytest.mark.asyncio
 
 
-def assert_problem(response, status: int, *fragments: str) -> dict:
+def assert_problem(response, status: int, *fragments: str) -> dict[str, Any]:
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/problem+json"
-    problem = response.json()
+    problem: dict[str, Any] = response.json()
     for fragment in fragments:
         assert fragment in problem["detail"], problem["detail"]
     return problem
@@ -158,7 +158,7 @@ async def test_a_client_that_leaves_mid_body_is_no_internal_error(app_factory, c
     access log and metrics), never as an internal error with a traceback."""
     async with app_factory() as (app, http):
         await http.post("/v1/selectors", json={"name": "gone", "method": "fsds", "n_features": 3})
-        messages = [
+        messages: list[dict[str, Any]] = [
             {"type": "http.request", "body": b"[[1, 2", "more_body": True},
             {"type": "http.disconnect"},
         ]

@@ -125,6 +125,7 @@ async def run_matrix(app_factory, redis_client, hot_path: bool) -> list[tuple[An
         answers = []
         for method, path, query, headers, body, hot in MATRIX:
             before = len(seen_by_fastapi)
+            content: bytes | None
             if isinstance(body, np.ndarray):
                 content = npy_bytes(body)
             elif isinstance(body, bytes):

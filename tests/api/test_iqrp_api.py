@@ -204,11 +204,12 @@ async def test_bad_requests_are_rejected_and_change_nothing(client):
     assert cluster.status_code == 422 and "runs iqrp" in cluster.json()["detail"]
     described = (await client.get("/v1/selectors/bad")).json()
     assert described["features_seen"] == 12 and described["state"]["pending_entries"] == 0
-    for body, detail in [
+    refused: list[tuple[dict[str, object], str]] = [
         ({"params": {"block_columns": 0}}, "block_columns must be an integer"),
         ({"params": {"k": 3}}, "unknown parameter"),
         ({"n_objects": M}, "not both"),
-    ]:
+    ]
+    for body, detail in refused:
         answer = await client.post(
             "/v1/selectors", json={"name": "x", "method": "iqrp", "n_samples": M, **body}
         )

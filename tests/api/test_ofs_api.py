@@ -134,7 +134,7 @@ async def test_batching_of_columns_does_not_change_decisions(client):
         assert response.status_code in (200, 202), response.text
 
     async def all_decided() -> bool:
-        return (await client.get("/v1/selectors/npy")).json()["features_seen"] == 24
+        return bool((await client.get("/v1/selectors/npy")).json()["features_seen"] == 24)
 
     await wait_for(all_decided)
     page = (await client.get("/v1/selectors/npy/features?limit=100")).json()
@@ -324,7 +324,7 @@ async def test_cluster_runs_kmeans_on_the_kept_rescaled_columns(client):
 
 
 async def test_invalid_creation_is_rejected(client):
-    cases = [
+    cases: list[tuple[dict[str, object], str]] = [
         ({"method": "ofs", "n_features": 10}, "expected n_samples"),
         ({"method": "ofs"}, "n_samples must be an integer"),
         ({"method": "ofs", "n_samples": 0}, "n_samples must be between 1"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -68,7 +69,8 @@ async def test_chunks_in_every_format_match_the_library(client):
     chunks = [rng.standard_normal((9, m)) for _ in range(3)]
     chunks.append(sp.random(8, m, density=0.3, random_state=1, format="csr"))
     chunks.append(sp.random(10, m, density=0.3, random_state=2, format="csr"))
-    bodies = [
+    # The keyword arguments of each POST: a JSON body, or content with its media type.
+    bodies: list[dict[str, Any]] = [
         {"json": {"rows": chunks[0].tolist()}},
         {"content": npy_bytes(chunks[1]), "headers": {"content-type": "application/x-npy"}},
         {"json": chunks[2].tolist()},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -67,14 +68,15 @@ async def test_concurrent_posts_are_each_applied_exactly_once(client):
     rng = np.random.default_rng(7)
     chunks = [rng.standard_normal((int(rng.integers(1, 30)), m)) for _ in range(24)]
 
-    async def post(i: int, chunk: np.ndarray) -> dict:
+    async def post(i: int, chunk: np.ndarray) -> dict[str, Any]:
         response = await client.post(
             "/v1/selectors/busy/chunks",
             content=npy_bytes(chunk),
             headers={"content-type": "application/x-npy", "idempotency-key": f"c{i}"},
         )
         assert response.status_code == 200, response.text
-        return response.json()
+        answer: dict[str, Any] = response.json()
+        return answer
 
     answers = await asyncio.gather(*(post(i, c) for i, c in enumerate(chunks)))
     total = sum(c.shape[0] for c in chunks)
@@ -133,7 +135,7 @@ async def test_entries_left_in_the_log_are_recovered_at_start(redis_url, redis_c
     async with running_app(make_settings(redis_url)) as (_, http):
 
         async def recovered() -> bool:
-            return (await http.get("/v1/selectors/crash")).json()["rows_seen"] == 1
+            return bool((await http.get("/v1/selectors/crash")).json()["rows_seen"] == 1)
 
         await wait_for(recovered)
 
@@ -154,7 +156,7 @@ async def test_pending_entries_are_coalesced_into_one_version(app_factory, redis
         await store.release_lease(lease)
 
         async def applied() -> bool:
-            return (await http.get("/v1/selectors/pile")).json()["rows_seen"] == 5
+            return bool((await http.get("/v1/selectors/pile")).json()["rows_seen"] == 5)
 
         await wait_for(applied)
         described = (await http.get("/v1/selectors/pile")).json()

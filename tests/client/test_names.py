@@ -33,7 +33,10 @@ def cli_env(service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[st
 
 def rows(n: int = 300, seed: int = 0) -> np.ndarray:
     """Columns of very different spreads: a feature's variance says which column it got."""
-    return np.random.default_rng(seed).normal(size=(n, 5)) * np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    scales = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    # numpy's stubs type this product as Any; it is an n x 5 float array.
+    spread: np.ndarray = np.random.default_rng(seed).normal(size=(n, 5)) * scales
+    return spread
 
 
 def write(path: Path, header: list[str], values: np.ndarray, bad: dict[int, str] | None = None):

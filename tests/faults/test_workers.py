@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.support.harness import ServiceProcess, poll
+from tests.support.harness import ServiceProcess, wait_for
 from tests.support.redis import RedisServer, free_port
 
 
@@ -85,7 +85,7 @@ def test_two_workers_serve_one_port_survive_a_kill_and_stop_with_their_redis(
     parent = service.pid
     redis_pids: list[int] = []
     try:
-        workers = poll(lambda: two_workers(parent), 10)
+        workers = wait_for(lambda: two_workers(parent), 10, "the parent's two workers")
         redis_pids = redis_of(parent)
         assert len(redis_pids) == 1, command_line(parent)
         url = service.url
@@ -99,7 +99,11 @@ def test_two_workers_serve_one_port_survive_a_kill_and_stop_with_their_redis(
             served_by_others_while_stopped(url, worker)
         # A worker killed from outside is replaced; the service answers meanwhile.
         os.kill(workers[0], signal.SIGKILL)
-        replaced = poll(lambda: two_workers(parent, without=workers[0]), 15)
+        replaced = wait_for(
+            lambda: two_workers(parent, without=workers[0]),
+            15,
+            "a worker in place of the killed one",
+        )
         assert workers[1] in replaced
         with httpx.Client(base_url=url, timeout=10) as fresh:
             answered = fresh.post("/v1/selectors/w/chunks", json=rows)

@@ -10,6 +10,7 @@ import pytest
 
 from service.errors import Conflict, IdempotencyMismatch
 from service.store.group_commit import QueuedAppend
+from service.store.records import AppendOutcome
 from service.store.redis_store import SelectorStore
 from tests.support.store import digest, meta, state_of
 
@@ -47,7 +48,9 @@ async def test_concurrent_appends_share_calls_and_keep_their_own_positions(store
     assert not any(o.duplicate for o in outcomes)
 
 
-async def test_a_key_repeated_within_one_batch_is_a_duplicate_of_its_first_use(store):
+async def test_a_key_repeated_within_one_batch_is_a_duplicate_of_its_first_use(
+    store: SelectorStore,
+) -> None:
     await store.create(meta(), state_of(0))
     sizes = count_calls(store)
     first, again, other = await asyncio.gather(
@@ -58,13 +61,16 @@ async def test_a_key_repeated_within_one_batch_is_a_duplicate_of_its_first_use(s
     )
     # gather submits all three before the first call goes out: one call carries them all.
     assert sizes == [3]
+    assert isinstance(first, AppendOutcome) and isinstance(again, AppendOutcome)
     assert not first.duplicate
     assert again.duplicate and again.log_id == first.log_id
     assert isinstance(other, IdempotencyMismatch)
     assert len(await store.pending("s1", "0-0", 10)) == 1
 
 
-async def test_a_refused_append_does_not_disturb_the_others_of_its_batch(store):
+async def test_a_refused_append_does_not_disturb_the_others_of_its_batch(
+    store: SelectorStore,
+) -> None:
     await store.create(meta(feature_names=None), state_of(0))
     results = await asyncio.gather(
         store.append("s1", b"a", 1, digest(b"a"), None, item_names=["x"]),
@@ -74,7 +80,7 @@ async def test_a_refused_append_does_not_disturb_the_others_of_its_batch(store):
     )
     assert isinstance(results[1], Conflict) and "'x' is already used" in str(results[1])
     assert [e.payload for e in await store.pending("s1", "0-0", 10)] == [b"a", b"c"]
-    assert results[2].first == 1
+    assert isinstance(results[2], AppendOutcome) and results[2].first == 1
 
 
 async def test_an_append_cancelled_before_its_call_goes_out_is_never_written(store):

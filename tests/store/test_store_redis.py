@@ -189,7 +189,8 @@ async def test_append_numbers_items_and_registers_names_atomically(
     # A repeat answers the first position; nothing is numbered or registered again.
     again = await store.append("s1", b"a", 3, digest(b"a"), "k-a", ["x", "y", "f2"])
     assert again.duplicate and again.first == 0
-    assert (await store.idempotency_record("s1", "k-a")).first == 0  # type: ignore[union-attr]
+    record = await store.idempotency_record("s1", "k-a")
+    assert record is not None and record.first == 0
     with pytest.raises(Conflict, match="'y' is already used by feature 1"):
         await store.append("s1", b"c", 2, digest(b"c"), "k-c", ["z", "y"])
     with pytest.raises(Conflict, match="this column is feature 6"):
@@ -426,7 +427,8 @@ async def test_a_stale_applier_is_refused_and_writes_nothing(
     # Nothing at all: no state hash, no commit record, no history, no applied mark.
     assert await keys_of(redis_client, "s1") == before
     assert await store.get_head("s1") == head0
-    assert (await store.idempotency_record("s1", "k1")).applied_version is None  # type: ignore[union-attr]
+    record = await store.idempotency_record("s1", "k1")
+    assert record is not None and record.applied_version is None
 
     head1 = await store.commit(
         fast, 0, published_of(1), entry.log_id, 2, [KEYS.idem("k1")], entries=1

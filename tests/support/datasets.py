@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Literal, overload
 
 import numpy as np
 import scipy.io
@@ -27,6 +28,12 @@ def data_path(name: str) -> Path:
     return path
 
 
+@overload
+def load_mat(name: str, dense: Literal[True] = ...) -> tuple[np.ndarray, np.ndarray]: ...
+@overload
+def load_mat(name: str, dense: Literal[False]) -> tuple[sp.csr_matrix, np.ndarray]: ...
+@overload
+def load_mat(name: str, dense: bool) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]: ...
 def load_mat(name: str, dense: bool = True) -> tuple[np.ndarray | sp.csr_matrix, np.ndarray]:
     """``X`` as float64 (dense, or CSR when ``dense`` is false) and the labels ``Y`` as 1-D."""
     data = scipy.io.loadmat(data_path(name))
