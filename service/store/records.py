@@ -12,10 +12,11 @@ import math
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast, get_args
 
 import orjson
 
+from service.algorithms.base import ChunkKind
 from service.errors import CodecError
 from service.store.keys import SelectorKeys
 
@@ -160,7 +161,7 @@ class StreamMeta:
 
     name: str
     #: The chunk kind of its chunks (``service.wire.kinds``): which methods may attach.
-    kind: str
+    kind: ChunkKind
     created_at: float
     incarnation: str
     n_features: int | None = None
@@ -197,9 +198,12 @@ class StreamMeta:
         try:
             data = json.loads(raw)
             views = data.get("views")
+            kind = str(data["kind"])
+            if kind not in get_args(ChunkKind):
+                raise ValueError(f"unknown chunk kind {kind!r}")
             return cls(
                 name=str(data["name"]),
-                kind=str(data["kind"]),
+                kind=cast(ChunkKind, kind),
                 created_at=float(data["created_at"]),
                 incarnation=str(data["incarnation"]),
                 n_features=None if data.get("n_features") is None else int(data["n_features"]),

@@ -532,6 +532,32 @@ def kind_of(chunk_kind: ChunkKind) -> Kind:
     return KINDS[chunk_kind]
 
 
+class Described(Shaped, Protocol):
+    """A description that says its shape the way a creation body does."""
+
+    @property
+    def n_features(self) -> int | None: ...
+
+    @property
+    def n_samples(self) -> int | None: ...
+
+
+def creation_shape(meta: Described) -> dict[str, Any]:
+    """The shape fields of the creation body that made a selector (or a stream) like
+    ``meta``: what an archive records, and what a selector attached to a stream takes."""
+    if meta.n_samples is not None:
+        return {"n_samples": meta.n_samples}
+    if meta.views is not None:
+        names = None
+        if meta.feature_names is not None:
+            names, start = {}, 0
+            for view, dim in meta.views:
+                names[view] = meta.feature_names[start : start + dim]
+                start += dim
+        return {"views": dict(meta.views), "feature_names": names}
+    return {"n_features": meta.n_features, "feature_names": meta.feature_names}
+
+
 #: The fields of a stream's creation body besides the shape's.
 STREAM_FIELDS = ("name", "labelled")
 
