@@ -98,6 +98,7 @@ class DrainLoop(Checkpoints):
         """Apply batches until the log is empty, then see to the checkpoint; returns the last
         head this applier saw."""
         meta = await self.store.get_meta(name)
+        self._let_go.discard(name)  # the description read now is the one this drain follows
         if name in self._checkpoint_wanted:
             force_checkpoint = True
         stop_renewing = asyncio.Event()
@@ -171,6 +172,7 @@ class DrainLoop(Checkpoints):
         while (
             not self._closing
             and name not in self._checkpoint_wanted
+            and name not in self._let_go
             and self._is_current_drain(name)
             and (remaining := deadline - time.monotonic()) > 0
         ):

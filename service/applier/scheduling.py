@@ -118,7 +118,11 @@ class Scheduling(ApplierCore):
         self.kick(name, incarnation)
 
     def forget(self, name: str) -> None:
-        """Let go of what this process holds of ``name`` (deleted)."""
+        """Let go of what this process holds of ``name`` (deleted, or detached from its
+        stream: a drain lingering on the stream's log stops, and the next looks at its own)."""
+        running = self._running.get(name)
+        if running is not None and not running.task.done():
+            self._let_go.add(name)
         self._hot.pop(name)
         self._backoff.pop(name, None)
         self.handed.forget(name)
