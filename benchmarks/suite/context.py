@@ -102,7 +102,7 @@ FULL = Sizes(
     idle_selectors=100_000,
     idle_seconds=20.0,
     stream_features=2000,
-    stream_chunks=60,
+    stream_chunks=200,
     stream_chunk_rows=500,
 )
 QUICK = replace(
@@ -122,7 +122,7 @@ QUICK = replace(
     path_seconds=5.0,
     idle_selectors=10_000,
     idle_seconds=10.0,
-    stream_chunks=30,
+    stream_chunks=60,
 )
 SMOKE = replace(
     QUICK,

@@ -273,6 +273,11 @@ class Seen:
 
 def seen(kind: Kind, head: Head) -> Seen:
     """The head's count, under the name the kind gives it (the other one None)."""
+    return counted(kind, head.items_seen)
+
+
+def counted(kind: Kind, items_seen: int) -> Seen:
+    """``items_seen`` under the name the kind gives it (the other one None)."""
     counts: dict[str, int | None] = {"rows_seen": None, "features_seen": None}
-    counts[kind.seen_field] = head.items_seen
+    counts[kind.seen_field] = items_seen
     return Seen(**counts)

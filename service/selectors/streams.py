@@ -35,7 +35,7 @@ from service.metrics import Metrics
 from service.selectors.ingest import Ingest, Receipt, rejected
 from service.selectors.lifecycle import Lifecycle
 from service.selectors.rankings import Rankings
-from service.selectors.reading import seen
+from service.selectors.reading import counted, seen
 from service.selectors.results import (
     Agreement,
     StreamChunkOut,
@@ -331,8 +331,10 @@ class Streams:
         may see: waited for together (bounded by ``SIFT_APPLY_WAIT_SECONDS``) when ``wait``."""
         deadline = time.monotonic() + self.settings.apply_wait_seconds
         shown = [a for a in covered if visible(a.selector)]
+        # A chunk just appended is applied by nobody yet: no head to read before waiting.
+        fresh = not outcome.duplicate and wait
         results = await asyncio.gather(
-            *(self._outcome(a, outcome.log_id, wait, deadline) for a in shown)
+            *(self._outcome(a, outcome.log_id, wait, deadline, fresh) for a in shown)
         )
         selectors = [r for r in results if r is not None]
         return StreamChunkOut(
@@ -346,9 +348,10 @@ class Streams:
         )
 
     async def _outcome(
-        self, attachment: Attachment, log_id: str, wait: bool, deadline: float
+        self, attachment: Attachment, log_id: str, wait: bool, deadline: float, fresh: bool
     ) -> StreamChunkSelector | None:
-        """Where entry ``log_id`` is in one attached selector (None: the selector is gone)."""
+        """Where entry ``log_id`` is in one attached selector (None: the selector is gone).
+        ``fresh``: the entry was just appended (no head is read before waiting for it)."""
         name = attachment.selector
         try:
             meta = await self.store.cached_meta(name)
@@ -357,10 +360,11 @@ class Streams:
                 if meta.incarnation != attachment.incarnation:
                     return None
             kind = kind_of(get_method(meta.method).chunk_kind)
-            head = await self.store.get_head(name)
-            version, items_seen = head.version, head.items_seen
+            head = None if fresh else await self.store.get_head(name)
+            version = items_seen = 0
             reason: str | None = None
-            if is_applied(head, log_id):
+            if head is not None and is_applied(head, log_id):
+                version, items_seen = head.version, head.items_seen
                 reason = await self.store.rejection(name, log_id)
             else:
                 if not wait:
@@ -375,7 +379,7 @@ class Streams:
                     reason, _record = await self.store.settled(name, log_id, None)
         except NotFound:
             return None
-        counts = seen(kind, dataclasses.replace(head, version=version, items_seen=items_seen))
+        counts = counted(kind, items_seen)
         return StreamChunkSelector(
             name=name,
             method=meta.method,

@@ -44,6 +44,7 @@ from service.store.records import (
 )
 from service.store.redis_errors import map_redis_errors
 from service.store.rooms.log import Log
+from service.store.rooms.registry import NAMELESS_META_SECONDS
 
 #: Streams whose description one store keeps for pushes (``cached_stream``).
 _STREAMS_CACHED = 1024
@@ -57,7 +58,7 @@ class Streams(Log):
     """Streams: create, describe, append, attach, release, detach, delete."""
 
     _stream_appends: GroupCommit
-    _streams: LRU[str, StreamMeta]
+    _streams: LRU[str, tuple[StreamMeta, float]]
 
     def _init_streams(self) -> None:
         # Appends to one stream that arrive together go to Redis together (as a selector's;
@@ -107,18 +108,22 @@ class Streams(Log):
             raise stream_not_found(name)
         feature_names = None if names is None else [str(n) for n in json.loads(names)]
         meta = StreamMeta.from_json(raw, feature_names)
-        self._streams.put(name, meta)
+        self._streams.put(name, (meta, time.monotonic()))
         return meta
 
     async def cached_stream(self, name: str) -> StreamMeta:
         """The description of ``name`` as this process last read it (``get_stream``
         otherwise): for pushes, whose append names the incarnation they were checked against
         (StaleMeta when the name holds another stream since). One without feature names is
-        read again: its first named chunk may give it names."""
-        meta = self._streams.get(name)
-        if meta is None or meta.feature_names is None:
-            return await self.get_stream(name)
-        return meta
+        trusted for ``NAMELESS_META_SECONDS`` only, as a selector's: its first named chunk
+        (through another replica) may give it names."""
+        entry = self._streams.get(name)
+        if entry is not None:
+            meta, read_at = entry
+            fresh = time.monotonic() - read_at < NAMELESS_META_SECONDS
+            if meta.feature_names is not None or fresh:
+                return meta
+        return await self.get_stream(name)
 
     def forget_stream(self, name: str) -> None:
         self._streams.pop(name)
@@ -445,7 +450,3 @@ class Streams(Log):
             raise Conflict(f"selector '{meta.name}' is not attached to stream '{meta.stream}'")
         self.forget_meta(meta.name)
         return status == "OK"
-
-    @staticmethod
-    def now_ms() -> int:
-        return time.time_ns() // 1_000_000
