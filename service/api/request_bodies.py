@@ -104,7 +104,6 @@ def create_request_body() -> dict[str, Any]:
                 "pushed from now on.",
             },
             "params": properties["params"],
-            "expires_after": properties["expires_after"],
         }
         shapes.append(
             {

@@ -243,6 +243,10 @@ class Lifecycle:
             )
         if document.get("partitions", 1) != 1:
             raise InvalidInput("partitions apply to selectors without a stream")
+        if document.get("expires_after") is not None:
+            # Whether it is idle depends on its stream's log, in another slot: an expiry could
+            # not check it atomically with the delete.
+            raise InvalidInput("expires_after applies to selectors without a stream")
         return shape
 
     async def _create_attached(
@@ -268,8 +272,6 @@ class Lifecycle:
             with contextlib.suppress(Exception):
                 await self.store.detach_from_stream(stream.name, meta.name, meta.incarnation)
             raise
-        if meta.expires_after is not None:
-            await self.store.expire_after(meta.name, head.updated_at + meta.expires_after)
         if stream.feature_names is None:
             # Named by a chunk meanwhile? The names its chunks are matched to are the stream's.
             named = (await self.store.get_stream(stream.name)).feature_names
@@ -399,7 +401,6 @@ class Lifecycle:
                     log.info(
                         "selector %s expired (%g s without a commit)", name, meta.expires_after
                     )
-                    await self._detached(meta)
                     deleted.append(name)
                 else:  # written to since, or busy: look again when it would end
                     await self.store.expire_after(name, max(ends, now + 1.0))

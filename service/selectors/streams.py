@@ -29,6 +29,7 @@ from service.errors import (
     InvalidInput,
     NotFound,
     SiftError,
+    StaleMeta,
     Unavailable,
 )
 from service.metrics import Metrics
@@ -240,6 +241,8 @@ class Streams:
         meta = await self.store.cached_stream(name)
         try:
             return await self._push(meta, body, media_type, idempotency_key, wait, visible)
+        except StaleMeta:  # the name was deleted and created again since it was cached
+            meta = await self.store.get_stream(name)
         except InvalidInput:
             current = await self.store.get_stream(name)
             if current.incarnation == meta.incarnation:

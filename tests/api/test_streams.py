@@ -171,6 +171,14 @@ async def test_a_stream_checks_its_chunks_and_who_attaches(client):
         404,
         "stream 'zz'",
     )
+    assert_problem(
+        await client.post(
+            "/v1/selectors",
+            json={"name": "no", "method": "fsds", "stream": "st", "expires_after": 60},
+        ),
+        422,
+        "expires_after applies to selectors without a stream",
+    )
     # The stream's names are the selector's, and its chunks are checked against them.
     created = await attach(client, "named", "variance")
     assert created["has_feature_names"] is True
@@ -510,3 +518,34 @@ async def test_the_log_is_kept_for_a_selector_that_lags(client, redis_client):
     assert np.allclose(await weights(client, "slow"), everything.var(axis=0), rtol=1e-12)
     # The same rows, applied in other batches: equal to rounding.
     assert np.allclose(await weights(client, "slow"), await weights(client, "fast"), rtol=1e-12)
+
+
+async def test_a_chunk_nobody_kicked_is_found_by_the_sweeper(app_factory, redis_client):
+    """A chunk appended to the stream's log by a process that died before it woke anybody:
+    every attached selector is marked pending by the append itself, and the sweeper (past its
+    first, full sweep) finds it and applies it to each."""
+    from service.store.codec import encode_matrix
+    from service.store.redis_store import SelectorStore
+
+    async with app_factory(sweep_interval_seconds=0.1) as (_app, client):
+        await create_stream(client, n_features=6)
+        await attach(client, "v1", "variance")
+        await attach(client, "v2", "variance")
+        await asyncio.sleep(0.5)  # several sweeps: from now on they read the pending marks only
+        other = SelectorStore(redis_client, prefix="sift")
+        stream = await other.get_stream("st")
+        payload = encode_matrix(np.ones((3, 6)))
+        outcome, attached = await other.append_to_stream(
+            "st", payload, 3, "digest", None, stream.incarnation
+        )
+        assert [a.selector for a in attached] == ["v1", "v2"]
+
+        async def both_applied() -> bool:
+            counts = [
+                (await client.get(f"/v1/selectors/{n}")).json()["rows_seen"] for n in ("v1", "v2")
+            ]
+            return counts == [3, 3]
+
+        await wait_for(both_applied)
+        status = (await client.get(f"/v1/streams/st/chunks/{outcome.log_id}")).json()
+        assert status["status"] == "applied"
