@@ -169,6 +169,13 @@ class Scheduling(ApplierCore):
 
     async def _drain_logged(self, name: str) -> None:
         try:
+            await self._drain_once(name)
+        finally:
+            if self._is_current_drain(name):
+                self._let_go.discard(name)
+
+    async def _drain_once(self, name: str) -> None:
+        try:
             await self.drain(name)
         except NotFound:
             if self._is_current_drain(name):
