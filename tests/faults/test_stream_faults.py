@@ -54,7 +54,7 @@ STREAM = "events"
 SELECTORS = {"on-ocfs": "ocfs", "on-ioc": "ioc", "on-variance": "variance"}
 COUNTING = ("on-ocfs", "on-ioc")
 #: Breaks per fault kind (each 1.5-3 s of load apart).
-TRIALS = {"service-sigkill": 8, "redis-sigkill": 3, "redis-pause": 3}
+TRIALS = {"service-sigkill": 8, "redis-sigkill": 3, "redis-pause": 2}
 
 Spawn = Callable[..., ServiceProcess]
 
