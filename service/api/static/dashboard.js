@@ -546,6 +546,7 @@
       const views = Object.entries(entry.views).map(([view, width]) => `${view} (${width})`);
       parts.push(`views ${views.join(", ")}`);
     }
+    if (entry.stream) parts.push(`attached to stream ${entry.stream}`);
     parts.push(`version ${NUMBER.format(entry.version)}`);
     const pending = pendingOf(entry);
     if (pending !== null) parts.push(`${NUMBER.format(pending)} pending`);
@@ -593,9 +594,9 @@
       const route = takesColumns(entry) ? "features" : "chunks";
       const pending = pendingOf(entry);
       const waiting = pending ? ` ${pending} pending ${pending === 1 ? "entry is" : "entries are"} being applied.` : "";
-      showMessage(
-        `No data yet: push to POST /v1/selectors/${name}/${route} and the charts appear here.${waiting}`,
-      );
+      // A selector attached to a stream applies the stream's chunks, and takes none directly.
+      const target = entry.stream ? `/v1/streams/${entry.stream}/chunks` : `/v1/selectors/${name}/${route}`;
+      showMessage(`No data yet: push to POST ${target} and the charts appear here.${waiting}`);
       clearCharts();
       state.shownKey = null;
       return;
