@@ -12,7 +12,9 @@ and the Lua scripts (``service/store/lua/``) stay valid on Redis Cluster::
                                      appended and committed past: their difference is pending),
                                      the checkpoint: checkpoint_key, checkpoint_version,
                                      checkpoint_cursor, checkpoint_items, and the incarnation
-                                     (``SelectorMeta.incarnation``)
+                                     (``SelectorMeta.incarnation``); for a selector attached
+                                     to a stream, the stream and its incarnation (``stream``,
+                                     ``stream_incarnation``): its cursor is in that stream's log
     {prefix}:{name}:fname            hash: feature name -> index (features named on arrival)
     {prefix}:{name}:findex           hash: index -> feature name (same features)
     {prefix}:{name}:log              Redis Stream of appended chunks (the ingest log): the
