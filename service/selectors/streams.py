@@ -69,6 +69,9 @@ MAX_SIDE_BY_SIDE = 64
 
 
 class Streams:
+    """Streams as the service offers them (see the module); the selectors' own rooms do the
+    rest: ``lifecycle`` attaches, detaches and reaps, ``ingest`` decodes, ``rankings`` ranks."""
+
     def __init__(
         self,
         store: SelectorStore,
