@@ -1,6 +1,7 @@
 """What ``benchmarks/run.py`` measured, printed as it comes and written as ``BENCHMARKS.md``.
 
-* ``ROWS``: the target tables of issue 14 (the write path) and issue 21 (the request path), one
+* ``ROWS``: the target tables of issue 14 (the write path), issue 21 (the request path) and
+  issue 25 (streams), one
   ``Row`` per line with the issue's figure ("now") and its target; ``--only`` takes these keys;
 * ``Report``: each row's measured figure with OK/MISSED, the peers measured in the same run, and
   one section of detail per benchmark;
@@ -134,6 +135,16 @@ ROWS += (
         "one process's idle CPU with many idle selectors; a forgotten chunk picked up",
         "~17% of a core at 10,000 selectors",
         "< 2% of a core at 100,000; picked up within 1 s",
+    ),
+)
+#: Issue 25: streams (``suite/streams.py``).
+ROWS += (
+    Row(
+        "streams",
+        "one push to a stream with fsds, variance and ocfs attached / three direct pushes",
+        "3 pushes: 3x the client bytes, 3 logs, 3 idempotency records",
+        "client bytes < 0.5x; Redis bytes received < 1x (the chunk logged once; every "
+        "selector still commits and checkpoints its own state)",
     ),
 )
 ROW_KEYS = tuple(row.key for row in ROWS)

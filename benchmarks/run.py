@@ -32,7 +32,9 @@ Benchmarks (``--only`` takes these names, or the keys of the target rows they me
   until that chunk is applied;
 * ``memory``: service RSS and Redis ``used_memory`` every 100,000 rows over 1,000,000 rows
   (fsds m = 2,000, sparse 1000-row chunks);
-* ``variance``: Sift's ``variance`` method against River's ``stats.Var`` per feature.
+* ``variance``: Sift's ``variance`` method against River's ``stats.Var`` per feature;
+* ``streams``: one push to a stream with fsds, variance and ocfs attached against three direct
+  pushes of the same labelled chunks: client bytes, Redis bytes and commands, rows/s.
 
 The benchmarks themselves are in ``benchmarks/suite/`` (one module each, and ``suite.context``
 for the sizes and the context they share); this script is the runner: it lists them
@@ -76,6 +78,7 @@ from suite.memory import bench_memory
 from suite.ofs import bench_ofs
 from suite.omvfs import bench_omvfs
 from suite.request_path import bench_request_path
+from suite.streams import bench_streams
 from suite.takeover import bench_takeover
 from suite.variance import bench_variance
 
@@ -123,6 +126,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         ("path-nowait", "path-wait", "path-top", "path-workers", "path-replicas"),
     ),
     "idle": Benchmark(bench_idle, ("idle",)),
+    "streams": Benchmark(bench_streams, ("streams",)),
 }
 
 
@@ -179,7 +183,7 @@ def markdown(ctx: Context, machine: Machine, names: list[str], started: float) -
     lines = [
         "# Benchmarks of the write path and the request path",
         "",
-        "Written by `benchmarks/run.py` (issues 14 and 21); rerun it rather than editing this "
+        "Written by `benchmarks/run.py` (issues 14, 21 and 25); rerun it rather than editing this "
         "file. How to read it and how long it takes: `benchmarks/README.md`, section "
         '"One command: run.py".',
         "",

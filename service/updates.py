@@ -173,7 +173,9 @@ def fold(meta: SelectorMeta, state: State, payloads: Sequence[Entry], merge: boo
                 if not offers(method, Mergeable):
                     raise CodecError(f"the log holds a merge, which {method.name} cannot take")
                 return method.merge(state, meta.params, summary)
-            joined = kind_of(method.chunk_kind).join(chunks)
+            kind = kind_of(method.chunk_kind)
+            # A stream's chunks come as the stream's kind (labelled rows, for a method of rows).
+            joined = kind.join([kind.taken(chunk) for chunk in chunks])
             return method.update(state, meta.params, joined)
     except MemoryError as exc:
         raise UpdateFailed("applying this chunk ran out of memory", transient=True) from exc

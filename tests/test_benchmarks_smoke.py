@@ -1,6 +1,6 @@
 """The benchmark command runs end to end: ``benchmarks/run.py --smoke`` starts its own
-redis-server and service processes, measures every row of the target tables of issues 14 and
-21 at tiny sizes and writes a report with a number in each row. Numbers, not targets: nothing
+redis-server and service processes, measures every row of the target tables of issues 14, 21
+and 25 at tiny sizes and writes a report with a number in each row. Numbers, not targets: nothing
 here is timed.
 """
 
@@ -33,6 +33,7 @@ TARGET_ROWS = (
     "path-workers",
     "path-replicas",
     "idle",
+    "streams",
 )
 #: Peers measured in the same run whatever is installed (River's needs the ``bench`` extra).
 PEERS = ("paper's SVD update", "IncrementalPCA", "naive pinv", "batch OCFS")

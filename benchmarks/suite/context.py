@@ -62,6 +62,10 @@ class Sizes:
     path_seconds: float
     idle_selectors: int
     idle_seconds: float
+    #: bench_streams: features, timed chunks and rows per chunk.
+    stream_features: int
+    stream_chunks: int
+    stream_chunk_rows: int
 
 
 FULL = Sizes(
@@ -97,6 +101,9 @@ FULL = Sizes(
     path_seconds=10.0,
     idle_selectors=100_000,
     idle_seconds=20.0,
+    stream_features=2000,
+    stream_chunks=200,
+    stream_chunk_rows=500,
 )
 QUICK = replace(
     FULL,
@@ -115,6 +122,7 @@ QUICK = replace(
     path_seconds=5.0,
     idle_selectors=10_000,
     idle_seconds=10.0,
+    stream_chunks=60,
 )
 SMOKE = replace(
     QUICK,
@@ -145,6 +153,9 @@ SMOKE = replace(
     path_seconds=1.0,
     idle_selectors=200,
     idle_seconds=1.0,
+    stream_features=200,
+    stream_chunks=3,
+    stream_chunk_rows=100,
 )
 
 

@@ -44,6 +44,10 @@ from siftstream.results import (
     PushSummary,
     SelectorInfo,
     SelectorPage,
+    StreamInfo,
+    StreamPage,
+    StreamRankings,
+    StreamReceipt,
     Top,
     Transformed,
     Weights,
@@ -67,6 +71,10 @@ def new_key() -> str:
 
 def selector_path(name: str, *rest: str) -> str:
     return "/".join(["/v1/selectors", quote(name, safe=""), *rest])
+
+
+def stream_path(name: str, *rest: str) -> str:
+    return "/".join(["/v1/streams", quote(name, safe=""), *rest])
 
 
 def _json_default(value: Any) -> Any:
@@ -165,12 +173,18 @@ class Api:
         params: Mapping[str, Any] | None = None,
         data: Any = None,
         expires_after: float | None = None,
+        stream: str | None = None,
+        from_: str | None = None,
     ) -> Steps[SelectorInfo]:
         """Create a selector: ``n_features`` for row methods, ``n_samples`` for feature-column
         methods (ofs, iqrp), ``views`` ({view: features}) for multi-view ones; ``params`` are
         the method's hyperparameters. The answer echoes the resolved parameters.
         ``expires_after``: the service deletes the selector after this many seconds without a
         commit.
+
+        ``stream``: attach it to that stream instead (no shape: it takes the stream's), from
+        ``from_`` (``"start"``, the default: every chunk the stream holds; ``"now"``: the
+        chunks pushed from now on).
 
         ``data``: rows of the stream to come; ``n_features`` is taken from its width and
         ``feature_names`` from a DataFrame's columns when not given.
@@ -191,8 +205,11 @@ class Api:
                 feature_names=None if feature_names is None else _names(feature_names),
                 params=None if params is None else dict(params),
                 expires_after=expires_after,
+                stream=stream,
             )
         )
+        if from_ is not None:
+            document["from"] = from_
         created: SelectorInfo | None = yield Call(
             "POST",
             "/v1/selectors",
@@ -249,6 +266,212 @@ class Api:
         """Delete a selector and everything of it (a retry that finds it gone is done)."""
         return Call("DELETE", selector_path(name), _nothing, done_earlier=frozenset({404}))
 
+    def detach(self, name: str) -> Call[SelectorInfo]:
+        """Detach a selector from its stream: it keeps its state, takes chunks directly from
+        then on, and its stream keeps nothing more for it."""
+        return Call(
+            "POST", selector_path(name, "detach"), lambda r: SelectorInfo.from_json(_json(r))
+        )
+
+    # -- streams --------------------------------------------------------------------------------
+
+    def create_stream(
+        self,
+        name: str,
+        *,
+        n_features: int | None = None,
+        n_samples: int | None = None,
+        views: Mapping[str, int] | None = None,
+        feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+        labelled: bool = False,
+        data: Any = None,
+        y: Any = None,
+    ) -> Steps[StreamInfo]:
+        """Create a stream: one log that several selectors apply (attach them with
+        ``create(..., stream=name)``). Its shape is a selector's: ``n_features`` (rows;
+        ``labelled=True``: rows with one label each), ``views`` or ``n_samples`` (feature
+        columns). ``data``: rows to come, whose width and (DataFrame) column names it takes
+        (without the labels column named by ``y``, which makes it labelled).
+
+        A retry after a lost answer that meets "name exists" answers the stream the first
+        attempt created."""
+        if data is not None and n_features is None and n_samples is None and views is None:
+            features, labels = inputs.split_labels(data, y) if isinstance(y, str) else (data, y)
+            n_features = inputs.width_of(features)
+            if feature_names is None:
+                feature_names = inputs.column_names(features)
+            labelled = labelled or labels is not None
+        document: dict[str, Any] = {"name": name}
+        document.update(
+            _drop_none(
+                n_features=n_features,
+                n_samples=n_samples,
+                views=None if views is None else dict(views),
+                feature_names=None if feature_names is None else _names(feature_names),
+            )
+        )
+        if labelled:
+            document["labelled"] = True
+        created: StreamInfo | None = yield Call(
+            "POST",
+            "/v1/streams",
+            lambda r: None if r.status_code == 409 else StreamInfo.from_json(_json(r)),
+            content=json_body(document),
+            headers=JSON_HEADERS,
+            done_earlier=frozenset({409}),
+        )
+        if created is not None:
+            return created
+        existing: StreamInfo = yield self.describe_stream(name)
+        return existing
+
+    def describe_stream(self, name: str) -> Call[StreamInfo]:
+        """The stream, its log, and the selectors attached to it."""
+        return Call("GET", stream_path(name), lambda r: StreamInfo.from_json(_json(r)))
+
+    def stream_page(
+        self, *, limit: int | None = None, after: str | None = None
+    ) -> Call[StreamPage]:
+        """One page of the streams this key may see, sorted by name, after ``after``."""
+        return Call(
+            "GET",
+            "/v1/streams",
+            lambda r: StreamPage.from_json(_json(r)),
+            params=_drop_none(limit=limit, after=after),
+        )
+
+    def list_streams(self, *, page_size: int | None = None) -> Steps[list[StreamInfo]]:
+        """Every stream this key may see, following the pages."""
+        found: list[StreamInfo] = []
+        after: str | None = None
+        while True:
+            page: StreamPage = yield self.stream_page(limit=page_size, after=after)
+            found.extend(page.streams)
+            if page.next is None or not page.streams:
+                return found
+            after = page.next
+
+    def delete_stream(self, name: str, *, force: bool = False) -> Call[None]:
+        """Delete a stream. While selectors are attached the service refuses (409, a
+        ``ConflictError`` naming them) unless ``force``, which detaches them first (they keep
+        their state). A retry that finds it gone is done."""
+        return Call(
+            "DELETE",
+            stream_path(name),
+            _nothing,
+            params={"force": "true"} if force else None,
+            done_earlier=frozenset({404}),
+        )
+
+    def push_stream(
+        self,
+        name: str,
+        data: Any,
+        y: Any = None,
+        *,
+        chunk_rows: int | None = None,
+        key_prefix: str | None = None,
+        wait: bool = True,
+        on_chunk: Callable[[StreamReceipt], None] | None = None,
+        feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+    ) -> Steps[PushSummary]:
+        """Push an input to a stream in chunks, once for every selector attached to it: the
+        inputs of ``push`` (rows, ``y`` labels for a labelled stream, {view: rows}), or for a
+        stream of feature columns those of ``push_features`` (n_samples x c, ``feature_names``
+        naming the columns; ``chunk_rows`` then counts columns). Chunk ``i`` carries the
+        Idempotency-Key ``<key_prefix>-<i>``. Each receipt says, per selector, what became of
+        its chunk; a chunk every selector set aside raises ``ChunkRejectedError``."""
+        stream: StreamInfo = yield self.describe_stream(name)
+        prefix = key_prefix or new_key()
+        receipts: list[ChunkReceipt | FeaturesReceipt | StreamReceipt] = []
+        items = 0
+        for index, body in enumerate(
+            _stream_bodies(stream, data, y, chunk_rows, self.chunk_bytes, feature_names)
+        ):
+            receipt = yield from self._push_stream_body(name, body, f"{prefix}-{index}", wait)
+            receipts.append(receipt)
+            items += receipt.items
+            if on_chunk is not None:
+                on_chunk(receipt)
+        if not receipts:
+            raise ValueError("nothing to push: the input is empty")
+        return PushSummary(receipts, items)
+
+    def push_stream_chunk(
+        self,
+        name: str,
+        rows: Any,
+        labels: Sequence[inputs.Label] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        wait: bool = True,
+        feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+    ) -> Steps[StreamReceipt]:
+        """Push one chunk of rows (rows and labels, or {view: rows}) to a stream as it is."""
+        body = _rows_body(rows, labels, feature_names)
+        receipt = yield from self._push_stream_body(name, body, idempotency_key, wait)
+        return receipt
+
+    def push_stream_columns(
+        self,
+        name: str,
+        columns: np.ndarray,
+        names: Sequence[str] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        wait: bool = True,
+    ) -> Steps[StreamReceipt]:
+        """Push one chunk of feature columns (n_samples x c) to a stream of them, as it is."""
+        body = inputs.columns_body(columns, names)
+        receipt = yield from self._push_stream_body(name, body, idempotency_key, wait)
+        return receipt
+
+    def _push_stream_body(
+        self, name: str, body: inputs.Body, idempotency_key: str | None, wait: bool
+    ) -> Steps[StreamReceipt]:
+        receipt: StreamReceipt = yield Call(
+            "POST",
+            stream_path(name, "chunks"),
+            lambda r: StreamReceipt.from_json(_json(r)),
+            content=body.content,
+            headers={
+                "content-type": body.media_type,
+                "idempotency-key": idempotency_key or new_key(),
+            },
+            params=None if wait else {"wait": "false"},
+        )
+        deadline = time.monotonic() + PENDING_TIMEOUT_SECONDS
+        while wait and not receipt.applied:
+            if time.monotonic() > deadline:
+                raise SiftClientError(
+                    f"chunk {receipt.log_id} of stream '{name}' still pending after "
+                    f"{PENDING_TIMEOUT_SECONDS:.0f} s"
+                )
+            yield Sleep(POLL_SECONDS)
+            status: StreamReceipt = yield self.stream_chunk_status(name, receipt.log_id)
+            receipt = receipt.once_settled(status)
+        return receipt
+
+    def stream_chunk_status(self, name: str, log_id: str) -> Call[StreamReceipt]:
+        """Where a chunk pushed to a stream is in each selector that applies it."""
+        return Call(
+            "GET",
+            stream_path(name, "chunks", log_id),
+            lambda r: StreamReceipt.from_json(_json(r)),
+        )
+
+    def stream_rankings(
+        self, name: str, h: int = 10, p: float | None = None
+    ) -> Call[StreamRankings]:
+        """Every attached selector's top h side by side, and how much every pair agrees
+        (Jaccard, rank-biased overlap with persistence ``p``, default 0.9)."""
+        return Call(
+            "GET",
+            stream_path(name, "rankings"),
+            lambda r: StreamRankings.from_json(_json(r)),
+            params=_drop_none(h=h, p=p),
+        )
+
     # -- rows -------------------------------------------------------------------------------------
 
     def push(
@@ -278,7 +501,7 @@ class Api:
         names = feature_names if feature_names is not None else _names_of(data, y)
         chunks = _row_chunks(data, y, chunk_rows, self.chunk_bytes)
         prefix = key_prefix or new_key()
-        receipts: list[ChunkReceipt | FeaturesReceipt] = []
+        receipts: list[ChunkReceipt | FeaturesReceipt | StreamReceipt] = []
         items = 0
         for index, (rows, labels) in enumerate(chunks):
             receipt = yield from self.push_chunk(
@@ -388,7 +611,7 @@ class Api:
             matrix = matrix.toarray()
         step = chunk_columns or inputs.columns_per_chunk(matrix.shape[0], names is not None)
         prefix = key_prefix or new_key()
-        receipts: list[ChunkReceipt | FeaturesReceipt] = []
+        receipts: list[ChunkReceipt | FeaturesReceipt | StreamReceipt] = []
         for index, part in enumerate(inputs.row_slices(matrix.shape[1], step)):
             receipt = yield from self.push_feature_chunk(
                 name,
@@ -552,6 +775,31 @@ class Api:
         return Call(
             "DELETE", f"/v1/keys/{quote(key_id, safe='')}", _nothing, done_earlier=frozenset({404})
         )
+
+
+def _stream_bodies(
+    stream: StreamInfo,
+    data: Any,
+    y: Any,
+    chunk_rows: int | None,
+    chunk_bytes: int,
+    feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None,
+) -> Iterator[inputs.Body]:
+    """The chunks of an input pushed to ``stream``: feature columns for a stream of them (as
+    ``push_features`` cuts them), else rows (as ``push`` does)."""
+    if stream.is_feature_stream:
+        names = feature_names if feature_names is not None else inputs.column_names(data)
+        flat = None if names is None or isinstance(names, Mapping) else list(names)
+        matrix = inputs.as_matrix(data)
+        if not isinstance(matrix, np.ndarray):
+            matrix = matrix.toarray()
+        step = chunk_rows or inputs.columns_per_chunk(matrix.shape[0], flat is not None)
+        for part in inputs.row_slices(int(matrix.shape[1]), step):
+            yield inputs.columns_body(matrix[:, part], None if flat is None else flat[part])
+        return
+    names = feature_names if feature_names is not None else _names_of(data, y)
+    for rows, labels in _row_chunks(data, y, chunk_rows, chunk_bytes):
+        yield _rows_body(rows, labels, names)
 
 
 def _names(names: Sequence[str] | Mapping[str, Sequence[str]]) -> Any:

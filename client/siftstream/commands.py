@@ -1,7 +1,8 @@
 """The client commands of ``sift``: create, push, top, watch, ls, describe, delete, export,
-import (``sift serve`` is in ``siftstream.cli``). This module owns their parser
-(``add_commands``) and their runner (``run``, one function per command); the resumable push is
-``siftstream.push``, the tables and JSON output ``siftstream.render``.
+import, and ``sift stream create|push|top|ls|rm`` (``sift serve`` is in ``siftstream.cli``).
+This module owns their parser (``add_commands``) and their runner (``run``, one function per
+command); the resumable push is ``siftstream.push``, the tables and JSON output
+``siftstream.render``.
 
 Every command talks to the service at ``--url`` (or ``SIFT_URL``, default
 ``http://127.0.0.1:8000``) with ``--api-key`` (or ``SIFT_API_KEY``), through ``Client``: transport
@@ -27,8 +28,15 @@ from siftstream.clients import DEFAULT_URL, Client
 from siftstream.console import CommandError, Console
 from siftstream.errors import ProblemError, SiftClientError
 from siftstream.files import FileFormatError, open_data
-from siftstream.push import run_push
-from siftstream.render import print_json, selector_size, table, top_table
+from siftstream.push import run_push, run_stream_push
+from siftstream.render import (
+    print_json,
+    selector_size,
+    stream_rankings_table,
+    stream_size,
+    table,
+    top_table,
+)
 from siftstream.results import Top
 
 #: Seconds between two refreshes of ``sift watch``.
@@ -70,18 +78,22 @@ def add_commands(commands: Any) -> None:
         help="Create a selector.",
         description="Create a selector. Its shape: --n-features (row methods), --n-samples "
         "(feature-column methods: ofs, iqrp), --views (omvfs), or --like FILE (the width and "
-        "feature names of a data file).",
+        "feature names of a data file); or --stream NAME: attached to a stream, whose shape it "
+        "takes and whose chunks it applies.",
     )
     create.add_argument("name")
     create.add_argument(
         "--method", required=True, help="fsds, variance, ocfs, ... (sift methods lists them)"
     )
     shape = create.add_mutually_exclusive_group(required=True)
-    shape.add_argument("--n-features", type=int, metavar="M")
-    shape.add_argument("--n-samples", type=int, metavar="N")
-    shape.add_argument("--views", metavar="VIEW=M,...", help="e.g. text=35719,image=996")
-    shape.add_argument(
-        "--like", metavar="FILE", help="n_features and feature names from a data file's header"
+    _shape_options(shape)
+    shape.add_argument("--stream", metavar="STREAM", help="Attach to this stream.")
+    create.add_argument(
+        "--from",
+        dest="start",
+        choices=["start", "now"],
+        help="with --stream: every chunk the stream holds (start, the default) or those pushed "
+        "from now on",
     )
     create.add_argument(
         "--labels", metavar="COLUMN", help="with --like: the labels column (not a feature)"
@@ -175,6 +187,84 @@ def add_commands(commands: Any) -> None:
     load.add_argument("file")
     load.add_argument("--name", help="Import under this name (default: the exported one).")
 
+    _add_stream_commands(commands, common)
+
+
+def _shape_options(shape: Any) -> None:
+    """The shape of a selector or a stream, one of four ways."""
+    shape.add_argument("--n-features", type=int, metavar="M")
+    shape.add_argument("--n-samples", type=int, metavar="N")
+    shape.add_argument("--views", metavar="VIEW=M,...", help="e.g. text=35719,image=996")
+    shape.add_argument(
+        "--like", metavar="FILE", help="n_features and feature names from a data file's header"
+    )
+
+
+def _add_stream_commands(commands: Any, common: list[argparse.ArgumentParser]) -> None:
+    """``sift stream create|push|top|ls|rm``."""
+    stream = commands.add_parser(
+        "stream",
+        parents=common,
+        help="Streams: push once, every attached selector applies it.",
+        description="A stream is one log that several selectors apply, each exactly once: push "
+        "a file once and compare how their methods rank it (sift stream top). Attach a "
+        "selector with: sift create NAME --method M --stream STREAM.",
+    )
+    actions = stream.add_subparsers(dest="stream_command", required=True)
+    create = actions.add_parser(
+        "create",
+        parents=common,
+        help="Create a stream.",
+        description="Create a stream. Its shape, as a selector's: --n-features, --n-samples, "
+        "--views, or --like FILE; --labelled (or --like with --labels): rows with a label "
+        "each, which feed labelled methods (ocfs, ioc) and row methods (fsds, variance) alike.",
+    )
+    create.add_argument("name")
+    shape = create.add_mutually_exclusive_group(required=True)
+    _shape_options(shape)
+    create.add_argument(
+        "--labels", metavar="COLUMN", help="with --like: the labels column (makes it labelled)"
+    )
+    create.add_argument("--labelled", action="store_true", help="Rows carry one label each.")
+    create.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
+
+    push = actions.add_parser(
+        "push",
+        parents=common,
+        help="Push a data file to a stream in chunks (resumable).",
+        description="Push a file as sift push does, once for every selector attached to the "
+        "stream.",
+    )
+    push.add_argument("name")
+    push.add_argument("file")
+    push.add_argument("--chunk-rows", type=int, metavar="N", help="Rows (or columns) per chunk.")
+    push.add_argument("--labels", metavar="COLUMN", help="The labels column (labelled streams).")
+    push.add_argument("--no-resume", action="store_true", help="Push as new data.")
+
+    top = actions.add_parser(
+        "top",
+        parents=common,
+        add_help=False,
+        help="Print every attached selector's top features side by side, and their agreement.",
+    )
+    top.add_argument("--help", action="help", help="Show this help and exit.")
+    top.add_argument("name")
+    top.add_argument("-h", type=int, default=10, dest="h", help="How many (default 10).")
+    top.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
+
+    listing = actions.add_parser("ls", parents=common, help="List the streams.")
+    listing.add_argument("--json", action="store_true", help="Print JSON, one list.")
+
+    remove = actions.add_parser(
+        "rm",
+        parents=common,
+        help="Delete a stream.",
+        description="Delete a stream. With selectors attached it is refused unless --force, "
+        "which detaches them (they keep their state and take chunks directly).",
+    )
+    remove.add_argument("name")
+    remove.add_argument("--force", action="store_true", help="Detach the selectors first.")
+
 
 def _ranking_options(parser: argparse.ArgumentParser, default_h: int) -> None:
     parser.add_argument("--help", action="help", help="Show this help and exit.")
@@ -210,25 +300,35 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
 
 def _create(args: argparse.Namespace, client: Client, console: Console) -> int:
     params = dict(_param(text) for text in args.param)
-    shape: dict[str, Any] = {}
-    if args.like:
-        data = open_data(args.like, args.labels)
-        shape.update(n_features=data.n_features, feature_names=data.feature_names)
-    elif args.views:
-        shape["views"] = dict(_view(text) for text in args.views.split(","))
+    if args.stream is None and args.start is not None:
+        raise CommandError("--from applies to selectors attached to a stream (--stream)")
+    if args.stream is not None:
+        info = client.create(
+            args.name, args.method, params=params or None, stream=args.stream, from_=args.start
+        )
     else:
-        shape.update(n_features=args.n_features, n_samples=args.n_samples)
-    info = client.create(args.name, args.method, params=params or None, **shape)
+        info = client.create(args.name, args.method, params=params or None, **_shape(args))
     if args.json:
         print_json(console.out, info.raw)
         return 0
     resolved = ", ".join(f"{key}={json.dumps(value)}" for key, value in info.params.items())
+    attached = f", attached to stream {info.stream}" if info.stream else ""
     console.out.write(
-        f"created {info.name}: {info.method}, {selector_size(info)}"
+        f"created {info.name}: {info.method}, {selector_size(info)}{attached}"
         + (f"; {resolved}" if resolved else "")
         + "\n"
     )
     return 0
+
+
+def _shape(args: argparse.Namespace) -> dict[str, Any]:
+    """The shape options of ``create`` (and ``stream create``) as creation fields."""
+    if args.like:
+        data = open_data(args.like, args.labels)
+        return {"n_features": data.n_features, "feature_names": data.feature_names}
+    if args.views:
+        return {"views": dict(_view(text) for text in args.views.split(","))}
+    return {"n_features": args.n_features, "n_samples": args.n_samples}
 
 
 def _param(text: str) -> tuple[str, Any]:
@@ -368,6 +468,77 @@ def _import(args: argparse.Namespace, client: Client, console: Console) -> int:
     return 0
 
 
+# -- streams --------------------------------------------------------------------------------
+
+
+def _stream(args: argparse.Namespace, client: Client, console: Console) -> int:
+    return _STREAM_COMMANDS[args.stream_command](args, client, console)
+
+
+def _stream_create(args: argparse.Namespace, client: Client, console: Console) -> int:
+    labelled = args.labelled or (args.like is not None and args.labels is not None)
+    if args.labels is not None and args.like is None:
+        raise CommandError("--labels applies with --like (the labels column of the file)")
+    info = client.create_stream(args.name, labelled=labelled, **_shape(args))
+    if args.json:
+        print_json(console.out, info.raw)
+        return 0
+    console.out.write(
+        f"created stream {info.name}: {info.chunk_kind}, {stream_size(info)}; methods that may "
+        f"attach: {', '.join(info.methods)}\n"
+    )
+    return 0
+
+
+def _stream_top(args: argparse.Namespace, client: Client, console: Console) -> int:
+    rankings = client.stream_rankings(args.name, args.h)
+    if args.json:
+        print_json(console.out, rankings.raw)
+    else:
+        console.out.write(stream_rankings_table(rankings) + "\n")
+    return 0
+
+
+def _stream_ls(args: argparse.Namespace, client: Client, console: Console) -> int:
+    streams = client.list_streams()
+    if args.json:
+        print_json(console.out, [s.raw for s in streams])
+        return 0
+    if not streams:
+        console.out.write("no streams\n")
+        return 0
+    rows = []
+    for s in streams:
+        attached = client.describe_stream(s.name).selectors or []
+        rows.append(
+            [
+                s.name,
+                s.chunk_kind,
+                stream_size(s),
+                f"{s.entries:,}",
+                f"{s.items:,}",
+                ", ".join(f"{a.name} ({a.method})" for a in attached) or "-",
+            ]
+        )
+    headers = ["name", "kind", "shape", "chunks", "items", "selectors"]
+    console.out.write(table(headers, rows, {3, 4}) + "\n")
+    return 0
+
+
+def _stream_rm(args: argparse.Namespace, client: Client, console: Console) -> int:
+    client.delete_stream(args.name, force=args.force)
+    console.out.write(f"deleted stream {args.name}\n")
+    return 0
+
+
+_STREAM_COMMANDS: dict[str, Callable[[argparse.Namespace, Client, Console], int]] = {
+    "create": _stream_create,
+    "push": run_stream_push,
+    "top": _stream_top,
+    "ls": _stream_ls,
+    "rm": _stream_rm,
+}
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace, Client, Console], int]] = {
     "create": _create,
     "push": run_push,
@@ -379,6 +550,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Client, Console], int]] = {
     "delete": _delete,
     "export": _export,
     "import": _import,
+    "stream": _stream,
 }
 #: The subcommands ``add_commands`` adds (``siftstream.cli`` dispatches them to ``run``).
 CLIENT_COMMANDS = frozenset(_COMMANDS)

@@ -1,4 +1,5 @@
-"""``sift push``: a data file sent to a selector in chunks, resumably.
+"""``sift push`` (and ``sift stream push``): a data file sent to a selector (or a stream) in
+chunks, resumably.
 
 Chunk i of a file carries an Idempotency-Key made of the selector's identity (its creation), i
 and the chunk's content (``Piece.key``), and a small progress record (``PushRecord``, under
@@ -17,7 +18,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,7 +31,7 @@ from siftstream.errors import ProblemError
 from siftstream.files import DataFile, FileFormatError, open_data
 from siftstream.progress import Progress, duration
 from siftstream.render import count
-from siftstream.results import ChunkReceipt, FeaturesReceipt, SelectorInfo
+from siftstream.results import Receipt
 
 #: Rows per chunk ``sift push`` sends by default: about 8 MiB of values, and at most this many
 #: rows, so that a progress bar moves on narrow files too.
@@ -94,7 +95,7 @@ class Piece:
 
     items: int
     digest: str
-    send: Callable[[str], ChunkReceipt | FeaturesReceipt]
+    send: Callable[[str], Receipt]
 
     def key(self, selector: str, unit: str, index: int) -> str:
         """The chunk's Idempotency-Key: the same for the same content at the same place of a
@@ -121,27 +122,95 @@ def content_digest(*parts: Any) -> str:
     return hasher.hexdigest()
 
 
+class Target(Protocol):
+    """What a file is pushed to, as described (``SelectorInfo`` or ``StreamInfo``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def created_at(self) -> float: ...
+
+    @property
+    def n_features(self) -> int | None: ...
+
+    @property
+    def n_samples(self) -> int | None: ...
+
+    @property
+    def views(self) -> dict[str, int] | None: ...
+
+    @property
+    def labelled(self) -> bool: ...
+
+    @property
+    def is_feature_stream(self) -> bool: ...
+
+
+#: Sends one chunk under an Idempotency-Key: rows (with labels and the file's column names),
+#: or feature columns (with their names).
+SendRows = Callable[[Any, Any, str, Any], Receipt]
+SendColumns = Callable[[Any, Any, str], Receipt]
+
+
 def run_push(args: argparse.Namespace, client: Client, console: Console) -> int:
-    data = open_data(args.file, args.labels)
+    """``sift push``: a file to a selector."""
     info = client.describe(args.name)
+
+    def rows(rows: Any, labels: Any, key: str, names: Any) -> Receipt:
+        return client.push_chunk(args.name, rows, labels, idempotency_key=key, feature_names=names)
+
+    def columns(columns: Any, names: Any, key: str) -> Receipt:
+        return client.push_feature_chunk(args.name, columns, names, idempotency_key=key)
+
+    return push_file(args, client.url, console, info, info.name, rows, columns)
+
+
+def run_stream_push(args: argparse.Namespace, client: Client, console: Console) -> int:
+    """``sift stream push``: a file to a stream, once for every selector attached to it."""
+    info = client.describe_stream(args.name)
+
+    def rows(rows: Any, labels: Any, key: str, names: Any) -> Receipt:
+        return client.push_stream_chunk(
+            args.name, rows, labels, idempotency_key=key, feature_names=names
+        )
+
+    def columns(columns: Any, names: Any, key: str) -> Receipt:
+        return client.push_stream_columns(args.name, columns, names, idempotency_key=key)
+
+    return push_file(args, client.url, console, info, f"stream:{info.name}", rows, columns)
+
+
+def push_file(
+    args: argparse.Namespace,
+    url: str,
+    console: Console,
+    info: Target,
+    identity: str,
+    send_rows: SendRows,
+    send_columns: SendColumns,
+) -> int:
+    """Push ``args.file`` to ``info`` (named ``identity`` in progress records) in chunks,
+    resumably (the module says how)."""
+    data = open_data(args.file, args.labels)
     if info.views is not None:
         raise CommandError(
-            f"{args.name} is a multi-view selector: push its views with the Python client "
+            f"{args.name} takes multi-view chunks: push its views with the Python client "
             "(Client.push(name, {view: rows}))"
         )
     if args.chunk_rows is not None and args.chunk_rows < 1:
         raise CommandError(f"--chunk-rows must be at least 1; got {args.chunk_rows}")
     if info.is_feature_stream:
-        unit, total, pieces = _column_pieces(args, client, info, data)
+        unit, total, pieces = _column_pieces(args, info, data, send_columns)
     else:
-        unit, total, pieces = _row_pieces(args, client, info, data)
-    # The selector's creation identifies it: a name deleted and created again is another one.
-    selector = f"{info.name}@{info.created_at!r}"
-    record = None if args.no_resume else PushRecord.load(client.url, args.name, args.file, selector)
+        unit, total, pieces = _row_pieces(args, info, data, send_rows)
+    # The creation identifies it: a name deleted and created again is another one.
+    selector = f"{identity}@{info.created_at!r}"
+    record = None if args.no_resume else PushRecord.load(url, args.name, args.file, selector)
     done = set(record.done) if record is not None else set()
     fresh = new_key() if args.no_resume else ""
     progress = Progress(console.err, total, unit)
-    last: ChunkReceipt | FeaturesReceipt | None = None
+    last: Receipt | None = None
     chunks = duplicates = skipped = 0
     try:
         for index, piece in enumerate(pieces):
@@ -190,7 +259,7 @@ def _push_summary(
     chunks: int,
     skipped: int,
     duplicates: int,
-    last: ChunkReceipt | FeaturesReceipt | None,
+    last: Receipt | None,
 ) -> str:
     sent = progress.done - progress.skipped
     parts = [
@@ -203,6 +272,11 @@ def _push_summary(
         parts.append(f"{count(duplicates, 'chunk')} already applied (answered as duplicates)")
     if last is not None and last.version is not None:
         parts.append(f"{args.name}: version {last.version}, {last.seen or 0:,} {unit} seen")
+    for outcome in getattr(last, "selectors", ()):  # a stream's: each selector's
+        if outcome.status == "applied":
+            parts.append(f"{outcome.name}: version {outcome.version}, {outcome.seen:,} {unit} seen")
+        else:
+            parts.append(f"{outcome.name}: {outcome.status}")
     return "; ".join(parts)
 
 
@@ -212,19 +286,16 @@ def default_chunk_rows(width: int) -> int:
 
 
 def _row_pieces(
-    args: argparse.Namespace, client: Client, info: SelectorInfo, data: DataFile
+    args: argparse.Namespace, info: Target, data: DataFile, send_rows: SendRows
 ) -> tuple[str, int, Iterator[Piece]]:
     if data.feature_names is None and data.n_features != info.n_features:
         raise CommandError(
             f"{args.file} has {data.n_features} feature columns; {args.name} takes "
             f"{info.n_features}"
-            + (" (is --labels missing?)" if data.n_features == info.n_features + 1 else "")
+            + (" (is --labels missing?)" if data.n_features == (info.n_features or 0) + 1 else "")
         )
     if info.labelled and args.labels is None:
-        raise CommandError(
-            f"{args.name} ({info.method}) learns from labelled rows: name the labels column "
-            "with --labels"
-        )
+        raise CommandError(f"{args.name} takes labelled rows: name the labels column with --labels")
     chunk = args.chunk_rows or default_chunk_rows(data.n_features)
     # The labels column is never a feature; methods without classes do not take the labels.
     labelled = info.labelled
@@ -236,10 +307,8 @@ def _row_pieces(
         for block in data.blocks(chunk):
             labels = block.labels if labelled else None
 
-            def send(key: str, rows: Any = block.rows, labels: Any = labels) -> ChunkReceipt:
-                return client.push_chunk(
-                    args.name, rows, labels, idempotency_key=key, feature_names=names
-                )
+            def send(key: str, rows: Any = block.rows, labels: Any = labels) -> Receipt:
+                return send_rows(rows, labels, key, names)
 
             digest = content_digest(block.rows, labels, names)
             yield Piece(int(block.rows.shape[0]), digest, send)
@@ -248,7 +317,7 @@ def _row_pieces(
 
 
 def _column_pieces(
-    args: argparse.Namespace, client: Client, info: SelectorInfo, data: DataFile
+    args: argparse.Namespace, info: Target, data: DataFile, send_columns: SendColumns
 ) -> tuple[str, int, Iterator[Piece]]:
     if args.labels is not None:
         raise CommandError(f"{args.name} takes feature columns, which carry no labels")
@@ -267,12 +336,8 @@ def _column_pieces(
             columns = matrix[:, part]
             chunk_names = None if names is None else names[part]
 
-            def send(
-                key: str, columns: Any = columns, chunk_names: Any = chunk_names
-            ) -> FeaturesReceipt:
-                return client.push_feature_chunk(
-                    args.name, columns, chunk_names, idempotency_key=key
-                )
+            def send(key: str, columns: Any = columns, chunk_names: Any = chunk_names) -> Receipt:
+                return send_columns(columns, chunk_names, key)
 
             digest = content_digest(columns, chunk_names)
             yield Piece(int(columns.shape[1]), digest, send)

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from siftstream.results import SelectorInfo, Top
+from siftstream.results import SelectorInfo, StreamInfo, StreamRankings, Top
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
@@ -68,3 +68,62 @@ def selector_size(info: SelectorInfo) -> str:
     if info.views is not None:
         return ", ".join(f"{view} {width}" for view, width in info.views.items()) + " features"
     return f"{info.n_features} features"
+
+
+def stream_size(info: StreamInfo) -> str:
+    if info.is_feature_stream:
+        return f"{info.n_samples} samples"
+    if info.views is not None:
+        return ", ".join(f"{view} {width}" for view, width in info.views.items()) + " features"
+    return f"{info.n_features} features"
+
+
+def stream_rankings_table(rankings: StreamRankings) -> str:
+    """Every attached selector's top h in a column of its own (rank by rank), then how much
+    every pair agrees."""
+    shown = count(len(rankings.selectors), "selector")
+    title = f"stream {rankings.stream}  top {rankings.h} of {shown}"
+    if not rankings.selectors:
+        lines = [
+            title,
+            "no selector attached: sift create NAME --method M --stream " + rankings.stream,
+        ]
+        lines += [f"{name}: {detail}" for name, detail in rankings.unranked.items()]
+        return "\n".join(lines)
+    headers = ["rank"] + [f"{t.name} ({t.method}, v{t.version})" for t in rankings.selectors]
+    depth = max(len(t.features) for t in rankings.selectors)
+
+    def cell(top: Top, rank: int) -> str:
+        if rank >= len(top.features):
+            return ""
+        feature = top.features[rank]
+        return f"{feature.view}/{feature.name}" if feature.view else feature.name
+
+    rows = [[str(r + 1)] + [cell(t, r) for t in rankings.selectors] for r in range(depth)]
+    out = [title, table(headers, rows, {0})]
+    if rankings.agreement:
+        pairs = [
+            [
+                a.a,
+                a.b,
+                *([a.view or ""] if any(x.view for x in rankings.agreement) else []),
+                f"{a.jaccard:.2f}",
+                f"{a.rbo:.2f}",
+                str(a.shared),
+            ]
+            for a in rankings.agreement
+        ]
+        by_view = any(x.view for x in rankings.agreement)
+        pair_headers = [
+            "a",
+            "b",
+            *(["view"] if by_view else []),
+            "jaccard",
+            f"rbo (p={rankings.p:g})",
+            "shared",
+        ]
+        last = len(pair_headers) - 1
+        out += ["", table(pair_headers, pairs, {last - 2, last - 1, last})]
+    for name, detail in rankings.unranked.items():
+        out.append(f"{name}: no ranking ({detail})")
+    return "\n".join(out)

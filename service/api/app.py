@@ -26,6 +26,7 @@ from service.api.routes import (
     methods,
     rankings,
     selectors,
+    streams,
     ui,
 )
 from service.applier import Applier
@@ -222,6 +223,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         features.router,
         rankings.router,
         capabilities.router,
+        streams.router,
         keys.router,
         ui.router,
     ]

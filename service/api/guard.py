@@ -5,7 +5,8 @@ authentication dependency would come too late: an unauthenticated caller could m
 parse hundreds of megabytes first. :class:`GuardedRoute` wraps the handler instead:
 
 1. authenticate the caller and check the scope the endpoint declares (``service.auth.requires``)
-   and, for ``/v1/selectors/{name}/...``, that the key's prefix lets it see ``name``;
+   and, for ``/v1/selectors/{name}/...`` (and ``/v1/streams/{name}/...``), that the key's
+   prefix lets it see ``name``;
 2. for endpoints with a JSON body model, read the body under ``SIFT_MAX_JSON_BODY_BYTES`` and
    parse it with orjson (nesting and size bounded) before FastAPI would;
 3. turn any unexpected exception into a 500 that carries no internal text, here, so that
@@ -103,7 +104,8 @@ async def admit(request: Request, scope: str) -> None:
     principal.require(scope)
     name = request.path_params.get("name")
     if isinstance(name, str) and not principal.sees(name):
-        raise NotFound(f"selector '{name}' does not exist")
+        what = "stream" if request.url.path.startswith("/v1/streams/") else "selector"
+        raise NotFound(f"{what} '{name}' does not exist")
     request.state.principal = principal
 
 

@@ -17,9 +17,9 @@ from typing import Any
 from service.algorithms import METHODS
 from service.algorithms.base import MAX_ABS_VALUE, Mergeable, Method
 from service.api.schemas import NAME_PATTERN
-from service.selectors.lifecycle import MAX_EXPIRES_AFTER
+from service.selectors.lifecycle import MAX_EXPIRES_AFTER, STREAM_STARTS
 from service.store.records import MAX_PARTITIONS
-from service.wire.kinds import MAX_FEATURES, Kind, kind_of
+from service.wire.kinds import KINDS, MAX_FEATURES, Kind, kind_of
 from service.wire.names import FEATURE_NAMES, MAX_NAME_LENGTH
 from service.wire.rows import MAX_CHUNK_ROWS
 
@@ -86,6 +86,37 @@ def create_request_body() -> dict[str, Any]:
                 "params": example_params,
             },
         }
+        # Attached to a stream: the stream's shape and names, no shape of its own.
+        attached = {
+            "name": properties["name"],
+            "method": properties["method"],
+            "stream": {
+                "type": "string",
+                "pattern": NAME_PATTERN,
+                "description": "Attach to this stream: take its shape and names, and apply "
+                "every chunk pushed to it (the stream's chunks must feed this method).",
+            },
+            "from": {
+                "type": "string",
+                "enum": list(STREAM_STARTS),
+                "default": "start",
+                "description": "start: every chunk the stream still holds; now: the chunks "
+                "pushed from now on.",
+            },
+            "params": properties["params"],
+        }
+        shapes.append(
+            {
+                "type": "object",
+                "properties": attached,
+                "required": ["name", "method", "stream"],
+                "additionalProperties": False,
+            }
+        )
+    examples["attached"] = {
+        "summary": "an ocfs selector attached to stream 'clicks', from the oldest chunk it holds",
+        "value": {"name": "clicks-ocfs", "method": "ocfs", "stream": "clicks", "from": "start"},
+    }
     return {
         "required": True,
         "content": {"application/json": {"schema": {"oneOf": shapes}, "examples": examples}},
@@ -277,5 +308,73 @@ COLUMN_BODY = {
             **BINARY,
             "description": "n_samples x c numeric array (or 1-D for one column).",
         },
+    },
+}
+
+
+# -- streams ----------------------------------------------------------------------------------
+
+
+def stream_create_body() -> dict[str, Any]:
+    """The OpenAPI ``requestBody`` of ``POST /v1/streams``: a name and, for every chunk kind,
+    the shape fields of a selector's creation (``Kind.create_schema``); ``labelled: true``
+    makes a stream of labelled rows."""
+    shapes = []
+    examples = {}
+    for kind in KINDS.values():
+        shape = kind.create_schema()
+        properties = {
+            "name": {
+                "type": "string",
+                "pattern": NAME_PATTERN,
+                "description": "1-128 letters, digits, '.', '_' or '-', starting with a "
+                "letter or digit.",
+            },
+            **shape["properties"],
+            "labelled": {
+                "type": "boolean",
+                "const": kind.labelled,
+                "description": "Rows with one label each (they feed labelled methods, and "
+                "unlabelled row methods with the labels left out).",
+            },
+        }
+        required = ["name", *shape["required"], *(["labelled"] if kind.labelled else [])]
+        shapes.append({**shape, "properties": properties, "required": required})
+        examples[kind.name] = {
+            "summary": f"a stream of {kind.name}",
+            "value": {
+                "name": f"my-{kind.name.replace(' ', '-')}",
+                **kind.example(),
+                **({"labelled": True} if kind.labelled else {}),
+            },
+        }
+    return {
+        "required": True,
+        "content": {"application/json": {"schema": {"oneOf": shapes}, "examples": examples}},
+    }
+
+
+ROW_CONTENT: dict[str, Any] = ROW_BODY["content"]  # type: ignore[assignment]
+COLUMN_CONTENT: dict[str, Any] = COLUMN_BODY["content"]  # type: ignore[assignment]
+
+STREAM_CHUNK_BODY = {
+    "required": True,
+    "description": "A chunk of the stream's kind, in the formats a selector of that kind takes: "
+    "rows (labelled rows for a labelled stream, every view for a multi-view one) or, for a "
+    "stream of feature columns, columns.",
+    "content": {
+        "application/json": {
+            "schema": {
+                "anyOf": [
+                    ROW_CONTENT["application/json"]["schema"],
+                    COLUMN_CONTENT["application/json"]["schema"],
+                ]
+            },
+        },
+        "application/x-npy": {
+            **BINARY,
+            "description": "numpy.save of a 2-D numeric array: rows, or n_samples x c columns.",
+        },
+        "application/x-npz": ROW_CONTENT["application/x-npz"],
     },
 }

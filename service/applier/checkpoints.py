@@ -111,6 +111,21 @@ class Checkpoints(Scheduling):
                 "selector %s: checkpoint of version %d failed", hot.meta.name, work.version
             )
 
+    async def _release_to_stream(self, hot: Hot, cursor: str) -> None:
+        """Tell the stream a selector is attached to that its checkpoint now covers the log
+        through ``cursor`` (the stream trims up to the lowest such cursor of its selectors).
+        Best effort: a later checkpoint says it again, and until then the log is only held a
+        little longer."""
+        meta = hot.meta
+        if meta.stream is None:
+            return
+        try:
+            await self.store.release(meta.stream, meta.name, meta.incarnation, cursor)
+        except Unavailable as exc:
+            log.info(
+                "selector %s: stream %s not told of its checkpoint: %s", meta.name, meta.stream, exc
+            )
+
     async def _write_checkpoint(self, hot: Hot, lease: Lease, work: CheckpointWork) -> None:
         """Encode ``work``'s state (off the event loop) and store it as the checkpoint."""
         started = time.perf_counter()
@@ -120,6 +135,7 @@ class Checkpoints(Scheduling):
         )
         if point is None:
             return
+        await self._release_to_stream(hot, point.cursor)
         self.metrics.checkpoints.labels(work.trigger).inc()
         self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
         if hot.checkpoint_version < work.version:

@@ -46,6 +46,9 @@ class ApplierCore:
         self._checkpointing: dict[str, asyncio.Task[None]] = {}
         # Selectors whose drain here should stop lingering and checkpoint now (a reader asked).
         self._checkpoint_wanted: set[str] = set()
+        # Selectors whose drain here should stop lingering: what it watches changed under it
+        # (detached from its stream: its entries now come to its own log).
+        self._let_go: set[str] = set()
         # Selectors whose state will be due for a checkpoint by age, when nothing else comes.
         self._checkpoint_timers: dict[str, asyncio.TimerHandle] = {}
         self._closing = False

@@ -98,6 +98,7 @@ class DrainLoop(Checkpoints):
         """Apply batches until the log is empty, then see to the checkpoint; returns the last
         head this applier saw."""
         meta = await self.store.get_meta(name)
+        self._let_go.discard(name)  # the description read now is the one this drain follows
         if name in self._checkpoint_wanted:
             force_checkpoint = True
         stop_renewing = asyncio.Event()
@@ -117,7 +118,7 @@ class DrainLoop(Checkpoints):
                 )
                 taken = None
                 if batch is None:
-                    if not force_checkpoint and await self._linger(name, head):
+                    if not force_checkpoint and await self._linger(name, head, lease.stream):
                         continue
                     break
                 if hot is None:
@@ -161,20 +162,23 @@ class DrainLoop(Checkpoints):
             for task in running:
                 task.cancel()
 
-    async def _linger(self, name: str, head: Head) -> bool:
-        """Wait (``SIFT_APPLIER_LINGER_SECONDS``, lease held) for an entry after ``head``;
-        whether one came. A replica that rebuilt the state for every few chunks it happened to
-        be kicked for would spend its time replaying: the one that holds the state keeps
-        applying while chunks keep coming, whichever replica they were posted to."""
+    async def _linger(self, name: str, head: Head, stream: str | None) -> bool:
+        """Wait (``SIFT_APPLIER_LINGER_SECONDS``, lease held) for an entry after ``head`` (in
+        ``stream``'s log for a selector attached to one); whether one came. A replica that
+        rebuilt the state for every few chunks it happened to be kicked for would spend its
+        time replaying: the one that holds the state keeps applying while chunks keep coming,
+        whichever replica they were posted to."""
         deadline = time.monotonic() + self.settings.applier_linger_seconds
         while (
             not self._closing
             and name not in self._checkpoint_wanted
+            and name not in self._let_go
             and self._is_current_drain(name)
             and (remaining := deadline - time.monotonic()) > 0
         ):
             # In slices, so that shutdown never waits on a blocked read.
-            if await self.store.wait_for_entry(name, head.cursor, min(remaining, LINGER_SLICE)):
+            slice_s = min(remaining, LINGER_SLICE)
+            if await self.store.wait_for_entry(name, head.cursor, slice_s, stream):
                 return True
         return False
 

@@ -118,7 +118,11 @@ class Scheduling(ApplierCore):
         self.kick(name, incarnation)
 
     def forget(self, name: str) -> None:
-        """Let go of what this process holds of ``name`` (deleted)."""
+        """Let go of what this process holds of ``name`` (deleted, or detached from its
+        stream: a drain lingering on the stream's log stops, and the next looks at its own)."""
+        running = self._running.get(name)
+        if running is not None and not running.task.done():
+            self._let_go.add(name)
         self._hot.pop(name)
         self._backoff.pop(name, None)
         self.handed.forget(name)
@@ -164,6 +168,13 @@ class Scheduling(ApplierCore):
                 await asyncio.wait_for(self.store.forgive_attempts(name, sorted(holders)), 1.0)
 
     async def _drain_logged(self, name: str) -> None:
+        try:
+            await self._drain_once(name)
+        finally:
+            if self._is_current_drain(name):
+                self._let_go.discard(name)
+
+    async def _drain_once(self, name: str) -> None:
         try:
             await self.drain(name)
         except NotFound:

@@ -9,6 +9,8 @@ Each room has one owner and one concern:
 * ``rankings``: the h best features by score (per view for multi-view selectors);
 * ``history``: the top features of recent versions (what drift looks like);
 * ``archives``: a selector exported as a self-describing archive, and imported from one;
+* ``streams``: one log that several selectors apply, each exactly once, and their rankings side
+  by side;
 * one room per capability a method may offer (``service.algorithms.base``): ``decisions``
   (``DecidesOnArrival``), ``pivoted`` (``SelectsColumns``), ``merging`` (``Mergeable``),
   ``projections`` (``Projects``), ``clustering`` (``Clusters``).
@@ -32,6 +34,7 @@ from service.selectors.pivoted import Pivoted
 from service.selectors.projection import Projections
 from service.selectors.rankings import Rankings
 from service.selectors.reading import StateReader
+from service.selectors.streams import Streams
 from service.store.redis_store import SelectorStore
 
 __all__ = ["Receipt", "Selectors"]
@@ -47,7 +50,9 @@ class Selectors:
         self.applier = applier
         self.settings = settings
         self.reader = StateReader(store, applier.checkpoint_now)
-        self.lifecycle = Lifecycle(store, self.reader, settings)
+        self.lifecycle = Lifecycle(
+            store, self.reader, settings, applier.checkpoint_now, applier.forget
+        )
         self.decisions = Decisions(self.reader)
         self.ingest = Ingest(store, self.reader, applier, self.decisions, settings, metrics)
         self.pivoted = Pivoted(self.reader)
@@ -57,3 +62,6 @@ class Selectors:
         self.clustering = Clustering(self.reader)
         self.history = History(self.reader, applier, settings)
         self.archives = Archives(self.reader, applier, self.history, settings)
+        self.streams = Streams(
+            store, self.lifecycle, self.ingest, self.rankings, applier, settings, metrics
+        )

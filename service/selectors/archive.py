@@ -75,7 +75,7 @@ from service.store.codec import decode_array, decode_state, encode_state
 from service.store.keys import validate_name
 from service.store.records import SelectorMeta, Snapshot, new_incarnation
 from service.updates import UpdateFailed, compute_update, publish, state_size_problem
-from service.wire.kinds import Kind, kind_of
+from service.wire.kinds import Kind, creation_shape, kind_of
 from service.wire.names import validate_names
 
 #: The media type of an archive (``application/octet-stream`` is accepted on import too).
@@ -110,21 +110,6 @@ class Archive:
 
 
 # -- writing ---------------------------------------------------------------------------------
-
-
-def creation_shape(meta: SelectorMeta) -> dict[str, Any]:
-    """The shape fields of the ``POST /v1/selectors`` body that made a selector like ``meta``."""
-    if meta.n_samples is not None:
-        return {"n_samples": meta.n_samples}
-    if meta.views is not None:
-        names = None
-        if meta.feature_names is not None:
-            names, start = {}, 0
-            for view, dim in meta.views:
-                names[view] = meta.feature_names[start : start + dim]
-                start += dim
-        return {"views": dict(meta.views), "feature_names": names}
-    return {"n_features": meta.n_features, "feature_names": meta.feature_names}
 
 
 def pack(snapshot: Snapshot, kind: Kind, segments: dict[str, bytes]) -> bytes:

@@ -21,7 +21,7 @@ from service.algorithms.base import DecidesOnArrival, offers
 from service.algorithms.labels import Label, stored_classes
 from service.applier import Applier, is_applied
 from service.config import Settings
-from service.errors import ChunkRejected, InvalidInput, NotFound, StaleMeta
+from service.errors import ChunkRejected, Conflict, InvalidInput, NotFound, StaleMeta
 from service.metrics import Metrics
 from service.selectors.decisions import Decisions
 from service.selectors.reading import StateReader, seen
@@ -40,7 +40,16 @@ from service.store.codec import SCALARS_FIELD, decode_state
 from service.store.keys import INITIAL_CURSOR, log_id_belongs, parse_stream_id
 from service.store.records import AppendOutcome, Head, SelectorMeta
 from service.store.redis_store import SelectorStore
-from service.wire.kinds import Chunk, Columns, Decoded, Kind, Rows, kind_of, require_route
+from service.wire.kinds import (
+    Chunk,
+    Columns,
+    Decoded,
+    Kind,
+    Rows,
+    Shaped,
+    kind_of,
+    require_route,
+)
 from service.wire.log import COMPRESS_FROM_BYTES, pack_payload
 from service.wire.media import INFLATING_MEDIA_TYPES
 
@@ -69,11 +78,13 @@ def rejected(log_id: str, reason: str) -> ChunkRejected:
     )
 
 
-def _may_hold(head: Head, log_id: str) -> bool:
+def _may_hold(head: Head, log_id: str, stream_incarnation: str | None = None) -> bool:
     """Whether ``log_id`` can be an entry of the selector at ``head``: one of its incarnation's
-    (``keys.log_id_belongs``); for a selector of an earlier release, any id after ``0-0``."""
-    if head.incarnation:
-        return log_id_belongs(head.incarnation, log_id)
+    (``keys.log_id_belongs``), or of its stream's incarnation for a selector attached to one;
+    for a selector of an earlier release, any id after ``0-0``."""
+    incarnation = head.incarnation if stream_incarnation is None else stream_incarnation
+    if incarnation:
+        return log_id_belongs(incarnation, log_id)
     return log_id != INITIAL_CURSOR
 
 
@@ -161,8 +172,10 @@ class Ingest:
         method = get_method(meta.method)
         kind = kind_of(method.chunk_kind)
         require_route(kind, meta, route)
+        if meta.stream is not None:
+            await self._refuse_attached(meta)
         try:
-            decoded = await self._decode(kind, body, media_type, meta)
+            decoded = await self.decode(kind, body, media_type, meta)
             if decoded.adopt is not None:
                 # The first chunk that names its columns names a selector created without
                 # names; a chunk that named them otherwise at the same moment lost the race:
@@ -170,9 +183,9 @@ class Ingest:
                 adopted = await self.store.adopt_feature_names(meta.name, decoded.adopt)
                 if adopted != list(decoded.adopt):
                     meta = dataclasses.replace(meta, feature_names=adopted)
-                    decoded = await self._decode(kind, body, media_type, meta)
+                    decoded = await self.decode(kind, body, media_type, meta)
             if decoded.classes:
-                await self._check_class_budget(meta, decoded.classes)
+                await self.check_class_budget(meta, decoded.classes)
         except InvalidInput as exc:
             self.metrics.chunks_rejected.labels(str(exc.status)).inc()
             raise
@@ -194,9 +207,20 @@ class Ingest:
         # The route's own answer (``require_route`` made sure it is the kind's route).
         return await self._receipts[route](meta, kind, submitted, decoded.items)
 
-    async def _decode(
-        self, kind: Kind, body: bytes, media_type: str, meta: SelectorMeta
-    ) -> Decoded:
+    async def _refuse_attached(self, meta: SelectorMeta) -> None:
+        """Conflict for a chunk pushed to a selector attached to a stream: it applies its
+        stream's chunks (``APPEND`` refuses it too; this says so before the body is decoded,
+        once the description, which a detach changes, is read afresh)."""
+        current = await self.store.get_meta(meta.name)
+        if current.stream is not None:
+            raise Conflict(
+                f"selector '{meta.name}' is attached to stream '{current.stream}' and applies "
+                f"its chunks: expected them at POST /v1/streams/{current.stream}/chunks"
+            )
+
+    async def decode(self, kind: Kind, body: bytes, media_type: str, meta: Shaped) -> Decoded:
+        """A body validated as a chunk of ``kind`` for ``meta`` (a selector, or a stream):
+        small bodies on the event loop, the rest (and every ``.npz``) in a worker thread."""
         limit = self.settings.max_body_bytes
         if len(body) <= INLINE_DECODE_BYTES and media_type not in INFLATING_MEDIA_TYPES:
             return kind.decode(body, media_type, meta, limit)
@@ -370,7 +394,8 @@ class Ingest:
                 )
             name = meta.partition(partition).name
         head = await self.store.get_head(name)
-        if not _may_hold(head, log_id):
+        # An attached selector's log ids are its stream's (they carry the stream's incarnation).
+        if not _may_hold(head, log_id, meta.stream_incarnation if meta.stream else None):
             raise NotFound(f"selector '{name}' has no chunk with log id '{log_id}'")
         counts = seen(kind, head)
         reason = None
@@ -396,7 +421,7 @@ class Ingest:
             reason=reason,
         )
 
-    async def _check_class_budget(self, meta: SelectorMeta, classes: tuple[Label, ...]) -> None:
+    async def check_class_budget(self, meta: SelectorMeta, classes: tuple[Label, ...]) -> None:
         """422 if the chunk would take the selector past ``max_classes`` (a row of sums each).
 
         Checked against the committed classes: chunks racing each other may overshoot by what

@@ -5,32 +5,44 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
 
-from service.algorithms import get_method, require_capability
+from service.algorithms import METHODS, get_method, require_capability
 from service.algorithms.base import AnyMethod, Mergeable
 from service.config import Settings
 from service.errors import (
+    Conflict,
     InvalidInput,
     InvalidParams,
     NotFound,
+    SelectorMismatch,
     StateTooLarge,
     Unavailable,
+    shown,
 )
 from service.selectors.reading import StateReader, seen
 from service.selectors.results import SelectorList, SelectorOut
 from service.store.codec import encode_state
 from service.store.inventory import Inventory
-from service.store.keys import validate_name
-from service.store.records import MAX_PARTITIONS, Head, SelectorMeta, new_incarnation
+from service.store.keys import validate_name, validate_stream_name
+from service.store.records import (
+    MAX_PARTITIONS,
+    Attached,
+    Attachment,
+    Head,
+    SelectorMeta,
+    StreamMeta,
+    new_incarnation,
+)
 from service.store.redis_store import SelectorStore
 from service.updates import publish, state_size_problem
-from service.wire.kinds import Kind, kind_of
+from service.wire.kinds import Kind, creation_shape, kind_of
 from service.wire.media import integral
 
 log = logging.getLogger("sift.selectors")
@@ -47,11 +59,24 @@ CREATE_FIELDS = (
     "views",
     "partitions",
     "expires_after",
+    "stream",
+    "from",
 )
+#: Where a selector attached to a stream starts (``from``): the oldest entry the stream holds,
+#: or its next one.
+STREAM_STARTS = ("start", "now")
 #: The longest ``expires_after`` (seconds): 30 days.
 MAX_EXPIRES_AFTER = 30 * 86_400.0
 #: Selectors looked at for expiry per pass (``Lifecycle.expire_idle``).
 EXPIRY_BATCH = 100
+#: The fields of a creation body that give a shape (a selector attached to a stream takes the
+#: stream's instead).
+SHAPE_FIELDS = ("n_features", "n_samples", "n_objects", "views")
+#: An attachment whose selector does not claim its stream is removed once this old (ms): a
+#: younger one may belong to a create still running (ATTACH comes before CREATE).
+REAP_AFTER_MS = 60_000
+#: Tries of a detach whose selector committed again after its checkpoint was brought up.
+DETACH_ATTEMPTS = 5
 
 
 def selector_out(meta: SelectorMeta, kind: Kind, head: Head, **described: Any) -> SelectorOut:
@@ -78,15 +103,29 @@ def selector_out(meta: SelectorMeta, kind: Kind, head: Head, **described: Any) -
     if head.partition_versions is not None:
         body["partitions"] = meta.partitions
         body["versions"] = list(head.partition_versions)
+    if meta.stream is not None:
+        body["stream"] = meta.stream
+        body["stream_base"] = meta.stream_base
     return SelectorOut(**body, **described)
 
 
 class Lifecycle:
-    def __init__(self, store: SelectorStore, reader: StateReader, settings: Settings) -> None:
+    def __init__(
+        self,
+        store: SelectorStore,
+        reader: StateReader,
+        settings: Settings,
+        bring_up_to_date: Callable[[str], Awaitable[Head]],
+        forget: Callable[[str], None],
+    ) -> None:
+        """``bring_up_to_date``: the applier's ``checkpoint_now``; ``forget``: its ``forget``
+        (what it holds of a selector that changes under it)."""
         self.store = store
         self.reader = reader
         self.settings = settings
         self.inventory = Inventory(store)
+        self.bring_up_to_date = bring_up_to_date
+        self.forget = forget
 
     async def create(self, document: Any) -> SelectorOut:
         """Create a selector from a ``POST /v1/selectors`` body.
@@ -113,6 +152,11 @@ class Lifecycle:
         if params is not None and not isinstance(params, dict):
             raise InvalidInput(f"params must be an object; got {type(params).__name__}")
         kind = kind_of(method.chunk_kind)
+        stream, start = self._stream(document)
+        stream_meta = None
+        if stream is not None:
+            stream_meta = await self.store.get_stream(stream)
+            document = {**document, **self._shape_from_stream(document, stream_meta, method)}
         shape = kind.shape(document, method.name)
         partitions = self._partitions(document, method)
         expires_after = self._expires_after(document, partitions)
@@ -148,6 +192,8 @@ class Lifecycle:
         initial, published = await asyncio.to_thread(
             lambda: (encode_state(initial_state), publish(meta, initial_state))
         )
+        if stream_meta is not None:
+            return await self._create_attached(meta, stream_meta, start, initial, published)
         if not meta.partitioned:
             head = await self.store.create(meta, initial, published=published)
             if expires_after is not None:
@@ -160,6 +206,143 @@ class Lifecycle:
             part = meta.partition(index)
             await self.store.create(part, initial, published=publish(part, initial_state))
         return selector_out(meta, kind, await self.reader.head(name))
+
+    @staticmethod
+    def _stream(document: dict[str, Any]) -> tuple[str | None, str]:
+        """The stream a creation attaches the selector to (None: none), and where it starts."""
+        stream, start = document.get("stream"), document.get("from")
+        if stream is None:
+            if start is not None:
+                raise InvalidInput("from applies to selectors attached to a stream (stream)")
+            return None, "start"
+        validate_stream_name(stream)
+        start = "start" if start is None else start
+        if start not in STREAM_STARTS:
+            raise InvalidInput(f"from must be 'start' or 'now'; got {shown(start)}")
+        return stream, start
+
+    @staticmethod
+    def _shape_from_stream(
+        document: dict[str, Any], stream: StreamMeta, method: AnyMethod
+    ) -> dict[str, Any]:
+        """The shape fields of a selector attached to ``stream``: the stream's (a creation that
+        gives its own is refused), for a method its chunks feed."""
+        fed = kind_of(stream.kind)
+        if method.chunk_kind not in fed.feeds:
+            feeds = sorted(name for name, m in METHODS.items() if m.chunk_kind in fed.feeds)
+            raise SelectorMismatch(
+                f"stream '{stream.name}' carries {stream.kind}, which the methods "
+                f"{', '.join(feeds)} take; {method.name} takes {method.chunk_kind}"
+            )
+        shape = creation_shape(stream)
+        given = [f for f in (*SHAPE_FIELDS, "feature_names") if document.get(f) is not None]
+        if given:
+            raise InvalidInput(
+                f"a selector attached to a stream takes the stream's shape and names; expected "
+                f"no {', '.join(given)}"
+            )
+        if document.get("partitions", 1) != 1:
+            raise InvalidInput("partitions apply to selectors without a stream")
+        if document.get("expires_after") is not None:
+            # Whether it is idle depends on its stream's log, in another slot: an expiry could
+            # not check it atomically with the delete.
+            raise InvalidInput("expires_after applies to selectors without a stream")
+        return shape
+
+    async def _create_attached(
+        self,
+        meta: SelectorMeta,
+        stream: StreamMeta,
+        start: str,
+        initial: dict[str, bytes],
+        published: dict[str, bytes],
+    ) -> SelectorOut:
+        """Attach ``meta`` to ``stream`` (where it starts), then create it there; a create that
+        fails takes its attachment back (ARCHITECTURE.md, "Streams")."""
+        attached = await self.attach(meta, stream, start)
+        meta = dataclasses.replace(
+            meta,
+            stream=stream.name,
+            stream_incarnation=attached.stream_incarnation,
+            stream_base=attached.items,
+        )
+        try:
+            head = await self.store.create(meta, initial, published=published, attached=attached)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self.store.detach_from_stream(stream.name, meta.name, meta.incarnation)
+            raise
+        if stream.feature_names is None:
+            # Named by a chunk meanwhile? The names its chunks are matched to are the stream's.
+            named = (await self.store.get_stream(stream.name)).feature_names
+            if named is not None:
+                await self.store.adopt_feature_names(meta.name, named)
+        kind = kind_of(get_method(meta.method).chunk_kind)
+        return selector_out(meta, kind, head)
+
+    async def attach(self, meta: SelectorMeta, stream: StreamMeta, start: str) -> Attached:
+        """Record ``meta`` as attached to ``stream``. A stale attachment of the name (its
+        selector gone: a crash between the two slots) is removed first (``reap``)."""
+        try:
+            return await self.store.attach(
+                stream.name, meta.name, meta.incarnation, start, stream.incarnation
+            )
+        except Conflict:
+            await self.reap(stream.name)
+            return await self.store.attach(
+                stream.name, meta.name, meta.incarnation, start, stream.incarnation
+            )
+
+    async def reap(self, stream: str) -> list[Attachment]:
+        """The attachments of ``stream`` whose selectors claim it; the others (a selector
+        deleted, created anew, or detached, when a crash came between its slot and the
+        stream's) are removed, once older than ``REAP_AFTER_MS`` (a create may be running)."""
+        attachments = await self.store.attachments(stream)
+        heads = await self.store.attached_heads([a.selector for a in attachments])
+        now_ms = time.time() * 1000
+        live = []
+        for attachment, head in zip(attachments, heads, strict=True):
+            claims = head is not None and head == (attachment.incarnation, stream)
+            unknown = head is not None and head[1] == "?"
+            if claims or unknown or now_ms - attachment.attached_ms < REAP_AFTER_MS:
+                live.append(attachment)
+                continue
+            log.info(
+                "stream %s: removed the attachment of %s (its selector no longer reads it)",
+                stream,
+                attachment.selector,
+            )
+            await self.store.detach_from_stream(stream, attachment.selector, attachment.incarnation)
+        return live
+
+    async def detach(self, name: str) -> SelectorOut:
+        """Make a selector attached to a stream standalone: it keeps its state and version and
+        takes chunks directly from now on; its stream no longer waits for it nor keeps its
+        log for it. Its checkpoint is first brought to its current version (everything it was
+        given applied), so that it never replays from the stream again."""
+        meta = await self.store.get_meta(name)
+        if meta.stream is None:
+            raise Conflict(f"selector '{name}' is not attached to a stream")
+        method = get_method(meta.method)
+        kind = kind_of(method.chunk_kind)
+        standalone = dataclasses.replace(meta, stream=None, stream_incarnation="", stream_base=0)
+        for _attempt in range(DETACH_ATTEMPTS):
+            head = await self.bring_up_to_date(name)
+            names: dict[int, str] = {}
+            if kind.names_on_arrival:
+                names = await self.store.stream_item_names_from(
+                    meta.stream, meta.stream_base, head.items_seen
+                )
+            if await self.store.detach(meta, standalone, names):
+                break
+        else:
+            raise Conflict(
+                f"selector '{name}' kept applying its stream's chunks while it was detached; retry"
+            )
+        with contextlib.suppress(Unavailable):  # else reaped later: it claims the stream no more
+            await self.store.detach_from_stream(meta.stream, name, meta.incarnation)
+        self.forget(name)
+        return await self.describe(name)
 
     @staticmethod
     def _partitions(document: dict[str, Any], method: AnyMethod) -> int:
@@ -296,3 +479,11 @@ class Lifecycle:
                 with contextlib.suppress(NotFound):  # a partition a failed create never made
                     await self.store.delete(part)
         await self.store.delete(name)
+        await self._detached(meta)
+
+    async def _detached(self, meta: SelectorMeta) -> None:
+        """After ``meta`` was deleted: its stream keeps nothing more for it (best effort:
+        ``reap`` removes what a failure here leaves)."""
+        if meta.stream is not None:
+            with contextlib.suppress(Unavailable):
+                await self.store.detach_from_stream(meta.stream, meta.name, meta.incarnation)

@@ -217,10 +217,15 @@ class StateReader:
         return snapshot.head, {f: v for f, v in snapshot.state.items() if f in fields}
 
     async def item_names(self, meta: SelectorMeta, kind: Kind, indices: Sequence[int]) -> list[str]:
-        """Names of features by index: given on arrival (feature streams) or at creation."""
+        """Names of features by index: given on arrival (feature streams; a selector attached
+        to a stream of them: the names its stream's items were given) or at creation."""
         if not kind.names_on_arrival:
             return [meta.feature_name(i) for i in indices]
-        given = await self.store.item_names(meta.name, indices)
+        if meta.stream is not None:
+            at = [kind.stream_feature(i, meta.stream_base) for i in indices]
+            given = await self.store.stream_item_names(meta.stream, at)
+        else:
+            given = await self.store.item_names(meta.name, indices)
         return [g or default_name(i) for g, i in zip(given, indices, strict=True)]
 
     def segment_reader(self, name: str) -> Callable[[str], np.ndarray]:
@@ -268,6 +273,11 @@ class Seen:
 
 def seen(kind: Kind, head: Head) -> Seen:
     """The head's count, under the name the kind gives it (the other one None)."""
+    return counted(kind, head.items_seen)
+
+
+def counted(kind: Kind, items_seen: int) -> Seen:
+    """``items_seen`` under the name the kind gives it (the other one None)."""
     counts: dict[str, int | None] = {"rows_seen": None, "features_seen": None}
-    counts[kind.seen_field] = head.items_seen
+    counts[kind.seen_field] = items_seen
     return Seen(**counts)

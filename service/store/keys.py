@@ -12,7 +12,9 @@ and the Lua scripts (``service/store/lua/``) stay valid on Redis Cluster::
                                      appended and committed past: their difference is pending),
                                      the checkpoint: checkpoint_key, checkpoint_version,
                                      checkpoint_cursor, checkpoint_items, and the incarnation
-                                     (``SelectorMeta.incarnation``)
+                                     (``SelectorMeta.incarnation``); for a selector attached
+                                     to a stream, the stream and its incarnation (``stream``,
+                                     ``stream_incarnation``): its cursor is in that stream's log
     {prefix}:{name}:fname            hash: feature name -> index (features named on arrival)
     {prefix}:{name}:findex           hash: index -> feature name (same features)
     {prefix}:{name}:log              Redis Stream of appended chunks (the ingest log): the
@@ -52,6 +54,20 @@ and the Lua scripts (``service/store/lua/``) stay valid on Redis Cluster::
 
 The registry ``{prefix}:selectors`` is a plain set in its own slot, updated by separate commands;
 ``{prefix}:expiring`` (``expiring_key``) likewise orders the selectors that expire when idle.
+
+A stream's keys (``StreamKeys``) carry the stream's name as their hash tag under their own
+base, ``{prefix}:stream:{name}``, so they never meet a selector's keys of the same name::
+
+    {prefix}:stream:{name}:meta      JSON of the StreamMeta (without feature names)
+    {prefix}:stream:{name}:names     JSON list of feature names
+    {prefix}:stream:{name}:head      hash: incarnation, appended, entries, last_id, trimmed (the
+                                     log holds the entries after it), closing (a forced delete)
+    {prefix}:stream:{name}:log       Redis Stream of pushed chunks (as a selector's log)
+    {prefix}:stream:{name}:idem:<id>, :idems, :fname, :findex   as a selector's
+    {prefix}:stream:{name}:selectors hash: attached selector -> "<incarnation> <start cursor>
+                                     <released cursor> <attached at, ms>"
+
+``{prefix}:streams`` (``streams_registry_key``) is the registry of stream names.
 """
 
 from __future__ import annotations
@@ -214,6 +230,41 @@ class SelectorKeys:
     def scan_pattern(self) -> str:
         """A SCAN MATCH pattern for every key of this selector (glob characters escaped)."""
         return glob_escape(self.base) + ":*"
+
+
+@dataclass(frozen=True)
+class StreamKeys(SelectorKeys):
+    """All keys of one stream: a selector's layout for what a stream shares with a selector
+    (meta, names, head, log, idempotency records, names on arrival), under the stream's own
+    base, and its attachments."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not NAME_PATTERN.fullmatch(self.name):
+            validate_stream_name(self.name)
+
+    @property
+    def base(self) -> str:
+        return f"{self.prefix}:stream:{{{self.name}}}"
+
+    @property
+    def attachments(self) -> str:
+        """The selectors attached to the stream (``records.Attachment``)."""
+        return f"{self.base}:selectors"
+
+
+def validate_stream_name(name: Any) -> str:
+    """A stream's name: the same rule as a selector's."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise InvalidInput(
+            "stream name must be 1-128 characters of letters, digits, '.', '_' or '-', "
+            f"starting with a letter or digit; got {name!r}"
+        )
+    return name
+
+
+def streams_registry_key(prefix: str) -> str:
+    """The set of stream names: one key in its own slot, like the selectors' registry."""
+    return f"{prefix}:streams"
 
 
 def commits_channel(prefix: str) -> str:

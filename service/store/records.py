@@ -12,10 +12,11 @@ import math
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast, get_args
 
 import orjson
 
+from service.algorithms.base import ChunkKind
 from service.errors import CodecError
 from service.store.keys import SelectorKeys
 
@@ -47,6 +48,13 @@ class SelectorMeta:
     incarnation: str = ""
     #: Seconds without a commit after which the service deletes the selector (None: never).
     expires_after: float | None = None
+    #: The stream this selector is attached to (None: chunks are pushed to it directly), the
+    #: incarnation of that stream it attached to, and how many items the stream had before
+    #: the first entry it applies (``Kind.stream_feature``: where its features lie in a
+    #: stream of feature columns).
+    stream: str | None = None
+    stream_incarnation: str = ""
+    stream_base: int = 0
 
     @property
     def partitioned(self) -> bool:
@@ -84,6 +92,15 @@ class SelectorMeta:
                 "partitions": self.partitions,
                 "incarnation": self.incarnation,
                 "expires_after": self.expires_after,
+                **(
+                    {}
+                    if self.stream is None
+                    else {
+                        "stream": self.stream,
+                        "stream_incarnation": self.stream_incarnation,
+                        "stream_base": self.stream_base,
+                    }
+                ),
             },
             allow_nan=False,
             separators=(",", ":"),
@@ -112,6 +129,9 @@ class SelectorMeta:
                 expires_after=None
                 if data.get("expires_after") is None
                 else float(data["expires_after"]),
+                stream=None if data.get("stream") is None else str(data["stream"]),
+                stream_incarnation=str(data.get("stream_incarnation", "")),
+                stream_base=int(data.get("stream_base", 0)),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CodecError(f"stored selector description does not parse: {exc}") from exc
@@ -131,6 +151,122 @@ def partition_name(name: str, index: int) -> str:
 def new_incarnation() -> str:
     """A fresh ``SelectorMeta.incarnation``: 64 random bits in hex."""
     return secrets.token_hex(8)
+
+
+@dataclass(frozen=True)
+class StreamMeta:
+    """What a stream is: its chunk kind and the shape every chunk is checked against (the
+    shape fields of a selector's creation), fixed at creation. Its selectors take the same
+    shape and names (``service.wire.kinds.Shaped``)."""
+
+    name: str
+    #: The chunk kind of its chunks (``service.wire.kinds``): which methods may attach.
+    kind: ChunkKind
+    created_at: float
+    incarnation: str
+    n_features: int | None = None
+    n_samples: int | None = None
+    views: tuple[tuple[str, int], ...] | None = None
+    feature_names: list[str] | None = None
+
+    @property
+    def size(self) -> int:
+        """The fixed dimension chunks are checked against (as ``SelectorMeta.size``)."""
+        fixed = self.n_samples if self.n_samples is not None else self.n_features
+        if fixed is None:
+            raise CodecError(f"stream '{self.name}' has neither n_features nor n_samples")
+        return fixed
+
+    def to_json(self) -> str:
+        """JSON of everything except ``feature_names`` (stored under their own key)."""
+        return json.dumps(
+            {
+                "name": self.name,
+                "kind": self.kind,
+                "created_at": self.created_at,
+                "incarnation": self.incarnation,
+                "n_features": self.n_features,
+                "n_samples": self.n_samples,
+                "views": None if self.views is None else [list(view) for view in self.views],
+            },
+            allow_nan=False,
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, raw: str | bytes, feature_names: list[str] | None) -> StreamMeta:
+        try:
+            data = json.loads(raw)
+            views = data.get("views")
+            kind = str(data["kind"])
+            if kind not in get_args(ChunkKind):
+                raise ValueError(f"unknown chunk kind {kind!r}")
+            return cls(
+                name=str(data["name"]),
+                kind=cast(ChunkKind, kind),
+                created_at=float(data["created_at"]),
+                incarnation=str(data["incarnation"]),
+                n_features=None if data.get("n_features") is None else int(data["n_features"]),
+                n_samples=None if data.get("n_samples") is None else int(data["n_samples"]),
+                views=None if views is None else tuple((str(v), int(d)) for v, d in views),
+                feature_names=feature_names,
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CodecError(f"stored stream description does not parse: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class StreamHead:
+    """Where a stream's log stands."""
+
+    incarnation: str
+    #: Items (rows or feature columns) and entries ever appended, and the newest entry's id.
+    appended: int
+    entries: int
+    last_id: str
+    #: The log holds the entries after this id (everything before is trimmed).
+    trimmed: str
+    #: Entries the log holds now.
+    length: int
+    #: A forced delete is under way: no more appends or attachments.
+    closing: bool = False
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A selector attached to a stream, as the stream's slot records it: the incarnation of
+    the selector, the cursor it started after, the cursor of its last checkpoint as it
+    reported it (the log is trimmed only up to the lowest of these), and when it attached
+    (Redis time, ms)."""
+
+    selector: str
+    incarnation: str
+    start: str
+    released: str
+    attached_ms: int
+
+    @classmethod
+    def parse(cls, selector: bytes | str, value: bytes | str) -> Attachment:
+        """An attachment from its hash field and value (``"<incarnation> <start> <released>
+        <ms>"``, as the ``ATTACH`` and ``RELEASE`` scripts write it)."""
+        text = as_text(value)
+        try:
+            incarnation, start, released, at = text.split(" ")
+            return cls(as_text(selector), incarnation, start, released, int(at))
+        except ValueError as exc:
+            raise CodecError(f"stream attachment does not parse: {text[:200]!r}") from exc
+
+
+@dataclass(frozen=True)
+class Attached:
+    """Where a selector starts in a stream (``ATTACH``): after ``cursor``, as the
+    ``items``-th item and after ``entries`` entries of the stream (its own head counts from
+    there), of the stream's ``stream_incarnation``."""
+
+    cursor: str
+    items: int
+    entries: int
+    stream_incarnation: str
 
 
 def default_name(index: int) -> str:
@@ -293,6 +429,10 @@ class Lease:
     #: The incarnation of the selector the lease was taken on ("" for one created before
     #: incarnations were recorded).
     incarnation: str = ""
+    #: The stream the selector reads its entries from when it is attached to one (None: its
+    #: own log), and the incarnation of that stream.
+    stream: str | None = None
+    stream_incarnation: str = ""
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,10 @@ from service.store.rooms.history import History
 from service.store.rooms.leases import Leases
 from service.store.rooms.log import Log
 from service.store.rooms.registry import Registry
+from service.store.rooms.streams import Streams
 
 
-class SelectorStore(Commits, Log, Checkpoints, Registry, Leases, History):
+class SelectorStore(Commits, Streams, Log, Checkpoints, Registry, Leases, History):
     """All Redis access of Sift. Methods are async and raise the ``service.errors`` tree."""
 
     def __init__(
@@ -85,6 +86,7 @@ class SelectorStore(Commits, Log, Checkpoints, Registry, Leases, History):
         self._scripts = {name: redis.register_script(text) for name, text in scripts.ALL.items()}
         self._init_log()
         self._init_registry()
+        self._init_streams()
 
     # -- health ------------------------------------------------------------------------------
 

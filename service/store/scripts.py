@@ -6,9 +6,10 @@ what it replies and why it is shaped so; a line ``-- uses: int, now`` names the 
 imported, and registered with Redis by ``SelectorStore`` (``EVALSHA``, loaded again after a
 Redis restart).
 
-All keys a script touches belong to one selector and share its hash tag, so each script runs in a
-single slot on Redis Cluster. Keys reached through a set (state blobs, idempotency records) are
-not declared in KEYS; they carry the same hash tag, which Redis Cluster tolerates in practice.
+All keys a script touches belong to one selector (or one stream) and share its hash tag, so each
+script runs in a single slot on Redis Cluster. Keys reached through a set (state blobs,
+idempotency records) are not declared in KEYS; they carry the same hash tag, which Redis Cluster
+tolerates in practice.
 Replies are arrays whose first element is a status word; ``redis.call('TIME')`` is used as the
 clock so every replica of the service agrees on ``updated_at`` (Redis 7 replicates effects).
 """
@@ -34,6 +35,14 @@ NAMES = (
     "read_fields",
     "record_history",
     "unmark_pending",
+    "stream_create",
+    "stream_append",
+    "stream_read",
+    "stream_delete",
+    "attach",
+    "release",
+    "take_attempt",
+    "detach",
 )
 
 _USES = re.compile(r"^-- uses: (.+)$", re.MULTILINE)

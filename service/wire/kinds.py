@@ -10,7 +10,11 @@ object here knows the rest, so that nothing outside the methods asks which metho
 * how pending chunks join into one update (``join``, for methods that coalesce);
 * what a rejected chunk leaves behind (``placeholder``: nothing for rows; zero columns for
   feature columns, which are numbered when appended and must keep their indices);
-* how answers count what was seen (``seen_field``) and whether items are named as they arrive.
+* how answers count what was seen (``seen_field``) and whether items are named as they arrive;
+* which methods a stream of the kind feeds (``feeds``, ``taken``: a stream of labelled rows
+  feeds unlabelled row methods too, with the rows alone), how a stream's creation body picks
+  its kind (``stream_kind``) and where a selector's feature lies in its stream
+  (``stream_feature``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 import orjson
@@ -28,7 +32,7 @@ from service.algorithms import METHODS
 from service.algorithms.base import ChunkKind, Matrix
 from service.algorithms.labels import Label, LabelledRows, join
 from service.algorithms.params import VIEW_NAME
-from service.errors import Inconsistent, InvalidInput, SelectorMismatch, shown
+from service.errors import CodecError, Inconsistent, InvalidInput, SelectorMismatch, shown
 from service.store.codec import encode_matrix
 from service.store.keys import NAME_PATTERN
 from service.store.records import SelectorMeta
@@ -40,7 +44,17 @@ from service.wire.names import MAX_NAME_LENGTH, validate_names
 from service.wire.rows import decode_rows
 from service.wire.views import decode_views
 
-__all__ = ["KINDS", "MAX_FEATURES", "MAX_SAMPLES", "Decoded", "Kind", "Shape", "kind_of"]
+__all__ = [
+    "KINDS",
+    "MAX_FEATURES",
+    "MAX_SAMPLES",
+    "Decoded",
+    "Kind",
+    "Shape",
+    "Shaped",
+    "kind_of",
+    "stream_kind",
+]
 
 #: Upper bound on features of one selector (the state alone is ell x m doubles).
 MAX_FEATURES = 10_000_000
@@ -63,6 +77,23 @@ FEATURE_NAMES = {
     "items": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH},
     "description": "Optional unique names, one per feature (default f0, f1, ...).",
 }
+
+
+class Shaped(Protocol):
+    """What a chunk is checked against: a selector's description (``SelectorMeta``) or a
+    stream's (``StreamMeta``), which share the shape fields of a creation."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def feature_names(self) -> list[str] | None: ...
+
+    @property
+    def views(self) -> tuple[tuple[str, int], ...] | None: ...
 
 
 @dataclass(frozen=True)
@@ -108,6 +139,15 @@ def validate_size(value: Any, field: str, upper: int) -> int:
     return value
 
 
+#: What ``Kind.shape`` is told it shapes when it shapes a stream.
+STREAM = "stream"
+
+
+def _what(method: str) -> str:
+    """How a message names what a creation body creates: a method's selector, or a stream."""
+    return "a stream of this kind" if method == STREAM else f"method {method}"
+
+
 def _reject_fields(document: dict[str, Any], fields: Sequence[str], message: str) -> None:
     """InvalidInput(``message`` with ``{given}`` filled in) if any of ``fields`` is given."""
     given = [f for f in fields if document.get(f) is not None]
@@ -126,9 +166,31 @@ class Kind:
     seen_field = "rows_seen"
     #: Whether items are named as they arrive (else names are fixed at creation).
     names_on_arrival = False
+    #: The fields of a creation body that give this kind's shape (a stream's body says its
+    #: kind by them, ``stream_kind``) ...
+    shape_fields: tuple[str, ...] = ("n_features",)
+    #: ... and whether its rows carry labels (a stream's ``labelled``).
+    labelled = False
+
+    @property
+    def feeds(self) -> tuple[ChunkKind, ...]:
+        """The kinds of the methods a stream of this kind feeds: its own, and those that take
+        its chunks with something left out (``taken``)."""
+        return (self.name,)
+
+    def taken(self, chunk: Chunk) -> Chunk:
+        """A chunk of a stream that feeds this kind (``feeds``), as this kind's chunk."""
+        return chunk
+
+    def stream_feature(self, index: int, base: int) -> int:
+        """The stream's index of feature ``index`` of a selector that attached when the stream
+        held ``base`` items: the same feature, for kinds whose features are fixed."""
+        return index
 
     def shape(self, document: dict[str, Any], method: str) -> Shape:
-        """The shape a creation body gives (validated): what ``create_schema`` documents."""
+        """The shape a creation body gives (validated): what ``create_schema`` documents.
+        ``method`` names what is created, for messages (``"fsds"``; for a stream,
+        ``STREAM``)."""
         raise NotImplementedError
 
     def create_schema(self) -> dict[str, Any]:
@@ -140,7 +202,7 @@ class Kind:
         """The shape fields of an example creation."""
         raise NotImplementedError
 
-    def decode(self, body: bytes, media_type: str, meta: SelectorMeta, max_bytes: int) -> Decoded:
+    def decode(self, body: bytes, media_type: str, meta: Shaped, max_bytes: int) -> Decoded:
         raise NotImplementedError
 
     def join(self, chunks: Sequence[Chunk]) -> Chunk:
@@ -152,15 +214,15 @@ class Kind:
             return sp.vstack([sp.csr_matrix(chunk) for chunk in matrices], format="csr")
         return np.vstack(matrices)
 
-    def placeholder(self, meta: SelectorMeta, items: int) -> bytes | None:
+    def placeholder(self, meta: Shaped, items: int) -> bytes | None:
         """The log payload applied instead of a rejected entry, or None for nothing at all."""
         return None
 
-    def probe_body(self, meta: SelectorMeta) -> dict[str, Any] | list[Any]:
+    def probe_body(self, meta: Shaped) -> dict[str, Any] | list[Any]:
         """A JSON body of one item whose values are all 1: an ordinary chunk."""
         return [[1.0] * meta.size]
 
-    def probe(self, meta: SelectorMeta) -> bytes:
+    def probe(self, meta: Shaped) -> bytes:
         """The log payload of ``probe_body``: what a state must be able to take (an imported
         state that cannot take an ordinary chunk would reject every later one)."""
         body = orjson.dumps(self.probe_body(meta))
@@ -170,11 +232,11 @@ class Kind:
         """How many items (rows, or feature columns) a chunk holds."""
         return int(cast(Matrix, chunk).shape[0])
 
-    def expects(self, meta: SelectorMeta) -> str:
+    def expects(self, meta: Shaped) -> str:
         """What this kind's chunks are, for a message to a client who sent something else."""
         return f"rows at POST /v1/selectors/{meta.name}/chunks"
 
-    def features_scored(self, meta: SelectorMeta, items_seen: int) -> int:
+    def features_scored(self, meta: Shaped, items_seen: int) -> int:
         """How many features a state that has seen ``items_seen`` items scores: the fixed
         features of a row stream."""
         return meta.size
@@ -197,7 +259,7 @@ def _matrix_decoded(
     )
 
 
-def _adopted(meta: SelectorMeta, names: list[str] | None) -> list[str] | None:
+def _adopted(meta: Shaped, names: list[str] | None) -> list[str] | None:
     """The names a chunk gave, if the selector has none yet (it takes them)."""
     return names if meta.feature_names is None else None
 
@@ -212,7 +274,7 @@ class Rows(Kind):
         _reject_fields(
             document,
             ("n_samples", "n_objects"),
-            f"method {method} takes rows over fixed features: expected n_features, not {{given}}",
+            f"{_what(method)} takes rows over fixed features: expected n_features, not {{given}}",
         )
         n_features = validate_size(document.get("n_features"), "n_features", MAX_FEATURES)
         names = validate_names(
@@ -234,15 +296,31 @@ class Rows(Kind):
     def example(self) -> dict[str, Any]:
         return {"n_features": 4862}
 
-    def decode(self, body: bytes, media_type: str, meta: SelectorMeta, max_bytes: int) -> Decoded:
+    def decode(self, body: bytes, media_type: str, meta: Shaped, max_bytes: int) -> Decoded:
         named = decode_rows(body, media_type, meta.size, max_bytes, meta.feature_names)
         return _matrix_decoded(named.rows, adopt=_adopted(meta, named.names))
+
+    def taken(self, chunk: Chunk) -> Chunk:
+        """The rows of a labelled chunk, without their labels (a labelled stream's chunks, for
+        an unlabelled method). A stream's chunk holds one row per sample (multiplicities come
+        only with merges, which go to one selector)."""
+        if isinstance(chunk, LabelledRows):
+            if chunk.multiplicity is not None:
+                raise CodecError("a chunk whose rows stand for several samples has no rows alone")
+            return chunk.rows
+        return chunk
 
 
 class LabelledRowsKind(Rows):
     name: ChunkKind = "labelled rows"
+    labelled = True
 
-    def decode(self, body: bytes, media_type: str, meta: SelectorMeta, max_bytes: int) -> Decoded:
+    @property
+    def feeds(self) -> tuple[ChunkKind, ...]:
+        """Labelled rows feed unlabelled row methods too (``Rows.taken`` keeps the rows)."""
+        return (self.name, "rows")
+
+    def decode(self, body: bytes, media_type: str, meta: Shaped, max_bytes: int) -> Decoded:
         chunk, names = decode_labelled_rows(
             body, media_type, meta.size, max_bytes, meta.feature_names
         )
@@ -258,8 +336,11 @@ class LabelledRowsKind(Rows):
             adopt=None if adopt is None else tuple(adopt),
         )
 
-    def probe_body(self, meta: SelectorMeta) -> dict[str, Any] | list[Any]:
+    def probe_body(self, meta: Shaped) -> dict[str, Any] | list[Any]:
         return {"rows": [[1.0] * meta.size], "labels": [0]}
+
+    def taken(self, chunk: Chunk) -> Chunk:
+        return chunk
 
     def join(self, chunks: Sequence[Chunk]) -> Chunk:
         """Labels stay with their rows; classes keep their order of first appearance."""
@@ -268,12 +349,13 @@ class LabelledRowsKind(Rows):
     def items_of(self, chunk: Chunk) -> int:
         return cast(LabelledRows, chunk).samples
 
-    def expects(self, meta: SelectorMeta) -> str:
+    def expects(self, meta: Shaped) -> str:
         return f"labelled rows at POST /v1/selectors/{meta.name}/chunks"
 
 
 class Views(Kind):
     name: ChunkKind = "views"
+    shape_fields = ("views",)
 
     def shape(self, document: dict[str, Any], method: str) -> Shape:
         _reject_fields(
@@ -311,15 +393,15 @@ class Views(Kind):
     def example(self) -> dict[str, Any]:
         return {"views": {"text": 3000, "links": 500}}
 
-    def probe_body(self, meta: SelectorMeta) -> dict[str, Any] | list[Any]:
+    def probe_body(self, meta: Shaped) -> dict[str, Any] | list[Any]:
         return {"views": {view: [[1.0] * dim] for view, dim in meta.views or ()}}
 
-    def decode(self, body: bytes, media_type: str, meta: SelectorMeta, max_bytes: int) -> Decoded:
+    def decode(self, body: bytes, media_type: str, meta: Shaped, max_bytes: int) -> Decoded:
         views = list(meta.views or ())
         rows, names = decode_views(body, media_type, views, max_bytes, meta.feature_names)
         return _matrix_decoded(rows, adopt=_adopted(meta, names))
 
-    def expects(self, meta: SelectorMeta) -> str:
+    def expects(self, meta: Shaped) -> str:
         return f'every view\'s rows ({{"views": ...}}) at POST /v1/selectors/{meta.name}/chunks'
 
 
@@ -329,8 +411,14 @@ class Columns(Kind):
     media_types = COLUMN_MEDIA_TYPES
     seen_field = "features_seen"
     names_on_arrival = True
+    shape_fields = ("n_samples", "n_objects")
 
-    def features_scored(self, meta: SelectorMeta, items_seen: int) -> int:
+    def stream_feature(self, index: int, base: int) -> int:
+        """Feature columns are the stream's items: a selector's feature ``index`` is the
+        stream's ``base + index``."""
+        return base + index
+
+    def features_scored(self, meta: Shaped, items_seen: int) -> int:
         """Every feature column seen is a feature."""
         return items_seen
 
@@ -338,7 +426,7 @@ class Columns(Kind):
         _reject_fields(
             document,
             ("n_features", "feature_names", "views"),
-            f"method {method} takes feature columns over fixed samples: expected n_samples "
+            f"{_what(method)} takes feature columns over fixed samples: expected n_samples "
             "(features are counted and named as they arrive), not {given}",
         )
         n_samples, n_objects = document.get("n_samples"), document.get("n_objects")
@@ -371,7 +459,7 @@ class Columns(Kind):
     def example(self) -> dict[str, Any]:
         return {"n_samples": 1440}
 
-    def decode(self, body: bytes, media_type: str, meta: SelectorMeta, max_bytes: int) -> Decoded:
+    def decode(self, body: bytes, media_type: str, meta: Shaped, max_bytes: int) -> Decoded:
         columns, names = decode_columns(body, media_type, meta.size)
         decoded = _matrix_decoded(columns, names or ())
         # A chunk of columns counts columns, not the samples its matrix has as rows.
@@ -379,7 +467,7 @@ class Columns(Kind):
             decoded.chunk, columns.shape[1], decoded.payload, decoded.digest, decoded.names
         )
 
-    def probe_body(self, meta: SelectorMeta) -> dict[str, Any] | list[Any]:
+    def probe_body(self, meta: Shaped) -> dict[str, Any] | list[Any]:
         return {"columns": [[1.0] * meta.size]}
 
     def join(self, chunks: Sequence[Chunk]) -> Chunk:
@@ -389,14 +477,14 @@ class Columns(Kind):
         matrices = cast(Sequence[Matrix], chunks)
         return np.hstack([c if isinstance(c, np.ndarray) else c.toarray() for c in matrices])
 
-    def placeholder(self, meta: SelectorMeta, items: int) -> bytes | None:
+    def placeholder(self, meta: Shaped, items: int) -> bytes | None:
         """Zero columns: a zero column scores 0 everywhere, is never kept nor selected."""
         return encode_matrix(np.zeros((meta.size, items)))
 
     def items_of(self, chunk: Chunk) -> int:
         return int(cast(Matrix, chunk).shape[1])
 
-    def expects(self, meta: SelectorMeta) -> str:
+    def expects(self, meta: Shaped) -> str:
         return f"feature columns at POST /v1/selectors/{meta.name}/features"
 
 
@@ -442,6 +530,65 @@ KINDS: dict[ChunkKind, Kind] = {
 
 def kind_of(chunk_kind: ChunkKind) -> Kind:
     return KINDS[chunk_kind]
+
+
+class Described(Shaped, Protocol):
+    """A description that says its shape the way a creation body does."""
+
+    @property
+    def n_features(self) -> int | None: ...
+
+    @property
+    def n_samples(self) -> int | None: ...
+
+
+def creation_shape(meta: Described) -> dict[str, Any]:
+    """The shape fields of the creation body that made a selector (or a stream) like
+    ``meta``: what an archive records, and what a selector attached to a stream takes."""
+    if meta.n_samples is not None:
+        return {"n_samples": meta.n_samples}
+    if meta.views is not None:
+        names = None
+        if meta.feature_names is not None:
+            names, start = {}, 0
+            for view, dim in meta.views:
+                names[view] = meta.feature_names[start : start + dim]
+                start += dim
+        return {"views": dict(meta.views), "feature_names": names}
+    return {"n_features": meta.n_features, "feature_names": meta.feature_names}
+
+
+#: The fields of a stream's creation body besides the shape's.
+STREAM_FIELDS = ("name", "labelled")
+
+
+def stream_kind(document: dict[str, Any]) -> tuple[Kind, Shape]:
+    """The kind of a stream and its shape, from its creation body: the kind whose shape
+    fields it gives (``n_features``, ``views``, ``n_samples``), labelled rows when it says
+    ``"labelled": true``; InvalidInput for a body that gives no shape, or several."""
+    labelled = document.get("labelled", False)
+    if not isinstance(labelled, bool):
+        raise InvalidInput(f"labelled must be true or false; got {shown(labelled)}")
+    given = {
+        kind.name: [f for f in kind.shape_fields if document.get(f) is not None]
+        for kind in KINDS.values()
+        if kind.labelled == labelled
+    }
+    chosen = [name for name, fields in given.items() if fields]
+    if len(chosen) != 1:
+        expected = "n_features" if labelled else "one of n_features, views or n_samples"
+        if labelled and document.get("n_features") is None:
+            raise InvalidInput(
+                "labelled applies to streams of rows (n_features); expected n_features, got "
+                + (", ".join(f for fields in given.values() for f in fields) or "none")
+            )
+        got = [f for fields in given.values() for f in fields]
+        raise InvalidInput(
+            f"a stream's shape is {expected}; got {', '.join(got) if got else 'none'}"
+        )
+    kind = KINDS[chosen[0]]
+    shape_document = {f: v for f, v in document.items() if f not in STREAM_FIELDS and v is not None}
+    return kind, kind.shape(shape_document, STREAM)
 
 
 def require_route(kind: Kind, meta: SelectorMeta, route: str) -> None:

@@ -27,7 +27,10 @@ async def test_probes_and_docs(client):
     create_body = spec["paths"]["/v1/selectors"]["post"]["requestBody"]["content"]
     documented = create_body["application/json"]
     methods = [shape["properties"]["method"]["const"] for shape in documented["schema"]["oneOf"]]
-    assert sorted(methods) == sorted(METHODS)
+    # Every method twice: with a shape of its own, and attached to a stream (which gives it).
+    assert sorted(methods) == sorted([*METHODS, *METHODS])
+    attached = [shape for shape in documented["schema"]["oneOf"] if "stream" in shape["required"]]
+    assert sorted(shape["properties"]["method"]["const"] for shape in attached) == sorted(METHODS)
     assert documented["examples"]["fsds"]["value"]["method"] == "fsds"
     assert (await client.get("/docs")).status_code == 200
 

@@ -711,6 +711,141 @@ CASES = [
 ]
 
 
+def stream_chunk(
+    case_id: str, status: int, fragment: str = "", stream: str = "h-stream", **kwargs: Any
+) -> Case:
+    return Case(case_id, "POST", f"/v1/streams/{stream}/chunks", status, fragment, **kwargs)
+
+
+def create_stream(case_id: str, body: Any, status: int = 422, fragment: str = "") -> Case:
+    return Case(case_id, "POST", "/v1/streams", status, fragment, json=body)
+
+
+def attach(case_id: str, body: Any, status: int = 422, fragment: str = "") -> Case:
+    return Case(case_id, "POST", "/v1/selectors", status, fragment, json=body)
+
+
+#: Streams: a labelled stream of M features with an ocfs and a variance selector attached
+#: (``setup_selectors``), attacked through every stream route.
+STREAM_CASES = [
+    create_stream("stream-name-newline", {"name": "s\n", "n_features": 3}),
+    create_stream("stream-name-braces", {"name": "s{t}", "n_features": 3}),
+    create_stream("stream-name-huge-int", {"name": HUGE, "n_features": 3}),
+    create_stream("stream-no-shape", {"name": "s"}, 422, "shape"),
+    create_stream("stream-two-shapes", {"name": "s", "n_features": 3, "n_samples": 3}),
+    create_stream("stream-labelled-views", {"name": "s", "views": {"a": 2}, "labelled": True}),
+    create_stream("stream-labelled-string", {"name": "s", "n_features": 3, "labelled": "yes"}),
+    create_stream("stream-n-features-huge", {"name": "s", "n_features": HUGE}),
+    create_stream("stream-unknown-field", {"name": "s", "n_features": 3, "method": "fsds"}),
+    create_stream(
+        "stream-names-count", {"name": "s", "n_features": 3, "feature_names": ["a"]}, 422
+    ),
+    create_stream("stream-taken", {"name": "h-stream", "n_features": M}, 409),
+    Case(
+        "stream-create-deep-json",
+        "POST",
+        "/v1/streams",
+        400,
+        "",
+        content=bodies.nested(100_000),
+        headers=JSON,
+    ),
+    attach("attach-wrong-kind", {"name": "x", "method": "iqrp", "stream": "h-stream"}),
+    attach(
+        "attach-with-shape",
+        {"name": "x", "method": "ocfs", "stream": "h-stream", "n_features": M},
+    ),
+    attach("attach-bad-from", {"name": "x", "method": "ocfs", "stream": "h-stream", "from": 0}),
+    attach("attach-stream-braces", {"name": "x", "method": "ocfs", "stream": "a{b}"}),
+    attach(
+        "attach-partitions",
+        {"name": "x", "method": "ocfs", "stream": "h-stream", "partitions": 2},
+    ),
+    attach("attach-unknown-stream", {"name": "x", "method": "ocfs", "stream": "nope"}, 404),
+    attach("attach-name-taken", {"name": "h-s-ocfs", "method": "ocfs", "stream": "h-stream"}, 409),
+    stream_chunk("stream-wrong-width", 422, "", json={"rows": [[1, 2]], "labels": [0]}),
+    stream_chunk("stream-no-labels", 422, "labelled", json=[[1.0] * M]),
+    stream_chunk("stream-labels-count", 422, "", json={"rows": [[1.0] * M] * 2, "labels": [0]}),
+    stream_chunk(
+        "stream-value-1e308", 422, "", json={"rows": [[1e308] + [0.0] * (M - 1)], "labels": [0]}
+    ),
+    stream_chunk(
+        "stream-npy-no-labels",
+        415,
+        "cannot carry labels",
+        content=bodies.npy(np.ones((1, M))),
+        headers=NPY,
+    ),
+    stream_chunk(
+        "stream-npy-object",
+        422,
+        "",
+        stream="h-plain",
+        content=bodies.npy(np.array([[1, "a", None, 2]], dtype=object)),
+        headers=NPY,
+    ),
+    stream_chunk(
+        "stream-npy-huge-header",
+        400,
+        "promises shape",
+        stream="h-plain",
+        content=bodies.npy_header("<f8", (10**6, 10**6), b"\0" * 64),
+        headers=NPY,
+    ),
+    stream_chunk(
+        "stream-bzip2-bomb",
+        422,
+        "",
+        content=bodies.bzip2_bomb(256 * 2**20),
+        headers=NPZ,
+    ),
+    stream_chunk("stream-zip-bomb", 413, "", content=bodies.zip_bomb(40 * 2**20), headers=NPZ),
+    stream_chunk("stream-deep-json", 400, "", content=bodies.nested(100_000), headers=JSON),
+    stream_chunk("stream-text", 415, "", content=b"1,2,3,4", headers=TEXT),
+    stream_chunk("stream-over-limit", 413, "", content=b"\0" * (MAX_BODY + 1), headers=NPY),
+    stream_chunk(
+        "stream-idempotency-key-space",
+        422,
+        "",
+        json={"rows": [[1.0] * M], "labels": [0]},
+        headers={"idempotency-key": "a b"},
+    ),
+    stream_chunk("stream-wait-word", 422, "", json=[[1.0] * M], params={"wait": "maybe"}),
+    Case("stream-unknown-chunks", "POST", "/v1/streams/nope/chunks", 404, "", json=[[1.0] * M]),
+    Case("stream-status-bad-id", "GET", "/v1/streams/h-stream/chunks/x-1", 422, ""),
+    Case("stream-status-made-up", "GET", "/v1/streams/h-stream/chunks/1-1", 404, ""),
+    Case("stream-rankings-h-0", "GET", "/v1/streams/h-stream/rankings", 422, "", params={"h": "0"}),
+    Case(
+        "stream-rankings-h-huge",
+        "GET",
+        "/v1/streams/h-stream/rankings",
+        422,
+        "",
+        params={"h": str(HUGE)},
+    ),
+    Case("stream-rankings-p-1", "GET", "/v1/streams/h-stream/rankings", 422, "", params={"p": "1"}),
+    Case(
+        "stream-rankings-p-nan",
+        "GET",
+        "/v1/streams/h-stream/rankings",
+        422,
+        "",
+        params={"p": "nan"},
+    ),
+    Case("stream-delete-attached", "DELETE", "/v1/streams/h-stream", 409, "h-s-ocfs"),
+    Case(
+        "stream-delete-force-word", "DELETE", "/v1/streams/h-stream", 422, "", params={"force": "x"}
+    ),
+    Case("stream-patch", "PATCH", "/v1/streams/h-stream", 405, ""),
+    chunk(
+        "h-s-ocfs", "direct-to-attached", 409, "POST /v1/streams/h-stream/chunks", json=[[1.0] * M]
+    ),
+    Case("detach-standalone", "POST", "/v1/selectors/h-fsds/detach", 409, "not attached"),
+    Case("detach-unknown", "POST", "/v1/selectors/nope/detach", 404, ""),
+]
+CASES += STREAM_CASES
+
+
 def non_ascii_token_case() -> Case:
     return Case(
         "non-ascii-token",
@@ -752,6 +887,21 @@ def setup_selectors(http: httpx.Client) -> None:
     ):
         ok(http.post("/v1/selectors", json={"name": name, **body}, headers=ADMIN))
         ok(http.post(f"/v1/selectors/{name}/chunks", json=data, headers=ADMIN))
+    ok(
+        http.post(
+            "/v1/streams",
+            json={"name": "h-stream", "n_features": M, "labelled": True},
+            headers=ADMIN,
+        )
+    )
+    for name, method in (("h-s-ocfs", "ocfs"), ("h-s-var", "variance")):
+        attached = {"name": name, "method": method, "stream": "h-stream"}
+        ok(http.post("/v1/selectors", json=attached, headers=ADMIN))
+    ok(http.post("/v1/streams/h-stream/chunks", json=labelled, headers=ADMIN))
+    ok(http.post("/v1/streams", json={"name": "h-plain", "n_features": M}, headers=ADMIN))
+    attached = {"name": "h-p-var", "method": "variance", "stream": "h-plain"}
+    ok(http.post("/v1/selectors", json=attached, headers=ADMIN))
+    ok(http.post("/v1/streams/h-plain/chunks", json=rows.tolist(), headers=ADMIN))
     for name, method in (("h-ofs", "ofs"), ("h-iqrp", "iqrp")):
         ok(
             http.post(
@@ -770,9 +920,18 @@ def setup_selectors(http: httpx.Client) -> None:
 
 
 def snapshot(http: httpx.Client) -> dict[str, Any]:
-    """Every selector's version, rows, pending entries and scores, as a client sees them."""
+    """Every selector's version, rows, pending entries and scores, as a client sees them, and
+    every stream's log and attachments."""
     listed = http.get("/v1/selectors", headers=ADMIN).json()["selectors"]
     out: dict[str, Any] = {}
+    for stream in http.get("/v1/streams", headers=ADMIN).json()["streams"]:
+        described = http.get(f"/v1/streams/{stream['name']}", headers=ADMIN).json()
+        out[f"stream:{stream['name']}"] = (
+            described["entries"],
+            described["items"],
+            described["last_id"],
+            [(s["name"], s["version"], s["pending_entries"]) for s in described["selectors"]],
+        )
     for selector in listed:
         name = selector["name"]
         described = http.get(f"/v1/selectors/{name}", headers=ADMIN).json()

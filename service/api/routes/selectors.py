@@ -12,7 +12,7 @@ from service.api.guard import GuardedRoute, read_json
 from service.api.request_bodies import create_request_body
 from service.api.schemas import NAME_PATTERN, PROBLEM_RESPONSES
 from service.auth import Principal, requires
-from service.errors import Forbidden
+from service.errors import Forbidden, NotFound
 from service.selectors import Selectors
 from service.selectors.results import SelectorList, SelectorOut
 
@@ -35,7 +35,9 @@ async def create_selector(request: Request, service: Service, caller: Caller) ->
     """Create a selector; the answer echoes the resolved parameters (defaults filled in).
 
     The body depends on the method: ``n_features`` for row methods (fsds, ocfs, ioc,
-    variance), ``n_samples`` for feature-column methods (ofs, iqrp), ``views`` for omvfs.
+    variance), ``n_samples`` for feature-column methods (ofs, iqrp), ``views`` for omvfs; or
+    ``stream`` (and ``from``): attached to a stream, whose shape and names it takes and whose
+    chunks it applies.
     """
     document = await read_json(request)
     name = document.get("name") if isinstance(document, dict) else None
@@ -44,6 +46,9 @@ async def create_selector(request: Request, service: Service, caller: Caller) ->
             f"this API key may only create selectors whose names start with '{caller.prefix}'; "
             f"got '{name}'"
         )
+    stream = document.get("stream") if isinstance(document, dict) else None
+    if isinstance(stream, str) and not caller.sees(stream):
+        raise NotFound(f"stream '{stream}' does not exist")
     created = await service.lifecycle.create(document)
     return result_response(created, 201, {"Location": f"/v1/selectors/{created.name}"})
 
@@ -81,3 +86,11 @@ async def describe_selector(name: SelectorName, service: Service) -> Response:
 async def delete_selector(name: SelectorName, service: Service) -> Response:
     await service.lifecycle.delete(name)
     return Response(status_code=204)
+
+
+@router.post("/{name}/detach", responses={200: {"model": SelectorOut}, **PROBLEM_RESPONSES})
+@requires("admin")
+async def detach_selector(name: SelectorName, service: Service) -> Response:
+    """Detach a selector from its stream: it keeps its state and version, applies what the
+    stream had given it, then takes chunks directly; the stream keeps nothing more for it."""
+    return result_response(await service.lifecycle.detach(name))

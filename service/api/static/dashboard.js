@@ -9,7 +9,9 @@
  * Live updates come from polling, not server-sent events: EventSource cannot send an
  * Authorization header (the key would have to travel in the URL, which access logs keep), and
  * a poll is cheap: one page of the selector list, a few describes for the pending counts, and
- * the top and history of the shown selector only when its version, h or view changed. Failures
+ * the top and history of the shown selector only when its version, h or view changed; one page
+ * of the stream list, and the shown stream's rankings side by side (``#stream=<name>``).
+ * Failures
  * back off (the interval doubles up to MAX_BACKOFF_MS); a hidden tab does not poll at all.
  *
  * Whatever comes from the server (feature names come from users) reaches the DOM as text nodes
@@ -58,6 +60,14 @@
     keyInput: $("key-input"),
     keyReason: $("key-reason"),
     keyCancel: $("key-cancel"),
+    streamRows: $("streams").querySelector("tbody"),
+    noStreams: $("no-streams"),
+    streamDetail: $("stream-detail"),
+    streamTitle: $("stream-title"),
+    streamFacts: $("stream-facts"),
+    streamMessage: $("stream-message"),
+    sideBySide: $("side-by-side"),
+    agreement: $("agreement"),
   };
 
   const state = {
@@ -79,6 +89,11 @@
     running: false,
     again: false,
     waitingForKey: false,
+    /** The streams as the list answered them, and the one shown side by side (or null). */
+    streams: [],
+    stream: null,
+    /** What the side-by-side view shows: [stream, h, every selector's name and version]. */
+    streamShownKey: null,
   };
 
   // -- the API ---------------------------------------------------------------------------------
@@ -142,6 +157,9 @@
 
   const selectorPath = (name, ...rest) =>
     ["selectors", encodeURIComponent(name), ...rest].join("/");
+  const streamPath = (name, ...rest) => ["streams", encodeURIComponent(name), ...rest].join("/");
+  /** The hash that shows a stream (a name never holds '='). */
+  const STREAM_HASH = "#stream=";
 
   /** Errors about the whole connection (back off, ask for a key) rather than one answer. */
   function isConnectionError(error) {
@@ -374,6 +392,9 @@
       await refreshPending();
       renderSelectors();
       await refreshDetail();
+      await refreshStreams();
+      renderStreams();
+      await refreshStream();
       state.failures = 0;
       state.lastSuccess = Date.now();
       ui.problem.hidden = true;
@@ -485,7 +506,12 @@
   }
 
   window.addEventListener("hashchange", () => {
-    const name = decodeURIComponent(window.location.hash.slice(1));
+    const hash = window.location.hash;
+    if (hash.startsWith(STREAM_HASH)) {
+      chooseStream(decodeURIComponent(hash.slice(STREAM_HASH.length)));
+      return;
+    }
+    const name = decodeURIComponent(hash.slice(1));
     if (name) choose(name);
   });
 
@@ -520,6 +546,7 @@
       const views = Object.entries(entry.views).map(([view, width]) => `${view} (${width})`);
       parts.push(`views ${views.join(", ")}`);
     }
+    if (entry.stream) parts.push(`attached to stream ${entry.stream}`);
     parts.push(`version ${NUMBER.format(entry.version)}`);
     const pending = pendingOf(entry);
     if (pending !== null) parts.push(`${NUMBER.format(pending)} pending`);
@@ -567,9 +594,9 @@
       const route = takesColumns(entry) ? "features" : "chunks";
       const pending = pendingOf(entry);
       const waiting = pending ? ` ${pending} pending ${pending === 1 ? "entry is" : "entries are"} being applied.` : "";
-      showMessage(
-        `No data yet: push to POST /v1/selectors/${name}/${route} and the charts appear here.${waiting}`,
-      );
+      // A selector attached to a stream applies the stream's chunks, and takes none directly.
+      const target = entry.stream ? `/v1/streams/${entry.stream}/chunks` : `/v1/selectors/${name}/${route}`;
+      showMessage(`No data yet: push to POST ${target} and the charts appear here.${waiting}`);
       clearCharts();
       state.shownKey = null;
       return;
@@ -744,10 +771,160 @@
     for (const label of svg.querySelectorAll("text.label")) fitText(label, right - 16);
   }
 
+  // -- streams: their selectors side by side ---------------------------------------------------
+
+  async function refreshStreams() {
+    const answer = await api("streams", { limit: LIST_PAGE_SIZE });
+    state.streams = answer.streams || [];
+  }
+
+  function renderStreams() {
+    const rows = state.streams.map((entry) => {
+      const row = element("tr", { "data-name": entry.name });
+      if (entry.name === state.stream) row.classList.add("selected");
+      const link = element("a", { href: `${STREAM_HASH}${encodeURIComponent(entry.name)}` }, entry.name);
+      const nameCell = element("td", { class: "name" });
+      nameCell.append(link);
+      row.append(
+        nameCell,
+        element("td", { class: "kind" }, entry.chunk_kind),
+        element("td", { class: "num" }, NUMBER.format(entry.entries)),
+        element("td", { class: "num" }, NUMBER.format(entry.log_entries)),
+      );
+      row.addEventListener("click", () => chooseStream(entry.name));
+      return row;
+    });
+    ui.streamRows.replaceChildren(...rows);
+    ui.noStreams.hidden = state.streams.length > 0;
+  }
+
+  function chooseStream(name) {
+    if (name === state.stream) return;
+    state.stream = name;
+    state.streamShownKey = null;
+    const hash = `${STREAM_HASH}${encodeURIComponent(name)}`;
+    if (window.location.hash !== hash) window.location.hash = hash;
+    poll();
+  }
+
+  function showStreamMessage(text) {
+    ui.streamMessage.textContent = text;
+    ui.streamMessage.hidden = !text;
+  }
+
+  /** The shown stream's selectors side by side: each one's top h in a column (a feature has
+   * one colour in every column), and the agreement of every pair. */
+  async function refreshStream() {
+    const name = state.stream;
+    ui.streamDetail.hidden = name === null;
+    if (name === null) return;
+    ui.streamTitle.textContent = `Stream ${name}`;
+    const entry = state.streams.find((candidate) => candidate.name === name);
+    if (!entry) {
+      ui.streamFacts.textContent = "";
+      showStreamMessage(`There is no stream '${name}' (any more), or this API key may not see it.`);
+      ui.sideBySide.replaceChildren();
+      ui.agreement.hidden = true;
+      state.streamShownKey = null;
+      return;
+    }
+    ui.streamFacts.textContent = [
+      entry.chunk_kind,
+      `${NUMBER.format(entry.entries)} chunks pushed`,
+      `${NUMBER.format(entry.items)} ${entry.chunk_kind === "columns" ? "features" : "rows"}`,
+      `methods that may attach: ${entry.methods.join(", ")}`,
+    ].join(" · ");
+    const rankings = await settle(api(streamPath(name, "rankings"), { h: state.h }));
+    if (state.stream !== name) return;
+    if (rankings.error) {
+      showStreamMessage("");
+      ui.sideBySide.replaceChildren(problemNote(rankings.error, "No rankings"));
+      ui.agreement.hidden = true;
+      state.streamShownKey = null;
+      return;
+    }
+    const answer = rankings.answer;
+    const key = JSON.stringify([
+      name, entry.created_at, state.h, answer.selectors.map((top) => [top.name, top.version]),
+    ]);
+    if (key === state.streamShownKey) return;
+    if (answer.selectors.length === 0) {
+      showStreamMessage(
+        `No selector is attached: create one with "stream": "${name}" and its ranking appears here.`,
+      );
+    } else {
+      showStreamMessage("");
+    }
+    renderSideBySide(answer);
+    renderAgreement(answer);
+    state.streamShownKey = key;
+  }
+
+  function renderSideBySide(answer) {
+    const keys = [];
+    for (const top of answer.selectors) {
+      for (const feature of top.features) {
+        const key = featureKey(feature);
+        if (!keys.includes(key)) keys.push(key);
+      }
+    }
+    const colours = new Map(keys.map((key, i) => [key, PALETTE[i % PALETTE.length]]));
+    const columns = answer.selectors.map((top) => {
+      const column = element("div", { class: "ranking", "data-name": top.name });
+      const seen = seenText({ ...top, chunk_kind: top.features_seen !== undefined ? "columns" : "rows" });
+      column.append(
+        element("h3", {}, top.name),
+        element("p", { class: "facts" }, `${top.method} · version ${NUMBER.format(top.version)} · ${seen}`),
+      );
+      const list = element("ol", { class: "features" });
+      for (const feature of top.features) {
+        const item = element("li", { "data-index": feature.index, title: `index ${feature.index}: ${formatScore(feature.score)}` });
+        const swatch = element("span", { class: "swatch" });
+        swatch.style.background = colours.get(featureKey(feature));
+        const label = feature.view ? `${feature.view}/${feature.name}` : feature.name;
+        item.append(element("span", { class: "rank" }, feature.rank), swatch,
+          element("span", { class: "feature" }, truncate(label, LABEL_CHARS)),
+          element("span", { class: "score" }, formatScore(feature.score)));
+        list.append(item);
+      }
+      column.append(list);
+      return column;
+    });
+    for (const unranked of answer.unranked || []) {
+      const column = element("div", { class: "ranking", "data-name": unranked.name });
+      column.append(element("h3", {}, unranked.name), element("p", { class: "note" }, unranked.detail));
+      columns.push(column);
+    }
+    ui.sideBySide.replaceChildren(...columns);
+  }
+
+  function renderAgreement(answer) {
+    const pairs = answer.agreement || [];
+    ui.agreement.hidden = pairs.length === 0;
+    const rows = pairs.map((pair) => {
+      const row = element("tr", { "data-pair": `${pair.a}|${pair.b}` });
+      row.append(
+        element("td", {}, pair.a),
+        element("td", {}, pair.b),
+        element("td", {}, pair.view ?? "–"),
+        element("td", { class: "num jaccard" }, pair.jaccard.toFixed(2)),
+        element("td", { class: "num rbo" }, pair.rbo.toFixed(2)),
+        element("td", { class: "num" }, NUMBER.format(pair.shared)),
+      );
+      return row;
+    });
+    ui.agreement.querySelector("tbody").replaceChildren(...rows);
+  }
+
   // -- start -----------------------------------------------------------------------------------
 
   ui.forgetKey.hidden = !storedKey();
-  const fromHash = decodeURIComponent(window.location.hash.slice(1));
+  if (window.location.hash.startsWith(STREAM_HASH)) {
+    state.stream = decodeURIComponent(window.location.hash.slice(STREAM_HASH.length));
+  }
+  const fromHash = window.location.hash.startsWith(STREAM_HASH)
+    ? ""
+    : decodeURIComponent(window.location.hash.slice(1));
   if (fromHash) state.selected = fromHash;
   clearCharts();
   poll();

@@ -1,9 +1,11 @@
 -- KEYS: head, lease, fence.  ARGV: holder, ttl ms.
--- Replies the fencing token and the incarnation of the selector the lease is on.
+-- Replies the fencing token, the incarnation of the selector the lease is on, and the stream
+-- it reads its entries from with that stream's incarnation ('' for a selector without one).
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {'NOTFOUND'}
 end
 if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {'BUSY'}
 end
-return {'OK', redis.call('INCR', KEYS[3]), redis.call('HGET', KEYS[1], 'incarnation') or ''}
+local head = redis.call('HMGET', KEYS[1], 'incarnation', 'stream', 'stream_incarnation')
+return {'OK', redis.call('INCR', KEYS[3]), head[1] or '', head[2] or '', head[3] or ''}

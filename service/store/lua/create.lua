@@ -1,8 +1,11 @@
 -- KEYS: meta, head, names, staging, state0, blobs, checkpoint0, checkpoints; for an import
 -- also: segments, name->index, index->name, their staged copies (absent when no item has a
 -- name), then pairs of a staged segment and its key.
--- ARGV: meta json, names json or '', incarnation[, version, items seen].
--- A new selector starts at version 0 with nothing seen; an imported one at the archive's head.
+-- ARGV: meta json, names json or '', incarnation[, version, items seen[, cursor, entries,
+-- stream, stream incarnation]].
+-- A new selector starts at version 0 with nothing seen; an imported one at the archive's head;
+-- one attached to a stream at the cursor ATTACH gave it, counting the stream's entries before
+-- it as applied, and its head names the stream it reads.
 -- ``staging`` holds what readers read of the first version, ``checkpoint0`` (written with a
 -- short TTL) its whole state. Everything staged is put into place only if the name is free, and
 -- dropped otherwise.
@@ -43,6 +46,8 @@ for i = 14, #KEYS, 2 do
 end
 local version = ARGV[4] or '0'
 local seen = ARGV[5] or '0'
+local cursor = ARGV[6] or '0-0'
+local entries = ARGV[7] or '0'
 redis.call('SET', KEYS[1], ARGV[1])
 if ARGV[2] ~= '' then
   redis.call('SET', KEYS[3], ARGV[2])
@@ -51,11 +56,14 @@ else
 end
 local now = now_str()
 redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[2], 'version', version, 'cursor', '0-0', 'rows_seen', seen,
-           'appended', seen, 'state_key', KEYS[5], 'updated_at', now, 'last_id', '0-0',
-           'entries', '0', 'applied', '0', 'checkpoint_key', KEYS[7],
-           'checkpoint_version', version, 'checkpoint_cursor', '0-0', 'checkpoint_items', seen,
+redis.call('HSET', KEYS[2], 'version', version, 'cursor', cursor, 'rows_seen', seen,
+           'appended', seen, 'state_key', KEYS[5], 'updated_at', now, 'last_id', cursor,
+           'entries', entries, 'applied', entries, 'checkpoint_key', KEYS[7],
+           'checkpoint_version', version, 'checkpoint_cursor', cursor, 'checkpoint_items', seen,
            'incarnation', ARGV[3])
+if ARGV[8] and ARGV[8] ~= '' then
+  redis.call('HSET', KEYS[2], 'stream', ARGV[8], 'stream_incarnation', ARGV[9])
+end
 redis.call('SADD', KEYS[6], KEYS[5])
 redis.call('SADD', KEYS[8], KEYS[7])
 return {'OK', now}

@@ -14,7 +14,7 @@ from typing import Any
 from service.errors import CheckpointReplaced, CodecError, Conflict, SiftError
 from service.store.codec import join_fields
 from service.store.core import not_found
-from service.store.keys import WRITER_FIELD, parse_stream_id
+from service.store.keys import WRITER_FIELD, StreamKeys, parse_stream_id
 from service.store.records import (
     HEAD_FIELDS,
     Checkpoint,
@@ -125,9 +125,17 @@ class Checkpoints(Registry):
                 if attempt == _SNAPSHOT_ATTEMPTS - 1:
                     raise
         at = Head(point.version, point.cursor, point.items_seen, point.key, head.updated_at, point)
-        names: dict[Any, Any] = await self.redis.hgetall(self.keys(name).feature_name)
-        # Names are registered when items are appended: keep only those the state counts.
-        item_names = {int(i): as_text(n) for i, n in names.items() if int(i) < point.items_seen}
+        # Names are registered when items are appended: keep only those the state counts. A
+        # selector attached to a stream numbers the stream's items from its ``stream_base``.
+        base, source = 0, self.keys(name)
+        if meta.stream is not None:
+            base, source = meta.stream_base, StreamKeys(self.prefix, meta.stream)
+        names: dict[Any, Any] = await self.redis.hgetall(source.feature_name)
+        item_names = {
+            int(i) - base: as_text(n)
+            for i, n in names.items()
+            if 0 <= int(i) - base < point.items_seen
+        }
         return Snapshot(meta=meta, head=at, state=state, item_names=item_names)
 
     # -- segments ----------------------------------------------------------------------------

@@ -117,7 +117,8 @@ class Commits(Log):
         ]
         for field, value in fields.items():
             args += [field, value]
-        if then_take is not None and not self.wait_replicas:
+        # A selector that reads a stream takes from another slot: not in this round trip.
+        if then_take is not None and not self.wait_replicas and lease.stream is None:
             reply, taken = await self._commit_then_take(lease, keys, args, then_take)
         else:
             reply, taken = await self._run_acknowledged("commit", keys, args), None

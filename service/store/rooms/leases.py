@@ -56,7 +56,15 @@ class Leases(StoreCore):
             raise not_found(name)
         if status == "BUSY":
             return None
-        return Lease(name=name, token=int(reply[1]), holder=holder, incarnation=as_text(reply[2]))
+        stream = as_text(reply[3]) if len(reply) > 3 else ""
+        return Lease(
+            name=name,
+            token=int(reply[1]),
+            holder=holder,
+            incarnation=as_text(reply[2]),
+            stream=stream or None,
+            stream_incarnation=as_text(reply[4]) if stream else "",
+        )
 
     @map_redis_errors
     async def break_dead_lease(self, name: str) -> bool:

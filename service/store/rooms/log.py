@@ -9,9 +9,11 @@ applied yet, what an applier takes from the log and reads back (``take``, ``pend
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from redis import exceptions as rexc
@@ -23,8 +25,10 @@ from service.store.group_commit import GroupCommit, QueuedAppend
 from service.store.keys import (
     INITIAL_CURSOR,
     SelectorKeys,
+    StreamKeys,
     compare_stream_ids,
     idem_id,
+    log_id_belongs,
     parse_stream_id,
 )
 from service.store.records import (
@@ -49,6 +53,32 @@ log = logging.getLogger("sift.store")
 PENDING_SWEEP_LIMIT = 10_000
 #: How soon a cluster's pending marks are tried again while the set's master does not answer.
 MARK_RETRY_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class LogSource:
+    """Where a selector's entries are: its own log, or (attached) its stream's, of which only
+    the entries of the stream incarnation it attached to are its."""
+
+    keys: SelectorKeys
+    #: The stream's incarnation (None: the selector's own log).
+    stream_incarnation: str | None = None
+
+    def holds(self, log_id: str) -> bool:
+        """Whether entry ``log_id`` of this log is one of the selector's."""
+        return self.stream_incarnation is None or log_id_belongs(self.stream_incarnation, log_id)
+
+    def entry(self, log_id: Any, fields: Any) -> LogEntry:
+        """A log entry as the selector applies it: a stream's entry without its idempotency
+        record (the stream's, in another slot: the selector's commit never touches it)."""
+        entry = log_entry_from_reply(self.keys, log_id, fields)
+        if self.stream_incarnation is not None:
+            return dataclasses.replace(entry, idem_record=None)
+        return entry
+
+
+#: What ``_head_and_source`` reads of a selector's head.
+_SOURCE_FIELDS = ["cursor", "last_id", "stream", "stream_incarnation", "entries", "applied"]
 
 
 def _record_keys(k: SelectorKeys, key: str) -> list[str]:
@@ -121,6 +151,13 @@ class Log(Registry):
         if status == "INCARNATION":
             self.forget_meta(name)
             raise StaleMeta(f"selector '{name}' was deleted and created again; describe it again")
+        if status == "ATTACHED":
+            self.forget_meta(name)
+            stream = as_text(reply[1])
+            raise Conflict(
+                f"selector '{name}' is attached to stream '{stream}' and applies its chunks: "
+                f"expected them at POST /v1/streams/{stream}/chunks"
+            )
         if status == "MISMATCH":
             raise IdempotencyMismatch(
                 f"Idempotency-Key '{idempotency_key}' was first used with a different body"
@@ -204,37 +241,79 @@ class Log(Registry):
             self._marking.cancel()
             await asyncio.gather(self._marking, return_exceptions=True)
 
+    async def _behind(self, names: Sequence[str]) -> list[bool | None]:
+        """For each selector: whether its log (its own, or its stream's) holds entries after
+        its cursor (False for one that is gone); None where its master (or its stream's) did
+        not answer. Two pipelined reads per master at most: the heads, then the heads of the
+        streams the attached ones read."""
+        heads = await self.read_each(
+            [self.keys(n).head for n in names],
+            lambda pipe, key: pipe.hmget(key, _SOURCE_FIELDS),
+        )
+        streams = sorted(
+            {
+                as_text(reply[2])
+                for reply in heads
+                if reply is not UNREACHABLE and reply[2] is not None
+            }
+        )
+        stream_heads = dict(
+            zip(
+                streams,
+                await self.read_each(
+                    [StreamKeys(self.prefix, s).head for s in streams],
+                    lambda pipe, key: pipe.hmget(key, ["last_id", "incarnation"]),
+                ),
+                strict=True,
+            )
+        )
+        out: list[bool | None] = []
+        for name, reply in zip(names, heads, strict=True):
+            if reply is UNREACHABLE:
+                out.append(None)
+                continue
+            cursor, last, stream, stream_incarnation = reply[:4]
+            if cursor is None:  # gone
+                out.append(False)
+                continue
+            if stream is not None:
+                of_stream = stream_heads[as_text(stream)]
+                if of_stream is UNREACHABLE:
+                    out.append(None)
+                    continue
+                stream_last, incarnation = of_stream
+                # A stream deleted (or another incarnation of it) feeds nothing.
+                same = incarnation is not None and incarnation == stream_incarnation
+                last = stream_last if same else None
+            elif last is None:  # earlier layout: the newest entry says
+                last_id = await self.last_log_id(name)
+                last = None if last_id is None else last_id.encode()
+            out.append(last is not None and compare_stream_ids(as_text(last), as_text(cursor)) > 0)
+        return out
+
     @map_redis_errors
     async def names_marked_pending(self, limit: int = PENDING_SWEEP_LIMIT) -> list[str]:
         """Selectors marked in the pending set whose logs hold entries after their cursor
-        (the ``limit`` oldest marks, each checked on its head, pipelined). Marks of selectors
-        with nothing pending (or gone) are removed, unless an append marked them again since
-        they were read. Costs one read when nothing is pending, however many selectors exist."""
+        (the ``limit`` oldest marks, each checked on its head, pipelined; an attached
+        selector's on its stream's head). Marks of selectors with nothing pending (or gone)
+        are removed, unless an append marked them again since they were read. Costs one read
+        when nothing is pending, however many selectors exist."""
         marked = cast(
             list[tuple[bytes, float]],
             await self.redis.zrange(self._pending, 0, limit - 1, withscores=True),
         )
         if not marked:
             return []
-        names = [as_text(member) for member, _score in marked]
-        heads = await self.read_each(
-            [self.keys(n).head for n in names],
-            lambda pipe, key: pipe.hmget(key, ["cursor", "last_id"]),
-        )
+        names = self.keyed([as_text(member) for member, _score in marked])
+        scores = {as_text(member): score for member, score in marked}
+        behind = await self._behind(names)
         pending: list[str] = []
         done: list[Any] = []
-        for name, (_member, score), reply in zip(names, marked, heads, strict=True):
-            if reply is UNREACHABLE:  # its master is down: looked at again next time
-                continue
-            cursor, last = reply
-            if (
-                cursor is not None
-                and last is not None
-                and compare_stream_ids(as_text(last), as_text(cursor)) > 0
-            ):
+        for name, is_behind in zip(names, behind, strict=True):
+            if is_behind:
                 pending.append(name)
-            else:
-                done += [name, f"{score:.0f}"]
+            elif is_behind is False:  # None: its master is down, looked at again next time
+                done += [name, f"{scores[name]:.0f}"]
         if done:
             await self._run("unmark_pending", [self._pending], done)
         return pending
@@ -246,29 +325,40 @@ class Log(Registry):
         out: list[str] = []
         for start in range(0, len(names), PIPELINE_BATCH):
             batch = self.keyed(names[start : start + PIPELINE_BATCH])
-            heads = [self.keys(n).head for n in batch]
-            replies = await self.read_each(
-                heads, lambda pipe, key: pipe.hmget(key, ["cursor", "last_id"])
-            )
-            for n, reply in zip(batch, replies, strict=True):
-                if reply is UNREACHABLE:  # its master is down: swept once it is back
-                    continue
-                cursor, last = reply
-                if cursor is None:
-                    continue
-                if last is None:  # earlier layout: the newest entry says
-                    last = await self.last_log_id(n)
-                    if last is None:
-                        continue
-                if compare_stream_ids(as_text(last), as_text(cursor)) > 0:
-                    out.append(n)
+            for name, is_behind in zip(batch, await self._behind(batch), strict=True):
+                if is_behind:
+                    out.append(name)
         return out
+
+    async def _head_and_source(self, name: str) -> tuple[list[Any], LogSource]:
+        """The head's ``_SOURCE_FIELDS`` and where the selector's entries are; NotFound if
+        it does not exist."""
+        k = self.keys(name)
+        reply = await self.redis.hmget(k.head, _SOURCE_FIELDS)
+        if reply[0] is None:
+            raise not_found(name)
+        return reply, self._source(k, reply[2], reply[3])
+
+    def _source(self, k: SelectorKeys, stream: Any, stream_incarnation: Any) -> LogSource:
+        if stream is None:
+            return LogSource(k)
+        return LogSource(
+            StreamKeys(self.prefix, as_text(stream)),
+            "" if stream_incarnation is None else as_text(stream_incarnation),
+        )
 
     @map_redis_errors
     async def pending_count(self, name: str) -> int:
-        """Log entries appended and not yet applied (or rejected)."""
+        """Log entries appended and not yet applied (or rejected); an attached selector's:
+        its stream's entries after those it had applied."""
         k = self.keys(name)
-        entries, applied = await self.redis.hmget(k.head, ["entries", "applied"])
+        head, source = await self._head_and_source(name)
+        entries, applied = head[4], head[5]
+        if source.stream_incarnation is not None:
+            stream = await self.redis.hmget(source.keys.head, ["entries", "incarnation"])
+            if stream[1] is None or as_text(stream[1]) != source.stream_incarnation:
+                return 0
+            entries = stream[0]
         if entries is None:  # a head of the earlier layout: its log held only pending entries
             return int(await self.redis.xlen(k.log))
         return max(int(entries) - int(applied or 0), 0)
@@ -310,14 +400,26 @@ class Log(Registry):
         """Whether ``log_id`` is an entry still in the log (appended, and not yet covered by a
         checkpoint: pending, or applied since the last one)."""
         parse_stream_id(log_id)
-        return bool(await self.redis.xrange(self.keys(name).log, log_id, log_id, count=1))
+        _head, source = await self._head_and_source(name)
+        if not source.holds(log_id):
+            return False
+        return bool(await self.redis.xrange(source.keys.log, log_id, log_id, count=1))
 
     @map_redis_errors
     async def last_log_id(self, name: str) -> str | None:
-        """The id of the newest log entry ever appended (None when nothing was appended)."""
+        """The id of the newest log entry ever appended (None when nothing was appended); an
+        attached selector's: its stream's newest, if it is after the selector's cursor."""
         k = self.keys(name)
-        last = await self.redis.hget(k.head, "last_id")
-        if last is None:  # a head of the earlier layout: its log held only pending entries
+        head, source = await self._head_and_source(name)
+        last = head[1]
+        if source.stream_incarnation is not None:
+            stream = await self.redis.hmget(source.keys.head, ["last_id", "incarnation"])
+            if stream[1] is None or as_text(stream[1]) != source.stream_incarnation:
+                return None
+            last = stream[0]
+            if last is None or compare_stream_ids(as_text(last), as_text(head[0])) <= 0:
+                return None
+        elif last is None:  # a head of the earlier layout: its log held only pending entries
             newest = await self.redis.xrevrange(k.log, count=1)
             last = newest[0][0] if newest else None
         return None if last is None or as_text(last) == INITIAL_CURSOR else as_text(last)
@@ -326,18 +428,20 @@ class Log(Registry):
 
     @map_redis_errors
     async def pending(self, name: str, after: str, count: int) -> list[LogEntry]:
-        """Up to ``count`` log entries with id > ``after``, oldest first."""
+        """Up to ``count`` log entries with id > ``after``, oldest first (an attached
+        selector's, from its stream's log)."""
         parse_stream_id(after)
         if count < 1:
             raise ValueError(f"count must be >= 1, got {count}")
-        k = self.keys(name)
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.exists(k.head)
-        pipe.xrange(k.log, min=f"({after}", max="+", count=count)
-        exists, entries = await pipe.execute()
-        if not exists:
-            raise not_found(name)
-        return [log_entry_from_reply(k, log_id, fields) for log_id, fields in entries]
+        _head, source = await self._head_and_source(name)
+        entries: list[Any] = (
+            await self.redis.xrange(source.keys.log, min=f"({after}", max="+", count=count) or []
+        )
+        return [
+            source.entry(log_id, fields)
+            for log_id, fields in entries
+            if source.holds(as_text(log_id))
+        ]
 
     @map_redis_errors
     async def take(
@@ -355,12 +459,53 @@ class Log(Registry):
         takes back the last attempts of those lease holders first (``forgive_attempts``).
         Entries whose ids are in ``held`` (their chunks were handed to the caller) come without
         their payloads. StaleApplier if ``lease`` is no longer held (expired, taken over, the
-        selector deleted).
+        selector deleted, or detached from the stream the lease says it reads).
+
+        A selector attached to a stream reads the stream's log (``STREAM_READ``, the stream's
+        slot), then counts its attempt under its lease (``TAKE_ATTEMPT``, its own slot).
         """
         request = TakeRequest(after, count, tuple(forgive), tuple(held))
-        keys, args = self._take_call(lease, request)
-        taken = self._taken(lease, await self._run("take", keys, args))
+        if lease.stream is not None:
+            taken = await self._take_from_stream(lease, request)
+        else:
+            keys, args = self._take_call(lease, request)
+            taken = self._taken(lease, await self._run("take", keys, args))
         return taken.attempt, taken.entries
+
+    async def _take_from_stream(self, lease: Lease, request: TakeRequest) -> Taken:
+        assert lease.stream is not None
+        parse_stream_id(request.after)
+        if request.count < 1:
+            raise ValueError(f"count must be >= 1, got {request.count}")
+        source = LogSource(StreamKeys(self.prefix, lease.stream), lease.stream_incarnation)
+        read = await self._run(
+            "stream_read",
+            [source.keys.head, source.keys.log],
+            [lease.stream_incarnation, request.after, int(request.count), *request.held],
+        )
+        # A stream deleted, or created anew, feeds nothing: the selector has nothing to apply.
+        raw = read[1] if as_text(read[0]) == "OK" else []
+        entries = [source.entry(log_id, pairs_from_reply(fields)) for log_id, fields in raw]
+        k = self.keys(lease.name)
+        first = [entries[0].log_id] if entries else []
+        reply = await self._run(
+            "take_attempt",
+            [k.head, k.attempts, k.lease],
+            [lease.stream, lease.holder, len(request.forgive), *request.forgive, *first],
+        )
+        status = as_text(reply[0])
+        if status == "NOTFOUND":
+            raise not_found(lease.name)
+        if status == "DETACHED":
+            raise StaleApplier(
+                f"selector '{lease.name}' no longer reads stream '{lease.stream}' (detached)"
+            )
+        if status == "LEASE":
+            raise StaleApplier(
+                f"applier with token {lease.token} of selector '{lease.name}' lost its lease "
+                "before reading its next entries"
+            )
+        return Taken(int(reply[1]), entries)
 
     def _take_call(self, lease: Lease, request: TakeRequest) -> tuple[list[str], list[Any]]:
         parse_stream_id(request.after)
@@ -393,29 +538,40 @@ class Log(Registry):
             await self._run("forgive_attempts", [self.keys(name).attempts], list(holders))
 
     @map_redis_errors
-    async def wait_for_entry(self, name: str, after: str, timeout_s: float) -> bool:
+    async def wait_for_entry(
+        self, name: str, after: str, timeout_s: float, stream: str | None = None
+    ) -> bool:
         """Block (up to ``timeout_s``) until the log holds an entry after ``after``; whether it
-        does. One blocking read on its own connection: an applier lingers on it for free."""
+        does. One blocking read on its own connection: an applier lingers on it for free.
+        ``stream``: the stream an attached selector reads (its lease says which)."""
         parse_stream_id(after)
+        log_key = self.keys(name).log if stream is None else StreamKeys(self.prefix, stream).log
         found = await self.redis.xread(
-            {self.keys(name).log: after}, count=1, block=max(int(timeout_s * 1000), 1)
+            {log_key: after}, count=1, block=max(int(timeout_s * 1000), 1)
         )
         return bool(found)
 
     @map_redis_errors
     async def log_between(self, name: str, after: str, through: str) -> list[LogEntry]:
         """The log entries with ``after`` < id <= ``through``, oldest first (what replay
-        re-applies); read in bounded batches."""
+        re-applies; an attached selector's from its stream's log); read in bounded batches."""
         parse_stream_id(after)
         parse_stream_id(through)
-        k = self.keys(name)
+        _head, source = await self._head_and_source(name)
         out: list[LogEntry] = []
         start = f"({after}"
         while True:
             batch: list[Any] = (
-                await self.redis.xrange(k.log, min=start, max=through, count=PIPELINE_BATCH) or []
+                await self.redis.xrange(
+                    source.keys.log, min=start, max=through, count=PIPELINE_BATCH
+                )
+                or []
             )
-            out.extend(log_entry_from_reply(k, log_id, fields) for log_id, fields in batch)
+            out.extend(
+                source.entry(log_id, fields)
+                for log_id, fields in batch
+                if source.holds(as_text(log_id))
+            )
             if len(batch) < PIPELINE_BATCH:
                 return out
             start = f"({as_text(batch[-1][0])}"

@@ -23,6 +23,7 @@ from service.store.core import PIPELINE_BATCH, StoreCore, check_state, not_found
 from service.store.keys import INITIAL_CURSOR, WRITER_FIELD, SelectorKeys, is_partition
 from service.store.records import (
     HEAD_FIELDS,
+    Attached,
     Checkpoint,
     Head,
     SelectorMeta,
@@ -69,6 +70,7 @@ class Registry(StoreCore):
         items_seen: int = 0,
         segments: Mapping[str, bytes] | None = None,
         item_names: Mapping[int, str] | None = None,
+        attached: Attached | None = None,
     ) -> Head:
         """Create a selector; Conflict if the name is taken.
 
@@ -77,8 +79,10 @@ class Registry(StoreCore):
         seen nothing. An imported one starts at ``version`` having seen ``items_seen`` items,
         with its immutable ``segments`` (by id) and the names its items were given on arrival
         (``item_names``, index -> name); its log starts empty, so its next chunk becomes
-        ``version + 1`` and its next item is numbered ``items_seen``. All of it appears at
-        once, or (name taken) none of it.
+        ``version + 1`` and its next item is numbered ``items_seen``. A selector attached to
+        ``meta.stream`` starts where ``attached`` (``Streams.attach``) says: its cursor is
+        there in the stream's log, the stream's entries before it count as applied. All of it
+        appears at once, or (name taken) none of it.
         """
         if version < 0 or items_seen < 0:
             raise ValueError(f"version and items_seen must be >= 0; got {version}, {items_seen}")
@@ -104,6 +108,12 @@ class Registry(StoreCore):
         if version or items_seen or segments or item_names:
             keys += await self._stage_import(k, nonce, segments or {}, item_names or {})
             args += [int(version), int(items_seen)]
+        cursor = INITIAL_CURSOR
+        if attached is not None and meta.stream is not None:
+            if len(args) == 3:
+                args += [int(version), int(items_seen)]
+            cursor = attached.cursor
+            args += [cursor, attached.entries, meta.stream, meta.stream_incarnation]
         # Registered before and after the script, so that a delete racing with this create
         # can never leave the new selector out of the registry (see ``delete``).
         await self.redis.sadd(self._registry, meta.name)
@@ -116,11 +126,11 @@ class Registry(StoreCore):
         await self.redis.sadd(self._registry, meta.name)
         return Head(
             version=int(version),
-            cursor=INITIAL_CURSOR,
+            cursor=cursor,
             items_seen=int(items_seen),
             state_key=keys[4],
             updated_at=float(reply[1]),
-            checkpoint=Checkpoint(checkpoint_key, int(version), INITIAL_CURSOR, int(items_seen)),
+            checkpoint=Checkpoint(checkpoint_key, int(version), cursor, int(items_seen)),
             incarnation=meta.incarnation,
         )
 

@@ -1,0 +1,23 @@
+-- KEYS: a stream's meta, head, names, log, idems, name->index, index->name, attachments.
+-- ARGV: 'close' or 'delete'.
+-- 'close' (a forced delete begins): no more appends nor attachments; answers the attachments.
+-- 'delete': removes every key of the stream, only when no selector is attached ('ATTACHED'
+-- and their names otherwise). Returns {'OK', 1} if the stream existed.
+if ARGV[1] == 'close' then
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    return {'NOTFOUND'}
+  end
+  redis.call('HSET', KEYS[2], 'closing', '1')
+  return {'OK', redis.call('HKEYS', KEYS[8])}
+end
+local attached = redis.call('HKEYS', KEYS[8])
+if #attached > 0 then
+  return {'ATTACHED', attached}
+end
+local existed = redis.call('EXISTS', KEYS[1]) + redis.call('EXISTS', KEYS[2])
+local records = string.sub(KEYS[2], 1, -5) .. 'idem:'
+for _, member in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
+  redis.call('UNLINK', records .. member)
+end
+redis.call('UNLINK', unpack(KEYS))
+return {'OK', existed}
