@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from siftstream import AsyncClient, Client, ConflictError
+from siftstream.results import StreamReceipt
 from tests.support.client import sift
 from tests.support.harness import ServiceProcess
 
@@ -43,6 +44,7 @@ def test_a_dataframe_pushed_once_reaches_every_selector(sift: Client, selector_n
     summary = sift.push_stream(stream, data, y="label", chunk_rows=50, key_prefix="once")
     assert summary.items == 120 and len(summary.receipts) == 3
     last = summary.receipts[-1]
+    assert isinstance(last, StreamReceipt)
     assert {o.name: (o.status, o.seen) for o in last.selectors} == {
         f"{stream}-{m}": ("applied", 120) for m in ("fsds", "variance", "ocfs")
     }
@@ -77,12 +79,15 @@ def test_a_stream_of_feature_columns(sift: Client, selector_name: str) -> None:
     sift.create(f"{stream}-ofs", "ofs", stream=stream, params={"c": 1})
     columns = pd.DataFrame(np.random.default_rng(1).normal(size=(6, 5)), columns=list("pqrst"))
     summary = sift.push_stream(stream, columns, chunk_rows=2)
-    assert summary.items == 5 and [r.first_index for r in summary.receipts] == [0, 2, 4]
+    receipts = [r for r in summary.receipts if isinstance(r, StreamReceipt)]
+    assert summary.items == 5 and [r.first_index for r in receipts] == [0, 2, 4]
     assert sift.features(f"{stream}-ofs").features[4].name == "t"
     # A stream nobody is attached to takes chunks: nobody applies them.
     sift.create_stream(f"{stream}-alone", n_features=2)
     alone = sift.push_stream(f"{stream}-alone", np.ones((3, 2)))
-    assert alone.receipts[0].selectors == [] and alone.last.applied
+    first = alone.receipts[0]
+    assert isinstance(first, StreamReceipt)
+    assert first.selectors == [] and alone.last.applied
 
 
 def test_the_async_client_pushes_to_a_stream(service: ServiceProcess, selector_name: str) -> None:
