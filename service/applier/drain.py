@@ -33,6 +33,7 @@ from service.updates import (
     StateUnreadable,
     Update,
     UpdateFailed,
+    assess_resamples,
     compute_update,
     decode_checkpoint,
     publish,
@@ -379,8 +380,10 @@ class DrainLoop(Checkpoints):
 
             def unchanged() -> Update:
                 ranking = rank(meta, hot.state, top)
+                resampled, stability = assess_resamples(meta, hot.state, top)
+                published = publish(meta, hot.state, ranking, resampled)
                 return Update(
-                    hot.state, publish(meta, hot.state, ranking), {}, hot.state_bytes, ranking
+                    hot.state, published, {}, hot.state_bytes, ranking, resampled, stability
                 )
 
             update = await asyncio.to_thread(unchanged)
@@ -435,7 +438,13 @@ class DrainLoop(Checkpoints):
         items_seen = hot.head.items_seen + items
         history = None
         if update.ranking is not None:
-            history = HistoryEntry(hot.head.version + 1, items_seen, 0.0, update.ranking)
+            history = HistoryEntry(
+                hot.head.version + 1,
+                items_seen,
+                0.0,
+                update.ranking,
+                None if update.stability is None else update.stability.as_dict(),
+            )
         try:
             committed_head = await self.store.commit(
                 lease,

@@ -14,6 +14,7 @@ import numpy as np
 
 from service.algorithms import get_method, require_capability
 from service.algorithms.base import AnyMethod, Mergeable
+from service.algorithms.resampling import split_field
 from service.config import Settings
 from service.errors import (
     InvalidInput,
@@ -245,11 +246,12 @@ class Lifecycle:
         meta, method, kind = await self.reader.described(name)
         head, state = await self.reader.state(name, method.describe_fields)
         shown = method.describe(state)
-        # Scalars the method shows in its own form (a class list) are not repeated raw.
+        # Scalars the method shows in its own form (a class list) are not repeated raw, nor
+        # the resamples' copies of the method's own (``GET .../top`` says what they show).
         scalars = {
             key: value
             for key, value in state.items()
-            if not isinstance(value, np.ndarray) and key not in shown
+            if not isinstance(value, np.ndarray) and key not in shown and split_field(key) is None
         }
         # Entries appended and not yet committed past (counted on the head, in one read).
         scalars["pending_entries"] = sum(

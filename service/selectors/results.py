@@ -140,7 +140,8 @@ class MethodOut(Result):
     )
     capabilities: list[str] = Field(
         description="What it offers besides top and weights: decisions, cluster, pivoted "
-        "(strategy=diverse, or its own ranking), merge, partitions, projection."
+        "(strategy=diverse, or its own ranking), merge, partitions, projection, stability "
+        "(its top answers say how settled the ranking is)."
     )
     coalesces: bool = Field(description="Whether pending chunks may be applied as one update.")
     chunking_invariant: bool = Field(
@@ -336,6 +337,33 @@ class RankedFeature(Result):
     index: int
     name: str
     score: float = Field(description="The method's score, or the pivot |R_jj| for pivoted-qr.")
+    band: list[int] | None = Field(
+        default=None,
+        min_length=2,
+        max_length=2,
+        description="The lowest and highest rank (1 is the best) the feature takes in this "
+        "ranking and in the resampled ones (top answers with a stability).",
+    )
+
+
+class StabilityOut(Result):
+    """How settled the top h is: the selection-stability index of Nogueira, Sechidis & Brown
+    (JMLR 2018) over the top h of the resampled rankings."""
+
+    index: float = Field(
+        description="1 when every resample selects the same h features; about 0 for "
+        "selections at random; below 0 when they disagree more than chance."
+    )
+    interval: list[float] = Field(
+        min_length=2,
+        max_length=2,
+        description="The 95% interval of the index (wide with few resamples: with 2, two "
+        "identical selections of 10 give about [0.72, 1]).",
+    )
+    level: float = Field(description="The interval's confidence level (0.95).")
+    resamples: int = Field(description="The resampled rankings compared (the params' resamples).")
+    h: int
+    estimated_by: str = Field(description="How the method keeps its resamples.")
 
 
 class PassAccount(Result):
@@ -380,11 +408,19 @@ class TopOut(Result):
     versions: list[int] | None = Field(
         default=None, description="Partitioned selectors: each partition's version (summed)."
     )
+    stability: StabilityOut | None = Field(
+        default=None,
+        description="How settled the top h is (row methods, ranked by score); null for "
+        "feature-column methods and pivoted selections, for selectors created before "
+        "resamples existed or with resamples 0, and until every resample has seen a row.",
+    )
     _rendered: bytes | None = PrivateAttr(default=None)
 
     def render(self) -> bytes:
         if self._rendered is None:
-            self._rendered = super().render()
+            body = self.model_dump(exclude_none=True, by_alias=True)
+            body.setdefault("stability", None)  # always said, null when there is none
+            self._rendered = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
         return self._rendered
 
 

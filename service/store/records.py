@@ -326,12 +326,17 @@ class HistoryEntry:
     items_seen: int
     updated_at: float
     rankings: list[RankedList]
+    #: The stability of the version's top 10 (``index``, ``interval``, ``resamples``, ``h``:
+    #: ``service.algorithms.stability.Stability.as_dict``), for methods that estimate it.
+    stability: dict[str, Any] | None = None
 
     def to_json(self, with_time: bool = True) -> str:
         """The stored JSON; without ``updated_at`` when the commit script adds its own clock."""
         entry: dict[str, object] = {"version": self.version, "items_seen": self.items_seen}
         if with_time:
             entry["updated_at"] = self.updated_at
+        if self.stability is not None:
+            entry["stability"] = self.stability
         entry["top"] = [[r.view, r.indices, r.scores] for r in self.rankings]
         if not all(math.isfinite(x) for r in self.rankings for x in r.scores):
             raise ValueError("a history entry holds a score that is not finite")
@@ -353,9 +358,25 @@ class HistoryEntry:
                     )
                     for view, indices, scores in data["top"]
                 ],
+                stability=_stability_record(data.get("stability")),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CodecError(f"stored history entry does not parse: {exc}") from exc
+
+
+def _stability_record(raw: object) -> dict[str, Any] | None:
+    """A history entry's stability as stored (checked for its shape), or None."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise TypeError("a history entry's stability is an object")
+    low, high = raw["interval"]
+    return {
+        "index": float(raw["index"]),
+        "interval": [float(low), float(high)],
+        "resamples": int(raw["resamples"]),
+        "h": int(raw["h"]),
+    }
 
 
 # -- reading Redis's replies ------------------------------------------------------------------
