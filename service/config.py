@@ -137,6 +137,19 @@ class Settings(BaseSettings):
     #: ... of the newest this many versions per selector (older ones are trimmed).
     history_versions: int = Field(default=200, ge=1, le=100_000)
 
+    #: A version whose top 10 has at least this stability index (Nogueira et al.; see
+    #: ``service.algorithms.stability``) is stable: the first stable version of a selector
+    #: becomes the baseline its drift is measured against, unless one is pinned.
+    baseline_stability: float = Field(default=0.75, ge=-1, le=1)
+    #: Hosts alert webhooks may be sent to, comma-separated (``*.example.com``: the domain and
+    #: its subdomains); empty: any host (``service.monitoring.webhooks`` says why).
+    alert_hosts: str = ""
+    #: Attempts at delivering one alert event, the pause before the second (doubling after
+    #: each), and how long one attempt may take.
+    alert_attempts: int = Field(default=6, ge=1, le=20)
+    alert_backoff_seconds: float = Field(default=1.0, ge=0)
+    alert_timeout_seconds: float = Field(default=5.0, gt=0)
+
     #: The bootstrap admin key. Set: every /v1 request except the probes needs
     #: ``Authorization: Bearer <token or API key>``; API keys are created with it. Unset: no
     #: authentication (refused on non-loopback addresses unless explicitly allowed).

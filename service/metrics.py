@@ -195,6 +195,18 @@ class Metrics:
             "Restarts of the embedded redis-server after it exited.",
             registry=self.registry,
         )
+        self.alert_events = Counter(
+            "sift_alert_events",
+            "Alert crossings this process claimed (each raises one event).",
+            registry=self.registry,
+        )
+        self.alert_deliveries = Counter(
+            "sift_alert_deliveries",
+            "Attempts at delivering alert events, by the event's status after the attempt "
+            "(delivered, pending: to be retried, failed: given up).",
+            ["status"],
+            registry=self.registry,
+        )
         self.selector_gauges = SelectorGauges()
         self.registry.register(self.selector_gauges)
 

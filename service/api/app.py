@@ -24,6 +24,7 @@ from service.api.routes import (
     health,
     keys,
     methods,
+    monitoring,
     rankings,
     selectors,
     ui,
@@ -181,6 +182,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 supervising.cancel()
                 await asyncio.wait([supervising], timeout=SHUTDOWN_STEP_SECONDS)
             await applier.close(SHUTDOWN_STEP_SECONDS)
+            await app.state.selectors.monitor.close(SHUTDOWN_STEP_SECONDS)
             stop_expiring.set()
             if expiry is not None:
                 await asyncio.wait([expiry], timeout=SHUTDOWN_STEP_SECONDS)
@@ -221,6 +223,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         chunks.router,
         features.router,
         rankings.router,
+        monitoring.router,
         capabilities.router,
         keys.router,
         ui.router,

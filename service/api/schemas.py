@@ -100,3 +100,45 @@ class KeyOut(KeyInfo):
 
 class KeyList(BaseModel):
     keys: list[KeyInfo]
+
+
+class AlertIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [
+                {
+                    "url": "https://hooks.example.com/sift",
+                    "h": 10,
+                    "threshold": 0.3,
+                    "min_stability": 0.6,
+                    "label": "news: the top 10 moved",
+                }
+            ]
+        },
+    )
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://",
+        description="Where events are POSTed: http or https, without credentials (hosts may be "
+        "limited by SIFT_ALERT_HOSTS).",
+    )
+    h: WholeNumber = Field(
+        default=10, ge=1, description="The top h compared, at most SIFT_HISTORY_TOP (100)."
+    )
+    threshold: float = Field(
+        gt=0,
+        le=1,
+        description="Drift since the baseline (1 - rank-biased overlap of the top h) at or over "
+        "which a version crosses.",
+    )
+    min_stability: float | None = Field(
+        default=None,
+        ge=-1,
+        le=1,
+        description="Cross only while the version's top h is at least this stable (its "
+        "stability index): a ranking that moved and settled, not one that is merely noisy.",
+    )
+    label: str = Field(default="", max_length=256, description="Free text, sent with events.")

@@ -473,4 +473,9 @@ class DrainLoop(Checkpoints):
             after=hot.head.cursor,
             rejections={r.log_id: r.reason for r in rejections or ()},
         )
+        for observe in self.observers:
+            try:
+                observe(hot.meta, committed_head, update)
+            except Exception:  # an observer never fails a commit
+                log.exception("selector %s: a commit observer failed", name)
         return committed_head

@@ -8,6 +8,8 @@ Each room has one owner and one concern:
 * ``reader``: committed state, decoded off the event loop, cached per version;
 * ``rankings``: the h best features by score (per view for multi-view selectors);
 * ``history``: the top features of recent versions (what drift looks like);
+* ``drift``: how far the top h moved since the previous version and the baseline; the
+  baseline; ``alerts``: webhooks raised when it moves (judged by ``monitor``, after commits);
 * ``archives``: a selector exported as a self-describing archive, and imported from one;
 * one room per capability a method may offer (``service.algorithms.base``): ``decisions``
   (``DecidesOnArrival``), ``pivoted`` (``SelectsColumns``), ``merging`` (``Mergeable``),
@@ -21,9 +23,12 @@ from __future__ import annotations
 from service.applier import Applier
 from service.config import Settings
 from service.metrics import Metrics
+from service.monitoring.monitor import Monitor
+from service.selectors.alerts import Alerts
 from service.selectors.archive import Archives
 from service.selectors.clustering import Clustering
 from service.selectors.decisions import Decisions
+from service.selectors.drift import Drift
 from service.selectors.history import History
 from service.selectors.ingest import Ingest, Receipt
 from service.selectors.lifecycle import Lifecycle
@@ -57,3 +62,8 @@ class Selectors:
         self.clustering = Clustering(self.reader)
         self.history = History(self.reader, applier, settings)
         self.archives = Archives(self.reader, applier, self.history, settings)
+        # Judges every commit of this process for baselines and alerts, off the commit's path.
+        self.monitor = Monitor(store, settings, metrics)
+        applier.observers.append(self.monitor.committed)
+        self.drift = Drift(self.reader, self.monitor, settings)
+        self.alerts = Alerts(self.drift, self.monitor, settings)

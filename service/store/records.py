@@ -364,6 +364,110 @@ class HistoryEntry:
             raise CodecError(f"stored history entry does not parse: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """The version a selector's drift is measured against: its history entry, chosen
+    automatically (the first version whose ranking is stable) or pinned, and when."""
+
+    entry: HistoryEntry
+    #: ``auto`` or ``pinned``.
+    how: str
+    pinned_at: float
+    #: The incarnation whose version it is (``SelectorMeta.incarnation``).
+    incarnation: str
+
+    def to_json(self) -> str:
+        return orjson.dumps(
+            {
+                "how": self.how,
+                "pinned_at": self.pinned_at,
+                "incarnation": self.incarnation,
+                "entry": orjson.loads(self.entry.to_json()),
+            }
+        ).decode()
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Baseline:
+        try:
+            data = json.loads(raw)
+            return cls(
+                entry=HistoryEntry.from_json(json.dumps(data["entry"])),
+                how=str(data["how"]),
+                pinned_at=float(data["pinned_at"]),
+                incarnation=str(data["incarnation"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CodecError(f"stored baseline does not parse: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Alert:
+    """A webhook raised when a version's drift since the baseline crosses ``threshold``."""
+
+    id: str
+    url: str
+    #: The top h compared.
+    h: int
+    #: Drift (1 - rank-biased overlap with the baseline's top h) at or over which it fires.
+    threshold: float
+    #: Fires only while the version's top h is at least this stable (None: whatever it is).
+    min_stability: float | None
+    label: str
+    created_at: float
+    #: The HMAC-SHA256 key every delivery is signed with (shown once, at creation).
+    secret: str
+
+    def public(self) -> dict[str, Any]:
+        """What listings show: everything but the secret."""
+        return {
+            "id": self.id,
+            "url": self.url,
+            "h": self.h,
+            "threshold": self.threshold,
+            "min_stability": self.min_stability,
+            "label": self.label,
+            "created_at": self.created_at,
+        }
+
+    def to_json(self) -> str:
+        return orjson.dumps({**self.public(), "secret": self.secret}).decode()
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Alert:
+        try:
+            data = json.loads(raw)
+            floor = data.get("min_stability")
+            return cls(
+                id=str(data["id"]),
+                url=str(data["url"]),
+                h=int(data["h"]),
+                threshold=float(data["threshold"]),
+                min_stability=None if floor is None else float(floor),
+                label=str(data.get("label", "")),
+                created_at=float(data["created_at"]),
+                secret=str(data["secret"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CodecError(f"stored alert does not parse: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class AlertState:
+    """An alert's judgement of the last version it saw (``claim_crossing.lua``)."""
+
+    version: int
+    firing: bool
+    crossings: int
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> AlertState:
+        try:
+            data = json.loads(raw)
+            return cls(int(data["version"]), bool(data["firing"]), int(data["crossings"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CodecError(f"stored alert state does not parse: {exc}") from exc
+
+
 def _stability_record(raw: object) -> dict[str, Any] | None:
     """A history entry's stability as stored (checked for its shape), or None."""
     if raw is None:

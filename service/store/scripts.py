@@ -34,6 +34,10 @@ NAMES = (
     "read_fields",
     "record_history",
     "unmark_pending",
+    "set_baseline",
+    "create_alert",
+    "claim_crossing",
+    "record_delivery",
 )
 
 _USES = re.compile(r"^-- uses: (.+)$", re.MULTILINE)
