@@ -1,2 +1,2 @@
-"""Watching rankings: how far they moved (``drift``), alerts when they move (``monitor``), and
-the webhooks that carry them (``webhooks``)."""
+"""Watching rankings after every commit: the baseline and the alerts (``monitor``, judged by the
+rules of ``service.algorithms.drift``), and the webhooks that carry the alerts (``webhooks``)."""

@@ -30,13 +30,13 @@ import orjson
 
 from service.algorithms import get_method
 from service.algorithms.base import EstimatesStability, offers
+from service.algorithms.drift import baseline_h, compare, is_over, is_stable
 from service.algorithms.resampling import resample_count
 from service.algorithms.stability import ResampledRanking, Stability
 from service.cache import LRU
 from service.config import Settings
 from service.errors import SiftError
 from service.metrics import Metrics
-from service.monitoring.drift import baseline_h, compare, is_over, is_stable
 from service.monitoring.webhooks import Webhooks, allowed_hosts
 from service.store.keys import is_partition
 from service.store.records import (

@@ -2,16 +2,16 @@
 and the baseline itself (pinned, or forgotten so that the next stable version becomes it).
 
 Read from the ranking history (the newest versions' tops) and the baseline the monitor set
-(``service.monitoring.monitor``); compared by ``service.monitoring.drift``.
+(``service.monitoring.monitor``); compared by ``service.algorithms.drift``.
 """
 
 from __future__ import annotations
 
 import time
 
+from service.algorithms.drift import Comparison, compare
 from service.config import Settings
 from service.errors import Conflict, Inconsistent, NotFound, SelectorMismatch
-from service.monitoring.drift import Comparison, compare
 from service.monitoring.monitor import Monitor, feature_labels
 from service.selectors.reading import StateReader
 from service.selectors.results import (

@@ -126,7 +126,7 @@ class Rankings:
                 self._by_view, meta, method, arrays, h, view
             )
             if assessed is not None:
-                stability = stability_out(method, assessed)
+                stability = stability_out(method, assessed, h)
         else:
             at, order, top_scores, assessment = await self._best(meta, method, h)
             names = await self.reader.item_names(meta, kind, order)
@@ -144,7 +144,7 @@ class Rankings:
                 )
             ]
             if assessment is not None:
-                stability = stability_out(method, assessment.stability)
+                stability = stability_out(method, assessment.stability, len(features))
         counts = seen(kind, at)
         answer = TopOut(
             name=name,
@@ -283,13 +283,15 @@ def resample_scores(
     return method.resample_scores(state, meta.params)
 
 
-def stability_out(method: AnyMethod, stability: Stability) -> StabilityOut:
+def stability_out(method: AnyMethod, stability: Stability, h: int) -> StabilityOut:
+    """The answer's stability; ``h`` as the answer counts it (per view, for multi-view ones:
+    the index itself is of the views' tops together)."""
     estimate = method.stability_estimate if offers(method, EstimatesStability) else ""
     return StabilityOut(
         index=stability.index,
         interval=[stability.low, stability.high],
         level=CONFIDENCE,
         resamples=stability.resamples,
-        h=stability.h,
+        h=h,
         estimated_by=estimate,
     )

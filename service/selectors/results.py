@@ -364,7 +364,10 @@ class StabilityOut(Result):
     )
     level: float = Field(description="The interval's confidence level (0.95).")
     resamples: int = Field(description="The resampled rankings compared (the params' resamples).")
-    h: int
+    h: int = Field(
+        description="The top h assessed (multi-view selectors: per view; the index is of every "
+        "view's top h together)."
+    )
     estimated_by: str = Field(description="How the method keeps its resamples.")
 
 

@@ -10,6 +10,7 @@ import httpx
 import numpy as np
 
 from service.algorithms.agreement import rank_biased_overlap
+from service.algorithms.drift import compare
 from service.store.records import Baseline, HistoryEntry, RankedList
 from tests.support.api import assert_problem, wait_for
 
@@ -177,9 +178,7 @@ async def test_pinning_and_alerts_need_the_admin_scope(app_factory):
 
 
 def test_drift_is_one_minus_the_rank_biased_overlap() -> None:
-    """What the answers call drift (service.monitoring.drift.Comparison)."""
-    from service.monitoring.drift import compare
-
+    """What the answers call drift (service.algorithms.drift.Comparison)."""
     before = [RankedList(None, [1, 2, 3, 4], [4.0, 3.0, 2.0, 1.0])]
     after = [RankedList(None, [2, 1, 3, 9], [4.0, 3.0, 2.0, 1.0])]
     moved = compare(before, after, 4)
