@@ -284,10 +284,12 @@ def assess_resamples(
         if resampled is None:
             return None, None
         scores = np.asarray(state[score_field], dtype=np.float64)
+        corrected = method.stability_corrected
         if meta.views:
-            viewed = assess_views(scores, resampled, meta.views, RECORDED_STABILITY_H)
+            viewed = assess_views(scores, resampled, meta.views, RECORDED_STABILITY_H, corrected)
             return None, None if viewed is None else viewed[0]
-        ranking = resampled_ranking(scores, resampled, max(top, RECORDED_STABILITY_H))
+        depth = max(top, RECORDED_STABILITY_H)
+        ranking = resampled_ranking(scores, resampled, depth, corrected)
         assessed = None if ranking is None else ranking.assess(RECORDED_STABILITY_H)
         return ranking, None if assessed is None else assessed.stability
     except Exception:

@@ -358,6 +358,10 @@ class EstimatesStability(Protocol):
 
     #: How the subsamples are kept for this method, and what they estimate.
     stability_estimate: str
+    #: Whether the subsamples' spread is scaled to that of resamples of every row seen (scores
+    #: smooth in the rows); else the index is that of subsamples of ``1/K`` of the rows
+    #: (``service.algorithms.stability.replicate_scores``).
+    stability_corrected: bool
 
     def resample_scores(self, state: State, params: Mapping[str, Any]) -> np.ndarray | None:
         """The subsamples' scores (``K x d``); None if the state keeps none (a selector created

@@ -363,8 +363,12 @@ class FSDS(ResampledMergeable):
     stability_estimate = (
         "a Frequent-Directions sketch (ell rows) of each of K interleaved subsamples of the "
         "rows, with steps 5-7 on each; with decay, a subsample forgets decay^K per row it sees "
-        "(the whole stream's rate), and in gaussian mode it uses the whole stream's bandwidth"
+        "(the whole stream's rate), and in gaussian mode it uses the whole stream's bandwidth; "
+        "compared as they are: the index is that of n/K rows"
     )
+    #: Not scaled to the whole stream: the scores are not smooth in the rows where singular
+    #: values are close (``stability.replicate_scores``); the index is that of n/K rows.
+    stability_corrected = False
 
     def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
         cfg = FSDSParams.resolve(params, n_features, stored=True)

@@ -95,7 +95,7 @@ class IOC(ResampledMethod):
     solutions: tuple[str, ...] = ("ioc", "exact")
     stability_estimate = (
         "IOC (Table 1) run on each of K interleaved subsamples of the rows, its features "
-        "scored as the whole stream's"
+        "scored as the whole stream's, their spread scaled to resamples of every row seen"
     )
 
     def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:

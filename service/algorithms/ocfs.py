@@ -78,7 +78,7 @@ class OCFS(ResampledMergeable):
     summary_fields: tuple[str, ...] = (COUNTS_FIELD, SUMS_FIELD)
     stability_estimate = (
         "the class counts and sums of each of K interleaved subsamples of the rows, scored by "
-        "Table 2"
+        "Table 2, their spread scaled to resamples of every row seen"
     )
 
     def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:

@@ -195,6 +195,9 @@ class ResampledMethod(MethodBase):
     #: How the subsamples are kept for this method, and what they estimate (``GET .../top``
     #: shows it as ``stability.estimated_by``).
     stability_estimate: ClassVar[str]
+    #: Whether the subsamples' spread is scaled to resamples of every row seen: for methods
+    #: whose scores are smooth functions of means (``stability.replicate_scores``).
+    stability_corrected: ClassVar[bool] = True
 
     # -- what the method declares ----------------------------------------------------------
 

@@ -31,7 +31,9 @@ the uncertainty of having seen ``X`` of ``h`` features disagree. Either interval
 few resamples: at ``M = 2`` and ``h = 10``, two identical selections give ``[0.72, 1]``.
 
 **Bands.** A feature's band is the lowest and highest rank it takes in the current ranking and
-in the resampled ones (1 is the best), so the band always holds its current rank.
+in the resampled ones (1 is the best), so the band always holds its current rank. How the
+resampled rankings are formed from subsamples, and scaled for the index and for the bands:
+``replicate_scores``.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ __all__ = [
     "top_sets",
 ]
 
+#: One selection: the indices of the features it holds.
+Selection = Sequence[int] | np.ndarray
 #: The level of the interval.
 CONFIDENCE = 0.95
 #: z_{1 - (1 - CONFIDENCE) / 2}
@@ -85,7 +89,7 @@ class Stability:
         }
 
 
-def stability_index(selections: Sequence[Sequence[int]], d: int) -> Stability:
+def stability_index(selections: Sequence[Selection], d: int) -> Stability:
     """Φ̂ and its interval (module docstring) of ``selections`` (feature indices, each a set of
     distinct features among ``d``). Needs at least two selections and ``0 < k̄ < d``."""
     m = len(selections)
@@ -106,7 +110,7 @@ def stability_index(selections: Sequence[Sequence[int]], d: int) -> Stability:
         low, high = _two_selection_interval(selections, d)
     else:
         weight = dict(zip(features.tolist(), p_hat.tolist(), strict=True))
-        held = np.array([sum(weight[f] for f in s) for s in selections])
+        held = np.array([sum(weight[f] for f in np.asarray(s).tolist()) for s in selections])
         p_e = 1.0 - 2.0 * share * (1.0 - share)
         p_a = 1.0 - sizes / d - share + 2.0 / d * held
         p_e_i = (1.0 - index) * (share * sizes / d + (1.0 - share) * (1.0 - sizes / d))
@@ -123,11 +127,11 @@ def stability_index(selections: Sequence[Sequence[int]], d: int) -> Stability:
     )
 
 
-def _two_selection_interval(selections: Sequence[Sequence[int]], d: int) -> tuple[float, float]:
+def _two_selection_interval(selections: Sequence[Selection], d: int) -> tuple[float, float]:
     """Wilson's interval of the share of the h features one selection lacks of the other,
     mapped through Φ̂ = 1 - q / (1 - h/d) (module docstring)."""
     h = len(selections[0])
-    lacking = len(set(selections[0]) - set(selections[1]))
+    lacking = len(set(np.asarray(selections[0]).tolist()) - set(np.asarray(selections[1]).tolist()))
     q = lacking / h
     z2 = _Z * _Z
     centre = (q + z2 / (2 * h)) / (1 + z2 / h)
@@ -141,33 +145,59 @@ def _clip(value: float) -> float:
     return float(min(1.0, max(-1.0, value)))
 
 
-def replicate_scores(scores: np.ndarray, resampled: np.ndarray) -> np.ndarray | None:
-    """Rankings of the whole stream as ``K`` resamples would give them, from the scores of the
-    whole stream (``d``) and of ``K`` interleaved subsamples of it (``K x d``), each of about
-    ``n / K`` rows; None while any of them has no score yet.
+#: The scale of the subsamples' deviations that gives the *bands* the spread of resamples of
+#: the whole stream (``replicate_scores``' ``scale``): the range of a feature's rank over the
+#: current ranking and ``K`` replicates is then, in expectation, its range over the current
+#: ranking and ``K`` independent resamples of ``n`` rows. Under the normal approximation,
+#: ``E[range(0, X_1..X_K)] / (sqrt(K) E[range(0, G_1 - Ḡ, ..., G_K - Ḡ)])`` for independent
+#: standard normals ``X`` and ``G`` (the subsamples' deviations from their mean sum to zero, so
+#: they spread less than independent draws: 1.21 times ``1 / sqrt(K)`` at ``K = 2``, about
+#: ``1 / sqrt(K)`` from 4 on). Computed by Monte Carlo (2 million draws each;
+#: ``tests/algorithms/test_stability.py`` draws again).
+BAND_SCALE = {2: 0.8532, 3: 0.6061, 4: 0.5082, 5: 0.4497, 6: 0.4095, 7: 0.3783, 8: 0.3536}
 
-    A subsample's ranking varies more than a resample's of all ``n`` rows: where a score is
-    asymptotically linear in the rows (a smooth function of means, which every method's is
-    away from ties among its singular values), its sampling variance is ``K`` times larger at
-    ``n / K`` rows. So the subsamples' deviations from their mean are scaled by ``1 / sqrt(K)``
+
+def replicate_scores(
+    scores: np.ndarray, resampled: np.ndarray, corrected: bool = True, for_bands: bool = False
+) -> np.ndarray | None:
+    """The rankings the index and the bands compare, from the scores of the whole stream
+    (``d``) and of ``K`` interleaved subsamples of it (``K x d``), each of about ``n / K`` rows;
+    None while any of them has no score yet. Every score vector is first scaled to unit length
+    (``ŝ = s / ||s||``): rankings do not depend on the scale.
+
+    ``corrected`` (methods whose scores are smooth functions of means: variance, OCFS, IOC):
+    rankings of the whole stream as ``K`` resamples of its ``n`` rows would give them. Where a
+    score is asymptotically linear in the rows, its sampling variance is ``K`` times larger at
+    ``n / K`` rows, so the subsamples' deviations from their mean are scaled by ``1 / sqrt(K)``
     around the whole stream's scores::
 
         r_g = ŝ + (ŝ_g - mean_j ŝ_j) / sqrt(K)
 
     which gives any two replicates the spread of two resamples of ``n`` rows
-    (``Var(r_g - r_j) = 2 σ² / n``). Every score vector is first scaled to unit length
-    (``ŝ = s / ||s||``): rankings do not depend on the scale, and a score whose scale follows
-    the rows seen (FSDS's weights shrink as ``1 / sqrt(n)``) would otherwise make the
-    subsamples look farther apart than they are.
+    (``Var(r_g - r_j) = 2 σ² / n``): what the index measures, how often two selections differ.
+    For the bands (``for_bands``), the deviations are scaled by ``BAND_SCALE`` instead, which
+    gives the range of a rank over the current ranking and the replicates the range it has over
+    the current ranking and as many resamples.
+
+    Not ``corrected`` (FSDS, OMVFS: spectral and factorisation methods, whose scores are not
+    smooth in the rows where singular values are close): the subsamples' own rankings, ``ŝ_g``.
+    The index is then that of ``n / K`` rows, lower than the whole stream's when the ranking
+    still settles with more rows (by 0.04 to 0.12 for FSDS on digits and COIL20), and right
+    where the correction would be wrong: on a stream of noise, whose singular directions no
+    two samples share, the scaled subsamples stay near the whole stream's one noisy ranking and
+    looked stable (index 0.45 for FSDS, where resamples agree on nothing).
     """
     norms = np.linalg.norm(resampled, axis=1)
     total = float(np.linalg.norm(scores))
     if total == 0.0 or np.any(norms == 0.0):
         return None
-    unit = scores / total
     parts = resampled / norms[:, None]
+    if not corrected:
+        return np.asarray(parts)
+    unit = scores / total
     k = parts.shape[0]
-    return np.asarray(unit + (parts - parts.mean(axis=0)) / math.sqrt(k))
+    scale = BAND_SCALE.get(k, 1.0 / math.sqrt(k)) if for_bands else 1.0 / math.sqrt(k)
+    return np.asarray(unit + (parts - parts.mean(axis=0)) * scale)
 
 
 def top_sets(replicates: np.ndarray, h: int) -> list[np.ndarray]:
@@ -206,7 +236,8 @@ def bands(current: np.ndarray, replicate_ranks: np.ndarray) -> np.ndarray:
 class ResampledRanking:
     """What the replicates say of one ranking's top ``t`` (``t`` = the features a version
     publishes): each replicate's own top ``t`` (``K x t``), and the rank each of the ranking's
-    top ``t`` takes in each replicate (``K x t``). Enough to answer any ``h <= t``."""
+    top ``t`` takes in each replicate scaled for the bands (``K x t``). Enough to answer any
+    ``h <= t``."""
 
     tops: np.ndarray
     ranks: np.ndarray
@@ -231,16 +262,19 @@ class ResampledRanking:
         return Assessment(index, bands(np.arange(1, h + 1), self.ranks[:, :h]))
 
 
-def resampled_ranking(scores: np.ndarray, resampled: np.ndarray, t: int) -> ResampledRanking | None:
+def resampled_ranking(
+    scores: np.ndarray, resampled: np.ndarray, t: int, corrected: bool = True
+) -> ResampledRanking | None:
     """``ResampledRanking`` of the top ``t`` of ``scores``; None while the subsamples have no
     scores (``replicate_scores``)."""
-    replicates = replicate_scores(scores, resampled)
-    if replicates is None:
+    replicates = replicate_scores(scores, resampled, corrected)
+    spread = replicate_scores(scores, resampled, corrected, for_bands=True)
+    if replicates is None or spread is None:
         return None
     t = min(t, scores.size)
     current = order_by_score(scores, t)
     tops = np.stack([order_by_score(row, t) for row in replicates])
-    return ResampledRanking(tops, ranks_of(replicates, current), scores.size)
+    return ResampledRanking(tops, ranks_of(spread, current), scores.size)
 
 
 @dataclass(frozen=True)
@@ -252,20 +286,27 @@ class Assessment:
     bands: np.ndarray
 
 
-def assess(scores: np.ndarray, resampled: np.ndarray, h: int) -> Assessment | None:
+def assess(
+    scores: np.ndarray, resampled: np.ndarray, h: int, corrected: bool = True
+) -> Assessment | None:
     """The stability of the top ``h`` of ``scores`` and the bands of its features."""
-    ranking = resampled_ranking(scores, resampled, h)
+    ranking = resampled_ranking(scores, resampled, h, corrected)
     return None if ranking is None else ranking.assess(h)
 
 
 def assess_views(
-    scores: np.ndarray, resampled: np.ndarray, views: Sequence[tuple[str, int]], h: int
+    scores: np.ndarray,
+    resampled: np.ndarray,
+    views: Sequence[tuple[str, int]],
+    h: int,
+    corrected: bool = True,
 ) -> tuple[Stability, list[np.ndarray]] | None:
     """A multi-view ranking (the views side by side, the top ``h`` of each): the stability of
     the union of the views' tops (each selection holds ``h`` of every view, among all the
     features), and each view's bands (ranks within the view)."""
-    replicates = replicate_scores(scores, resampled)
-    if replicates is None:
+    replicates = replicate_scores(scores, resampled, corrected)
+    spread = replicate_scores(scores, resampled, corrected, for_bands=True)
+    if replicates is None or spread is None:
         return None
     selections: list[list[int]] = [[] for _ in range(replicates.shape[0])]
     view_bands = []
@@ -276,7 +317,7 @@ def assess_views(
         current = order_by_score(scores[part], take)
         for g, row in enumerate(replicates):
             selections[g].extend((order_by_score(row[part], take) + start).tolist())
-        view_bands.append(bands(np.arange(1, take + 1), ranks_of(replicates[:, part], current)))
+        view_bands.append(bands(np.arange(1, take + 1), ranks_of(spread[:, part], current)))
         start += dim
     if not 0 < len(selections[0]) < scores.size:
         return None

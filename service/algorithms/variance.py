@@ -100,8 +100,8 @@ class Variance(ResampledMergeable):
     #: ``Mergeable``: another selector's moments combine exactly.
     summary_fields: tuple[str, ...] = ("mean", "m2")
     stability_estimate = (
-        "the moments (count, mean, M2) of each of K interleaved subsamples of the rows, "
-        "eq. 2.1 on its rows"
+        "the moments (count, mean, M2) of each of K interleaved subsamples of the rows (eq. 2.1 "
+        "on its rows), their spread scaled to resamples of every row seen"
     )
 
     def core_initial_state(self, params: Mapping[str, Any], size: int) -> State:

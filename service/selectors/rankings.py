@@ -191,7 +191,9 @@ class Rankings:
             weights = arrays[method.score_field]
             order = [int(i) for i in order_by_score(weights, h)]
             resampled = resample_scores(method, meta, arrays)
-            assessment = None if resampled is None else assess(weights, resampled, h)
+            assessment = None
+            if resampled is not None:
+                assessment = assess(weights, resampled, h, corrected(method))
             return order, [float(weights[i]) for i in order], assessment
 
         return head, *await asyncio.to_thread(ranked)
@@ -231,7 +233,7 @@ class Rankings:
         if resampled is not None:
             width = sum(dim for _, dim in shown)
             part = slice(offset, offset + width)
-            assessed = assess_views(weights[part], resampled[:, part], shown, h)
+            assessed = assess_views(weights[part], resampled[:, part], shown, h, corrected(method))
         features = []
         for index, (name, start, order) in enumerate(top_per_view(weights, views, h)):
             if view is None or name == view:
@@ -283,6 +285,11 @@ def resample_scores(
     return method.resample_scores(state, meta.params)
 
 
+def corrected(method: AnyMethod) -> bool:
+    """Whether ``method``'s resamples are scaled to the whole stream (``EstimatesStability``)."""
+    return not offers(method, EstimatesStability) or method.stability_corrected
+
+
 def stability_out(method: AnyMethod, stability: Stability, h: int) -> StabilityOut:
     """The answer's stability; ``h`` as the answer counts it (per view, for multi-view ones:
     the index itself is of the views' tops together)."""
@@ -294,4 +301,5 @@ def stability_out(method: AnyMethod, stability: Stability, h: int) -> StabilityO
         resamples=stability.resamples,
         h=h,
         estimated_by=estimate,
+        corrected=corrected(method),
     )

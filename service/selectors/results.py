@@ -369,6 +369,12 @@ class StabilityOut(Result):
         "view's top h together)."
     )
     estimated_by: str = Field(description="How the method keeps its resamples.")
+    corrected: bool = Field(
+        description="true: the resamples' spread is scaled to that of resamples of every row "
+        "seen (methods whose scores are smooth in the rows: variance, ocfs, ioc); false: the "
+        "index is that of subsamples of 1/resamples of the rows (fsds, omvfs), lower than the "
+        "whole stream's while the ranking still settles."
+    )
 
 
 class PassAccount(Result):

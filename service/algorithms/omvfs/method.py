@@ -46,8 +46,12 @@ class OMVFS(ResampledMethod):
     chunking_invariant = False
     stability_estimate = (
         "OMVFS (Algorithm 1) run on each of K interleaved subsamples of the rows, each chunk's "
-        "rows of a subsample as its chunk"
+        "rows of a subsample as its chunk; compared as they are: the index is that of n/K rows"
     )
+    #: Not scaled to the whole stream: the scores come from a factorisation started anew at
+    #: random for every chunk, not smooth in the rows (``stability.replicate_scores``); the
+    #: index is that of n/K rows.
+    stability_corrected = False
 
     def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
         cfg = OMVFSParams.resolve(params, n_features, stored=True)
