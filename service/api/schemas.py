@@ -102,6 +102,16 @@ class KeyList(BaseModel):
     keys: list[KeyInfo]
 
 
+#: An alert's URL: http or https, a host name or an IPv4 address (no credentials; an IPv6 host
+#: goes by its name), an optional port (1-65535), then any visible characters.
+#: ``service.monitoring.webhooks.check_url`` checks the same, and the allowed hosts.
+_PORT = (
+    r"(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
+)
+_HOST = r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?"
+WEBHOOK_URL_PATTERN = rf"^[Hh][Tt][Tt][Pp][Ss]?://{_HOST}{_PORT}([/?#][\x21-\x7e]*)?$"
+
+
 class AlertIn(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -121,7 +131,7 @@ class AlertIn(BaseModel):
     url: str = Field(
         min_length=1,
         max_length=2048,
-        pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://",
+        pattern=WEBHOOK_URL_PATTERN,
         description="Where events are POSTed: http or https, without credentials (hosts may be "
         "limited by SIFT_ALERT_HOSTS).",
     )

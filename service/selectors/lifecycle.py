@@ -17,6 +17,7 @@ from service.algorithms.base import AnyMethod, Mergeable
 from service.algorithms.resampling import split_field
 from service.config import Settings
 from service.errors import (
+    Inconsistent,
     InvalidInput,
     InvalidParams,
     NotFound,
@@ -196,8 +197,8 @@ class Lifecycle:
                 f"expires_after must be between 1 and {MAX_EXPIRES_AFTER:.0f} seconds (30 days); "
                 f"got {value}"
             )
-        if partitions > 1:
-            raise InvalidInput("expires_after applies to selectors without partitions")
+        if partitions > 1:  # two valid fields that contradict each other
+            raise Inconsistent("expires_after applies to selectors without partitions")
         return float(value)
 
     async def expire_idle(self) -> list[str]:
