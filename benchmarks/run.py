@@ -32,7 +32,9 @@ Benchmarks (``--only`` takes these names, or the keys of the target rows they me
   until that chunk is applied;
 * ``memory``: service RSS and Redis ``used_memory`` every 100,000 rows over 1,000,000 rows
   (fsds m = 2,000, sparse 1000-row chunks);
-* ``variance``: Sift's ``variance`` method against River's ``stats.Var`` per feature.
+* ``variance``: Sift's ``variance`` method against River's ``stats.Var`` per feature;
+* ``stability``: what the resamples behind ``top``'s stability cost each row method (update
+  time, state and published bytes, with 2 resamples against none), in-process.
 
 The benchmarks themselves are in ``benchmarks/suite/`` (one module each, and ``suite.context``
 for the sizes and the context they share); this script is the runner: it lists them
@@ -76,6 +78,7 @@ from suite.memory import bench_memory
 from suite.ofs import bench_ofs
 from suite.omvfs import bench_omvfs
 from suite.request_path import bench_request_path
+from suite.stability import bench_stability
 from suite.takeover import bench_takeover
 from suite.variance import bench_variance
 
@@ -118,6 +121,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "takeover": Benchmark(bench_takeover, ("takeover",)),
     "memory": Benchmark(bench_memory, ("memory",)),
     "variance": Benchmark(bench_variance, ()),
+    "stability": Benchmark(bench_stability, ()),
     "request-path": Benchmark(
         bench_request_path,
         ("path-nowait", "path-wait", "path-top", "path-workers", "path-replicas"),
