@@ -47,6 +47,13 @@ CONTENDERS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("ocfs", "ocfs", {}),
 )
 ADWIN = "ADWIN per feature mean"
+#: The methods the stability is validated for, with their defaults (as selectors run them).
+VALIDATED: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("fsds", "fsds", {}),
+    ("variance", "variance", {}),
+    ("ocfs", "ocfs", {}),
+    ("ioc", "ioc", {"n_components": 3}),
+)
 
 
 @dataclass(frozen=True)
@@ -336,9 +343,9 @@ def validation(ctx: Context, size: Size) -> list[list[str]]:
     if ctx.mode.name != "smoke":
         coil_x, coil_y = load_mat("COIL20.mat")
         sets.append(("COIL20", np.asarray(coil_x, dtype=np.float64), np.asarray(coil_y)))
-    for (name, data_x, data_y), (label, method_name, params) in itertools.product(sets, CONTENDERS):
-        if "decay" in params:
-            continue
+    for (name, data_x, data_y), (label, method_name, params) in itertools.product(sets, VALIDATED):
+        if method_name == "ioc" and name != "digits":
+            continue  # IOC's per-row update on COIL20's 1024 features: minutes, not seconds
         method = METHODS[method_name]
         n, d = data_x.shape
         stream = Stream(name, data_x, data_y)
@@ -404,13 +411,16 @@ def run(ctx: Context) -> Section:
         ],
         protocol=[
             f"Synthetic streams of {FEATURES} features and {CLASSES} classes: class 2p shifts "
-            "features 10p..10p+9 (decreasing shifts), class 2p+1 does not; features 40-49 are "
-            "noise. Stationary: every class throughout. Classes change: every "
-            f"{size.segment:,} rows the next pair of classes (the ranking, the means and the "
-            "variances move). A feature switches on: stationary, then half-way feature 45 "
-            "separates even from odd classes by +-4.5 (its mean stays 0). Real: digits with "
-            "its rows ordered by class (9 changes), and shuffled (stationary).",
-            f"Every method with its default parameters and resamples 2, {size.chunk}-row chunks "
+            "features 10p..10p+9 by 4.0, 3.8, ..., 2.2, class 2p+1 does not; features 40-49 "
+            "are noise. Stationary: the first pair of classes throughout (its top 10 is block "
+            f"0, in order). Classes change: every {size.segment:,} rows the next pair of "
+            "classes (the top 10, the means and the variances move). A feature switches on: "
+            "stationary, then half-way feature 45 separates the pair's two classes by +-4.5, "
+            "the largest signal of all (its mean stays 0). Real: digits with its rows ordered "
+            "by class (9 changes, blocks of about 180 rows), and shuffled (stationary).",
+            "Every method with its default parameters (fsds with k = 1: each part of the "
+            "synthetic streams has one direction that separates its classes) and resamples 2, "
+            f"{size.chunk}-row chunks "
             "(digits: 50), judged after every chunk by the service's rules: the first version "
             f"whose top {H} has stability >= {BASELINE_STABILITY} becomes the baseline; a "
             f"version whose drift since it (1 - RBO_ext of the top {H}) reaches the threshold "
@@ -558,7 +568,6 @@ def summary(
         return len(hits), len(values), float(np.median(hits)) if hits else float("nan")
 
     lines = []
-    best = min(labels, key=lambda label: false_rates[label][0])
     parts = []
     for label in labels:
         hits, total, median = caught("classes change", label)
@@ -569,26 +578,48 @@ def summary(
         "**Classes that change**: the ranking-drift alert caught "
         + ", ".join(parts)
         + f"; ADWIN on the feature means {adwin[0]} of {adwin[1]} "
-        f"({'-' if not np.isfinite(adwin[2]) else f'{adwin[2]:,.0f}'} rows). ADWIN wins on "
-        "delay where the means move: it tests each feature's mean row by row, while a ranking "
-        "moves only once the new pair's rows outweigh the old ones in the summary (without "
-        "decay, never quickly: fsds without forgetting and variance and ocfs accumulate every "
-        "row seen)."
+        f"({'-' if not np.isfinite(adwin[2]) else f'{adwin[2]:,.0f}'} rows; medians). ADWIN "
+        "wins on delay where the means move: it tests each feature's mean row by row. A ranking "
+        "of cumulative statistics moves only once the new rows outweigh the old ones in the "
+        "summary, later and later as the stream grows (variance and ocfs accumulate every row "
+        "seen, as fsds does without decay); forgetting (fsds with decay 0.999, a half-life of "
+        "about 350 rows) lets the ranking follow within a few hundred rows."
     )
     switch = [caught("a feature switches on", label) for label in labels]
     adwin_switch = caught("a feature switches on", ADWIN)
+    fast = [
+        f"{label} after {median:,.0f} rows"
+        for label, (hits, _, median) in zip(labels, switch, strict=True)
+        if hits
+    ]
+    adwin_text = (
+        f"ADWIN on the means flagged it too, after {adwin_switch[2]:,.0f} rows, although no "
+        "mean moves: the feature's spread grows twentyfold, and the sub-window means ADWIN "
+        "compares spread with it"
+        if adwin_switch[0]
+        else "ADWIN on the means missed it: no mean moves"
+    )
     lines.append(
-        "**A feature whose signal switches on** (its mean does not move): the ranking alert "
-        f"caught it with {sum(h for h, _, _ in switch)} of {len(switch)} methods; ADWIN on the "
-        f"means {'missed it' if adwin_switch[0] == 0 else 'caught it'}: it watches a "
-        "distribution, not which features carry the signal, so it is blind to a change of "
-        "importance that leaves the means as they are, and it fires on any mean that moves "
-        "whether or not the ranking does."
+        "**A feature whose signal switches on** (the largest of all, its mean unchanged): the "
+        f"ranking alert caught it with {', '.join(fast) or 'no method'}; {adwin_text}. The "
+        "ranking alert says what moved (the feature entered, which one left); ADWIN says that "
+        "some feature's values changed, whether or not that changes which features matter."
+    )
+    ordered = [caught("digits, rows by class", who) for who in [*labels, ADWIN]]
+    lines.append(
+        "**Digits with its rows ordered by class** (a change every 180 rows or so): the ranking "
+        "alert caught "
+        + ", ".join(
+            f"{who} {h} of {t}" for who, (h, t, _) in zip([*labels, ADWIN], ordered, strict=True)
+        )
+        + ". A block of 180 rows is too short for a cumulative ranking to move, and after an "
+        "alarm the next baseline must settle first; a test on the means sees each new class at "
+        "once."
     )
     rates = ", ".join(f"{label} {rate(*false_rates[label])}" for label in [*labels, ADWIN])
     lines.append(
-        f"**False alarms per million stationary rows**: {rates}. The thresholds were chosen on "
-        f"stationary streams of other seeds (lowest false alarms here: {best}); ADWIN runs one "
-        "test per feature, so its false alarms grow with the number of features."
+        f"**False alarms per million stationary rows**: {rates}. The ranking thresholds were "
+        "chosen on stationary streams of other seeds; ADWIN runs one test per feature at its "
+        "default confidence, so its false alarms grow with the number of features."
     )
     return lines
