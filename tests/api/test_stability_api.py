@@ -116,11 +116,16 @@ async def test_the_published_top_and_every_score_give_one_answer(redis_url, redi
     assert published["features"] == computed["features"]
 
 
-async def test_selectors_without_resamples_answer_null_and_keep_working(client):
+async def test_selectors_without_resamples_answer_null_and_keep_working(client, store):
     """A selector created with resamples 0 has exactly the params and the state of one created
     before resamples existed (the param is left out of both): it is stored, applied,
     exported, imported and merged as before."""
     await filled(client, "variance", "old", resamples=0)
+    stored = await store.get_meta("old")
+    assert stored.params == {"ddof": 0}  # what the earlier release stored
+    snapshot = await store.snapshot("old")
+    assert {"mean", "m2", "variance"} <= set(snapshot.state)
+    assert not [field for field in snapshot.state if "resample" in field]
     described = (await client.get("/v1/selectors/old")).json()
     assert "resamples" not in described["params"] and described["rows_seen"] == 600
     assert (await top(client, "old", 3))["stability"] is None
