@@ -283,18 +283,20 @@ def truth_and_estimate(
 
 
 #: (method, data, h, params, how far below and above the truth the mean estimate may be).
-#: Why these tolerances: one stream's estimate compares two resamples (its standard deviation
-#: is 0.04-0.1 here), so the mean of 8 orders has a standard error of 0.015-0.035. For the
+#: Why these tolerances: one stream's estimate compares two resamples, so it takes a few
+#: discrete values (0.89 for one feature of ten exchanged) and varies (standard deviation
+#: 0.04-0.09 on these sets); the mean of 8 orders has a standard error of 0.015-0.035. For the
 #: methods whose scores are smooth functions of class or feature means (variance, OCFS, IOC)
-#: the scaled subsamples are unbiased to that precision: 0.05 either way (about three standard
-#: errors). FSDS compares its half-samples as they are (``stability.replicate_scores``): the
-#: index of n/2 rows, below the truth of n rows while the ranking still settles (0.12 below on
-#: digits) and never above it: 0.2 below, 0.05 above.
+#: the scaled subsamples are unbiased to that precision: 0.08 either way, about 2.5 standard
+#: errors (EVALUATION.md, with other seeds, has them within 0.07). FSDS compares its
+#: half-samples as they are (``stability.replicate_scores``): the index of n/2 rows, below the
+#: truth of n rows while the ranking still settles (0.12 below on digits), and never much above
+#: it: 0.2 below, 0.05 above.
 VALIDATED: list[tuple[str, str, int, dict[str, Any], tuple[float, float]]] = [
-    ("variance", "COIL20", 10, {}, (0.05, 0.05)),
-    ("variance", "COIL20", 20, {}, (0.05, 0.05)),
-    ("ocfs", "COIL20", 10, {}, (0.05, 0.05)),
-    ("variance", "digits", 10, {}, (0.05, 0.05)),
+    ("variance", "COIL20", 10, {}, (0.08, 0.08)),
+    ("variance", "COIL20", 20, {}, (0.08, 0.08)),
+    ("ocfs", "COIL20", 10, {}, (0.08, 0.08)),
+    ("variance", "digits", 10, {}, (0.08, 0.08)),
     ("fsds", "digits", 10, {}, (0.2, 0.05)),
     ("fsds", "digits", 20, {}, (0.2, 0.05)),
 ]
@@ -328,7 +330,7 @@ def test_the_online_estimate_agrees_with_resampled_streams(
 def test_ioc_agrees_with_resampled_streams() -> None:
     x, y = dataset("digits")
     truth, estimate, truth_width, width = truth_and_estimate("ioc", x, y, 10, {"n_components": 3})
-    assert abs(estimate - truth) <= 0.05, (truth, estimate)
+    assert abs(estimate - truth) <= 0.08, (truth, estimate)
     assert 0.6 * truth_width <= width <= 1.3 * truth_width, (truth_width, width)
 
 
