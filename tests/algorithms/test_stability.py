@@ -219,6 +219,24 @@ def test_the_band_scales_are_the_monte_carlo_ratios() -> None:
         assert ratio == pytest.approx(scale, rel=0.01), k
 
 
+def test_replicates_scale_the_subsamples_deviations_to_the_whole_stream() -> None:
+    """r_g = ŝ + (ŝ_g - mean ŝ_j) / sqrt(K) on unit-length scores (BAND_SCALE for the bands);
+    the subsamples' own rankings where the method's scores are not scaled."""
+    scores = np.array([3.0, 4.0])  # unit: (0.6, 0.8)
+    resampled = np.array([[5.0, 0.0], [0.0, 2.0]])  # unit: (1, 0) and (0, 1); mean (0.5, 0.5)
+    replicates = replicate_scores(scores, resampled)
+    assert replicates is not None
+    deviation = np.array([0.5, -0.5])
+    np.testing.assert_allclose(replicates[0], [0.6, 0.8] + deviation / math.sqrt(2))
+    np.testing.assert_allclose(replicates[1], [0.6, 0.8] - deviation / math.sqrt(2))
+    for_bands = replicate_scores(scores, resampled, for_bands=True)
+    assert for_bands is not None
+    np.testing.assert_allclose(for_bands[0], [0.6, 0.8] + deviation * BAND_SCALE[2])
+    as_they_are = replicate_scores(scores, resampled, corrected=False)
+    assert as_they_are is not None
+    np.testing.assert_allclose(as_they_are, [[1.0, 0.0], [0.0, 1.0]])
+
+
 def test_replicates_of_agreeing_subsamples_are_the_ranking_itself() -> None:
     scores = np.array([3.0, 1.0, 2.0, 0.5])
     same = np.vstack([scores * 2, scores * 5])  # one ranking, any scale
