@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import ValidationInfo, model_validator
+from pydantic import PrivateAttr, ValidationInfo, model_validator
 
 from service.algorithms.base import Matrix, MethodBase, State, published_fields
 from service.algorithms.labels import LabelledRows
@@ -128,8 +128,13 @@ class ResampledParams(MethodParams):
         le=MAX_RESAMPLES,
     )
 
+    #: Whether the params named ``resamples`` (0 given is kept in the resolved params; 0 by
+    #: default, for params stored before it existed, is left out as they were).
+    _resamples_given: bool = PrivateAttr(default=False)
+
     @model_validator(mode="after")
     def _complete_resamples(self, info: ValidationInfo) -> Self:
+        self._resamples_given = self.resamples is not None
         if self.resamples is None:
             # Params stored before resamples existed describe states without subsamples.
             stored = bool((info.context or {}).get("stored", False))
@@ -144,10 +149,10 @@ class ResampledParams(MethodParams):
     def as_params(self) -> dict[str, Any]:
         params = super().as_params()
         resamples = params.pop("resamples", None)
-        if resamples:  # (last: it is about the estimate, not the method)
+        if resamples or self._resamples_given:  # (last: it is about the estimate)
             params["resamples"] = resamples
-        # Without, the params read as those stored before resamples existed: resolving them
-        # again (stored) gives 0, and they resolve to themselves.
+        # Left out, the params read as they were stored before resamples existed: resolved
+        # again as stored they give 0, and resolve to themselves.
         return params
 
 

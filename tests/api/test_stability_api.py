@@ -4,6 +4,8 @@ resamples (created before they existed, or with 0) keep working and answer null.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 import httpx
@@ -12,6 +14,7 @@ import pytest
 
 from service.algorithms import METHODS
 from service.algorithms.base import EstimatesStability
+from service.selectors.archive import _PREAMBLE, FORMAT_VERSION, MAGIC, unpack
 from tests.support.api import assert_problem, make_settings, running_app
 
 FEATURES = 10
@@ -116,36 +119,61 @@ async def test_the_published_top_and_every_score_give_one_answer(redis_url, redi
     assert published["features"] == computed["features"]
 
 
-async def test_selectors_without_resamples_answer_null_and_keep_working(client, store):
-    """A selector created with resamples 0 has exactly the params and the state of one created
-    before resamples existed (the param is left out of both): it is stored, applied,
-    exported, imported and merged as before."""
-    await filled(client, "variance", "old", resamples=0)
+def without_resamples(archive: bytes) -> bytes:
+    """An archive as the release before resamples wrote it: its params without the key (the
+    state of a selector created with resamples 0 has no subsample fields, as then)."""
+    document = unpack(archive)
+    manifest = dict(document.manifest)
+    manifest["selector"] = dict(manifest["selector"])
+    params = dict(manifest["selector"]["params"])
+    assert params.pop("resamples") == 0
+    manifest["selector"]["params"] = params
+    encoded = json.dumps(manifest).encode()
+    members = [*document.state.values(), *document.segments.values()]
+    header = _PREAMBLE.pack(MAGIC, FORMAT_VERSION, 0, len(encoded))
+    body = b"".join([header, encoded, *members])
+    return body + hashlib.sha256(body).digest()
+
+
+async def test_selectors_from_before_resamples_answer_null_and_keep_working(client, store):
+    """A selector of the release before resamples: params without the key, a state without
+    subsample fields (recreated here from an archive of one created with resamples 0, its
+    params' key removed). It is imported, stored as it was, applied, exported again and
+    merged as before, and answers stability null."""
+    await filled(client, "variance", "zero", resamples=0)
+    assert (await store.get_meta("zero")).params == {"ddof": 0, "resamples": 0}
+    assert (await top(client, "zero", 3))["stability"] is None
+    exported = await client.get("/v1/selectors/zero/export")
+    assert exported.status_code == 200
+    media = {"content-type": exported.headers["content-type"]}
+    imported = await client.post(
+        "/v1/selectors/import",
+        params={"name": "old"},
+        content=without_resamples(exported.content),
+        headers=media,
+    )
+    assert imported.status_code == 201, imported.text
+    assert imported.json()["params"] == {"ddof": 0}
     stored = await store.get_meta("old")
     assert stored.params == {"ddof": 0}  # what the earlier release stored
     snapshot = await store.snapshot("old")
     assert {"mean", "m2", "variance"} <= set(snapshot.state)
     assert not [field for field in snapshot.state if "resample" in field]
-    described = (await client.get("/v1/selectors/old")).json()
-    assert "resamples" not in described["params"] and described["rows_seen"] == 600
     assert (await top(client, "old", 3))["stability"] is None
-    archive = await client.get("/v1/selectors/old/export")
-    assert archive.status_code == 200
-    imported = await client.post(
-        "/v1/selectors/import",
-        params={"name": "copy"},
-        content=archive.content,
-        headers={"content-type": archive.headers["content-type"]},
-    )
-    assert imported.status_code == 201, imported.text
-    assert "resamples" not in imported.json()["params"]
     more = await client.post(
-        "/v1/selectors/copy/chunks", json={"rows": chunk(np.random.default_rng(5)).tolist()}
+        "/v1/selectors/old/chunks", json={"rows": chunk(np.random.default_rng(5)).tolist()}
     )
     assert more.status_code == 200 and more.json()["rows_seen"] == 800
-    assert (await top(client, "copy", 3))["stability"] is None
-    # A merge adds resample to resample: selectors that keep as many (none) merge ...
-    merged = await client.post("/v1/selectors/copy/merge", json={"from": "old"})
+    assert (await top(client, "old", 3))["stability"] is None
+    again = await client.get("/v1/selectors/old/export")
+    assert again.status_code == 200
+    copy = await client.post(
+        "/v1/selectors/import", params={"name": "copy"}, content=again.content, headers=media
+    )
+    assert copy.status_code == 201 and copy.json()["params"] == {"ddof": 0}
+    # A merge adds resample to resample: selectors that keep none merge (whatever the key
+    # says) ...
+    merged = await client.post("/v1/selectors/copy/merge", json={"from": "zero"})
     assert merged.status_code == 200, merged.text
     # ... and one with resamples does not take one without.
     await filled(client, "variance", "new")
