@@ -35,6 +35,8 @@ Benchmarks (``--only`` takes these names, or the keys of the target rows they me
 * ``variance``: Sift's ``variance`` method against River's ``stats.Var`` per feature;
 * ``streams``: one push to a stream with fsds, variance and ocfs attached against three direct
   pushes of the same labelled chunks: client bytes, Redis bytes and commands, rows/s.
+* ``stability``: what the resamples behind ``top``'s stability cost each row method (update
+  time, state and published bytes, with 2 resamples against none), in-process.
 
 The benchmarks themselves are in ``benchmarks/suite/`` (one module each, and ``suite.context``
 for the sizes and the context they share); this script is the runner: it lists them
@@ -78,6 +80,7 @@ from suite.memory import bench_memory
 from suite.ofs import bench_ofs
 from suite.omvfs import bench_omvfs
 from suite.request_path import bench_request_path
+from suite.stability import bench_stability
 from suite.streams import bench_streams
 from suite.takeover import bench_takeover
 from suite.variance import bench_variance
@@ -121,6 +124,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "takeover": Benchmark(bench_takeover, ("takeover",)),
     "memory": Benchmark(bench_memory, ("memory",)),
     "variance": Benchmark(bench_variance, ()),
+    "stability": Benchmark(bench_stability, ()),
     "request-path": Benchmark(
         bench_request_path,
         ("path-nowait", "path-wait", "path-top", "path-workers", "path-replicas"),

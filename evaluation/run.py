@@ -1,4 +1,5 @@
-"""One command for issue 15's evaluation: every method's ranking quality against its paper.
+"""One command for issue 15's evaluation: every method's ranking quality against its paper
+(and issue 24's: how settled the rankings are and how soon their drift is detected).
 
     .venv/bin/python -m evaluation                                  # full (~25 minutes)
     .venv/bin/python -m evaluation --quick                          # a few minutes
@@ -25,7 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if sys.path[:1] != [str(REPO_ROOT)]:
     sys.path.insert(0, str(REPO_ROOT))
 
-from evaluation import fsds, iqrp, labelled, ofs, omvfs  # noqa: E402
+from evaluation import drift, fsds, iqrp, labelled, ofs, omvfs  # noqa: E402
 from evaluation.defaults import defaults_in_force  # noqa: E402
 from evaluation.peers import LAPLACIAN_GRAPH, MCFS_GRAPH, versions  # noqa: E402
 from evaluation.protocol import MODES, Datasets, Mode  # noqa: E402
@@ -38,6 +39,7 @@ TASKS: dict[str, Callable[[Context], Section]] = {
     "iqrp": iqrp.run,
     "omvfs": omvfs.run,
     "labelled": labelled.run,
+    "drift": drift.run,
 }
 
 

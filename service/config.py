@@ -280,6 +280,32 @@ class Settings(BaseSettings):
         description="Versions the ranking history keeps per selector (older ones are trimmed).",
     )
 
+    baseline_stability: float = Field(
+        default=0.75,
+        ge=-1,
+        le=1,
+        description="A version whose top 10 has at least this stability index (Nogueira et al. "
+        "2018; `service.algorithms.stability`) is stable: the first stable version of a "
+        "selector becomes the baseline its drift is measured against, unless one is pinned.",
+    )
+    alert_hosts: str = Field(
+        default="",
+        description="Hosts alert webhooks may be sent to, comma-separated (`*.example.com`: the "
+        "domain and its subdomains); empty: any host (`service.monitoring.webhooks` says why).",
+    )
+    alert_attempts: int = Field(
+        default=6, ge=1, le=20, description="Attempts at delivering one alert event."
+    )
+    alert_backoff_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        description="The pause before an alert event's second delivery attempt, doubling "
+        "after each.",
+    )
+    alert_timeout_seconds: float = Field(
+        default=5.0, gt=0, description="How long one delivery attempt of an alert may take."
+    )
+
     api_token: str | None = Field(
         default=None,
         description=(

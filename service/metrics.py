@@ -81,11 +81,29 @@ class SelectorGauges(Collector):
             "Bytes Redis reports for the committed state, per selector.",
             labels=["selector"],
         )
+        stability = GaugeMetricFamily(
+            "sift_ranking_stability",
+            "Stability index (Nogueira et al. 2018) of the top 10 of the newest version, per "
+            "selector that estimates it: 1 when resamples agree, about 0 at random.",
+            labels=["selector"],
+        )
+        drift = GaugeMetricFamily(
+            "sift_ranking_drift",
+            "Drift (1 - rank-biased overlap) of the newest top 10 since the baseline, per "
+            "selector that has one: 0 unchanged, 1 disjoint.",
+            labels=["selector"],
+        )
         for measured in usage.measured:
             pending.add_metric([measured.name], measured.pending_entries)
             state.add_metric([measured.name], measured.state_bytes)
+            if measured.stability is not None:
+                stability.add_metric([measured.name], measured.stability)
+            if measured.drift is not None:
+                drift.add_metric([measured.name], measured.drift)
         yield pending
         yield state
+        yield stability
+        yield drift
         yield GaugeMetricFamily(
             "sift_selector_gauges_age_seconds",
             "Seconds since the selector gauges were read from Redis.",
@@ -193,6 +211,18 @@ class Metrics:
         self.redis_restarts = Counter(
             "sift_embedded_redis_restarts",
             "Restarts of the embedded redis-server after it exited.",
+            registry=self.registry,
+        )
+        self.alert_events = Counter(
+            "sift_alert_events",
+            "Alert crossings this process claimed (each raises one event).",
+            registry=self.registry,
+        )
+        self.alert_deliveries = Counter(
+            "sift_alert_deliveries",
+            "Attempts at delivering alert events, by the event's status after the attempt "
+            "(delivered, pending: to be retried, failed: given up).",
+            ["status"],
             registry=self.registry,
         )
         self.selector_gauges = SelectorGauges()

@@ -23,12 +23,19 @@ import numpy as np
 from service.algorithms import get_method
 from service.algorithms.base import (
     SEGMENT_PREFIX,
+    EstimatesStability,
     Mergeable,
     State,
     offers,
     order_by_score,
-    published_fields,
     top_per_view,
+)
+from service.algorithms.resampling import published_state_fields
+from service.algorithms.stability import (
+    ResampledRanking,
+    Stability,
+    assess_views,
+    resampled_ranking,
 )
 from service.errors import CodecError, SiftError
 from service.store.codec import (
@@ -126,6 +133,14 @@ def state_sizes(state: State) -> dict[str, int]:
 #: per version instead of every score. Store names (``__``): never a method's field.
 RANKING_INDEX_FIELD = "__ranking_index__"
 RANKING_SCORE_FIELD = "__ranking_score__"
+#: ... and what its resamples say of that top (``ResampledRanking``): each replicate's top and
+#: the rank each of the version's top features takes in each, so that ``GET .../top`` gives the
+#: stability and the bands of any h up to the published top from a few KiB too.
+RESAMPLE_TOP_FIELD = "__resample_top__"
+RESAMPLE_RANKS_FIELD = "__resample_ranks__"
+#: The h of the stability every version records in the history (the history's default h),
+#: which the gauges and the automatic baseline read.
+RECORDED_STABILITY_H = 10
 
 
 @dataclass(frozen=True)
@@ -142,6 +157,10 @@ class Update:
     state_bytes: int
     #: The new version's top features (None if they could not be ranked: never fatal).
     ranking: list[RankedList] | None = None
+    #: What its resamples say of that top (single rankings of methods that estimate it).
+    resampled: ResampledRanking | None = None
+    #: The stability of its top ``RECORDED_STABILITY_H`` (None: not estimated).
+    stability: Stability | None = None
 
 
 #: What an update folds in: a log payload, or the chunk it encodes already decoded (handed over
@@ -207,13 +226,14 @@ def compute_update(
     require_finite(new_state)
     kept = {f: v for f, v in new_state.items() if not f.startswith(SEGMENT_PREFIX)}
     ranking = rank(meta, kept, top) if top else None
+    resampled, stability = assess_resamples(meta, kept, top) if top else (None, None)
     try:
         segments = {
             field.removeprefix(SEGMENT_PREFIX): encode_array(np.asarray(value))
             for field, value in new_state.items()
             if field.startswith(SEGMENT_PREFIX)
         }
-        published = publish(meta, kept, ranking)
+        published = publish(meta, kept, ranking, resampled)
     except CodecError as exc:
         raise UpdateFailed(f"the updated state cannot be stored ({exc.detail})") from exc
     sizes = state_sizes(kept)
@@ -226,22 +246,57 @@ def compute_update(
         )
     if problem is not None:
         raise UpdateFailed(f"applying this chunk cannot be stored: {problem}")
-    return Update(kept, published, segments, sum(sizes.values()), ranking)
+    return Update(kept, published, segments, sum(sizes.values()), ranking, resampled, stability)
 
 
 def publish(
-    meta: SelectorMeta, state: State, ranking: list[RankedList] | None = None
+    meta: SelectorMeta,
+    state: State,
+    ranking: list[RankedList] | None = None,
+    resampled: ResampledRanking | None = None,
 ) -> dict[str, bytes]:
     """What a version of ``state`` shows its readers, encoded: the fields of
-    ``published_fields``, every scalar, and the top of a single ``ranking``."""
-    shown = set(published_fields(get_method(meta.method)))
+    ``published_fields`` (and the resamples' own, ``published_state_fields``), every scalar,
+    and the top of a single ``ranking`` with what its resamples say of it."""
+    shown = published_state_fields(get_method(meta.method), state)
     fields = encode_state(
         {f: v for f, v in state.items() if f in shown or not isinstance(v, np.ndarray)}
     )
     if ranking is not None and len(ranking) == 1 and ranking[0].view is None:
         fields[RANKING_INDEX_FIELD] = encode_array(np.asarray(ranking[0].indices, dtype=np.int64))
         fields[RANKING_SCORE_FIELD] = encode_array(np.asarray(ranking[0].scores, dtype=np.float64))
+        if resampled is not None:
+            fields[RESAMPLE_TOP_FIELD] = encode_array(resampled.tops)
+            fields[RESAMPLE_RANKS_FIELD] = encode_array(resampled.ranks)
     return fields
+
+
+def assess_resamples(
+    meta: SelectorMeta, state: State, top: int
+) -> tuple[ResampledRanking | None, Stability | None]:
+    """What the resamples of ``state`` say of its top ``top`` (single rankings), and the
+    stability of its top ``RECORDED_STABILITY_H``; (None, None) for a method or a state without
+    resamples. Never fatal: a failure is logged and answered (None, None)."""
+    method = get_method(meta.method)
+    score_field = method.score_field
+    if not offers(method, EstimatesStability):
+        return None, None
+    try:
+        resampled = method.resample_scores(state, meta.params)
+        if resampled is None:
+            return None, None
+        scores = np.asarray(state[score_field], dtype=np.float64)
+        corrected = method.stability_corrected
+        if meta.views:
+            viewed = assess_views(scores, resampled, meta.views, RECORDED_STABILITY_H, corrected)
+            return None, None if viewed is None else viewed[0]
+        depth = max(top, RECORDED_STABILITY_H)
+        ranking = resampled_ranking(scores, resampled, depth, corrected)
+        assessed = None if ranking is None else ranking.assess(RECORDED_STABILITY_H)
+        return ranking, None if assessed is None else assessed.stability
+    except Exception:
+        log.exception("selector %s: assessing the new version's resamples failed", meta.name)
+        return None, None
 
 
 def rank(meta: SelectorMeta, state: State, h: int) -> list[RankedList] | None:

@@ -57,6 +57,10 @@ class Sizes:
     memory_chunk_rows: int
     variance_rows: int
     variance_features: int
+    #: bench_stability: rows streamed through each row method, features, rows per chunk.
+    stability_rows: int
+    stability_features: int
+    stability_chunk_rows: int
     #: bench_request_path: rounds and seconds of each wrk run; bench_idle: selectors, seconds.
     path_rounds: int
     path_seconds: float
@@ -97,6 +101,9 @@ FULL = Sizes(
     memory_chunk_rows=1000,
     variance_rows=20_000,
     variance_features=100,
+    stability_rows=20_000,
+    stability_features=1000,
+    stability_chunk_rows=1000,
     path_rounds=3,
     path_seconds=10.0,
     idle_selectors=100_000,
@@ -118,6 +125,7 @@ QUICK = replace(
     ocfs_sets=("PCMAC",),
     takeover_prior_chunks=10,
     variance_rows=10_000,
+    stability_rows=6000,
     path_rounds=1,
     path_seconds=5.0,
     idle_selectors=10_000,
@@ -150,6 +158,9 @@ SMOKE = replace(
     memory_chunk_rows=500,
     variance_rows=1000,
     variance_features=20,
+    stability_rows=400,
+    stability_features=20,
+    stability_chunk_rows=100,
     path_seconds=1.0,
     idle_selectors=200,
     idle_seconds=1.0,

@@ -30,11 +30,16 @@ from siftstream.errors import (
     SiftClientError,
 )
 from siftstream.results import (
+    Alert,
+    AlertEvent,
     ApiKey,
+    Baseline,
     ChunkReceipt,
     ChunkStatus,
     Clustering,
+    CreatedAlert,
     CreatedKey,
+    Drift,
     FeaturePage,
     FeaturesReceipt,
     Health,
@@ -677,6 +682,70 @@ class Api:
     def history(self, name: str, h: int = 10, limit: int = 20) -> Call[History]:
         """The top h of the selector's recent versions, newest first."""
         return _read(name, ("history",), History.from_json, {"h": h, "limit": limit})
+
+    # -- drift and alerts -----------------------------------------------------------------------
+
+    def drift(self, name: str, h: int = 10) -> Call[Drift]:
+        """How far the top h moved since the previous version and since the baseline."""
+        return _read(name, ("drift",), Drift.from_json, {"h": h})
+
+    def set_baseline(self, name: str) -> Call[Baseline]:
+        """Pin the current version as the baseline drift and alerts are measured against."""
+        return Call("POST", selector_path(name, "baseline"), lambda r: Baseline.from_json(_json(r)))
+
+    def forget_baseline(self, name: str) -> Call[None]:
+        """Forget the baseline: the next version whose ranking is stable becomes it."""
+        return Call("DELETE", selector_path(name, "baseline"), _nothing)
+
+    def create_alert(
+        self,
+        name: str,
+        url: str,
+        threshold: float,
+        *,
+        h: int = 10,
+        min_stability: float | None = None,
+        label: str = "",
+    ) -> Call[CreatedAlert]:
+        """An alert on ``name`` (admin): ``url`` gets a signed event when a committed version's
+        drift since the baseline reaches ``threshold``. Its secret (``CreatedAlert.secret``,
+        which verifies the signatures) is in this answer only."""
+        body: dict[str, Any] = {"url": url, "threshold": threshold, "h": h, "label": label}
+        if min_stability is not None:
+            body["min_stability"] = min_stability
+        return Call(
+            "POST",
+            selector_path(name, "alerts"),
+            lambda r: CreatedAlert.from_json(_json(r)),
+            content=json_body(body),
+            headers=JSON_HEADERS,
+            replay_safe=False,  # a replay would make a second alert, its secret never shown
+        )
+
+    def list_alerts(self, name: str) -> Call[list[Alert]]:
+        """The selector's alerts (without their secrets), with their last judgement."""
+        return Call(
+            "GET",
+            selector_path(name, "alerts"),
+            lambda r: [Alert.from_json(a) for a in _json(r)["alerts"]],
+        )
+
+    def delete_alert(self, name: str, alert_id: str) -> Call[None]:
+        return Call(
+            "DELETE",
+            selector_path(name, "alerts", quote(alert_id, safe="")),
+            _nothing,
+            done_earlier=frozenset({404}),
+        )
+
+    def alert_events(self, name: str, limit: int = 20) -> Call[list[AlertEvent]]:
+        """The events the selector's alerts raised (one per crossing), newest first."""
+        return Call(
+            "GET",
+            selector_path(name, "alerts", "events"),
+            lambda r: [AlertEvent.from_json(e) for e in _json(r)["events"]],
+            params={"limit": limit},
+        )
 
     # -- capabilities ---------------------------------------------------------------------------
 

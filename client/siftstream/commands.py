@@ -1,8 +1,8 @@
-"""The client commands of ``sift``: create, push, top, watch, ls, describe, delete, export,
-import, and ``sift stream create|push|top|ls|rm`` (``sift serve`` is in ``siftstream.cli``).
-This module owns their parser (``add_commands``) and their runner (``run``, one function per
-command); the resumable push is ``siftstream.push``, the tables and JSON output
-``siftstream.render``.
+"""The client commands of ``sift``: create, push, top, watch, drift, baseline, alerts, ls,
+describe, delete, export, import, and ``sift stream create|push|top|ls|rm`` (``sift serve`` is
+in ``siftstream.cli``). This module owns their parser (``add_commands``) and their runner
+(``run``, one function per command); the resumable push is ``siftstream.push``, the tables and
+JSON output ``siftstream.render``.
 
 Every command talks to the service at ``--url`` (or ``SIFT_URL``, default
 ``http://127.0.0.1:8000``) with ``--api-key`` (or ``SIFT_API_KEY``), through ``Client``: transport
@@ -30,6 +30,9 @@ from siftstream.errors import ProblemError, SiftClientError
 from siftstream.files import FileFormatError, open_data
 from siftstream.push import run_push, run_stream_push
 from siftstream.render import (
+    alerts_table,
+    drift_lines,
+    events_table,
     print_json,
     selector_size,
     stream_rankings_table,
@@ -156,6 +159,64 @@ def add_commands(commands: Any) -> None:
     watch.add_argument(
         "--count", type=int, metavar="N", help="Stop after N refreshes (default: until Ctrl-C)."
     )
+    watch.add_argument(
+        "--once", action="store_true", help="Show it once and exit (scripts, tests)."
+    )
+
+    drift = commands.add_parser(
+        "drift",
+        parents=common,
+        add_help=False,
+        help="How far a selector's top h moved since the previous version and the baseline.",
+    )
+    drift.add_argument("--help", action="help", help="Show this help and exit.")
+    drift.add_argument("name")
+    drift.add_argument("-h", type=int, default=10, dest="h", help="How many (default 10).")
+    drift.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
+
+    baseline = commands.add_parser(
+        "baseline",
+        parents=common,
+        help="Pin the current version as the baseline drift is measured against.",
+    )
+    baseline.add_argument("name")
+    baseline.add_argument(
+        "--forget",
+        action="store_true",
+        help="Forget the baseline instead: the next stable version becomes it.",
+    )
+
+    alerts = commands.add_parser(
+        "alerts", parents=common, help="A selector's alerts: list, add, rm, events."
+    )
+    actions = alerts.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listed = actions.add_parser("ls", parents=common, help="List a selector's alerts.")
+    listed.add_argument("name")
+    listed.add_argument("--json", action="store_true", help="Print JSON, one list.")
+    added = actions.add_parser(
+        "add",
+        parents=common,
+        add_help=False,
+        help="Add a webhook POSTed when the drift since the baseline reaches a threshold.",
+    )
+    added.add_argument("--help", action="help", help="Show this help and exit.")
+    added.add_argument("name")
+    added.add_argument("webhook", help="Where events are POSTed (http or https).")
+    added.add_argument(
+        "--threshold", type=float, required=True, help="Drift (1 - RBO) at which it fires."
+    )
+    added.add_argument("-h", type=int, default=10, dest="h", help="The top h (default 10).")
+    added.add_argument(
+        "--min-stability", type=float, help="Fire only while the top h is this stable."
+    )
+    added.add_argument("--label", default="", help="Free text, sent with the events.")
+    removed = actions.add_parser("rm", parents=common, help="Delete an alert.")
+    removed.add_argument("name")
+    removed.add_argument("id")
+    events = actions.add_parser("events", parents=common, help="The events the alerts raised.")
+    events.add_argument("name")
+    events.add_argument("--limit", type=int, default=20, help="(default 20)")
+    events.add_argument("--json", action="store_true", help="Print JSON, one list.")
 
     methods = commands.add_parser(
         "methods",
@@ -381,11 +442,12 @@ def _methods(args: argparse.Namespace, client: Client, console: Console) -> int:
 
 
 def _watch(args: argparse.Namespace, client: Client, console: Console) -> int:
-    live = console.out.isatty()
+    live = console.out.isatty() and not args.once
+    count = 1 if args.once else args.count
     shown = 0
     previous: tuple[float, int] | None = None
     try:
-        while args.count is None or shown < args.count:
+        while count is None or shown < count:
             if shown:
                 time.sleep(args.interval)
             top = _fetch_top(args, client)
@@ -396,7 +458,8 @@ def _watch(args: argparse.Namespace, client: Client, console: Console) -> int:
                 rate = f"  (+{per_second:,.0f}/s)"
             previous = (now, top.seen)
             stamp = time.strftime("%H:%M:%S")
-            screen = f"{top_table(top)}\n\nat {stamp}{rate}, every {args.interval:g} s"
+            moved = _drift_text(client, args.name, args.h)
+            screen = f"{top_table(top)}\n{moved}\n\nat {stamp}{rate}, every {args.interval:g} s"
             if live:
                 # Home the cursor and clear the screen: the table refreshes in place.
                 console.out.write("\x1b[H\x1b[2J" + screen + "  (Ctrl-C to stop)\n")
@@ -406,6 +469,70 @@ def _watch(args: argparse.Namespace, client: Client, console: Console) -> int:
             shown += 1
     except KeyboardInterrupt:
         console.out.write("\n")
+    return 0
+
+
+def _drift_text(client: Client, name: str, h: int) -> str:
+    """The drift lines of ``sift watch``, or why there are none (a partitioned selector)."""
+    try:
+        return drift_lines(client.drift(name, h))
+    except ProblemError as exc:
+        if exc.status == 422:
+            return f"drift: none ({exc.detail})"
+        raise
+
+
+def _drift(args: argparse.Namespace, client: Client, console: Console) -> int:
+    drift = client.drift(args.name, args.h)
+    if args.json:
+        print_json(console.out, drift.raw)
+    else:
+        console.out.write(drift_lines(drift) + "\n")
+    return 0
+
+
+def _baseline(args: argparse.Namespace, client: Client, console: Console) -> int:
+    if args.forget:
+        client.forget_baseline(args.name)
+        console.out.write(
+            f"forgot the baseline of {args.name}: the next stable version becomes it\n"
+        )
+        return 0
+    pinned = client.set_baseline(args.name)
+    console.out.write(f"version {pinned.version} of {args.name} is the baseline (pinned)\n")
+    return 0
+
+
+def _alerts(args: argparse.Namespace, client: Client, console: Console) -> int:
+    if args.action == "add":
+        created = client.create_alert(
+            args.name,
+            args.webhook,
+            args.threshold,
+            h=args.h,
+            min_stability=args.min_stability,
+            label=args.label,
+        )
+        console.out.write(
+            f"alert {created.alert.id} on {args.name}: POST {created.alert.url} when the drift "
+            f"of the top {created.alert.h} reaches {created.alert.threshold:g}\n"
+            f"secret (shown once; it signs every delivery): {created.secret}\n"
+        )
+    elif args.action == "rm":
+        client.delete_alert(args.name, args.id)
+        console.out.write(f"deleted alert {args.id} of {args.name}\n")
+    elif args.action == "events":
+        events = client.alert_events(args.name, args.limit)
+        if args.json:
+            print_json(console.out, [e.raw for e in events])
+        else:
+            console.out.write(events_table(events) + "\n")
+    else:
+        alerts = client.list_alerts(args.name)
+        if args.json:
+            print_json(console.out, [alert.__dict__ for alert in alerts])
+        else:
+            console.out.write(alerts_table(alerts) + "\n")
     return 0
 
 
@@ -545,6 +672,9 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Client, Console], int]] = {
     "top": _top,
     "methods": _methods,
     "watch": _watch,
+    "drift": _drift,
+    "baseline": _baseline,
+    "alerts": _alerts,
     "ls": _ls,
     "describe": _describe,
     "delete": _delete,

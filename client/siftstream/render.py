@@ -7,7 +7,17 @@ import json
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from siftstream.results import SelectorInfo, StreamInfo, StreamRankings, Top
+from siftstream.results import (
+    Alert,
+    AlertEvent,
+    Drift,
+    FeatureRef,
+    Moved,
+    SelectorInfo,
+    StreamInfo,
+    StreamRankings,
+    Top,
+)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
@@ -51,7 +61,91 @@ def top_table(top: Top) -> str:
         for f in top.features
     ]
     first_numbers = {0, len(headers) - 1, len(headers) - 3}
-    return title + "\n" + table(headers, rows, first_numbers)
+    return title + "\n" + table(headers, rows, first_numbers) + stability_lines(top)
+
+
+def stability_lines(top: Top) -> str:
+    """What follows a ranking's table when it has a stability: the index with its interval,
+    and each feature's band (the lowest and highest rank it takes over the resamples)."""
+    stability = top.stability
+    if stability is None:
+        return ""
+    low, high = stability.interval
+    each = "" if stability.corrected else f" of {top.seen // stability.resamples:,} rows each"
+    line = (
+        f"\nstability of the top {stability.h}: {stability.index:.2f} "
+        f"(95% interval {low:.2f} to {high:.2f}; {count(stability.resamples, 'resample')}{each})"
+    )
+    bands = [
+        f"{f.name} {f.band[0]}-{f.band[1]}" if f.band[0] != f.band[1] else f"{f.name} {f.band[0]}"
+        for f in top.features
+        if f.band is not None
+    ]
+    return line + ("\nbands: " + ", ".join(bands) if bands else "")
+
+
+def features_text(features: Sequence[FeatureRef]) -> str:
+    return ", ".join(f"{f.view}:{f.name}" if f.view else f.name for f in features) or "none"
+
+
+def moved_line(what: str, moved: Moved) -> str:
+    line = (
+        f"{what} (version {moved.version}): drift {moved.drift:.2f} "
+        f"(rbo {moved.rbo:.2f}, jaccard {moved.jaccard:.2f})"
+    )
+    if moved.entered or moved.left:
+        line += f"; entered {features_text(moved.entered)}; left {features_text(moved.left)}"
+    return line
+
+
+def drift_lines(drift: Drift) -> str:
+    """How far the top h moved: since the previous version and since the baseline."""
+    lines = [f"drift of the top {drift.h} at version {drift.version}"]
+    if drift.previous is not None:
+        lines.append("  " + moved_line("since the previous version", drift.previous))
+    if drift.baseline is None:
+        lines.append("  since the baseline: none yet (until a version's ranking is stable)")
+    else:
+        lines.append("  " + moved_line(f"since the baseline, {drift.baseline.how}", drift.baseline))
+    return "\n".join(lines)
+
+
+def alerts_table(alerts: Sequence[Alert]) -> str:
+    if not alerts:
+        return "no alerts"
+    rows = [
+        [
+            a.id,
+            str(a.h),
+            f"{a.threshold:g}",
+            "-" if a.min_stability is None else f"{a.min_stability:g}",
+            "yes" if a.firing else "no",
+            str(a.crossings),
+            a.url,
+        ]
+        for a in alerts
+    ]
+    headers = ["id", "h", "threshold", "min stability", "firing", "crossings", "url"]
+    return table(headers, rows, {1, 2, 3, 5})
+
+
+def events_table(events: Sequence[AlertEvent]) -> str:
+    if not events:
+        return "no events"
+    rows = [
+        [
+            e.id,
+            str(e.version),
+            str(e.baseline_version),
+            f"{e.drift:.2f}",
+            str((e.delivery or {}).get("status", "-")),
+            features_text(e.entered),
+            features_text(e.left),
+        ]
+        for e in events
+    ]
+    headers = ["event", "version", "baseline", "drift", "delivery", "entered", "left"]
+    return table(headers, rows, {1, 2, 3})
 
 
 def print_json(out: TextIO, document: Any) -> None:

@@ -375,16 +375,51 @@ class RankedFeature:
     name: str
     score: float
     view: str | None = None
+    #: The lowest and highest rank the feature takes in this ranking and in the resampled ones
+    #: (``Top.stability``); None when the answer has no stability.
+    band: tuple[int, int] | None = None
 
     @classmethod
     def from_json(cls, doc: Json) -> RankedFeature:
         view = doc.get("view")
+        band = doc.get("band")
         return cls(
             int(doc["rank"]),
             int(doc["index"]),
             str(doc["name"]),
             float(doc["score"]),
             None if view is None else str(view),
+            None if band is None else (int(band[0]), int(band[1])),
+        )
+
+
+@dataclass(frozen=True)
+class Stability:
+    """How settled a top h is: the selection-stability index of Nogueira, Sechidis & Brown
+    (JMLR 2018) over the resampled rankings, 1 when they agree, about 0 at random; its 95%
+    interval; how many resamples it compares and how the method keeps them. ``corrected``: the
+    resamples' spread is scaled to every row seen (else it is the index of 1/resamples of them).
+    """
+
+    index: float
+    interval: tuple[float, float]
+    resamples: int
+    h: int
+    estimated_by: str
+    corrected: bool
+    level: float = 0.95
+
+    @classmethod
+    def from_json(cls, doc: Json) -> Stability:
+        low, high = doc["interval"]
+        return cls(
+            float(doc["index"]),
+            (float(low), float(high)),
+            int(doc["resamples"]),
+            int(doc["h"]),
+            str(doc.get("estimated_by", "")),
+            bool(doc.get("corrected", True)),
+            float(doc.get("level", 0.95)),
         )
 
 
@@ -400,11 +435,18 @@ class Top:
     features_seen: int | None = None
     strategy: str | None = None
     account: dict[str, Any] | None = None
+    #: How settled this top is (row methods ranked by score); None otherwise.
+    stability: Stability | None = None
     raw: Json = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def seen(self) -> int:
         return _seen(self.rows_seen, self.features_seen)
+
+    @property
+    def bands(self) -> list[tuple[int, int] | None]:
+        """Each feature's band, best first (None where the answer has none)."""
+        return [f.band for f in self.features]
 
     @property
     def indices(self) -> np.ndarray:
@@ -426,6 +468,9 @@ class Top:
             features_seen=_int_or_none(doc.get("features_seen")),
             strategy=doc.get("strategy"),
             account=doc.get("account"),
+            stability=None
+            if doc.get("stability") is None
+            else Stability.from_json(doc["stability"]),
             raw=doc,
         )
 
@@ -864,3 +909,187 @@ class PushSummary:
     def duplicates(self) -> int:
         """Chunks the service had already applied (answered from their Idempotency-Key)."""
         return sum(r.duplicate for r in self.receipts)
+
+
+@dataclass(frozen=True)
+class FeatureRef:
+    """A feature as drift and alerts name it (``view``: multi-view selectors)."""
+
+    index: int
+    name: str
+    view: str | None = None
+
+    @classmethod
+    def from_json(cls, doc: Json) -> FeatureRef:
+        view = doc.get("view")
+        return cls(int(doc["index"]), str(doc["name"]), None if view is None else str(view))
+
+
+@dataclass(frozen=True)
+class Moved:
+    """How a top h moved since an earlier ``version``: rank-biased overlap, Jaccard, drift
+    (1 - rbo), and the features that entered and left it. ``how``/``pinned_at``: of a
+    baseline (``auto`` or ``pinned``)."""
+
+    version: int
+    rbo: float
+    jaccard: float
+    drift: float
+    entered: list[FeatureRef]
+    left: list[FeatureRef]
+    rows_seen: int | None = None
+    features_seen: int | None = None
+    how: str | None = None
+    pinned_at: float | None = None
+
+    @classmethod
+    def from_json(cls, doc: Json) -> Moved:
+        pinned = doc.get("pinned_at")
+        return cls(
+            int(doc["version"]),
+            float(doc["rbo"]),
+            float(doc["jaccard"]),
+            float(doc["drift"]),
+            [FeatureRef.from_json(f) for f in doc["entered"]],
+            [FeatureRef.from_json(f) for f in doc["left"]],
+            _int_or_none(doc.get("rows_seen")),
+            _int_or_none(doc.get("features_seen")),
+            doc.get("how"),
+            None if pinned is None else float(pinned),
+        )
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How far a selector's top h moved since the previous version and since the baseline
+    (None: no earlier version kept, no baseline yet)."""
+
+    name: str
+    method: str
+    h: int
+    version: int
+    previous: Moved | None
+    baseline: Moved | None
+    rows_seen: int | None = None
+    features_seen: int | None = None
+    raw: Json = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, doc: Json) -> Drift:
+        previous, baseline = doc.get("previous"), doc.get("baseline")
+        return cls(
+            str(doc["name"]),
+            str(doc["method"]),
+            int(doc["h"]),
+            int(doc["version"]),
+            None if previous is None else Moved.from_json(previous),
+            None if baseline is None else Moved.from_json(baseline),
+            _int_or_none(doc.get("rows_seen")),
+            _int_or_none(doc.get("features_seen")),
+            raw=doc,
+        )
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The version a selector's drift is measured against."""
+
+    name: str
+    version: int
+    how: str
+    pinned_at: float
+    rows_seen: int | None = None
+    features_seen: int | None = None
+
+    @classmethod
+    def from_json(cls, doc: Json) -> Baseline:
+        return cls(
+            str(doc["name"]),
+            int(doc["version"]),
+            str(doc["how"]),
+            float(doc["pinned_at"]),
+            _int_or_none(doc.get("rows_seen")),
+            _int_or_none(doc.get("features_seen")),
+        )
+
+
+@dataclass(frozen=True)
+class Alert:
+    """An alert: ``url`` gets an event when a version's drift since the baseline reaches
+    ``threshold`` (and its top h is at least ``min_stability`` stable, if set)."""
+
+    id: str
+    url: str
+    h: int
+    threshold: float
+    min_stability: float | None
+    label: str
+    created_at: float
+    firing: bool = False
+    crossings: int = 0
+    judged_version: int | None = None
+
+    @classmethod
+    def from_json(cls, doc: Json) -> Alert:
+        floor = doc.get("min_stability")
+        return cls(
+            str(doc["id"]),
+            str(doc["url"]),
+            int(doc["h"]),
+            float(doc["threshold"]),
+            None if floor is None else float(floor),
+            str(doc.get("label", "")),
+            float(doc["created_at"]),
+            bool(doc.get("firing", False)),
+            int(doc.get("crossings", 0)),
+            _int_or_none(doc.get("judged_version")),
+        )
+
+
+@dataclass(frozen=True)
+class CreatedAlert:
+    """A new alert: ``secret`` (the HMAC key of its signatures) is in this answer only."""
+
+    alert: Alert
+    secret: str = field(repr=False)
+
+    @classmethod
+    def from_json(cls, doc: Json) -> CreatedAlert:
+        return cls(Alert.from_json(doc), str(doc["secret"]))
+
+
+@dataclass(frozen=True)
+class AlertEvent:
+    """One crossing of an alert, as POSTed to its webhook, with how its delivery went
+    (``delivery``: status, attempts, last_status, last_error)."""
+
+    id: str
+    alert: str
+    crossing: int
+    version: int
+    baseline_version: int
+    drift: float
+    entered: list[FeatureRef]
+    left: list[FeatureRef]
+    at: float
+    stability: float | None = None
+    delivery: dict[str, Any] | None = None
+    raw: Json = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, doc: Json) -> AlertEvent:
+        stability = doc.get("stability")
+        return cls(
+            str(doc["id"]),
+            str(doc["alert"]),
+            int(doc["crossing"]),
+            int(doc["version"]),
+            int(doc["baseline_version"]),
+            float(doc["drift"]),
+            [FeatureRef.from_json(f) for f in doc["entered"]],
+            [FeatureRef.from_json(f) for f in doc["left"]],
+            float(doc["at"]),
+            None if stability is None else float(stability),
+            doc.get("delivery"),
+            raw=doc,
+        )

@@ -12,7 +12,8 @@ asks a method's name what to do; it reads what the method declares:
 * ``score_field``, ``describe``: where the ranking and the description come from;
 * capabilities, each a protocol below that a method implements or not (the service checks with
   ``isinstance``): ``DecidesOnArrival`` (OFS), ``Clusters`` (OFS), ``SelectsColumns`` (IQRP,
-  and FSDS on its sketch), ``Mergeable`` (OCFS, variance, FSDS), ``Projects`` (IOC), and for states
+  and FSDS on its sketch), ``Mergeable`` (OCFS, variance, FSDS), ``Projects`` (IOC),
+  ``EstimatesStability`` (the row methods, ``service.algorithms.resampling``), and for states
   that come from elsewhere (imports) ``StoresSegments`` (IQRP) and ``ChecksState``, which
   ``check_state`` uses.
 
@@ -112,8 +113,11 @@ class Method(Protocol[C]):
     #: every other field a reader needs is published per version (``published_fields``).
     served_from_checkpoints: tuple[str, ...]
 
-    def resolve_params(self, params: Mapping[str, Any], size: int) -> dict[str, Any]:
-        """Validate user parameters and fill in defaults.
+    def resolve_params(
+        self, params: Mapping[str, Any], size: int, stored: bool = False
+    ) -> dict[str, Any]:
+        """Validate user parameters and fill in defaults (``stored``: params resolved before,
+        which resolve as they did when they were stored, ``MethodParams.complete``).
 
         ``size`` is the fixed dimension of the stream: features per row for row kinds, samples
         per column for ``"columns"``, all views' features together for ``"views"``.
@@ -173,8 +177,10 @@ class MethodBase:
         if model is not None:
             cls.params_schema = model.documented_schema()
 
-    def resolve_params(self, params: Mapping[str, Any], size: int) -> dict[str, Any]:
-        return self.params_model.resolve(params, size).as_params()
+    def resolve_params(
+        self, params: Mapping[str, Any], size: int, stored: bool = False
+    ) -> dict[str, Any]:
+        return self.params_model.resolve(params, size, stored=stored).as_params()
 
     coalesces = True
     chunking_invariant = True
@@ -342,6 +348,27 @@ class ChecksState(Protocol):
         ...
 
 
+@runtime_checkable
+class EstimatesStability(Protocol):
+    """Keeps interleaved subsamples of itself beside its state (``ResampledMethod``), whose
+    rankings say how settled the top h is (``service.algorithms.stability``): the row methods.
+    A feature-column method has none: its features arrive once each (OFS decides on each column
+    as it comes, IQRP selects among stored columns), so there is no stream of rows to resample;
+    its answers carry ``stability: null``."""
+
+    #: How the subsamples are kept for this method, and what they estimate.
+    stability_estimate: str
+    #: Whether the subsamples' spread is scaled to that of resamples of every row seen (scores
+    #: smooth in the rows); else the index is that of subsamples of ``1/K`` of the rows
+    #: (``service.algorithms.stability.replicate_scores``).
+    stability_corrected: bool
+
+    def resample_scores(self, state: State, params: Mapping[str, Any]) -> np.ndarray | None:
+        """The subsamples' scores (``K x d``); None if the state keeps none (a selector created
+        before resamples existed, or with ``resamples: 0``) or one has seen no row yet."""
+        ...
+
+
 #: What each capability is called where clients discover it (``GET /v1/methods``), and what it
 #: serves; ``Mergeable`` also makes partitioned selectors. (``StoresSegments`` and
 #: ``ChecksState`` are how a method is stored and imported, not what it offers.)
@@ -351,6 +378,7 @@ CAPABILITIES: tuple[tuple[type, str], ...] = (
     (SelectsColumns, "pivoted"),
     (Mergeable, "merge"),
     (Projects, "projection"),
+    (EstimatesStability, "stability"),
 )
 
 

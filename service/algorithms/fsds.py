@@ -42,10 +42,11 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import Field
 
-from service.algorithms.base import ChunkKind, Matrix, MethodBase, State
+from service.algorithms.base import ChunkKind, Matrix, State
 from service.algorithms.kernels import RandomFourierFeatures, median_pairwise_distance
-from service.algorithms.params import MethodParams, computed
+from service.algorithms.params import computed
 from service.algorithms.pivoted_qr import ColumnSource, MatrixSource
+from service.algorithms.resampling import ResampledMergeable, ResampledParams
 from service.algorithms.sketching import (
     SketchUpdate,
     decay_weights,
@@ -63,6 +64,8 @@ __all__ = [
 ]
 
 _EPS = float(np.finfo(np.float64).eps)
+#: The smallest positive float: a decay that underflows stays a decay.
+_TINY = float(np.finfo(np.float64).smallest_subnormal)
 #: Parameters of the gaussian kernel only (refused, and not stored, with the cosine kernel).
 _GAUSSIAN_ONLY = ("kernel_components", "kernel_bandwidth", "seed")
 #: Default shrink schedule, ``max(BLOCK_ELLS * ell, MIN_BLOCK_ROWS)`` rows (``default_block_rows``).
@@ -81,7 +84,7 @@ BANDWIDTH_SAMPLE_ROWS = 1000
 # -- parameters -----------------------------------------------------------------------------
 
 
-class FSDSParams(MethodParams):
+class FSDSParams(ResampledParams):
     """Huang et al. 2015, Algorithm 2 (see docs/methods/fsds.md)."""
 
     method: ClassVar[str] = "fsds"
@@ -316,7 +319,7 @@ def _state_float(state: State, key: str) -> float:
     return 0.0 if value is None else float(np.asarray(value))
 
 
-class FSDS(MethodBase):
+class FSDS(ResampledMergeable):
     """Feature Selection on Data Streams (Algorithm 2 STREAMFEATWEIGHT) over row chunks.
 
     Capability: ``SelectsColumns`` on request (``strategy=diverse``): pivoted QR on the feature
@@ -357,8 +360,17 @@ class FSDS(MethodBase):
     pivot_fields: tuple[str, ...] = ("sketch_rows",)
     #: ``Mergeable``: another sketch of the same features (with the state's scalars).
     summary_fields: tuple[str, ...] = ("sketch_rows",)
+    stability_estimate = (
+        "a Frequent-Directions sketch (ell rows) of each of K interleaved subsamples of the "
+        "rows, with steps 5-7 on each; with decay, a subsample forgets decay^K per row it sees "
+        "(the whole stream's rate), and in gaussian mode it uses the whole stream's bandwidth; "
+        "compared as they are: the index is that of n/K rows"
+    )
+    #: Not scaled to the whole stream: the scores are not smooth in the rows where singular
+    #: values are close (``stability.replicate_scores``); the index is that of n/K rows.
+    stability_corrected = False
 
-    def initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
+    def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
         cfg = FSDSParams.resolve(params, n_features, stored=True)
         return {
             "sketch_rows": np.zeros((cfg.ell, cfg.width(n_features))),
@@ -371,7 +383,7 @@ class FSDS(MethodBase):
             "kernel_bandwidth": float(cfg.kernel_bandwidth or 0.0),
         }
 
-    def state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
+    def core_state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
         cfg = FSDSParams.resolve(params, n_features, stored=True)
         return {
             "sketch_rows": 8 * cfg.ell * cfg.width(n_features),
@@ -379,7 +391,7 @@ class FSDS(MethodBase):
             "weights": 8 * n_features,
         }
 
-    def update(self, state: State, params: Mapping[str, Any], rows: Matrix) -> State:
+    def core_update(self, state: State, params: Mapping[str, Any], rows: Matrix) -> State:
         weights_now = np.asarray(state["weights"])
         m = weights_now.shape[0]
         cfg = FSDSParams.resolve(params, m, stored=True)
@@ -436,7 +448,7 @@ class FSDS(MethodBase):
             "kernel_bandwidth": bandwidth if cfg.gaussian else 0.0,
         }
 
-    def merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
+    def core_merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
         """Add another sketch of the same features: its rows are folded in as rows, with one
         shrink (Algorithm 2, steps 1-4 on ``[B_1; B_2]``), then steps 5-7 on the result.
 
@@ -485,6 +497,21 @@ class FSDS(MethodBase):
             "kernel_bandwidth": (bandwidth or other_bandwidth) if cfg.gaussian else 0.0,
         }
 
+    def resample_params(self, params: Mapping[str, Any], state: State, k: int) -> Mapping[str, Any]:
+        """A subsample sees one row in K: it forgets ``decay^K`` per row it sees, so that its
+        rows weigh as they do in the whole stream; in gaussian mode it maps rows with the whole
+        stream's bandwidth (the median heuristic on its own first rows would pick another
+        feature map, and its ranking would differ for that alone)."""
+        out = dict(params)
+        decay = float(params.get("decay", 1.0))
+        if decay != 1.0:
+            out["decay"] = max(decay**k, _TINY)
+        if params.get("kernel") == "gaussian" and params.get("kernel_bandwidth") is None:
+            bandwidth = _state_float(state, "kernel_bandwidth")
+            if bandwidth > 0:
+                out["kernel_bandwidth"] = bandwidth
+        return out
+
     def summary_samples(self, summary: State) -> int:
         return int(np.asarray(summary.get("rows_seen") or 0))
 
@@ -498,7 +525,7 @@ class FSDS(MethodBase):
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.asarray(state["weights"], dtype=np.float64)
 
-    def check_consistency(
+    def core_check_consistency(
         self,
         state: State,
         params: Mapping[str, Any],

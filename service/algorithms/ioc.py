@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import Field
 
-from service.algorithms.base import ChunkKind, MethodBase, Projection, State
+from service.algorithms.base import ChunkKind, Projection, State
 from service.algorithms.labels import (
     CLASSES_FIELD,
     COUNTS_FIELD,
@@ -52,11 +52,11 @@ from service.algorithms.labels import (
     stored_classes,
 )
 from service.algorithms.ocfs import SUMS_FIELD, exact_directions
-from service.algorithms.params import MethodParams
+from service.algorithms.resampling import ResampledMethod, ResampledParams
 from service.errors import Conflict, Inconsistent, InvalidParams
 
 
-class IOCParams(MethodParams):
+class IOCParams(ResampledParams):
     """Yan et al. 2006, Table 1 (see docs/methods/ocfs-ioc.md)."""
 
     method: ClassVar[str] = "ioc"
@@ -74,7 +74,7 @@ class IOCParams(MethodParams):
             )
 
 
-class IOC(MethodBase):
+class IOC(ResampledMethod):
     """Incremental Orthogonal Centroid over labelled row chunks, one sample at a time.
 
     The result does not depend on the chunking (the samples are processed in log order either
@@ -93,8 +93,12 @@ class IOC(MethodBase):
     #: ``Projects``: IOC's learned W, or the exact batch OC solution the state determines.
     projection_fields: tuple[str, ...] = ("vectors", "eigenvalues", COUNTS_FIELD, SUMS_FIELD)
     solutions: tuple[str, ...] = ("ioc", "exact")
+    stability_estimate = (
+        "IOC (Table 1) run on each of K interleaved subsamples of the rows, its features "
+        "scored as the whole stream's, their spread scaled to resamples of every row seen"
+    )
 
-    def initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
+    def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
         cfg = IOCParams.resolve(params, n_features, stored=True)
         return {
             CLASSES_FIELD: encode_classes([]),
@@ -108,7 +112,7 @@ class IOC(MethodBase):
             "weights": np.zeros(n_features),
         }
 
-    def state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
+    def core_state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
         p = IOCParams.resolve(params, n_features, stored=True).n_components
         return {
             "vectors": 8 * p * n_features,
@@ -117,7 +121,7 @@ class IOC(MethodBase):
             "weights": 8 * n_features,
         }  # class counts and sums grow by one row per class found
 
-    def update(self, state: State, params: Mapping[str, Any], rows: LabelledRows) -> State:
+    def core_update(self, state: State, params: Mapping[str, Any], rows: LabelledRows) -> State:
         """Table 1 for every row of the chunk, in order."""
         m = int(np.asarray(state["sample_sum"]).size)
         cfg = IOCParams.resolve(params, m, stored=True)
@@ -163,7 +167,7 @@ class IOC(MethodBase):
     def describe(self, state: State) -> dict[str, Any]:
         return describe_classes(state)
 
-    def check_consistency(
+    def core_check_consistency(
         self,
         state: State,
         params: Mapping[str, Any],

@@ -53,6 +53,22 @@ class LabelledRows:
         """The samples this chunk stands for (rows, or the sum of the multiplicities)."""
         return self.n_rows if self.multiplicity is None else int(self.multiplicity.sum())
 
+    def take(self, positions: np.ndarray) -> LabelledRows:
+        """The rows at ``positions`` (in that order), their classes again in order of first
+        appearance among them."""
+        codes = self.codes[positions]
+        present, first = np.unique(codes, return_index=True)
+        order = present[np.argsort(first, kind="stable")]
+        remap = np.full(len(self.classes), -1, dtype=np.int64)
+        remap[order] = np.arange(order.size)
+        rows = self.rows[positions] if sp.issparse(self.rows) else np.asarray(self.rows)[positions]
+        return LabelledRows(
+            rows,
+            tuple(self.classes[int(c)] for c in order),
+            remap[codes],
+            None if self.multiplicity is None else self.multiplicity[positions],
+        )
+
 
 def labelled(rows: Matrix, labels: Sequence[Label]) -> LabelledRows:
     """Rows with their labels (one per row, already validated) as a ``LabelledRows``."""

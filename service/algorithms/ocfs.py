@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from service.algorithms.base import ChunkKind, Matrix, MethodBase, State
+from service.algorithms.base import ChunkKind, Matrix, State
 from service.algorithms.labels import (
     CLASSES_FIELD,
     COUNTS_FIELD,
@@ -37,7 +37,7 @@ from service.algorithms.labels import (
     grow_rows,
     stored_classes,
 )
-from service.algorithms.params import MethodParams
+from service.algorithms.resampling import ResampledMergeable, ResampledParams
 
 #: The state field holding every class's row sum (``c x m``).
 SUMS_FIELD = "class_sums"
@@ -55,14 +55,14 @@ def ocfs_scores(counts: np.ndarray, sums: np.ndarray) -> np.ndarray:
     return np.asarray(((counts[present] / n)[:, None] * (means - overall) ** 2).sum(axis=0))
 
 
-class OCFSParams(MethodParams):
-    """OCFS has no parameters: its scores are exact."""
+class OCFSParams(ResampledParams):
+    """OCFS's scores are exact: its one parameter is how their stability is estimated."""
 
     method: ClassVar[str] = "ocfs"
     unknown_hint: ClassVar[str] = " (the scores are exact)"
 
 
-class OCFS(MethodBase):
+class OCFS(ResampledMergeable):
     """OCFS over labelled row chunks; the state is class counts and class sums."""
 
     name = "ocfs"
@@ -76,8 +76,12 @@ class OCFS(MethodBase):
     describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
     #: ``Mergeable``: another OCFS selector's class counts and sums add exactly.
     summary_fields: tuple[str, ...] = (COUNTS_FIELD, SUMS_FIELD)
+    stability_estimate = (
+        "the class counts and sums of each of K interleaved subsamples of the rows, scored by "
+        "Table 2, their spread scaled to resamples of every row seen"
+    )
 
-    def initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
+    def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
         return {
             CLASSES_FIELD: encode_classes([]),
             COUNTS_FIELD: np.zeros(0, dtype=np.int64),
@@ -85,10 +89,10 @@ class OCFS(MethodBase):
             "scores": np.zeros(n_features),
         }
 
-    def state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
+    def core_state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
         return {"scores": 8 * n_features}  # class sums grow by one row per class found
 
-    def update(self, state: State, params: Mapping[str, Any], rows: LabelledRows) -> State:
+    def core_update(self, state: State, params: Mapping[str, Any], rows: LabelledRows) -> State:
         """Fold the chunk's class counts and sums in, then recompute every score (O(cm))."""
         classes, codes = discover(stored_classes(state), rows)
         counts, sums = class_totals(rows.rows, codes, len(classes), rows.multiplicity)
@@ -107,7 +111,7 @@ class OCFS(MethodBase):
     def describe(self, state: State) -> dict[str, Any]:
         return describe_classes(state)
 
-    def check_consistency(
+    def core_check_consistency(
         self,
         state: State,
         params: Mapping[str, Any],
@@ -117,10 +121,10 @@ class OCFS(MethodBase):
         """``ChecksState``: one count and one row of sums per class."""
         check_classes(state, SUMS_FIELD)
 
-    def merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
+    def core_merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
         """Add another selector's counts and sums (classes matched by label, new ones appended
         in its order): the scores are those of one selector that saw both streams."""
-        return self.update(state, params, summary_rows(summary))
+        return self.core_update(state, params, summary_rows(summary))
 
     def summary_samples(self, summary: State) -> int:
         return int(np.asarray(summary[COUNTS_FIELD]).sum())

@@ -20,6 +20,7 @@ how it is computed).
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping
 from numbers import Integral, Real
@@ -101,6 +102,14 @@ class MethodParams(BaseModel):
         """Parameters ``as_params`` leaves out (ones that do not apply to this configuration)."""
         return set()
 
+    @classmethod
+    def ordered_fields(cls) -> list[str]:
+        """The parameters as users read them: the method's own first (in the order declared),
+        then those it shares with other methods (declared by a base class)."""
+        own = inspect.get_annotations(cls)
+        inherited = [n for n in cls.model_fields if n not in own]
+        return [n for n in cls.model_fields if n not in inherited] + inherited
+
     @model_validator(mode="after")
     def _complete(self, info: ValidationInfo) -> Self:
         context = info.context or {}
@@ -127,10 +136,11 @@ class MethodParams(BaseModel):
         """The JSON Schema of what users may pass: the fields but those the service fills in,
         the defaults that hold at every size, no titles; described by the model's docstring."""
         schema = _untitled(cls.model_json_schema())
+        given = schema.get("properties", {})
         properties = {
-            name: prop
-            for name, prop in schema.get("properties", {}).items()
-            if name not in cls.filled_by_service
+            name: given[name]
+            for name in cls.ordered_fields()
+            if name in given and name not in cls.filled_by_service
         }
         return {
             "type": "object",
@@ -148,7 +158,7 @@ class MethodParams(BaseModel):
         errors = exc.errors()
         unknown = [str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden"]
         if unknown:
-            listed = [n for n in cls.model_fields if n not in cls.filled_by_service]
+            listed = [n for n in cls.ordered_fields() if n not in cls.filled_by_service]
             expected = f"expected some of: {', '.join(listed)}" if listed else "it has none"
             return (
                 f"unknown parameter(s) for {cls.method}: {', '.join(map(repr, unknown))}; "

@@ -30,8 +30,8 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import Field
 
-from service.algorithms.base import MAX_ABS_VALUE, ChunkKind, Matrix, MethodBase, State
-from service.algorithms.params import MethodParams
+from service.algorithms.base import MAX_ABS_VALUE, ChunkKind, Matrix, State
+from service.algorithms.resampling import ResampledMergeable, ResampledParams
 from service.errors import Inconsistent
 
 __all__ = ["Variance", "chunk_moments", "combine"]
@@ -68,7 +68,7 @@ def combine(
     return n, mean_a + delta * (n_b / n), m2_a + m2_b + delta**2 * (n_a * n_b / n)
 
 
-class VarianceParams(MethodParams):
+class VarianceParams(ResampledParams):
     """Per-feature variance, streamed exactly (Chan, Golub & LeVeque 1979)."""
 
     method: ClassVar[str] = "variance"
@@ -85,7 +85,7 @@ def _moments(state: State) -> tuple[int, np.ndarray, np.ndarray]:
     )
 
 
-class Variance(MethodBase):
+class Variance(ResampledMergeable):
     """Per-feature variance over row chunks; exact for any chunking, mergeable."""
 
     name = "variance"
@@ -99,8 +99,12 @@ class Variance(MethodBase):
     score_field = "variance"
     #: ``Mergeable``: another selector's moments combine exactly.
     summary_fields: tuple[str, ...] = ("mean", "m2")
+    stability_estimate = (
+        "the moments (count, mean, M2) of each of K interleaved subsamples of the rows (eq. 2.1 "
+        "on its rows), their spread scaled to resamples of every row seen"
+    )
 
-    def initial_state(self, params: Mapping[str, Any], size: int) -> State:
+    def core_initial_state(self, params: Mapping[str, Any], size: int) -> State:
         return {
             "count": 0,
             "mean": np.zeros(size),
@@ -108,13 +112,13 @@ class Variance(MethodBase):
             "variance": np.zeros(size),
         }
 
-    def state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
+    def core_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
         return {"mean": 8 * size, "m2": 8 * size, "variance": 8 * size}
 
-    def update(self, state: State, params: Mapping[str, Any], chunk: Matrix) -> State:
+    def core_update(self, state: State, params: Mapping[str, Any], chunk: Matrix) -> State:
         return self._state(combine(_moments(state), chunk_moments(chunk)), params)
 
-    def merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
+    def core_merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
         return self._state(combine(_moments(state), _moments(summary)), params)
 
     def summary_samples(self, summary: State) -> int:
@@ -126,7 +130,7 @@ class Variance(MethodBase):
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.array(state["variance"], dtype=np.float64)
 
-    def check_consistency(
+    def core_check_consistency(
         self,
         state: State,
         params: Mapping[str, Any],

@@ -24,6 +24,7 @@ from service.api.routes import (
     health,
     keys,
     methods,
+    monitoring,
     rankings,
     selectors,
     streams,
@@ -182,6 +183,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 supervising.cancel()
                 await asyncio.wait([supervising], timeout=SHUTDOWN_STEP_SECONDS)
             await applier.close(SHUTDOWN_STEP_SECONDS)
+            await app.state.selectors.monitor.close(SHUTDOWN_STEP_SECONDS)
             stop_expiring.set()
             if expiry is not None:
                 await asyncio.wait([expiry], timeout=SHUTDOWN_STEP_SECONDS)
@@ -222,6 +224,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         chunks.router,
         features.router,
         rankings.router,
+        monitoring.router,
         capabilities.router,
         streams.router,
         keys.router,

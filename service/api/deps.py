@@ -49,6 +49,9 @@ LogId = Annotated[
     ),
 ]
 KeyId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="An API key's id.")]
+AlertId = Annotated[
+    str, Path(pattern=r"^[0-9a-f]{16}$", description="An alert's id (from its creation).")
+]
 
 
 async def get_selectors(request: Request) -> Selectors:

@@ -101,3 +101,55 @@ class KeyOut(KeyInfo):
 
 class KeyList(BaseModel):
     keys: list[KeyInfo]
+
+
+#: An alert's URL: http or https, a host name or an IPv4 address (no credentials; an IPv6 host
+#: goes by its name), an optional port (1-65535), then any visible characters.
+#: ``service.monitoring.webhooks.check_url`` checks the same, and the allowed hosts.
+_PORT = (
+    r"(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
+)
+_HOST = r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?"
+WEBHOOK_URL_PATTERN = rf"^[Hh][Tt][Tt][Pp][Ss]?://{_HOST}{_PORT}([/?#][\x21-\x7e]*)?$"
+
+
+class AlertIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [
+                {
+                    "url": "https://hooks.example.com/sift",
+                    "h": 10,
+                    "threshold": 0.3,
+                    "min_stability": 0.6,
+                    "label": "news: the top 10 moved",
+                }
+            ]
+        },
+    )
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        pattern=WEBHOOK_URL_PATTERN,
+        description="Where events are POSTed: http or https, without credentials (hosts may be "
+        "limited by SIFT_ALERT_HOSTS).",
+    )
+    h: WholeNumber = Field(
+        default=10, ge=1, description="The top h compared, at most SIFT_HISTORY_TOP (100)."
+    )
+    threshold: float = Field(
+        gt=0,
+        le=1,
+        description="Drift since the baseline (1 - rank-biased overlap of the top h) at or over "
+        "which a version crosses.",
+    )
+    min_stability: float | None = Field(
+        default=None,
+        ge=-1,
+        le=1,
+        description="Cross only while the version's top h is at least this stable (its "
+        "stability index): a ranking that moved and settled, not one that is merely noisy.",
+    )
+    label: str = Field(default="", max_length=256, description="Free text, sent with events.")

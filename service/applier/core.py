@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from service.applier.state import Drain, Hot
 from service.cache import LRU
 from service.config import Settings
 from service.metrics import Metrics
+from service.store.records import Head, SelectorMeta
 from service.store.redis_store import SelectorStore
+from service.updates import Update
 from service.waiting import HandOver, Waiters
 from service.wire.kinds import Chunk
 
@@ -52,6 +55,9 @@ class ApplierCore:
         # Selectors whose state will be due for a checkpoint by age, when nothing else comes.
         self._checkpoint_timers: dict[str, asyncio.TimerHandle] = {}
         self._closing = False
+        # Called right after every commit of this process with the selector, the new head and
+        # the update (the monitor's ``committed``): they must return at once and not raise.
+        self.observers: list[Callable[[SelectorMeta, Head, Update], None]] = []
 
     def hand_over(self, name: str, log_id: str, chunk: Chunk, payload_bytes: int) -> None:
         """The chunk of entry ``log_id`` of ``name``, just appended here, decoded: this

@@ -33,6 +33,7 @@ from service.updates import (
     StateUnreadable,
     Update,
     UpdateFailed,
+    assess_resamples,
     compute_update,
     decode_checkpoint,
     publish,
@@ -383,8 +384,10 @@ class DrainLoop(Checkpoints):
 
             def unchanged() -> Update:
                 ranking = rank(meta, hot.state, top)
+                resampled, stability = assess_resamples(meta, hot.state, top)
+                published = publish(meta, hot.state, ranking, resampled)
                 return Update(
-                    hot.state, publish(meta, hot.state, ranking), {}, hot.state_bytes, ranking
+                    hot.state, published, {}, hot.state_bytes, ranking, resampled, stability
                 )
 
             update = await asyncio.to_thread(unchanged)
@@ -439,7 +442,13 @@ class DrainLoop(Checkpoints):
         items_seen = hot.head.items_seen + items
         history = None
         if update.ranking is not None:
-            history = HistoryEntry(hot.head.version + 1, items_seen, 0.0, update.ranking)
+            history = HistoryEntry(
+                hot.head.version + 1,
+                items_seen,
+                0.0,
+                update.ranking,
+                None if update.stability is None else update.stability.as_dict(),
+            )
         try:
             committed_head = await self.store.commit(
                 lease,
@@ -468,4 +477,9 @@ class DrainLoop(Checkpoints):
             after=hot.head.cursor,
             rejections={r.log_id: r.reason for r in rejections or ()},
         )
+        for observe in self.observers:
+            try:
+                observe(hot.meta, committed_head, update)
+            except Exception:  # an observer never fails a commit
+                log.exception("selector %s: a commit observer failed", name)
         return committed_head

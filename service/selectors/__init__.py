@@ -8,6 +8,8 @@ Each room has one owner and one concern:
 * ``reader``: committed state, decoded off the event loop, cached per version;
 * ``rankings``: the h best features by score (per view for multi-view selectors);
 * ``history``: the top features of recent versions (what drift looks like);
+* ``drift``: how far the top h moved since the previous version and the baseline; the
+  baseline; ``alerts``: webhooks raised when it moves (judged by ``monitor``, after commits);
 * ``archives``: a selector exported as a self-describing archive, and imported from one;
 * ``streams``: one log that several selectors apply, each exactly once, and their rankings side
   by side;
@@ -23,9 +25,12 @@ from __future__ import annotations
 from service.applier import Applier
 from service.config import Settings
 from service.metrics import Metrics
+from service.monitoring.monitor import Monitor
+from service.selectors.alerts import Alerts
 from service.selectors.archive import Archives
 from service.selectors.clustering import Clustering
 from service.selectors.decisions import Decisions
+from service.selectors.drift import Drift
 from service.selectors.history import History
 from service.selectors.ingest import Ingest, Receipt
 from service.selectors.lifecycle import Lifecycle
@@ -65,3 +70,8 @@ class Selectors:
         self.streams = Streams(
             store, self.lifecycle, self.ingest, self.rankings, applier, settings, metrics
         )
+        # Judges every commit of this process for baselines and alerts, off the commit's path.
+        self.monitor = Monitor(store, settings, metrics)
+        applier.observers.append(self.monitor.committed)
+        self.drift = Drift(self.reader, self.monitor, settings)
+        self.alerts = Alerts(self.drift, self.monitor, settings)

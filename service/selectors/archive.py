@@ -289,7 +289,9 @@ def restore(archive: Archive, name: str | None, max_state_bytes: int) -> Restore
     shape_fields = ("n_features", "n_samples", "views", "feature_names")
     document = {k: described[k] for k in shape_fields if described.get(k) is not None}
     shape = kind.shape(document, method.name)
-    resolved = method.resolve_params({**params, **shape.params}, shape.size)
+    # Resolved as stored params: an archive of a selector created before a parameter existed
+    # resolves to what it was created with (no resamples, say).
+    resolved = method.resolve_params({**params, **shape.params}, shape.size, stored=True)
     if json.loads(json.dumps(resolved)) != params:
         raise Inconsistent(
             f"the archive's params do not resolve to themselves for {method.name}: "

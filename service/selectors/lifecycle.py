@@ -15,9 +15,11 @@ import numpy as np
 
 from service.algorithms import METHODS, get_method, require_capability
 from service.algorithms.base import AnyMethod, Mergeable
+from service.algorithms.resampling import split_field
 from service.config import Settings
 from service.errors import (
     Conflict,
+    Inconsistent,
     InvalidInput,
     InvalidParams,
     NotFound,
@@ -378,8 +380,8 @@ class Lifecycle:
                 f"expires_after must be between 1 and {MAX_EXPIRES_AFTER:.0f} seconds (30 days); "
                 f"got {value}"
             )
-        if partitions > 1:
-            raise InvalidInput("expires_after applies to selectors without partitions")
+        if partitions > 1:  # two valid fields that contradict each other
+            raise Inconsistent("expires_after applies to selectors without partitions")
         return float(value)
 
     async def expire_idle(self) -> list[str]:
@@ -428,11 +430,12 @@ class Lifecycle:
         meta, method, kind = await self.reader.described(name)
         head, state = await self.reader.state(name, method.describe_fields)
         shown = method.describe(state)
-        # Scalars the method shows in its own form (a class list) are not repeated raw.
+        # Scalars the method shows in its own form (a class list) are not repeated raw, nor
+        # the resamples' copies of the method's own (``GET .../top`` says what they show).
         scalars = {
             key: value
             for key, value in state.items()
-            if not isinstance(value, np.ndarray) and key not in shown
+            if not isinstance(value, np.ndarray) and key not in shown and split_field(key) is None
         }
         # Entries appended and not yet committed past (counted on the head, in one read).
         scalars["pending_entries"] = sum(

@@ -14,6 +14,7 @@ import hashlib
 
 from service.algorithms import require_capability
 from service.algorithms.base import Mergeable
+from service.algorithms.resampling import resample_count, summary_fields_of
 from service.applier import Applier
 from service.config import Settings
 from service.errors import Conflict, Inconsistent, SelectorMismatch
@@ -53,13 +54,20 @@ class Merging:
                 f"can merge a {meta.method} selector with {meta.size} features; '{source}' runs "
                 f"{other.method} with {other.size}"
             )
+        if resample_count(other.params) != resample_count(meta.params):
+            raise SelectorMismatch(
+                f"'{name}' keeps {resample_count(meta.params)} resamples and '{source}' "
+                f"{resample_count(other.params)}: a merge adds each resample to its own, so both "
+                "must keep as many (selectors created before resamples existed keep none)"
+            )
         if meta.feature_names and other.feature_names and meta.feature_names != other.feature_names:
             raise SelectorMismatch(
                 f"'{name}' and '{source}' name their features differently: the columns would "
                 "not line up"
             )
         await self._settle(source)
-        head, summary = await self.reader.state(source, method.summary_fields)
+        fields = summary_fields_of(method.summary_fields, meta.params)
+        head, summary = await self.reader.state(source, fields)
         if head.items_seen == 0:
             raise Conflict(f"selector '{source}' has seen no rows: nothing to merge")
         payload = await asyncio.to_thread(lambda: pack_fields(encode_state(summary)))

@@ -7,15 +7,37 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from service.algorithms.base import SelectsColumns, offers, order_by_score, top_per_view
+from service.algorithms.base import (
+    AnyMethod,
+    EstimatesStability,
+    SelectsColumns,
+    State,
+    offers,
+    order_by_score,
+    top_per_view,
+)
+from service.algorithms.resampling import COUNTS_FIELD, group_field, resample_count
+from service.algorithms.stability import (
+    CONFIDENCE,
+    Assessment,
+    ResampledRanking,
+    Stability,
+    assess,
+    assess_views,
+)
 from service.cache import LRU
 from service.errors import InvalidInput, SelectorMismatch
 from service.selectors.pivoted import Pivoted, selecting
 from service.selectors.reading import Seen, StateReader, seen
-from service.selectors.results import RankedFeature, TopOut, WeightsOut
+from service.selectors.results import RankedFeature, StabilityOut, TopOut, WeightsOut
 from service.store.codec import decode_array
 from service.store.records import Head, SelectorMeta, default_name
-from service.updates import RANKING_INDEX_FIELD, RANKING_SCORE_FIELD
+from service.updates import (
+    RANKING_INDEX_FIELD,
+    RANKING_SCORE_FIELD,
+    RESAMPLE_RANKS_FIELD,
+    RESAMPLE_TOP_FIELD,
+)
 from service.wire.kinds import Kind
 
 #: Ranking strategies of ``GET .../top``: individual scores, or pivoted QR's spanning selection.
@@ -97,19 +119,32 @@ class Rankings:
         cached = self._answers.get((name, head.state_key, h, view))
         if cached is not None:
             return cached
+        stability: StabilityOut | None = None
         if view is not None or meta.views is not None:
-            scores = await self.scores(name)
-            at = scores.head
-            features = await asyncio.to_thread(self._by_view, meta, scores.weights, h, view)
+            at, arrays = await self.reader.arrays(name, scored_fields(method, meta))
+            features, assessed = await asyncio.to_thread(
+                self._by_view, meta, method, arrays, h, view
+            )
+            if assessed is not None:
+                stability = stability_out(method, assessed, h)
         else:
-            at, order, top_scores = await self._best(meta, method.score_field, h)
+            at, order, top_scores, assessment = await self._best(meta, method, h)
             names = await self.reader.item_names(meta, kind, order)
+            band_of = assessment.bands.tolist() if assessment is not None else None
             features = [
-                RankedFeature(rank=rank, index=index, name=label, score=score)
+                RankedFeature(
+                    rank=rank,
+                    index=index,
+                    name=label,
+                    score=score,
+                    band=None if band_of is None else band_of[rank - 1],
+                )
                 for rank, (index, label, score) in enumerate(
                     zip(order, names, top_scores, strict=True), start=1
                 )
             ]
+            if assessment is not None:
+                stability = stability_out(method, assessment.stability, len(features))
         counts = seen(kind, at)
         answer = TopOut(
             name=name,
@@ -119,38 +154,60 @@ class Rankings:
             features_seen=counts.features_seen,
             features=features,
             versions=versions_of(at),
+            stability=stability,
         )
         self._answers.put((name, at.state_key, h, view), answer)
         return answer
 
     async def _best(
-        self, meta: SelectorMeta, score_field: str, h: int
-    ) -> tuple[Head, list[int], list[float]]:
-        """The indices and scores of the ``h`` best features of the current version: from the
-        ranking the version published (a few KiB) when it holds ``h``, else from every score
-        (a partitioned selector's merged scores, say)."""
+        self, meta: SelectorMeta, method: AnyMethod, h: int
+    ) -> tuple[Head, list[int], list[float], Assessment | None]:
+        """The indices and scores of the ``h`` best features of the current version, and what
+        its resamples say of them: from the ranking the version published (a few KiB) when it
+        holds ``h``, else from every score (a partitioned selector's merged scores, say)."""
         raw: dict[str, bytes] = {}
         if not meta.partitioned:
-            head, raw = await self.reader.store.read_state_fields(
-                meta.name, [RANKING_INDEX_FIELD, RANKING_SCORE_FIELD]
-            )
-        if len(raw) == 2:
+            head, raw = await self.reader.store.read_state_fields(meta.name, PUBLISHED_TOP)
+        if RANKING_INDEX_FIELD in raw and RANKING_SCORE_FIELD in raw:
             indices, scores = (
                 decode_array(raw[f]) for f in (RANKING_INDEX_FIELD, RANKING_SCORE_FIELD)
             )
+            resampled = None
+            if RESAMPLE_TOP_FIELD in raw and RESAMPLE_RANKS_FIELD in raw:
+                resampled = ResampledRanking(
+                    decode_array(raw[RESAMPLE_TOP_FIELD]),
+                    decode_array(raw[RESAMPLE_RANKS_FIELD]),
+                    meta.size,
+                )
             # Fewer than published means every feature is there: any h is answered.
-            if h <= indices.size or indices.size < self.published_top:
-                return head, [int(i) for i in indices[:h]], [float(x) for x in scores[:h]]
-        head, arrays = await self.reader.arrays(meta.name, [score_field])
-        weights = arrays[score_field]
-        order = [int(i) for i in await asyncio.to_thread(order_by_score, weights, h)]
-        return head, order, [float(weights[i]) for i in order]
+            every = indices.size < self.published_top
+            if (h <= indices.size or every) and (resampled is None or resampled.answers(h)):
+                assessment = None if resampled is None else resampled.assess(h)
+                top = [int(i) for i in indices[:h]], [float(x) for x in scores[:h]]
+                return head, *top, assessment
+        head, arrays = await self.reader.arrays(meta.name, scored_fields(method, meta))
+
+        def ranked() -> tuple[list[int], list[float], Assessment | None]:
+            weights = arrays[method.score_field]
+            order = [int(i) for i in order_by_score(weights, h)]
+            resampled = resample_scores(method, meta, arrays)
+            assessment = None
+            if resampled is not None:
+                assessment = assess(weights, resampled, h, corrected(method))
+            return order, [float(weights[i]) for i in order], assessment
+
+        return head, *await asyncio.to_thread(ranked)
 
     @staticmethod
     def _by_view(
-        meta: SelectorMeta, weights: np.ndarray, h: int, view: str | None
-    ) -> list[RankedFeature]:
-        """The top h of one view, or of every view in turn (OMVFS, Algorithm 1 step 19).
+        meta: SelectorMeta,
+        method: AnyMethod,
+        arrays: dict[str, np.ndarray],
+        h: int,
+        view: str | None,
+    ) -> tuple[list[RankedFeature], Stability | None]:
+        """The top h of one view, or of every view in turn (OMVFS, Algorithm 1 step 19), and
+        the stability of what is shown (``assess_views``).
 
         ``index`` is the feature's position in its view; ``rank`` counts within the view.
         """
@@ -163,9 +220,26 @@ class Rankings:
             raise SelectorMismatch(
                 f"unknown view {view!r}; expected one of {[v for v, _ in views]}"
             )
+        weights = arrays[method.score_field]
+        resampled = resample_scores(method, meta, arrays)
+        shown, offset = views, 0
+        if view is not None:
+            for name, dim in views:
+                if name == view:
+                    shown = [(name, dim)]
+                    break
+                offset += dim
+        assessed = None
+        if resampled is not None:
+            width = sum(dim for _, dim in shown)
+            part = slice(offset, offset + width)
+            assessed = assess_views(weights[part], resampled[:, part], shown, h, corrected(method))
         features = []
-        for name, start, order in top_per_view(weights, views, h):
+        for index, (name, start, order) in enumerate(top_per_view(weights, views, h)):
             if view is None or name == view:
+                band_of = None
+                if assessed is not None:
+                    band_of = assessed[1][0 if view is not None else index].tolist()
                 for rank, local in enumerate(order, start=1):
                     features.append(
                         RankedFeature(
@@ -176,6 +250,56 @@ class Rankings:
                             if meta.feature_names
                             else default_name(int(local)),
                             score=float(weights[start + local]),
+                            band=None if band_of is None else band_of[rank - 1],
                         )
                     )
-        return features
+        return features, None if assessed is None else assessed[0]
+
+
+#: What ``top`` reads of a version: its published top and what its resamples say of it.
+PUBLISHED_TOP = [
+    RANKING_INDEX_FIELD,
+    RANKING_SCORE_FIELD,
+    RESAMPLE_TOP_FIELD,
+    RESAMPLE_RANKS_FIELD,
+]
+
+
+def scored_fields(method: AnyMethod, meta: SelectorMeta) -> list[str]:
+    """The score field, and the resamples' own with their counts when the selector keeps
+    resamples (``ResampledMethod``)."""
+    fields = [method.score_field]
+    k = resample_count(meta.params) if offers(method, EstimatesStability) else 0
+    fields.extend(group_field(g, method.score_field) for g in range(k))
+    return [*fields, COUNTS_FIELD] if k else fields
+
+
+def resample_scores(
+    method: AnyMethod, meta: SelectorMeta, arrays: dict[str, np.ndarray]
+) -> np.ndarray | None:
+    """The resamples' scores among ``arrays`` (read by ``scored_fields``), or None."""
+    if not offers(method, EstimatesStability) or COUNTS_FIELD not in arrays:
+        return None
+    state: State = dict(arrays)
+    # A state of the resamples' scores alone: what resample_scores reads of it.
+    return method.resample_scores(state, meta.params)
+
+
+def corrected(method: AnyMethod) -> bool:
+    """Whether ``method``'s resamples are scaled to the whole stream (``EstimatesStability``)."""
+    return not offers(method, EstimatesStability) or method.stability_corrected
+
+
+def stability_out(method: AnyMethod, stability: Stability, h: int) -> StabilityOut:
+    """The answer's stability; ``h`` as the answer counts it (per view, for multi-view ones:
+    the index itself is of the views' tops together)."""
+    estimate = method.stability_estimate if offers(method, EstimatesStability) else ""
+    return StabilityOut(
+        index=stability.index,
+        interval=[stability.low, stability.high],
+        level=CONFIDENCE,
+        resamples=stability.resamples,
+        h=h,
+        estimated_by=estimate,
+        corrected=corrected(method),
+    )

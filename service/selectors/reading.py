@@ -11,6 +11,7 @@ import numpy as np
 
 from service.algorithms import get_method
 from service.algorithms.base import AnyMethod, Mergeable, State
+from service.algorithms.resampling import served_from_checkpoint, summary_fields_of
 from service.cache import LRU
 from service.errors import CheckpointReplaced, CodecError
 from service.store.codec import SCALARS_FIELD, decode_array, decode_state
@@ -87,10 +88,10 @@ class StateReader:
             raise CodecError(
                 f"selector '{meta.name}' is partitioned but {method.name} cannot merge"
             )
-        fields = [SCALARS_FIELD, *method.summary_fields]
+        fields = [SCALARS_FIELD, *summary_fields_of(method.summary_fields, meta.params)]
         names = [meta.partition(i).name for i in range(meta.partitions)]
         summaries: list[dict[str, bytes]] = []
-        if set(method.served_from_checkpoints) & set(fields):
+        if any(served_from_checkpoint(method.served_from_checkpoints, f) for f in fields):
             for attempt in range(CHECKPOINT_READ_ATTEMPTS):
                 combined, heads = await self._checkpoint_heads(names)
                 cached = self._merged.get((meta.name, combined.state_key))
@@ -209,8 +210,8 @@ class StateReader:
         and (if any is asked for) the method's checkpoint-served ones from a checkpoint brought
         up to date (the answer is then that checkpoint's version)."""
         meta = await self.store.get_meta(name)
-        from_checkpoint = set(get_method(meta.method).served_from_checkpoints) & set(fields)
-        if not from_checkpoint:
+        served = get_method(meta.method).served_from_checkpoints
+        if not any(served_from_checkpoint(served, f) for f in fields):
             return await self.store.read_state_fields(name, fields)
         await self.bring_up_to_date(name)
         snapshot = await self.store.snapshot(name)

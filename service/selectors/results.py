@@ -12,7 +12,7 @@ one name, one meaning.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 import numpy as np
 import orjson
@@ -59,13 +59,15 @@ Integers: TypeAlias = Annotated[
 
 
 class Result(BaseModel):
-    """Base of every answer: rendered without the optional fields it does not have."""
+    """Base of every answer: rendered without the optional fields it does not have (unless it
+    ``shows_nulls``: every field said, null where there is nothing)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
+    shows_nulls: ClassVar[bool] = False
 
     def render(self) -> bytes:
         return orjson.dumps(
-            self.model_dump(exclude_none=True, by_alias=True),
+            self.model_dump(exclude_none=not self.shows_nulls, by_alias=True),
             option=orjson.OPT_SERIALIZE_NUMPY,
         )
 
@@ -151,7 +153,8 @@ class MethodOut(Result):
     )
     capabilities: list[str] = Field(
         description="What it offers besides top and weights: decisions, cluster, pivoted "
-        "(strategy=diverse, or its own ranking), merge, partitions, projection."
+        "(strategy=diverse, or its own ranking), merge, partitions, projection, stability "
+        "(its top answers say how settled the ranking is)."
     )
     coalesces: bool = Field(description="Whether pending chunks may be applied as one update.")
     chunking_invariant: bool = Field(
@@ -347,6 +350,42 @@ class RankedFeature(Result):
     index: int
     name: str
     score: float = Field(description="The method's score, or the pivot |R_jj| for pivoted-qr.")
+    band: list[int] | None = Field(
+        default=None,
+        min_length=2,
+        max_length=2,
+        description="The lowest and highest rank (1 is the best) the feature takes in this "
+        "ranking and in the resampled ones (top answers with a stability).",
+    )
+
+
+class StabilityOut(Result):
+    """How settled the top h is: the selection-stability index of Nogueira, Sechidis & Brown
+    (JMLR 2018) over the top h of the resampled rankings."""
+
+    index: float = Field(
+        description="1 when every resample selects the same h features; about 0 for "
+        "selections at random; below 0 when they disagree more than chance."
+    )
+    interval: list[float] = Field(
+        min_length=2,
+        max_length=2,
+        description="The 95% interval of the index (wide with few resamples: with 2, two "
+        "identical selections of 10 give about [0.72, 1]).",
+    )
+    level: float = Field(description="The interval's confidence level (0.95).")
+    resamples: int = Field(description="The resampled rankings compared (the params' resamples).")
+    h: int = Field(
+        description="The top h assessed (multi-view selectors: per view; the index is of every "
+        "view's top h together)."
+    )
+    estimated_by: str = Field(description="How the method keeps its resamples.")
+    corrected: bool = Field(
+        description="true: the resamples' spread is scaled to that of resamples of every row "
+        "seen (methods whose scores are smooth in the rows: variance, ocfs, ioc); false: the "
+        "index is that of subsamples of 1/resamples of the rows (fsds, omvfs), lower than the "
+        "whole stream's while the ranking still settles."
+    )
 
 
 class PassAccount(Result):
@@ -391,11 +430,19 @@ class TopOut(Result):
     versions: list[int] | None = Field(
         default=None, description="Partitioned selectors: each partition's version (summed)."
     )
+    stability: StabilityOut | None = Field(
+        default=None,
+        description="How settled the top h is (row methods, ranked by score); null for "
+        "feature-column methods and pivoted selections, for selectors created before "
+        "resamples existed or with resamples 0, and until every resample has seen a row.",
+    )
     _rendered: bytes | None = PrivateAttr(default=None)
 
     def render(self) -> bytes:
         if self._rendered is None:
-            self._rendered = super().render()
+            body = self.model_dump(exclude_none=True, by_alias=True)
+            body.setdefault("stability", None)  # always said, null when there is none
+            self._rendered = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
         return self._rendered
 
 
@@ -657,3 +704,169 @@ class StreamRankings(Result):
     unranked: list[Unranked] = Field(
         default_factory=list, description="Selectors whose top h could not be had."
     )
+
+
+class FeatureRef(Result):
+    """A feature, as answers about rankings name it."""
+
+    index: int = Field(description="Its index (within its view, for multi-view selectors).")
+    name: str
+    view: str | None = Field(default=None, description="Multi-view selectors: its view.")
+
+
+class VersionDrift(Result):
+    """How the top h moved since an earlier version (``version``)."""
+
+    version: int = Field(description="The earlier version.")
+    rows_seen: int | None = Field(default=None, description="Row streams: then.")
+    features_seen: int | None = Field(default=None, description="Feature streams: then.")
+    rbo: float = Field(
+        description="Rank-biased overlap (RBO_ext, Webber, Moffat & Zobel 2010, p = 0.9) of the "
+        "two tops: 1 for the same ranking, 0 for disjoint ones (multi-view: the views' mean)."
+    )
+    jaccard: float = Field(description="Shared features over all features of the two tops.")
+    drift: float = Field(description="1 - rbo: how far the ranking moved (0 to 1).")
+    entered: list[FeatureRef] = Field(description="In the current top h, not in the earlier.")
+    left: list[FeatureRef] = Field(description="In the earlier top h, not in the current.")
+
+
+class BaselineDrift(VersionDrift):
+    how: Literal["auto", "pinned"] = Field(
+        description="auto: the first version whose ranking was stable; pinned: POST .../baseline."
+    )
+    pinned_at: float = Field(description="When it became the baseline (seconds, epoch).")
+
+
+class DriftOut(Result):
+    """How far the top h moved since the previous version and since the baseline."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "news",
+                    "method": "fsds",
+                    "h": 3,
+                    "version": 12,
+                    "rows_seen": 12000,
+                    "previous": {
+                        "version": 11,
+                        "rows_seen": 11000,
+                        "rbo": 1.0,
+                        "jaccard": 1.0,
+                        "drift": 0.0,
+                        "entered": [],
+                        "left": [],
+                    },
+                    "baseline": None,
+                }
+            ]
+        }
+    )
+    name: str
+    method: str
+    h: int
+    version: int = Field(description="The newest version in the history (0: none yet).")
+    rows_seen: int | None = Field(default=None, description="Row streams.")
+    features_seen: int | None = Field(default=None, description="Feature streams.")
+    previous: VersionDrift | None = Field(
+        default=None, description="Since the version before (null: no earlier version kept)."
+    )
+    baseline: BaselineDrift | None = Field(
+        default=None,
+        description="Since the baseline (null: none yet, until a version's ranking is stable "
+        "or one is pinned).",
+    )
+
+    def render(self) -> bytes:
+        body = self.model_dump(exclude_none=True, by_alias=True)
+        body.setdefault("previous", None)
+        body.setdefault("baseline", None)
+        return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+class BaselineOut(Result):
+    """The version a selector's drift is measured against."""
+
+    name: str
+    version: int
+    rows_seen: int | None = Field(default=None, description="Row streams.")
+    features_seen: int | None = Field(default=None, description="Feature streams.")
+    how: Literal["auto", "pinned"]
+    pinned_at: float
+
+
+class AlertOut(Result):
+    """An alert: a webhook called when a committed version's drift since the baseline crosses
+    the threshold."""
+
+    shows_nulls = True
+
+    id: str
+    url: str
+    h: int
+    threshold: float
+    min_stability: float | None = Field(
+        default=None, description="Fires only while the top h is at least this stable."
+    )
+    label: str
+    created_at: float
+    firing: bool = Field(description="Whether the last version judged was over the threshold.")
+    crossings: int = Field(description="Times it crossed (one event each).")
+    judged_version: int | None = Field(
+        default=None, description="The last version judged (null: none yet)."
+    )
+
+
+class AlertCreated(AlertOut):
+    secret: str = Field(
+        description="The HMAC-SHA256 key that signs every delivery (Sift-Signature), shown "
+        "only in this answer: store it now."
+    )
+
+
+class AlertList(Result):
+    shows_nulls = True
+    name: str
+    alerts: list[AlertOut]
+
+
+class DeliveryOut(Result):
+    status: Literal["pending", "delivered", "failed"] = Field(
+        description="pending: not yet acknowledged (being retried); delivered: a 2xx came back; "
+        "failed: given up after SIFT_ALERT_ATTEMPTS attempts."
+    )
+    attempts: int
+    last_status: int | None = Field(default=None, description="The last HTTP status received.")
+    last_error: str | None = Field(default=None, description="Why the last attempt failed.")
+    updated_at: float | None = None
+
+
+class AlertEventOut(Result):
+    """One crossing of an alert: what was POSTed to its webhook, and how that went."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(description="<alert id>-<crossing>: the Sift-Event header of the delivery.")
+    type: str
+    alert: str
+    crossing: int
+    selector: str
+    method: str
+    h: int
+    threshold: float
+    version: int
+    baseline_version: int
+    drift: float
+    rbo: float
+    jaccard: float
+    stability: float | None = None
+    entered: list[FeatureRef]
+    left: list[FeatureRef]
+    at: float
+    delivery: DeliveryOut | None = None
+
+
+class AlertEventList(Result):
+    name: str
+    events: list[AlertEventOut]

@@ -12,9 +12,11 @@ import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from service.errors import InvalidInput
+from service.algorithms.drift import STABLE_H, compare
+from service.errors import CodecError, InvalidInput
 from service.store.core import UNREACHABLE
 from service.store.keys import is_partition, registry_key
+from service.store.records import Baseline, HistoryEntry
 from service.store.redis_errors import map_redis_errors
 from service.store.redis_store import SelectorStore
 
@@ -37,6 +39,10 @@ class SelectorUsage:
     pending_entries: int
     #: Bytes Redis reports for the committed state (``MEMORY USAGE``, every field sampled).
     state_bytes: int
+    #: The stability index of the newest version's top 10 (None: not estimated) ...
+    stability: float | None = None
+    #: ... and how far that top 10 moved since the baseline (None: no baseline yet).
+    drift: float | None = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,50 @@ class Inventory:
                 lambda pipe, key: pipe.memory_usage(key, samples=0),
                 raise_on_error=False,
             )
-            for (name, length, _), size in zip(found, sizes, strict=True):
+            watched = await self._rankings([name for name, _, _ in found])
+            for (name, length, _), size, (stability, drift) in zip(
+                found, sizes, watched, strict=True
+            ):
                 unknown = size is None or size is UNREACHABLE or isinstance(size, Exception)
-                measured.append(SelectorUsage(name, length, 0 if unknown else int(size)))
+                measured.append(
+                    SelectorUsage(name, length, 0 if unknown else int(size), stability, drift)
+                )
         return Usage(selectors=len(names), measured=measured)
+
+    async def _rankings(self, names: list[str]) -> list[tuple[float | None, float | None]]:
+        """Each selector's newest stability (its top 10's) and drift since its baseline, from
+        its newest history entry and its baseline: two reads each, pipelined."""
+        keys: list[str] = []
+        for name in names:
+            k = self.store.keys(name)
+            keys.extend((k.history, k.baseline))
+        replies = await self.store.read_each(
+            keys,
+            lambda pipe, key: pipe.lindex(key, 0) if key.endswith(":history") else pipe.get(key),
+            raise_on_error=False,
+        )
+        out: list[tuple[float | None, float | None]] = []
+        for raw_entry, raw_baseline in zip(replies[::2], replies[1::2], strict=True):
+            out.append(_watched(raw_entry, raw_baseline))
+        return out
+
+
+def _watched(raw_entry: object, raw_baseline: object) -> tuple[float | None, float | None]:
+    """The stability and the drift a history entry and a baseline say (None where either is
+    missing, unreadable or unreachable)."""
+    if not isinstance(raw_entry, bytes | str):
+        return None, None
+    try:
+        entry = HistoryEntry.from_json(raw_entry)
+        baseline = (
+            Baseline.from_json(raw_baseline) if isinstance(raw_baseline, bytes | str) else None
+        )
+    except CodecError:
+        return None, None
+    stability = None
+    if entry.stability is not None and entry.stability["h"] == STABLE_H:
+        stability = float(entry.stability["index"])
+    drift = None
+    if baseline is not None:
+        drift = compare(baseline.entry.rankings, entry.rankings, STABLE_H).drift
+    return stability, drift

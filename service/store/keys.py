@@ -51,6 +51,14 @@ and the Lua scripts (``service/store/lua/``) stay valid on Redis Cluster::
     {prefix}:{name}:staging:<nonce>[:...]  state (and, for an import, feature names and segments)
                                      of a ``create`` in flight (short TTL, then renamed)
     {prefix}:{name}:history          list of JSON ranking-history entries, newest first (capped)
+    {prefix}:{name}:baseline         JSON: the version drift is measured against (its history
+                                     entry, how it was chosen, when, the incarnation)
+    {prefix}:{name}:alerts           hash: alert id -> JSON alert (webhook URL, h, threshold,
+                                     minimum stability, its HMAC secret, created_at)
+    {prefix}:{name}:alert_states     hash: alert id -> JSON {version, firing, crossings}: the
+                                     last version judged, whether it was over the threshold
+    {prefix}:{name}:alert_events     list of JSON events (one per crossing), newest first, capped
+    {prefix}:{name}:alert_deliveries hash: event id -> JSON delivery status (attempts, outcome)
 
 The registry ``{prefix}:selectors`` is a plain set in its own slot, updated by separate commands;
 ``{prefix}:expiring`` (``expiring_key``) likewise orders the selectors that expire when idle.
@@ -206,6 +214,31 @@ class SelectorKeys:
     def history(self) -> str:
         """The ranking history: one JSON entry per committed version, newest first."""
         return f"{self.base}:history"
+
+    @property
+    def baseline(self) -> str:
+        """The version drift is measured against (JSON)."""
+        return f"{self.base}:baseline"
+
+    @property
+    def alerts(self) -> str:
+        """The selector's alerts: id -> JSON."""
+        return f"{self.base}:alerts"
+
+    @property
+    def alert_states(self) -> str:
+        """Each alert's judgement of the last version: id -> JSON."""
+        return f"{self.base}:alert_states"
+
+    @property
+    def alert_events(self) -> str:
+        """The events the alerts raised, newest first (capped)."""
+        return f"{self.base}:alert_events"
+
+    @property
+    def alert_deliveries(self) -> str:
+        """How each event's delivery went: event id -> JSON."""
+        return f"{self.base}:alert_deliveries"
 
     def idem(self, key: str) -> str:
         """The idempotency record of ``Idempotency-Key`` ``key``."""

@@ -40,11 +40,12 @@ from service.store.rooms.commits import Commits
 from service.store.rooms.history import History
 from service.store.rooms.leases import Leases
 from service.store.rooms.log import Log
+from service.store.rooms.monitoring import Monitoring
 from service.store.rooms.registry import Registry
 from service.store.rooms.streams import Streams
 
 
-class SelectorStore(Commits, Streams, Log, Checkpoints, Registry, Leases, History):
+class SelectorStore(Commits, Streams, Log, Checkpoints, Registry, Leases, History, Monitoring):
     """All Redis access of Sift. Methods are async and raise the ``service.errors`` tree."""
 
     def __init__(

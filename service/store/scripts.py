@@ -43,6 +43,10 @@ NAMES = (
     "release",
     "take_attempt",
     "detach",
+    "set_baseline",
+    "create_alert",
+    "claim_crossing",
+    "record_delivery",
 )
 
 _USES = re.compile(r"^-- uses: (.+)$", re.MULTILINE)

@@ -31,9 +31,11 @@ from service.algorithms.base import (
     published_fields,
 )
 from service.algorithms.labels import labelled
+from service.algorithms.resampling import COUNTS_FIELD, ResampledMethod, summary_fields_of
 from service.errors import Inconsistent, InvalidParams
 from service.store.codec import decode_state, encode_state
 from service.wire.kinds import kind_of
+from tests.support.states import array_field
 
 NAMES = sorted(METHODS)
 #: Features per row (row kinds, both views together) or samples per column (columns).
@@ -195,7 +197,7 @@ def test_a_merge_equals_the_union_of_the_streams(name: str) -> None:
     _params, b = run(method, right)
     _params, union = run(method, left + right)
     summary = {k: v for k, v in b.items() if not isinstance(v, np.ndarray)}
-    summary.update({field: b[field] for field in method.summary_fields})
+    summary.update({field: b[field] for field in summary_fields_of(method.summary_fields, params)})
     merged = method.merge(a, params, decode_state(encode_state(summary)))
     assert method.summary_samples(summary) == sum(
         kind_of(method.chunk_kind).items_of(c) for c in right
@@ -203,6 +205,11 @@ def test_a_merge_equals_the_union_of_the_streams(name: str) -> None:
     np.testing.assert_allclose(
         method.weights(merged, params), method.weights(union, params), rtol=1e-9, atol=1e-12
     )
+    # The resamples merge too: as many rows, each subsample with its own of both sides.
+    assert isinstance(method, ResampledMethod)
+    np.testing.assert_array_equal(merged[COUNTS_FIELD], a[COUNTS_FIELD] + b[COUNTS_FIELD])
+    assert array_field(merged, COUNTS_FIELD).sum() == array_field(union, COUNTS_FIELD).sum()
+    assert method.resample_scores(merged, params) is not None
 
 
 CAPABILITY_FIELDS: dict[type, Callable[[Any], tuple[str, ...]]] = {

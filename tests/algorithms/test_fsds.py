@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from service.algorithms import METHODS, get_method
 from service.algorithms.base import State
 from service.algorithms.fsds import FSDS, gfw_p2_weights, normalize_rows
+from service.algorithms.resampling import COUNTS_FIELD, group_field, summary_fields_of
 from service.algorithms.sketching import paper_svd_update
 from service.errors import InvalidInput, InvalidParams
 from tests.support.states import array_field, number_field
@@ -177,11 +178,16 @@ def test_update_does_not_mutate_its_input(kernel: str) -> None:
 def test_state_is_flat_arrays_and_scalars() -> None:
     rng = np.random.default_rng(5)
     method, params, state = run(rng.standard_normal((40, 12)), {"k": 2, "ell": 4}, 15)
-    assert set(state) == {
+    own = {
         "sketch_rows", "singular_values", "weights", "alpha", "rows_seen",
         "shrinkage_total", "squared_norm_seen", "kernel_bandwidth",
     }  # fmt: skip
+    resampled = {group_field(g, f) for g in range(2) for f in own}
+    assert set(state) == own | resampled | {COUNTS_FIELD}
+    assert state[COUNTS_FIELD].dtype == np.int64  # type: ignore[union-attr]
     for key, value in state.items():
+        if key == COUNTS_FIELD:
+            continue
         if isinstance(value, np.ndarray):
             assert value.dtype == np.float64, key
         else:
@@ -206,7 +212,7 @@ def test_defaults() -> None:
     method = FSDS()
     assert method.resolve_params({}, 1024) == {
         "k": 10, "ell": 32, "alpha_exponent": 3.0, "normalize_rows": True,
-        "block_rows": 200, "kernel": "cosine",
+        "block_rows": 200, "kernel": "cosine", "resamples": 2,
     }  # fmt: skip
     assert method.resolve_params({}, 100)["ell"] == 11  # max(ceil(sqrt(m)), k + 1)
     tiny = method.resolve_params({}, 5)
@@ -307,11 +313,8 @@ def merged_parts(
         states[which] = method.update(states[which], resolved, y[start : start + chunk])
     merged = method.initial_state(resolved, y.shape[1])
     for state in states:
-        summary = {
-            f: v
-            for f, v in state.items()
-            if f in method.summary_fields or not isinstance(v, np.ndarray)
-        }
+        fields = summary_fields_of(method.summary_fields, resolved)
+        summary = {f: v for f, v in state.items() if f in fields or not isinstance(v, np.ndarray)}
         merged = method.merge(merged, resolved, summary)
     return method, resolved, merged
 

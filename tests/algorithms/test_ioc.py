@@ -188,7 +188,7 @@ def test_bad_parameters_are_refused(params, message):
 
 
 def test_defaults_are_the_papers():
-    assert METHOD.resolve_params({}, 4) == {"n_components": 1, "amnesia": 0.0}
+    assert METHOD.resolve_params({}, 4) == {"n_components": 1, "amnesia": 0.0, "resamples": 2}
 
 
 def test_the_exact_oc_solution_follows_from_class_counts_and_sums():

@@ -150,9 +150,11 @@ def test_scores_of_a_single_class_are_zero_and_no_data_scores_nothing():
     assert not np.any(state["scores"])
 
 
-def test_ocfs_takes_no_parameters():
-    assert METHOD.resolve_params({}, 4) == {}
-    with pytest.raises(InvalidParams, match=r"unknown parameter.*for ocfs.*it has none"):
+def test_ocfs_takes_no_parameters_but_how_its_stability_is_estimated():
+    assert METHOD.resolve_params({}, 4) == {"resamples": 2}
+    assert METHOD.resolve_params({"resamples": 0}, 4) == {"resamples": 0}
+    assert METHOD.resolve_params({}, 4, stored=True) == {}  # stored before resamples existed
+    with pytest.raises(InvalidParams, match=r"unknown parameter.*for ocfs.*some of: resamples"):
         METHOD.resolve_params({"k": 3}, 4)
 
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from sklearn.feature_selection import VarianceThreshold
 
 from service.algorithms.base import Matrix, State
+from service.algorithms.resampling import summary_fields_of
 from service.algorithms.variance import Variance
 from service.errors import InvalidParams
 from tests.support.datasets import load_mat
@@ -70,7 +71,8 @@ def test_merge_equals_one_selector_that_saw_both_streams():
     a, b = rng.standard_normal((40, 5)) + 2, 3 * rng.standard_normal((25, 5)) - 1
     params = METHOD.resolve_params({}, 5)
     left, right, both = run([a], 5), run([b], 5), run([a, b], 5)
-    summary = {field: right[field] for field in ("count", *METHOD.summary_fields)}
+    fields = ("count", *summary_fields_of(METHOD.summary_fields, params))
+    summary = {f: v for f, v in right.items() if f in fields or not isinstance(v, np.ndarray)}
     merged = METHOD.merge(left, params, summary)
     assert METHOD.summary_samples(summary) == 25
     merged_variance = array_field(merged, "variance")

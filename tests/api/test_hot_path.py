@@ -91,7 +91,23 @@ MATRIX: list[Case] = [
     ("GET", "/v1/selectors/hp/top", "h=999", ADMIN, None, True),
     ("GET", "/v1/selectors/nobody/top", "h=2", ADMIN, None, True),
     ("GET", "/v1/selectors/Not%20a%20name/top", "", ADMIN, None, False),
+    # The stability and the bands of the answer: estimated (hp), not estimated (hp0, created
+    # with resamples 0), and asked deeper than the history keeps (HISTORY_TOP: computed from
+    # every score instead of the published top).
+    (
+        "POST",
+        "/v1/selectors/hp0/chunks",
+        "",
+        ADMIN,
+        [[1, 2, 3, 4], [4, 3, 2, 1], [0, 1, 0, 2]],
+        True,
+    ),
+    ("GET", "/v1/selectors/hp0/top", "h=2", ADMIN, None, True),
+    ("GET", "/v1/selectors/hp/top", "h=3", ADMIN, None, True),
+    ("GET", "/v1/selectors/hp/top", "h=3", ADMIN, None, True),
 ]
+#: The features each version publishes (SIFT_HISTORY_TOP): h=3 reads every score.
+HISTORY_TOP = 2
 
 #: Fields that differ between two runs of the same requests (ids and clocks).
 VOLATILE = {"log_id", "instance", "request_id", "applied_at", "created_at", "updated_at"}
@@ -107,7 +123,10 @@ def normalised(body: Any) -> Any:
 
 async def run_matrix(app_factory, redis_client, hot_path: bool) -> list[tuple[Any, ...]]:
     await redis_client.flushall()
-    async with app_factory(api_token="hot-admin", hot_path=hot_path) as (app, http):
+    async with app_factory(api_token="hot-admin", hot_path=hot_path, history_top=HISTORY_TOP) as (
+        app,
+        http,
+    ):
         seen_by_fastapi: list[str] = []
 
         async def counted(request: Request) -> Any:
@@ -121,6 +140,12 @@ async def run_matrix(app_factory, redis_client, hot_path: bool) -> list[tuple[An
             headers=ADMIN,
         )
         assert created.status_code == 201, created.text
+        without_resamples = await http.post(
+            "/v1/selectors",
+            json={"name": "hp0", "method": "fsds", "n_features": 4, "params": {"resamples": 0}},
+            headers=ADMIN,
+        )
+        assert without_resamples.status_code == 201, without_resamples.text
         seen_by_fastapi.clear()
         answers = []
         for method, path, query, headers, body, hot in MATRIX:
@@ -160,6 +185,12 @@ async def test_the_hot_path_answers_as_fastapi_does(app_factory, redis_client):
         assert hot_answer[:6] == plain_answer[:6], (hot_answer, plain_answer)
     statuses = {answer[3] for answer in with_hot}
     assert {200, 401, 404, 415, 422}.issubset(statuses), statuses
+    # Both kinds of ranking answers were compared: with a stability and bands, and without.
+    tops = [answer[5] for answer in with_hot if answer[1].endswith("/top") and answer[3] == 200]
+    assert any(top["stability"] is not None for top in tops)
+    assert any(top["stability"] is None for top in tops)
+    deep = [top for top in tops if top["name"] == "hp" and len(top["features"]) == 3]
+    assert deep and all("band" in f for top in deep for f in top["features"])
     # Which requests FastAPI's routing saw. Without the hot path: every one that got past
     # authentication. With it: none of the plain ones (auth failures never reach a
     # dependency, so they prove nothing either way and are left out).

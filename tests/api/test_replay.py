@@ -32,6 +32,7 @@ from service.algorithms.base import (
     SelectsColumns,
     State,
 )
+from service.algorithms.resampling import summary_fields_of
 from service.config import Settings
 from service.store.codec import encode_state
 from service.store.keys import SelectorKeys
@@ -370,11 +371,8 @@ async def test_a_merge_replays_as_a_merge(redis_url: str, redis_client: Any) -> 
     # In process: the source's state, its summary merged in between the chunks.
     meta = await store.get_meta("re")
     source = run_in_process(meta, [[SCENARIOS[method].chunk(i)] for i in (10, 11)])
-    summary = {
-        f: v
-        for f, v in source.items()
-        if f in offered.summary_fields or not isinstance(v, np.ndarray)
-    }
+    fields = summary_fields_of(offered.summary_fields, meta.params)
+    summary = {f: v for f, v in source.items() if f in fields or not isinstance(v, np.ndarray)}
     state = run_in_process(meta, [[SCENARIOS[method].chunk(0)]])
     state = offered.merge(state, meta.params, summary)
     for i in (1, 2):

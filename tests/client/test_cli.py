@@ -93,7 +93,8 @@ def test_create_push_csv_top_ls_describe_delete(
     lines = out.splitlines()
     assert status == 0 and lines[0].startswith(f"{selector_name}  variance  version")
     assert lines[1].split() == ["rank", "index", "name", "score"]
-    assert [line.split()[:3] for line in lines[2:]] == [["1", "1", "f1"], ["2", "2", "f2"]]
+    assert [line.split()[:3] for line in lines[2:4]] == [["1", "1", "f1"], ["2", "2", "f2"]]
+    assert lines[4].startswith("stability of the top 2: ") and lines[5].startswith("bands: f1")
     assert len({len(line) for line in lines[1:]}) >= 1 and lines[2].index("f1") == lines[1].index(
         "name"
     )

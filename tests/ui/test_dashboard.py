@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page
 
 from tests.support.harness import ServiceProcess
 from tests.support.ui import OfflinePage
+from tests.support.webhooks import webhook_receiver
 
 pytestmark = pytest.mark.slow
 
@@ -257,3 +259,79 @@ def test_key_prompt_with_api_token(
     page.click("#forget-key")
     dialog.wait_for(state="visible", timeout=FOLLOW_MS)
     opened.assert_clean()
+
+
+#: Twelve features: the first five vary most at first, the last five (one of them HOSTILE: the
+#: alert's event names it) once the stream moves.
+MOVING = [f"m{i}" for i in range(11)] + [HOSTILE]
+BEFORE = [5.0, 4.0, 3.5, 3.0, 2.5] + [1.0] * 7
+AFTER = [1.0] * 7 + [12.0, 11.0, 10.0, 9.0, 8.0]
+
+
+def noisy(scales: list[float], rows: int, seed: int) -> list[list[float]]:
+    rng = np.random.default_rng(seed)
+    values: list[list[float]] = (rng.standard_normal((rows, len(scales))) * scales).tolist()
+    return values
+
+
+def test_dashboard_shows_bands_stability_drift_and_alert_events(
+    live_sift: Callable[..., ServiceProcess],
+    offline_page: Callable[[str], OfflinePage],
+    artifacts: Path,
+) -> None:
+    service = live_sift("moving", SIFT_ALERT_BACKOFF_SECONDS="0.05")
+    with webhook_receiver() as receiver, api(service) as client:
+        create_selector(
+            client,
+            {"name": "moving", "method": "variance", "n_features": 12, "feature_names": MOVING},
+        )
+        hook = {"url": receiver.url, "h": 5, "threshold": 0.5}
+        assert client.post("/v1/selectors/moving/alerts", json=hook).status_code == 201
+        for seed in range(30):
+            push_rows(client, "moving", noisy(BEFORE, 400, seed))
+            drift = client.get("/v1/selectors/moving/drift", params={"h": 5}).json()
+            if drift["baseline"] is not None:
+                break
+        assert drift["baseline"] is not None, "no version became the baseline"
+
+        opened = offline_page(service.url)
+        page = opened.page
+        page.add_init_script("window.f = () => { window.__injected = true; };")
+        page.goto(f"{service.url}/ui#moving")
+        # One whisker per bar: the feature's ranks over the resamples, its rank within them.
+        wait_until(
+            page,
+            "() => document.querySelectorAll('#bar-chart g.whisker').length === 10",
+            None,
+            "a whisker on every bar",
+            "#bar-chart",
+        )
+        top = client.get("/v1/selectors/moving/top", params={"h": 10}).json()
+        bands = page.eval_on_selector_all(
+            "#bar-chart g.whisker", "(nodes) => nodes.map((n) => n.getAttribute('data-band'))"
+        )
+        assert bands == [f"{f['band'][0]}-{f['band'][1]}" for f in top["features"]]
+        stability = page.locator("#stability").inner_text()
+        assert stability.startswith("Stability of the top 10: ")
+        assert f"{top['stability']['index']:.2f}" in stability
+        assert "Since the baseline, auto" in page.locator("#drift-facts").inner_text()
+        assert page.locator("#no-events").is_visible()
+
+        # The stream moves: the alert fires once, its event shows with its delivery.
+        for seed in range(10):
+            push_rows(client, "moving", noisy(AFTER, 400, 100 + seed))
+        wait_until(
+            page,
+            "() => document.querySelector('#alert-events td.delivery')?.textContent"
+            " === 'delivered'",
+            None,
+            "a delivered alert event",
+            "#alert-events",
+        )
+        (row,) = [texts(page, "#alert-events tbody tr td")]
+        assert row[0].endswith("-1") and float(row[2]) >= 0.5, row
+        assert HOSTILE in row[4] or HOSTILE in page.locator("#drift-facts").inner_text()
+        assert page.locator("img").count() == 0 and page.evaluate("window.__injected") is None
+        assert len(receiver.all()) == 1
+        page.screenshot(path=str(artifacts / "dashboard-movement.png"), full_page=True)
+        opened.assert_clean()

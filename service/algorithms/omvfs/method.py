@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from service.algorithms.base import ChunkKind, Matrix, MethodBase, State
+from service.algorithms.base import ChunkKind, Matrix, State
 from service.algorithms.omvfs.graph import (
     buffer_rows,
     median_distance,
@@ -22,11 +22,12 @@ from service.algorithms.omvfs.graph import (
 from service.algorithms.omvfs.params import OMVFSParams
 from service.algorithms.omvfs.scores import feature_scores, moments_so_far
 from service.algorithms.omvfs.solver import chunk_buffer, solve
+from service.algorithms.resampling import ResampledMethod
 from service.algorithms.variance import chunk_moments, combine
 from service.errors import Inconsistent
 
 
-class OMVFS(MethodBase):
+class OMVFS(ResampledMethod):
     """Online multi-view feature selection (Algorithm 1) over chunks of rows of every view.
 
     A chunk is the views side by side (``m x sum_v D_v``, in the order of ``params["views"]``);
@@ -43,8 +44,16 @@ class OMVFS(MethodBase):
     score_field = "weights"
     coalesces = False
     chunking_invariant = False
+    stability_estimate = (
+        "OMVFS (Algorithm 1) run on each of K interleaved subsamples of the rows, each chunk's "
+        "rows of a subsample as its chunk; compared as they are: the index is that of n/K rows"
+    )
+    #: Not scaled to the whole stream: the scores come from a factorisation started anew at
+    #: random for every chunk, not smooth in the rows (``stability.replicate_scores``); the
+    #: index is that of n/K rows.
+    stability_corrected = False
 
-    def initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
+    def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
         cfg = OMVFSParams.resolve(params, n_features, stored=True)
         k = cfg.n_clusters
         rng = np.random.default_rng([cfg.seed, 0])
@@ -80,7 +89,7 @@ class OMVFS(MethodBase):
         state["weights"] = feature_scores(factors, np.zeros((k, k)), sums, no_rows, cfg.score)
         return state
 
-    def state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
+    def core_state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
         cfg = OMVFSParams.resolve(params, n_features, stored=True)
         k = cfg.n_clusters
         sizes = {
@@ -96,7 +105,7 @@ class OMVFS(MethodBase):
                 sizes[f"W{j}_indptr"] = 8
         return sizes  # the buffer (rows, U, similarities) grows with the chunks
 
-    def update(self, state: State, params: Mapping[str, Any], rows: Matrix) -> State:
+    def core_update(self, state: State, params: Mapping[str, Any], rows: Matrix) -> State:
         """Steps 5-19 of Algorithm 1 for one chunk."""
         cfg = OMVFSParams.resolve(params, rows.shape[1], stored=True)
         views = split_views(rows, cfg)
@@ -167,12 +176,12 @@ class OMVFS(MethodBase):
         """Every feature's score (``feature_scores``), the views side by side."""
         return np.array(state["weights"], dtype=np.float64)
 
-    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
+    def core_growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
         """``ChecksState``: the buffer's CSR row pointers grow from their one initial entry."""
         views = OMVFSParams.resolve(params, size, stored=True).views
         return {f"{part}{j}_indptr": (0,) for j in range(len(views)) for part in ("X", "W")}
 
-    def check_consistency(
+    def core_check_consistency(
         self,
         state: State,
         params: Mapping[str, Any],

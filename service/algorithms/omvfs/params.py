@@ -7,7 +7,8 @@ from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import Field
 
-from service.algorithms.params import MethodParams, computed
+from service.algorithms.params import computed
+from service.algorithms.resampling import ResampledParams
 from service.errors import InvalidParams
 
 #: Default k of the similarity graph (``neighbours``; null keeps the dense kernel).
@@ -28,7 +29,7 @@ Positive = Annotated[float, Field(gt=0)]
 PerView = NonNegative | dict[str, NonNegative]
 
 
-class OMVFSParams(MethodParams):
+class OMVFSParams(ResampledParams):
     """Shao et al., Algorithm 1 (see docs/methods/omvfs.md)."""
 
     method: ClassVar[str] = "omvfs"

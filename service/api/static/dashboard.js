@@ -27,6 +27,8 @@
   const LIST_PAGE_SIZE = 100;
   const LIST_MAX_PAGES = 10;
   const HISTORY_LIMIT = 20;
+  /** Alert events shown under the charts, newest first. */
+  const EVENTS_SHOWN = 10;
   /** Feature names longer than this are cut in the charts (the tooltip has them whole). */
   const LABEL_CHARS = 24;
   const SVG_NS = "http://www.w3.org/2000/svg";
@@ -50,6 +52,10 @@
     facts: $("detail-facts"),
     message: $("detail-message"),
     charts: $("charts"),
+    stability: $("stability"),
+    driftFacts: $("drift-facts"),
+    events: $("alert-events"),
+    noEvents: $("no-events"),
     barChart: $("bar-chart"),
     rankChart: $("rank-chart"),
     h: $("h"),
@@ -605,17 +611,80 @@
     // created_at: a selector deleted and created again under the same name starts over.
     const key = JSON.stringify([name, entry.created_at, entry.version, state.h, state.view]);
     if (key === state.shownKey) return;
-    const [top, history] = await Promise.all([
+    const [top, history, drift, events] = await Promise.all([
       settle(api(selectorPath(name, "top"), { h: state.h, view: state.view })),
       settle(api(selectorPath(name, "history"), { h: state.h, limit: HISTORY_LIMIT })),
+      settle(api(selectorPath(name, "drift"), { h: state.h })),
+      settle(api(selectorPath(name, "alerts", "events"), { limit: EVENTS_SHOWN })),
     ]);
     if (state.selected !== name) return; // chosen away meanwhile: the next poll draws that one
     ui.charts.hidden = false;
     const current = top.answer ? top.answer.features : [];
     assignColours(current.map(featureKey));
+    renderStability(top);
     renderBars(top);
     renderRanks(history, current);
+    renderMovement(drift, events);
     state.shownKey = key;
+  }
+
+  // -- how settled the top is, how far it moved, what the alerts said -------------------------
+
+  function renderStability(top) {
+    const stability = top.answer && top.answer.stability;
+    ui.stability.hidden = !stability;
+    if (!stability) {
+      ui.stability.textContent = "";
+      return;
+    }
+    const [low, high] = stability.interval;
+    const each = stability.corrected ? "" : " (the index of one resample's rows)";
+    ui.stability.textContent = `Stability of the top ${stability.h}: ${stability.index.toFixed(2)} `
+      + `(95% interval ${low.toFixed(2)} to ${high.toFixed(2)}, `
+      + `${stability.resamples} resamples${each}) · whiskers: each feature's ranks over them`;
+  }
+
+  const names = (features) =>
+    features.map((feature) => (feature.view ? `${feature.view}:${feature.name}` : feature.name))
+      .join(", ") || "none";
+
+  function movedText(what, moved) {
+    const parts = [`${what} (version ${NUMBER.format(moved.version)}): drift ${moved.drift.toFixed(2)}`];
+    if (moved.entered.length || moved.left.length) {
+      parts.push(`entered ${names(moved.entered)}; left ${names(moved.left)}`);
+    }
+    return parts.join(" · ");
+  }
+
+  function renderMovement(drift, events) {
+    if (drift.error) {
+      ui.driftFacts.textContent = `No drift: ${problemLines(drift.error).detail}`;
+    } else {
+      const answer = drift.answer;
+      const lines = [];
+      if (answer.previous) lines.push(movedText("Since the previous version", answer.previous));
+      lines.push(answer.baseline
+        ? movedText(`Since the baseline, ${answer.baseline.how}`, answer.baseline)
+        : "No baseline yet: the first version whose ranking is stable becomes it.");
+      ui.driftFacts.textContent = lines.join(" — ");
+    }
+    const listed = events.answer ? events.answer.events : [];
+    ui.events.hidden = listed.length === 0;
+    ui.noEvents.hidden = listed.length > 0;
+    const rows = listed.map((event) => {
+      const delivery = event.delivery ? event.delivery.status : "–";
+      const row = element("tr", { "data-event": event.id });
+      row.append(
+        element("td", { class: "event" }, event.id),
+        element("td", { class: "num" }, NUMBER.format(event.version)),
+        element("td", { class: "num" }, event.drift.toFixed(2)),
+        element("td", { class: `delivery ${delivery}` }, delivery),
+        element("td", { class: "features" }, names(event.entered)),
+        element("td", { class: "features" }, names(event.left)),
+      );
+      return row;
+    });
+    ui.events.querySelector("tbody").replaceChildren(...rows);
   }
 
   // -- the bar chart: the current top h --------------------------------------------------------
@@ -635,9 +704,17 @@
     const valueWidth = 70;
     const rowHeight = 24;
     const barHeight = 16;
-    const height = features.length * rowHeight + 8;
     const largest = Math.max(...features.map((feature) => Math.abs(feature.score))) || 1;
-    const span = width - labelWidth - valueWidth;
+    // Rank bands, when the answer has them: a whisker per bar, on a rank axis of its own at
+    // the right (1 at the left end, the deepest rank any band reaches at the right).
+    const banded = features.some((feature) => Array.isArray(feature.band));
+    const height = features.length * rowHeight + 8 + (banded ? 18 : 0);
+    const bandWidth = banded ? 110 : 0;
+    const deepest = banded ? Math.max(...features.map((feature) => (feature.band ? feature.band[1] : 1)), 2) : 1;
+    const bandLeft = width - bandWidth + 10;
+    const bandSpan = bandWidth - 20;
+    const rankX = (rank) => bandLeft + ((rank - 1) / (deepest - 1)) * bandSpan;
+    const span = width - labelWidth - valueWidth - bandWidth;
     const svg = svgElement("svg", {
       viewBox: `0 0 ${width} ${height}`,
       role: "img",
@@ -671,8 +748,34 @@
           formatScore(feature.score),
         ),
       );
+      if (Array.isArray(feature.band)) {
+        const [low, high] = feature.band;
+        const whisker = svgElement("g", { class: "whisker", "data-band": `${low}-${high}` });
+        whisker.append(
+          svgElement("title", {}, `${feature.name}: ranks ${low} to ${high} over the resamples`),
+          svgElement("line", { x1: rankX(low).toFixed(1), x2: rankX(high).toFixed(1), y1: middle, y2: middle }),
+          svgElement("line", { x1: rankX(low).toFixed(1), x2: rankX(low).toFixed(1), y1: middle - 5, y2: middle + 5 }),
+          svgElement("line", { x1: rankX(high).toFixed(1), x2: rankX(high).toFixed(1), y1: middle - 5, y2: middle + 5 }),
+          svgElement("circle", { cx: rankX(feature.rank).toFixed(1), cy: middle, r: 3 }),
+        );
+        group.append(whisker);
+      }
       svg.append(group);
     });
+    if (banded) {
+      const axis = svgElement("g", { class: "band-axis" });
+      const y = height - 6;
+      axis.append(
+        svgElement("text", { class: "axis", x: rankX(1), y, "text-anchor": "middle" }, "1"),
+        svgElement("text", { class: "axis", x: rankX(deepest), y, "text-anchor": "middle" }, deepest),
+        svgElement(
+          "text",
+          { class: "axis", x: (rankX(1) + rankX(deepest)) / 2, y, "text-anchor": "middle" },
+          "rank band",
+        ),
+      );
+      svg.append(axis);
+    }
     ui.barChart.replaceChildren(svg);
     for (const label of svg.querySelectorAll("text.label")) fitText(label, labelWidth - 8 - 24);
   }

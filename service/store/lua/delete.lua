@@ -1,6 +1,7 @@
 -- KEYS: meta, head, names, log, lease, fence, blobs, idems, name->index, index->name,
 -- segments, checkpoints, then any other key of the selector (rejected, rejected_order,
--- attempts, history, commits). ARGV: nothing, or (an expiry) the ``updated_at`` the head must
+-- attempts, history, commits, the baseline and the alerts' keys). ARGV: nothing, or (an
+-- expiry) the ``updated_at`` the head must
 -- still have, with nothing pending. Returns 1 if the selector existed (-1: not idle after all).
 local existed = redis.call('EXISTS', KEYS[1]) + redis.call('EXISTS', KEYS[2])
 if ARGV[1] and ARGV[1] ~= '' then

@@ -8,5 +8,6 @@
 * ``leases``: the applier lease;
 * ``commits``: new versions, the commit records replay reads, the commit notices;
 * ``checkpoints``: whole states (checkpoints), immutable segments, reads of the state;
-* ``history``: the ranking history.
+* ``history``: the ranking history;
+* ``monitoring``: the baseline drift is measured against, alerts and the events they raised.
 """

@@ -1,0 +1,141 @@
+"""``stability``: what the resamples behind ``GET .../top``'s stability cost each row method
+(issue 24: at most twice the state and the update time more), in-process, with and without
+them in the same run: update time per chunk, the state's bytes, the bytes each version
+publishes (what a commit writes), and the time a ``top`` answer takes to assess the published
+resample ranks."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from report import table
+
+from service.algorithms import METHODS
+from service.algorithms.labels import labelled
+from service.algorithms.stability import resampled_ranking
+from service.store.records import SelectorMeta
+from service.updates import assess_resamples, publish, state_sizes
+from suite.context import SEED, Context
+
+
+def _dense(rng: np.random.Generator, rows: int, m: int) -> np.ndarray:
+    scales = np.linspace(3.0, 0.5, m)
+    return rng.standard_normal((rows, m)) * scales
+
+
+def _labelled(rng: np.random.Generator, rows: int, m: int) -> Any:
+    x = _dense(rng, rows, m)
+    labels = rng.integers(0, 10, rows)
+    x[:, :10] += labels[:, None] == np.arange(10)  # ten features carry the class
+    return labelled(x, [int(v) for v in labels])
+
+
+def _views(rng: np.random.Generator, rows: int, m: int) -> np.ndarray:
+    dense: np.ndarray = np.abs(_dense(rng, rows, m))
+    return dense
+
+
+#: method -> (params besides resamples, chunk maker, shape of the creation).
+CASES: dict[str, tuple[dict[str, Any], Callable[[np.random.Generator, int, int], Any]]] = {
+    "variance": ({}, _dense),
+    "fsds": ({}, _dense),
+    "ocfs": ({}, _labelled),
+    "ioc": ({"n_components": 3}, _labelled),
+    "omvfs": ({"n_clusters": 5, "max_iter": 30}, _views),
+}
+
+
+def _run(
+    method_name: str, params: dict[str, Any], chunks: list[Any], m: int
+) -> tuple[float, int, int, dict[str, Any], SelectorMeta]:
+    """Median seconds of an update (after the first), state bytes, published bytes."""
+    method = METHODS[method_name]
+    given = dict(params)
+    if method.chunk_kind == "views":
+        given["views"] = {"a": m // 2, "b": m - m // 2}
+    resolved = method.resolve_params(given, m)
+    meta = SelectorMeta(
+        name="bench",
+        method=method_name,
+        params=resolved,
+        created_at=0.0,
+        n_features=m,
+        views=tuple((v, d) for v, d in given["views"].items()) if "views" in given else None,
+    )
+    state = method.initial_state(resolved, m)
+    seconds = []
+    for chunk in chunks:
+        started = time.perf_counter()
+        state = method.update(state, resolved, chunk)
+        seconds.append(time.perf_counter() - started)
+    resampled, _ = assess_resamples(meta, state, 100)
+    published = publish(meta, state, None, resampled)
+    return (
+        statistics.median(seconds[1:] or seconds),
+        sum(state_sizes(state).values()),
+        sum(len(v) for v in published.values()),
+        state,
+        meta,
+    )
+
+
+def bench_stability(ctx: Context) -> None:
+    sizes = ctx.sizes
+    rows, m, per_chunk = sizes.stability_rows, sizes.stability_features, sizes.stability_chunk_rows
+    lines = []
+    for method_name, (params, make) in CASES.items():
+        rng = np.random.default_rng([SEED, m, rows])
+        chunk_rows = per_chunk if method_name != "omvfs" else min(per_chunk, 200)
+        count = rows // chunk_rows if method_name != "omvfs" else max(2, rows // (5 * chunk_rows))
+        chunks = [make(rng, chunk_rows, m) for _ in range(count)]
+        without = _run(method_name, {**params, "resamples": 0}, chunks, m)
+        with_two = _run(method_name, {**params, "resamples": 2}, chunks, m)
+        method = METHODS[method_name]
+        state, meta = with_two[3], with_two[4]
+        scores = np.asarray(method.weights(state, meta.params))
+        resampled = method.resample_scores(state, meta.params)  # type: ignore[attr-defined]
+        assess_us = float("nan")
+        if resampled is not None and not meta.views:
+            ranking = resampled_ranking(scores, resampled, 100)
+            assert ranking is not None
+            started = time.perf_counter()
+            for _ in range(200):
+                ranking.assess(10)
+            assess_us = (time.perf_counter() - started) / 200 * 1e6
+        lines.append(
+            [
+                method_name,
+                f"{chunk_rows} x {m}",
+                f"{without[0] * 1e3:.2f}",
+                f"{with_two[0] * 1e3:.2f}",
+                f"{with_two[0] / without[0]:.2f}",
+                f"{with_two[1] / without[1]:.2f}",
+                f"{with_two[2] / without[2]:.2f}",
+                "-" if np.isnan(assess_us) else f"{assess_us:.0f}",
+            ]
+        )
+    ctx.report.section(
+        f"stability: the cost of resamples 2 against 0, in-process ({rows:,} rows per method)",
+        table(
+            [
+                "method",
+                "chunk",
+                "update ms (0)",
+                "update ms (2)",
+                "time x",
+                "state x",
+                "published x",
+                "top's assessment us",
+            ],
+            lines,
+        ),
+        "Median update per chunk after the first; the state's array bytes after the stream; the "
+        "bytes one version publishes (what each commit writes); the time a `top` answer takes to "
+        "assess h = 10 from the published resample ranks. The issue's bound: at most twice as "
+        "much again (x 3) of state and update time; its stricter reading, at most twice as much "
+        "in all (x 2), holds for the update time.",
+    )

@@ -1,0 +1,110 @@
+"""Routes of monitoring: how far the ranking moved (drift), the baseline it is measured against,
+and the alerts raised when it moves (``Selectors.drift``, ``Selectors.alerts``).
+
+Reading drift, alerts and events takes scope ``read``; pinning or forgetting the baseline and
+creating or deleting alerts change what a selector's watchers are told, which is managing the
+selector: scope ``admin``, as creating and deleting it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+from starlette.responses import Response
+
+from service.api.deps import AlertId, SelectorName, get_selectors, result_response
+from service.api.guard import GuardedRoute
+from service.api.schemas import PROBLEM_RESPONSES, AlertIn
+from service.auth import requires
+from service.selectors import Selectors
+from service.selectors.results import (
+    AlertCreated,
+    AlertEventList,
+    AlertList,
+    BaselineOut,
+    DriftOut,
+)
+
+router = APIRouter(prefix="/v1/selectors", tags=["monitoring"], route_class=GuardedRoute)
+Service = Annotated[Selectors, Depends(get_selectors)]
+
+
+@router.get("/{name}/drift", responses={200: {"model": DriftOut}, **PROBLEM_RESPONSES})
+@requires("read")
+async def ranking_drift(
+    name: SelectorName,
+    service: Service,
+    h: Annotated[
+        int | None,
+        Query(ge=1, description="Features compared: default 10, at most SIFT_HISTORY_TOP (100)."),
+    ] = None,
+) -> Response:
+    """How far the top h moved since the previous version and since the baseline: rank-biased
+    overlap, Jaccard, drift (1 - RBO) and the features that entered and left it.
+
+    The baseline is the first version whose ranking was stable (its top 10 at least
+    SIFT_BASELINE_STABILITY stable, or, without a stability estimate, agreeing with the version
+    before), unless one is pinned (POST .../baseline)."""
+    return result_response(await service.drift.drift(name, h))
+
+
+@router.post("/{name}/baseline", responses={200: {"model": BaselineOut}, **PROBLEM_RESPONSES})
+@requires("admin")
+async def pin_baseline(name: SelectorName, service: Service) -> Response:
+    """Pin the current version as the baseline drift and alerts are measured against."""
+    return result_response(await service.drift.pin(name))
+
+
+@router.delete("/{name}/baseline", status_code=204, responses=PROBLEM_RESPONSES)
+@requires("admin")
+async def forget_baseline(name: SelectorName, service: Service) -> Response:
+    """Forget the baseline: the next version whose ranking is stable becomes it."""
+    await service.drift.forget(name)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/{name}/alerts",
+    status_code=201,
+    responses={201: {"model": AlertCreated}, **PROBLEM_RESPONSES},
+)
+@requires("admin")
+async def create_alert(name: SelectorName, body: AlertIn, service: Service) -> Response:
+    """A webhook POSTed, once per crossing, when a committed version's drift since the baseline
+    reaches the threshold: a JSON event (selector, versions, drift, entered and left features)
+    signed with HMAC-SHA256 of the alert's secret (Sift-Signature), retried with backoff. The
+    secret is in this answer only."""
+    created = await service.alerts.create(
+        name, body.url, body.h, body.threshold, body.min_stability, body.label
+    )
+    return result_response(created, 201, {"Location": f"/v1/selectors/{name}/alerts/{created.id}"})
+
+
+@router.get("/{name}/alerts", responses={200: {"model": AlertList}, **PROBLEM_RESPONSES})
+@requires("read")
+async def list_alerts(name: SelectorName, service: Service) -> Response:
+    """The selector's alerts (without their secrets), with their last judgement."""
+    return result_response(await service.alerts.all(name))
+
+
+@router.get(
+    "/{name}/alerts/events", responses={200: {"model": AlertEventList}, **PROBLEM_RESPONSES}
+)
+@requires("read")
+async def alert_events(
+    name: SelectorName,
+    service: Service,
+    limit: Annotated[
+        int | None, Query(ge=1, le=100, description="Events, newest first (default 20).")
+    ] = None,
+) -> Response:
+    """The events the alerts raised (one per crossing), newest first, with their delivery."""
+    return result_response(await service.alerts.events(name, limit))
+
+
+@router.delete("/{name}/alerts/{alert_id}", status_code=204, responses=PROBLEM_RESPONSES)
+@requires("admin")
+async def delete_alert(name: SelectorName, alert_id: AlertId, service: Service) -> Response:
+    await service.alerts.delete(name, alert_id)
+    return Response(status_code=204)

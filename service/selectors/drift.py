@@ -1,0 +1,136 @@
+"""Drift: how far a selector's top h moved since the previous version and since its baseline,
+and the baseline itself (pinned, or forgotten so that the next stable version becomes it).
+
+Read from the ranking history (the newest versions' tops) and the baseline the monitor set
+(``service.monitoring.monitor``); compared by ``service.algorithms.drift``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from service.algorithms.drift import Comparison, compare
+from service.config import Settings
+from service.errors import Conflict, Inconsistent, NotFound, SelectorMismatch
+from service.monitoring.monitor import Monitor, feature_labels
+from service.selectors.reading import StateReader
+from service.selectors.results import (
+    BaselineDrift,
+    BaselineOut,
+    DriftOut,
+    FeatureRef,
+    VersionDrift,
+)
+from service.store.records import Baseline, HistoryEntry, SelectorMeta
+from service.wire.kinds import Kind
+
+#: ``GET .../drift`` compares the top 10 unless asked otherwise.
+DEFAULT_H = 10
+
+
+class Drift:
+    def __init__(self, reader: StateReader, monitor: Monitor, settings: Settings) -> None:
+        self.reader = reader
+        self.monitor = monitor
+        self.settings = settings
+
+    async def monitored(self, name: str) -> tuple[SelectorMeta, Kind]:
+        """The selector and its chunk kind, if its rankings can be watched (not partitioned)."""
+        meta, _method, kind = await self.reader.described(name)
+        if meta.partitioned:
+            raise SelectorMismatch(
+                f"selector '{name}' is partitioned: each partition keeps its own history, so its "
+                "rankings have no drift, baseline or alerts of their own"
+            )
+        return meta, kind
+
+    async def drift(self, name: str, h: int | None) -> DriftOut:
+        """The newest version's top ``h`` against the version before and the baseline."""
+        h = DEFAULT_H if h is None else h
+        if not 1 <= h <= self.settings.history_top:
+            raise Inconsistent(
+                f"h must be between 1 and {self.settings.history_top}, the features the history "
+                f"keeps per version (SIFT_HISTORY_TOP); got {h}"
+            )
+        meta, kind = await self.monitored(name)
+        store = self.reader.store
+        entries = await store.history(name, 2)
+        baseline = await store.baseline(name)
+        if baseline is not None and baseline.incarnation != meta.incarnation:
+            baseline = None
+        if not entries:
+            return DriftOut(name=name, method=meta.method, h=h, version=0)
+        newest = entries[0]
+        comparisons: list[tuple[HistoryEntry, Comparison]] = []
+        if len(entries) > 1:
+            comparisons.append((entries[1], compare(entries[1].rankings, newest.rankings, h)))
+        if baseline is not None:
+            entry = baseline.entry
+            comparisons.append((entry, compare(entry.rankings, newest.rankings, h)))
+        wanted = [f for _, c in comparisons for f in (*c.entered, *c.left)]
+        labels = await feature_labels(store, meta, kind, wanted)
+
+        def shown(features: list[tuple[str | None, int]]) -> list[FeatureRef]:
+            return [FeatureRef(index=i, name=labels[(view, i)], view=view) for view, i in features]
+
+        def moved(entry: HistoryEntry, comparison: Comparison) -> dict[str, object]:
+            return {
+                "version": entry.version,
+                kind.seen_field: entry.items_seen,
+                "rbo": comparison.rbo,
+                "jaccard": comparison.jaccard,
+                "drift": comparison.drift,
+                "entered": shown(comparison.entered),
+                "left": shown(comparison.left),
+            }
+
+        previous = None
+        if len(entries) > 1:
+            previous = VersionDrift.model_validate(moved(*comparisons[0]))
+        since_baseline = None
+        if baseline is not None:
+            since_baseline = BaselineDrift.model_validate(
+                {**moved(*comparisons[-1]), "how": baseline.how, "pinned_at": baseline.pinned_at}
+            )
+        return DriftOut.model_validate(
+            {
+                "name": name,
+                "method": meta.method,
+                "h": h,
+                "version": newest.version,
+                kind.seen_field: newest.items_seen,
+                "previous": previous,
+                "baseline": since_baseline,
+            }
+        )
+
+    async def pin(self, name: str) -> BaselineOut:
+        """Make the newest version the baseline."""
+        meta, kind = await self.monitored(name)
+        store = self.reader.store
+        entries = await store.history(name, 1)
+        if not entries:
+            raise Conflict(f"selector '{name}' has no version to pin yet: push data first")
+        baseline = Baseline(entries[0], "pinned", time.time(), meta.incarnation)
+        if not await store.set_baseline(name, baseline, pin=True):
+            raise NotFound(f"selector '{name}' does not exist")
+        self.monitor.changed(name)
+        return self._baseline_out(name, kind, baseline)
+
+    async def forget(self, name: str) -> None:
+        """Drop the baseline: the next stable version becomes the baseline again."""
+        await self.monitored(name)
+        await self.reader.store.forget_baseline(name)
+        self.monitor.changed(name)
+
+    @staticmethod
+    def _baseline_out(name: str, kind: Kind, baseline: Baseline) -> BaselineOut:
+        return BaselineOut.model_validate(
+            {
+                "name": name,
+                "version": baseline.entry.version,
+                kind.seen_field: baseline.entry.items_seen,
+                "how": baseline.how,
+                "pinned_at": baseline.pinned_at,
+            }
+        )

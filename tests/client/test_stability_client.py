@@ -1,0 +1,160 @@
+"""Stability, drift and alerts from the client and the ``sift`` command line, against a real
+``sift serve`` and a real webhook receiver."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.monitoring.webhooks import signed_headers
+from siftstream import AsyncClient, Client, NotFoundError
+from siftstream.webhooks import verify
+from tests.support.client import sift
+from tests.support.harness import ServiceProcess, poll
+from tests.support.webhooks import webhook_receiver
+
+FEATURES = 12
+BEFORE = np.array([5.0, 4.0, 3.5, 3.0, 2.5] + [1.0] * 7)
+AFTER = np.array([1.0] * 7 + [12.0, 11.0, 10.0, 9.0, 8.0])
+
+
+@pytest.fixture
+def cli_env(service: ServiceProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("SIFT_URL", service.url)
+    monkeypatch.setenv("SIFT_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("SIFT_API_KEY", raising=False)
+    return service.url
+
+
+def settled(client: Client, name: str, rng: np.random.Generator) -> None:
+    """A variance selector pushed until its top 5 made a version the baseline."""
+    client.create(name, "variance", n_features=FEATURES)
+
+    def has_baseline() -> bool:
+        client.push(name, rng.standard_normal((400, FEATURES)) * BEFORE)
+        return client.drift(name, 5).baseline is not None
+
+    poll(has_baseline, timeout_s=30, interval_s=0.05)
+
+
+def test_top_drift_baseline_and_alerts_from_the_client(sift: Client, selector_name: str) -> None:
+    rng = np.random.default_rng(0)
+    with webhook_receiver() as receiver:
+        sift.create(selector_name, "variance", n_features=FEATURES)
+        created = sift.create_alert(selector_name, receiver.url, 0.5, h=5, label="moved")
+        assert created.alert.h == 5 and created.alert.label == "moved" and len(created.secret) == 64
+        assert [a.id for a in sift.list_alerts(selector_name)] == [created.alert.id]
+
+        def has_baseline() -> bool:
+            sift.push(selector_name, rng.standard_normal((400, FEATURES)) * BEFORE)
+            return sift.drift(selector_name, 5).baseline is not None
+
+        poll(has_baseline, timeout_s=30, interval_s=0.05)
+        sift.push(selector_name, rng.standard_normal((400, FEATURES)) * BEFORE)
+        top = sift.top(selector_name, 5)
+        assert top.stability is not None and top.stability.resamples == 2
+        assert top.stability.corrected and top.stability.interval[0] <= top.stability.index
+        assert all(
+            band is not None and band[0] <= f.rank <= band[1]
+            for f, band in zip(top.features, top.bands, strict=True)
+        )
+        drift = sift.drift(selector_name, 5)
+        assert drift.baseline is not None and drift.baseline.how == "auto"
+        assert drift.previous is not None and drift.version == top.version
+
+        for _ in range(10):
+            sift.push(selector_name, rng.standard_normal((400, FEATURES)) * AFTER)
+        poll(receiver.all, timeout_s=20)
+        (delivery,) = receiver.all()
+        # What a receiver runs, from the client distribution alone.
+        assert verify(created.secret, delivery.headers["Sift-Signature"], delivery.body)
+        assert not verify(created.secret, delivery.headers["Sift-Signature"], delivery.body + b" ")
+        events = poll(lambda: sift.alert_events(selector_name), timeout_s=10)
+        assert events[0].id == delivery.event["id"] and events[0].crossing == 1
+        assert {f.name for f in events[0].entered} <= {f"f{i}" for i in range(7, 12)}
+
+        pinned = sift.set_baseline(selector_name)
+        assert pinned.how == "pinned" and pinned.version == sift.describe(selector_name).version
+        sift.forget_baseline(selector_name)
+        assert sift.drift(selector_name).baseline is None
+        sift.delete_alert(selector_name, created.alert.id)
+        assert sift.list_alerts(selector_name) == []
+        with pytest.raises(NotFoundError):
+            sift.delete_alert(selector_name, created.alert.id)
+
+
+async def test_the_async_client_has_the_same_operations(
+    service: ServiceProcess, selector_name: str
+) -> None:
+    async with AsyncClient(service.url) as client:
+        await client.create(selector_name, "ocfs", n_features=3)
+        shift = np.vstack([np.tile([2.0, 0.0, 0.0], (20, 1)), np.zeros((20, 3))])
+        rows = np.random.default_rng(2).standard_normal((40, 3)) + shift
+        await client.push(selector_name, rows, y=["a"] * 20 + ["b"] * 20)
+        top = await client.top(selector_name, 2)
+        assert top.stability is not None
+        assert (await client.drift(selector_name, 2)).version == top.version
+        assert await client.list_alerts(selector_name) == []
+        assert await client.alert_events(selector_name) == []
+
+
+def test_the_client_verifies_what_the_service_signs() -> None:
+    body = b'{"id": "a-1"}'
+    headers = signed_headers("s3cret", "a-1", body, time.time())
+    assert verify("s3cret", headers["Sift-Signature"], body)
+    assert not verify("other", headers["Sift-Signature"], body)
+    stale = signed_headers("s3cret", "a-1", body, time.time() - 3600)
+    assert not verify("s3cret", stale["Sift-Signature"], body)  # a replay, an hour later
+    assert not verify("s3cret", "garbage", body)
+
+
+def test_sift_top_watch_drift_baseline_and_alerts(
+    cli_env: str, capsys: pytest.CaptureFixture[str], selector_name: str
+) -> None:
+    rng = np.random.default_rng(1)
+    with Client(cli_env) as client:
+        settled(client, selector_name, rng)
+    status, out, err = sift(capsys, "top", selector_name, "-h", "5")
+    assert status == 0, err
+    table, stability, bands = out.rstrip("\n").rsplit("\n", 2)
+    assert table.splitlines()[1].startswith("rank  index  name")
+    assert stability.startswith("stability of the top 5: ") and "2 resamples" in stability
+    assert bands.startswith("bands: f0 ")
+
+    status, out, err = sift(capsys, "watch", selector_name, "-h", "5", "--once")
+    assert status == 0, err
+    assert "stability of the top 5" in out and "drift of the top 5 at version" in out
+    assert "since the baseline, auto (version" in out and "\x1b[" not in out
+
+    status, out, _ = sift(capsys, "drift", selector_name, "-h", "3")
+    assert status == 0 and out.startswith("drift of the top 3 at version")
+    status, out, _ = sift(capsys, "baseline", selector_name)
+    assert status == 0 and "is the baseline (pinned)" in out
+    status, out, _ = sift(capsys, "baseline", selector_name, "--forget")
+    assert status == 0 and "forgot the baseline" in out
+
+    status, out, err = sift(
+        capsys,
+        "alerts",
+        "add",
+        selector_name,
+        "http://127.0.0.1:9/hook",
+        "--threshold",
+        "0.4",
+        "-h",
+        "5",
+    )
+    assert status == 0, err
+    alert_id = out.split()[1]
+    assert "secret (shown once" in out
+    status, out, _ = sift(capsys, "alerts", "ls", selector_name)
+    assert status == 0 and alert_id in out and "0.4" in out
+    status, out, _ = sift(capsys, "alerts", "events", selector_name)
+    assert status == 0 and out.strip() == "no events"
+    status, out, _ = sift(capsys, "alerts", "rm", selector_name, alert_id)
+    assert status == 0 and f"deleted alert {alert_id}" in out
+    status, _, err = sift(capsys, "alerts", "add", selector_name, "ftp://x/y", "--threshold", "0.4")
+    assert status == 1 and "422" in err

@@ -1,0 +1,82 @@
+"""Two real service processes on one Redis commit a selector's versions in turn: an alert's
+crossing is delivered once, by one of them, whichever committed the versions over the
+threshold."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.support.harness import ServiceProcess, poll
+from tests.support.webhooks import webhook_receiver
+
+pytestmark = pytest.mark.slow
+
+FEATURES = 12
+BEFORE = np.array([5.0, 4.0, 3.5, 3.0, 2.5] + [1.0] * 7)
+AFTER = np.array([1.0] * 7 + [12.0, 11.0, 10.0, 9.0, 8.0])
+
+
+def push(client: httpx.Client, service: ServiceProcess, rows: np.ndarray) -> None:
+    answer = client.post(f"{service.url}/v1/selectors/s/chunks", json={"rows": rows.tolist()})
+    assert answer.status_code == 200, answer.text
+
+
+def test_two_replicas_deliver_one_crossing_once(
+    spawn_service: Callable[..., ServiceProcess],
+) -> None:
+    env = {
+        # Each replica lets go of the selector as soon as it applied what it took, so that the
+        # next chunk is applied (and its version judged) by the replica it was sent to.
+        "SIFT_APPLIER_LINGER_SECONDS": "0",
+        "SIFT_ALERT_BACKOFF_SECONDS": "0.05",
+    }
+    first, second = spawn_service("a", **env), spawn_service("b", **env)
+    replicas = (first, second)
+    rng = np.random.default_rng(0)
+    with webhook_receiver() as receiver, httpx.Client(timeout=30) as client:
+        created = client.post(
+            f"{first.url}/v1/selectors",
+            json={"name": "s", "method": "variance", "n_features": FEATURES},
+        )
+        assert created.status_code == 201, created.text
+        hook = {"url": receiver.url, "h": 5, "threshold": 0.5}
+        assert client.post(f"{second.url}/v1/selectors/s/alerts", json=hook).status_code == 201
+
+        def baseline() -> bool:
+            for i in range(2):
+                push(client, replicas[i], rng.standard_normal((300, FEATURES)) * BEFORE)
+            drift = client.get(f"{first.url}/v1/selectors/s/drift", params={"h": 5}).json()
+            return drift["baseline"] is not None
+
+        poll(baseline, timeout_s=30, interval_s=0.1)
+        applied = [s.metric("sift_rows_applied_total") for s in replicas]
+
+        def both_applied() -> bool:
+            return all(
+                s.metric("sift_rows_applied_total") >= a + 600
+                for s, a in zip(replicas, applied, strict=True)
+            )
+
+        # The ranking moves and stays moved: many versions over the threshold, committed by
+        # both replicas in turn (a chunk is usually applied by the replica it was sent to; a
+        # busy machine may hand a few to the other, so push until each has applied two).
+        for i in range(40):
+            push(client, replicas[i % 2], rng.standard_normal((300, FEATURES)) * AFTER)
+            if i >= 15 and both_applied():
+                break
+        assert both_applied(), [s.metric("sift_rows_applied_total") for s in replicas]
+        poll(lambda: receiver.all(), timeout_s=20)
+        time.sleep(1.5)  # time for a second delivery, were there one
+        (delivery,) = receiver.all()
+        assert delivery.event["crossing"] == 1 and delivery.event["drift"] >= 0.5
+        claimed = [s.metric("sift_alert_events_total") for s in replicas]
+        assert sorted(claimed) == [0.0, 1.0]  # one replica claimed it; the other never did
+        events = client.get(f"{first.url}/v1/selectors/s/alerts/events").json()["events"]
+        assert [e["id"] for e in events] == [delivery.event["id"]]
+        listed = client.get(f"{second.url}/v1/selectors/s/alerts").json()["alerts"][0]
+        assert listed["crossings"] == 1 and listed["firing"] is True
