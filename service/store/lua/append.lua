@@ -26,31 +26,13 @@
 -- repeated key whose entry was rejected answers its reason. A repeated key rewrites its record's
 -- digest (the same value): a write, so that a WAIT after it (SIFT_REDIS_WAIT_REPLICAS) covers
 -- the first append too.
--- uses: int, append_entry
-local replies = {}
-local key_at, arg_at = 6, 3
+-- uses: int, now_ms, append_entry, append_batch
+local key_at = 6
 if ARGV[2] ~= '' then
   key_at = 7
 end
-local appended = false
-for e = 1, tonumber(ARGV[1]) do
-  local record_keys, names = tonumber(ARGV[arg_at]), tonumber(ARGV[arg_at + 1])
-  local K = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]}
-  for i = 1, record_keys do
-    K[5 + i] = KEYS[key_at + i - 1]
-  end
-  local A = {}
-  for i = 1, 8 + names do
-    A[i] = ARGV[arg_at + 1 + i]
-  end
-  replies[e] = append(K, A)
-  appended = appended or replies[e][1] == 'NEW'
-  key_at = key_at + record_keys
-  arg_at = arg_at + 10 + names
-end
+local replies, appended = append_batch(key_at, 3)
 if appended and ARGV[2] ~= '' then
-  local t = redis.call('TIME')
-  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZADD', KEYS[6], now_ms, ARGV[2])
+  redis.call('ZADD', KEYS[6], now_ms(), ARGV[2])
 end
 return replies

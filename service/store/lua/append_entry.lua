@@ -63,8 +63,7 @@ local function append(K, A)
   local incarnation = redis.call('HGET', K[1], 'incarnation')
   if incarnation then
     local span = 4294967296
-    local t = redis.call('TIME')
-    local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local ms = now_ms()
     local last_ms, last_seq = string.match(redis.call('HGET', K[1], 'last_id') or '0-0',
                                            '^(%d+)-(%d+)$')
     local k = 0
@@ -89,13 +88,12 @@ local function append(K, A)
   end
   redis.call('HSET', K[6], 'digest', string.sub(A[3], 1, 32), 'log_id', id, 'first', first_str)
   redis.call('PEXPIRE', K[6], A[5])
-  local t = redis.call('TIME')
-  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZREMRANGEBYSCORE', K[3], '-inf', int_str(now_ms))
+  local now = now_ms()
+  redis.call('ZREMRANGEBYSCORE', K[3], '-inf', int_str(now))
   -- Ordered by expiry, and within one millisecond by arrival (the entry count's last three
   -- digits as thousandths), so that the oldest are forgotten first.
   local arrival = tonumber(redis.call('HGET', K[1], 'entries')) % 1000
-  redis.call('ZADD', K[3], string.format('%.0f.%03d', now_ms + tonumber(A[5]), arrival),
+  redis.call('ZADD', K[3], string.format('%.0f.%03d', now + tonumber(A[5]), arrival),
              A[4])
   local excess = redis.call('ZCARD', K[3]) - tonumber(A[6])
   if excess > 0 then

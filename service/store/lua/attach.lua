@@ -8,7 +8,7 @@
 -- selector, created next with its head at the cursor, finds every entry it must apply.
 -- 'TAKEN' (and the attachment) when the selector's name is attached already; 'CLOSING' while
 -- the stream is being deleted.
--- uses: int
+-- uses: int, now_ms
 local head = redis.call('HMGET', KEYS[1], 'incarnation', 'last_id', 'trimmed', 'appended',
                         'entries', 'closing')
 if not head[1] then
@@ -39,7 +39,6 @@ else
     end
   end
 end
-local t = redis.call('TIME')
-local now_ms = int_str(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[2] .. ' ' .. cursor .. ' ' .. cursor .. ' ' .. now_ms)
+redis.call('HSET', KEYS[3], ARGV[1],
+           ARGV[2] .. ' ' .. cursor .. ' ' .. cursor .. ' ' .. int_str(now_ms()))
 return {'OK', cursor, int_str(items), int_str(entries), head[1]}

@@ -12,7 +12,7 @@
 -- The log is not trimmed here: it is the truth until a checkpoint covers it (CHECKPOINT). The
 -- commit record says how to replay it; a head of the earlier layout (no checkpoint) keeps its
 -- whole-state hash as its checkpoint.
--- uses: int, now, stream_ids, keep_only
+-- uses: int, now, now_ms, stream_ids, keep_only
 local head = redis.call('HMGET', KEYS[1], 'version', 'cursor', 'state_key', 'rows_seen',
                         'checkpoint_key')
 if not head[1] then
@@ -55,11 +55,10 @@ redis.call('HINCRBY', KEYS[1], 'applied', ARGV[6])
 local rejected_idem = {}
 local rejections = cjson.decode(ARGV[8])
 if #rejections > 0 then
-  local t = redis.call('TIME')
-  local now_ms = int_str(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  local rejected_at = int_str(now_ms())
   for _, r in ipairs(rejections) do
     redis.call('HSET', KEYS[7], r[1], r[2])
-    redis.call('ZADD', KEYS[8], now_ms, r[1])
+    redis.call('ZADD', KEYS[8], rejected_at, r[1])
     local idem = tonumber(r[3])
     if idem > 0 then
       rejected_idem[idem] = true

@@ -5,24 +5,9 @@
 -- is deleted or is another incarnation of the name (it never feeds a selector of an earlier
 -- one). Counting attempts and checking the lease is the selector's own TAKE_ATTEMPT, in its
 -- slot.
+-- uses: without_held_payloads
 if redis.call('HGET', KEYS[1], 'incarnation') ~= ARGV[1] then
   return {'GONE'}
 end
 local entries = redis.call('XRANGE', KEYS[2], '(' .. ARGV[2], '+', 'COUNT', ARGV[3])
-if #ARGV > 3 and #entries > 0 then
-  local held = {}
-  for i = 4, #ARGV do
-    held[ARGV[i]] = true
-  end
-  for _, entry in ipairs(entries) do
-    if held[entry[1]] then
-      local fields = entry[2]
-      for i = 1, #fields, 2 do
-        if fields[i] == 'payload' then
-          fields[i + 1] = ''
-        end
-      end
-    end
-  end
-end
-return {'OK', entries}
+return {'OK', without_held_payloads(entries, 4)}

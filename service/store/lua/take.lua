@@ -7,7 +7,7 @@
 -- that a chunk which kills the applying process is still counted; every commit clears them).
 -- Only the lease holder reads: an applier that lost its lease (or whose selector was deleted,
 -- and perhaps created again) learns it here instead of computing for nothing.
--- uses: forgive
+-- uses: forgive, without_held_payloads
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {'NOTFOUND'}
 end
@@ -20,22 +20,7 @@ local entries = redis.call('XRANGE', KEYS[2], '(' .. ARGV[1], '+', 'COUNT', ARGV
 if #entries == 0 then
   return {'OK', 0, entries}
 end
-if #ARGV > 4 + holders then
-  local held = {}
-  for i = 5 + holders, #ARGV do
-    held[ARGV[i]] = true
-  end
-  for _, entry in ipairs(entries) do
-    if held[entry[1]] then
-      local fields = entry[2]
-      for i = 1, #fields, 2 do
-        if fields[i] == 'payload' then
-          fields[i + 1] = ''
-        end
-      end
-    end
-  end
-end
+without_held_payloads(entries, 5 + holders)
 local attempts = redis.call('HINCRBY', KEYS[3], entries[1][1], 1)
 redis.call('HSET', KEYS[3], 'by:' .. ARGV[3], entries[1][1])
 return {'OK', attempts, entries}
