@@ -15,7 +15,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -138,6 +138,32 @@ def _drop_none(**query: Any) -> dict[str, Any]:
     return {key: value for key, value in query.items() if value is not None}
 
 
+class _Page(Protocol):
+    """A page of a listing: ``next`` is the ``after`` of the following one (None: the last)."""
+
+    @property
+    def next(self) -> str | None: ...
+
+
+P = TypeVar("P", bound=_Page)
+Item = TypeVar("Item")
+
+
+def _every_page(
+    page_after: Callable[[str | None], Call[P]], items_of: Callable[[P], list[Item]]
+) -> Steps[list[Item]]:
+    """Every item of a listing, following its pages from the first."""
+    found: list[Item] = []
+    after: str | None = None
+    while True:
+        page: P = yield page_after(after)
+        items = items_of(page)
+        found.extend(items)
+        if page.next is None or not items:
+            return found
+        after = page.next
+
+
 class Api:
     """The operations of the API as calls and plans (see the module docstring).
 
@@ -258,14 +284,11 @@ class Api:
 
     def list_selectors(self, *, page_size: int | None = None) -> Steps[list[SelectorInfo]]:
         """Every selector this key may see, following the pages."""
-        found: list[SelectorInfo] = []
-        after: str | None = None
-        while True:
-            page: SelectorPage = yield self.list_page(limit=page_size, after=after)
-            found.extend(page.selectors)
-            if page.next is None or not page.selectors:
-                return found
-            after = page.next
+        found: list[SelectorInfo] = yield from _every_page(
+            lambda after: self.list_page(limit=page_size, after=after),
+            lambda page: page.selectors,
+        )
+        return found
 
     def delete(self, name: str) -> Call[None]:
         """Delete a selector and everything of it (a retry that finds it gone is done)."""
@@ -347,14 +370,11 @@ class Api:
 
     def list_streams(self, *, page_size: int | None = None) -> Steps[list[StreamInfo]]:
         """Every stream this key may see, following the pages."""
-        found: list[StreamInfo] = []
-        after: str | None = None
-        while True:
-            page: StreamPage = yield self.stream_page(limit=page_size, after=after)
-            found.extend(page.streams)
-            if page.next is None or not page.streams:
-                return found
-            after = page.next
+        found: list[StreamInfo] = yield from _every_page(
+            lambda after: self.stream_page(limit=page_size, after=after),
+            lambda page: page.streams,
+        )
+        return found
 
     def delete_stream(self, name: str, *, force: bool = False) -> Call[None]:
         """Delete a stream. While selectors are attached the service refuses (409, a
