@@ -3,9 +3,9 @@
 Each script is a file of ``service/store/lua/`` whose comment header says its KEYS, its ARGV,
 what it replies and why it is shaped so; a line ``-- uses: int, now`` names the function files
 (``int.lua``, ``now.lua``, ...) put in front of it, in that order (a function file's own
-needs are listed by the scripts that use it: nothing is expanded twice). They are read once, when this module is
-imported, and registered with Redis by ``SelectorStore`` (``EVALSHA``, loaded again after a
-Redis restart).
+needs are listed by the scripts that use it: nothing is expanded twice). They are read once,
+when this module is imported, and registered with Redis by ``SelectorStore`` (``EVALSHA``,
+loaded again after a Redis restart).
 
 All keys a script touches belong to one selector (or one stream) and share its hash tag, so each
 script runs in a single slot on Redis Cluster. Keys reached through a set (state blobs,

@@ -87,6 +87,15 @@ def _record_keys(k: SelectorKeys, key: str) -> list[str]:
     return [k.idem(key), k.idem_legacy(key)]
 
 
+def check_entry(items: int, item_names: Sequence[str], idempotency_key: str | None) -> None:
+    """What an entry to append must be whatever log it goes to: one name per item (or none),
+    and a key that is not empty."""
+    if item_names and len(item_names) != items:
+        raise ValueError(f"expected {items} item names, got {len(item_names)}")
+    if idempotency_key is not None and not idempotency_key:
+        raise InvalidInput("Idempotency-Key must not be empty")
+
+
 class Log(Registry):
     """The ingest log: appends, idempotency, pending marks, takes and reads. (A registry room
     too: an append that finds its selector gone forgets its description.)"""
@@ -101,6 +110,33 @@ class Log(Registry):
         # A cluster's pending marks, set in the background (``_mark_pending``).
         self._to_mark = set()
         self._marking = None
+
+    def _entry_args(
+        self,
+        record_keys: Sequence[str],
+        payload: bytes,
+        items: int,
+        digest: str,
+        idempotency_key: str | None,
+        item_names: Sequence[str],
+        merge: bool,
+        incarnation: str,
+    ) -> list[Any]:
+        """What APPEND and STREAM_APPEND take per entry (``append_batch.lua``): its record keys'
+        and names' counts, then what ``append_entry`` takes."""
+        return [
+            len(record_keys),
+            len(item_names),
+            payload,
+            int(items),
+            digest,
+            "" if idempotency_key is None else idem_id(idempotency_key),
+            self.idempotency_ttl_ms,
+            self.idempotency_max_records,
+            "1" if merge else "0",
+            incarnation,
+            *item_names,
+        ]
 
     @map_redis_errors
     async def append(
@@ -123,26 +159,12 @@ class Log(Registry):
         shown for unnamed feature ``j``). ``merge`` marks an entry whose payload is another
         selector's summary.
         """
-        if item_names and len(item_names) != items:
-            raise ValueError(f"expected {items} item names, got {len(item_names)}")
-        record_keys: list[str] = []
-        if idempotency_key is not None:
-            if not idempotency_key:
-                raise InvalidInput("Idempotency-Key must not be empty")
-            record_keys = _record_keys(self.keys(name), idempotency_key)
-        args = [
-            len(record_keys),
-            len(item_names),
-            payload,
-            int(items),
-            digest,
-            "" if idempotency_key is None else idem_id(idempotency_key),
-            self.idempotency_ttl_ms,
-            self.idempotency_max_records,
-            "1" if merge else "0",
-            incarnation,
-            *item_names,
-        ]
+        check_entry(items, item_names, idempotency_key)
+        keys = self.keys(name)
+        record_keys = [] if idempotency_key is None else _record_keys(keys, idempotency_key)
+        args = self._entry_args(
+            record_keys, payload, items, digest, idempotency_key, item_names, merge, incarnation
+        )
         reply = await self._appends.submit(name, record_keys, args, len(payload))
         status = as_text(reply[0])
         if status == "NOTFOUND":

@@ -24,14 +24,13 @@ from service.cache import LRU
 from service.errors import (
     Conflict,
     IdempotencyMismatch,
-    InvalidInput,
     NotFound,
     SiftError,
     StaleMeta,
 )
 from service.store.core import PIPELINE_BATCH
 from service.store.group_commit import GroupCommit, QueuedAppend
-from service.store.keys import StreamKeys, idem_id, streams_registry_key
+from service.store.keys import StreamKeys, streams_registry_key
 from service.store.records import (
     AppendOutcome,
     Attached,
@@ -43,7 +42,7 @@ from service.store.records import (
     as_text,
 )
 from service.store.redis_errors import map_redis_errors
-from service.store.rooms.log import Log
+from service.store.rooms.log import Log, check_entry
 from service.store.rooms.registry import NAMELESS_META_SECONDS
 
 #: Streams whose description one store keeps for pushes (``cached_stream``).
@@ -254,27 +253,12 @@ class Streams(Log):
         append (those that apply it: each is marked pending). ``incarnation``: the stream's
         the chunk was checked against (StaleMeta for another). Conflict while the stream is
         being deleted, or for a name on arrival that is taken."""
-        if item_names and len(item_names) != items:
-            raise ValueError(f"expected {items} item names, got {len(item_names)}")
+        check_entry(items, item_names, idempotency_key)
         k = self.stream_keys(name)
-        record_keys: list[str] = []
-        if idempotency_key is not None:
-            if not idempotency_key:
-                raise InvalidInput("Idempotency-Key must not be empty")
-            record_keys = [k.idem(idempotency_key)]
-        args = [
-            len(record_keys),
-            len(item_names),
-            payload,
-            int(items),
-            digest,
-            "" if idempotency_key is None else idem_id(idempotency_key),
-            self.idempotency_ttl_ms,
-            self.idempotency_max_records,
-            "0",
-            incarnation,
-            *item_names,
-        ]
+        record_keys = [] if idempotency_key is None else [k.idem(idempotency_key)]
+        args = self._entry_args(
+            record_keys, payload, items, digest, idempotency_key, item_names, False, incarnation
+        )
         reply, raw_attached = await self._stream_appends.submit(
             name, record_keys, args, len(payload)
         )
