@@ -249,7 +249,9 @@ async def test_the_pending_sets_master_paused_does_not_slow_appends_elsewhere(
                 took = time.monotonic() - started
             finally:
                 pending_master.resume()
-            assert took < 1.0, f"5 appends took {took:.2f} s with the pending set's master frozen"
+            # Awaiting the mark, each append waited for the frozen master: 5 appends took 30 s.
+            # Unloaded they take about 0.05 s; 1.04 s was seen on a machine running two suites.
+            assert took < 5.0, f"5 appends took {took:.2f} s with the pending set's master frozen"
             client = connect(cluster.url)
             try:
                 deadline = time.monotonic() + 10
