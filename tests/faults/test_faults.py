@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import random
-import threading
 import time
 import zlib
 from collections import Counter
@@ -32,7 +31,6 @@ from tests.support.harness import (
     Answer,
     LabelledChunk,
     Ledger,
-    Producer,
     RedisProcess,
     ServiceProcess,
     Tally,
@@ -47,6 +45,7 @@ from tests.support.harness import (
     labelled_npz,
     lease_holder,
     ocfs_chunk,
+    ocfs_producer,
     poll,
     read_committed,
     report,
@@ -74,48 +73,6 @@ def chunk_path(name: str) -> str:
     return f"/v1/selectors/{name}/chunks"
 
 
-def ocfs_producer(
-    index: int,
-    urls: list[str],
-    name: str,
-    ledger: Ledger,
-    traffic: Traffic,
-    abort: threading.Event,
-    wait_share: float = 0.75,
-) -> Callable[[threading.Event], None]:
-    """A producer thread: distinct chunks (1-8 rows, a quarter as .npz), most with wait=true,
-    each pushed until acknowledged, with a short random pause in between."""
-
-    def run(stop: threading.Event) -> None:
-        rng = np.random.default_rng([SEED, index])
-        producer = Producer(urls, traffic, abort=abort)
-        try:
-            seq = 0
-            while not stop.is_set():
-                chunk = ocfs_chunk(
-                    cid=index * 1_000_000 + seq,
-                    rows=int(rng.integers(1, 9)),
-                    key=f"p{index}-{seq}",
-                    npz=bool(rng.random() < 0.25),
-                )
-                ledger.send(chunk)
-                ack = producer.push(
-                    chunk_path(name),
-                    chunk.body,
-                    chunk.content_type,
-                    chunk.key,
-                    wait=bool(rng.random() < wait_share),
-                    first=int(rng.integers(len(urls))),
-                )
-                ledger.ack(ack)
-                seq += 1
-                stop.wait(float(rng.uniform(0.02, 0.1)))
-        finally:
-            producer.close()
-
-    return run
-
-
 def ocfs_chaos(
     urls: list[str],
     name: str,
@@ -130,7 +87,8 @@ def ocfs_chaos(
     ledger, traffic, workers = Ledger(), Traffic(), Workers()
     for index in range(3):
         workers.spawn(
-            f"producer-{index}", ocfs_producer(index, urls, name, ledger, traffic, workers.abort)
+            f"producer-{index}",
+            ocfs_producer(index, urls, chunk_path(name), ledger, traffic, workers.abort, SEED),
         )
     rng = random.Random(seed)
     broken: list[float] = []
@@ -295,7 +253,8 @@ def test_sigkill_service_during_ingestion(
     ledger, traffic, workers = Ledger(), Traffic(), Workers()
     for index in range(4):
         workers.spawn(
-            f"producer-{index}", ocfs_producer(index, urls, name, ledger, traffic, workers.abort)
+            f"producer-{index}",
+            ocfs_producer(index, urls, chunk_path(name), ledger, traffic, workers.abort, SEED),
         )
 
     rng = random.Random(SEED)

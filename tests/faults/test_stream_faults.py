@@ -16,7 +16,6 @@ Every test prints its figures (``-s`` or ``-rP``) and records them as junit prop
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +27,6 @@ import pytest
 from tests.support.harness import (
     DEFAULT_LEASE_MS,
     Ledger,
-    Producer,
     RedisProcess,
     ServiceProcess,
     Tally,
@@ -37,7 +35,7 @@ from tests.support.harness import (
     class_counts,
     holder_pid,
     lease_holder,
-    ocfs_chunk,
+    ocfs_producer,
     poll,
     read_committed,
     report,
@@ -57,42 +55,6 @@ COUNTING = ("on-ocfs", "on-ioc")
 TRIALS = {"service-sigkill": 8, "redis-sigkill": 3, "redis-pause": 2}
 
 Spawn = Callable[..., ServiceProcess]
-
-
-def stream_producer(
-    index: int, urls: list[str], ledger: Ledger, traffic: Traffic, abort: threading.Event
-) -> Callable[[threading.Event], None]:
-    """A producer thread: distinct ``ocfs`` chunks (1-8 rows, a quarter as .npz) pushed to the
-    stream until acknowledged, most waiting for every selector, with short pauses between."""
-
-    def run(stop: threading.Event) -> None:
-        rng = np.random.default_rng([SEED, index])
-        producer = Producer(urls, traffic, abort=abort)
-        try:
-            seq = 0
-            while not stop.is_set():
-                chunk = ocfs_chunk(
-                    cid=index * 1_000_000 + seq,
-                    rows=int(rng.integers(1, 9)),
-                    key=f"p{index}-{seq}",
-                    npz=bool(rng.random() < 0.25),
-                )
-                ledger.send(chunk)
-                ack = producer.push(
-                    f"/v1/streams/{STREAM}/chunks",
-                    chunk.body,
-                    chunk.content_type,
-                    chunk.key,
-                    wait=bool(rng.random() < 0.75),
-                    first=int(rng.integers(len(urls))),
-                )
-                ledger.ack(ack)
-                seq += 1
-                stop.wait(float(rng.uniform(0.02, 0.1)))
-        finally:
-            producer.close()
-
-    return run
 
 
 def set_up(url: str) -> None:
@@ -226,7 +188,10 @@ def test_every_selector_of_a_stream_applies_each_acknowledged_chunk_once(
     ledger, traffic, workers = Ledger(), Traffic(), Workers()
     for index in range(3):
         workers.spawn(
-            f"producer-{index}", stream_producer(index, urls, ledger, traffic, workers.abort)
+            f"producer-{index}",
+            ocfs_producer(
+                index, urls, f"/v1/streams/{STREAM}/chunks", ledger, traffic, workers.abort, SEED
+            ),
         )
     broken: list[float] = []
     try:

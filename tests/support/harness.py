@@ -611,6 +611,50 @@ def ocfs_chunk(cid: int, rows: int, key: str, npz: bool = False) -> LabelledChun
     return LabelledChunk(cid, rows, key, body, "application/json")
 
 
+def ocfs_producer(
+    index: int,
+    urls: list[str],
+    path: str,
+    ledger: Ledger,
+    traffic: Traffic,
+    abort: threading.Event,
+    seed: int,
+    wait_share: float = 0.75,
+) -> Callable[[threading.Event], None]:
+    """A producer thread for ``Workers``: distinct ``ocfs`` chunks (1-8 rows, a quarter as
+    .npz) POSTed to ``path`` (a selector's or a stream's chunks), most with wait=true, each
+    pushed until acknowledged, with a short random pause in between."""
+
+    def run(stop: threading.Event) -> None:
+        rng = np.random.default_rng([seed, index])
+        producer = Producer(urls, traffic, abort=abort)
+        try:
+            sequence = 0
+            while not stop.is_set():
+                chunk = ocfs_chunk(
+                    cid=index * 1_000_000 + sequence,
+                    rows=int(rng.integers(1, 9)),
+                    key=f"p{index}-{sequence}",
+                    npz=bool(rng.random() < 0.25),
+                )
+                ledger.send(chunk)
+                ack = producer.push(
+                    path,
+                    chunk.body,
+                    chunk.content_type,
+                    chunk.key,
+                    wait=bool(rng.random() < wait_share),
+                    first=int(rng.integers(len(urls))),
+                )
+                ledger.ack(ack)
+                sequence += 1
+                stop.wait(float(rng.uniform(0.02, 0.1)))
+        finally:
+            producer.close()
+
+    return run
+
+
 def labelled_npz(rows: np.ndarray, labels: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.savez(buffer, rows=rows, labels=labels)
