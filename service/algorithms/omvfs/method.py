@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -22,7 +22,7 @@ from service.algorithms.omvfs.graph import (
 from service.algorithms.omvfs.params import OMVFSParams
 from service.algorithms.omvfs.scores import feature_scores, moments_so_far
 from service.algorithms.omvfs.solver import chunk_buffer, solve
-from service.algorithms.resampling import ResampledMethod
+from service.algorithms.resampling import Dealt, ResampledMethod
 from service.algorithms.variance import chunk_moments, combine
 from service.errors import Inconsistent
 
@@ -46,8 +46,11 @@ class OMVFS(ResampledMethod):
     chunking_invariant = False
     stability_estimate = (
         "OMVFS (Algorithm 1) run on each of K interleaved subsamples of the rows, each chunk's "
-        "rows of a subsample as its chunk; compared as they are: the index is that of n/K rows"
+        "rows of a subsample as its chunk, for at most as many iterations as the whole "
+        "stream's on that chunk; compared as they are: the index is that of n/K rows"
     )
+    #: A subsample's scores are kept with it (they need its factors and moments).
+    subsample_fields: ClassVar[tuple[str, ...]] = ("weights",)
     #: Not scaled to the whole stream: the scores come from a factorisation started anew at
     #: random for every chunk, not smooth in the rows (``stability.replicate_scores``); the
     #: index is that of n/K rows.
@@ -175,6 +178,37 @@ class OMVFS(ResampledMethod):
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         """Every feature's score (``feature_scores``), the views side by side."""
         return np.array(state["weights"], dtype=np.float64)
+
+    # -- the subsamples: Algorithm 1 on each one's rows, as many iterations as the whole ----
+
+    def subsample_initial_state(self, params: Mapping[str, Any], size: int) -> State:
+        return self.core_initial_state(params, size)
+
+    def subsample_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
+        return self.core_state_sizes(params, size)
+
+    def subsample_update(
+        self, subsample: State, params: Mapping[str, Any], chunk: Matrix, whole: State, dealt: Dealt
+    ) -> State:
+        """Steps 5-19 on the subsample's rows of the chunk (its chunk), for at most as many
+        iterations as the whole stream's took on the same chunk (``last_iterations``)."""
+        done = int(np.asarray(whole["last_iterations"]))
+        capped = {**params, "max_iter": max(1, min(done, int(params.get("max_iter", 200))))}
+        return self.core_update(subsample, capped, chunk)
+
+    def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
+        return np.array(subsample["weights"], dtype=np.float64)
+
+    def subsample_rows(self, subsample: State) -> int:
+        return int(np.asarray(subsample["feature_rows"]))
+
+    def subsample_check(self, subsample: State, params: Mapping[str, Any], size: int) -> None:
+        self.core_check_consistency(subsample, params, size, {})
+
+    def subsample_growing_axes(
+        self, params: Mapping[str, Any], size: int
+    ) -> dict[str, tuple[int, ...]]:
+        return self.core_growing_axes(params, size)
 
     def core_growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
         """``ChecksState``: the buffer's CSR row pointers grow from their one initial entry."""
