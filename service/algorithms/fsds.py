@@ -706,7 +706,7 @@ class FSDS(ResampledMergeable):
         bandwidth = _state_float(whole, "kernel_bandwidth")
         if cfg.gaussian and cfg.kernel_bandwidth is None and bandwidth > 0:
             cfg = cfg.model_copy(update={"kernel_bandwidth": bandwidth})
-        return _fold(subsample, cfg, m, chunk, dealt)[1]
+        return _fold(subsample, cfg, m, dealt.of(chunk), dealt)[1]
 
     def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
         """Steps 5-7 on the subsample's sketch, as on the whole stream's."""

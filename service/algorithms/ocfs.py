@@ -29,8 +29,9 @@ from service.algorithms.labels import (
     COUNTS_FIELD,
     Label,
     LabelledRows,
+    Tally,
     check_classes,
-    class_totals,
+    class_totals_of,
     describe_classes,
     discover,
     encode_classes,
@@ -56,12 +57,35 @@ def ocfs_scores(counts: np.ndarray, sums: np.ndarray) -> np.ndarray:
     return np.asarray(((counts[present] / n)[:, None] * (means - overall) ** 2).sum(axis=0))
 
 
-def add_classes(state: State, rows: LabelledRows) -> State:
-    """Class statistics (classes, counts, sums: Table 2's only data) with ``rows`` folded in."""
+def add_classes(state: State, rows: LabelledRows, among: np.ndarray | None = None) -> State:
+    """Class statistics (classes, counts, sums: Table 2's only data) with ``rows`` folded in
+    (or the rows at positions ``among``, read in place)."""
+    classes, tally = class_tally(state, rows, among)
+    counts, sums = class_totals_of(rows.rows, [tally], rows.multiplicity)[0]
+    return fold_classes(state, classes, counts, sums)
+
+
+def class_tally(
+    state: State, rows: LabelledRows, among: np.ndarray | None = None
+) -> tuple[list[Label], Tally]:
+    """The classes of ``state`` with those of ``rows`` (or of its rows at ``among``) found
+    after them, and the tally of those rows by them (``class_totals_of``)."""
+    if among is not None and not among.size:
+        classes = stored_classes(state)
+        return classes, Tally(among, np.zeros(rows.n_rows, dtype=np.int64), len(classes))
+    if among is not None:
+        labels, codes = rows.labels_of(among)
+        placed = np.zeros(rows.n_rows, dtype=np.int64)
+        placed[among] = codes
+        rows = LabelledRows(rows.rows, labels, placed, rows.multiplicity)
     classes, codes = discover(stored_classes(state), rows)
-    counts, sums = class_totals(rows.rows, codes, len(classes), rows.multiplicity)
-    counts += grow_rows(np.asarray(state[COUNTS_FIELD], dtype=np.int64), len(classes))
-    sums += grow_rows(np.asarray(state[SUMS_FIELD], dtype=np.float64), len(classes))
+    return classes, Tally(among, codes, len(classes))
+
+
+def fold_classes(state: State, classes: list[Label], counts: np.ndarray, sums: np.ndarray) -> State:
+    """``state``'s class counts and sums with a chunk's added (``classes``: all of them now)."""
+    counts = counts + grow_rows(np.asarray(state[COUNTS_FIELD], dtype=np.int64), len(classes))
+    sums = sums + grow_rows(np.asarray(state[SUMS_FIELD], dtype=np.float64), len(classes))
     return {CLASSES_FIELD: encode_classes(classes), COUNTS_FIELD: counts, SUMS_FIELD: sums}
 
 
@@ -116,7 +140,7 @@ class ClassSubsamples:
         whole: State,
         dealt: Dealt,
     ) -> State:
-        return add_classes(subsample, chunk)
+        return add_classes(subsample, chunk, dealt.positions)
 
     def subsample_rows(self, subsample: State) -> int:
         return int(np.asarray(subsample[COUNTS_FIELD]).sum())
@@ -179,6 +203,30 @@ class OCFS(ClassSubsamples, ResampledMergeable):
             np.asarray(totals[COUNTS_FIELD]), np.asarray(totals[SUMS_FIELD])
         )
         return totals
+
+    def update_with_subsamples(
+        self,
+        state: State,
+        subsamples: list[State],
+        params: Mapping[str, Any],
+        chunk: LabelledRows,
+        dealt: np.ndarray,
+    ) -> tuple[State, list[State]]:
+        """The chunk's class counts and sums for the whole stream and for each stored
+        subsample's rows in one product (``class_totals_of``: the chunk is read once)."""
+        plans = [class_tally(state, chunk)]
+        for g, subsample in enumerate(subsamples):
+            plans.append(class_tally(subsample, chunk, np.flatnonzero(dealt == g)))
+        totals = class_totals_of(chunk.rows, [tally for _, tally in plans], chunk.multiplicity)
+        folded = [
+            fold_classes(before, classes, counts, sums)
+            for before, (classes, _), (counts, sums) in zip(
+                [state, *subsamples], plans, totals, strict=True
+            )
+        ]
+        new = folded[0]
+        new["scores"] = ocfs_scores(np.asarray(new[COUNTS_FIELD]), np.asarray(new[SUMS_FIELD]))
+        return new, folded[1:]
 
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.array(state["scores"], dtype=np.float64)

@@ -132,11 +132,16 @@ def _prefixed(state: State, group: int) -> State:
 
 @dataclass(frozen=True)
 class Dealt:
-    """Where a subsample's rows of a chunk were: their positions (ascending) among the chunk's
-    ``rows`` rows (FSDS's forgetting weighs a row by the rows of the stream after it)."""
+    """A subsample's rows of a chunk: their positions (ascending, never none) among the chunk's
+    ``rows`` rows. ``of(chunk)`` copies them out; a method may read them in place instead
+    (OCFS's class sums), or weigh them by their position (FSDS's forgetting)."""
 
     positions: np.ndarray
     rows: int
+
+    def of(self, chunk: Any) -> Any:
+        """The subsample's rows of ``chunk`` (a copy, of the chunk's type)."""
+        return take_rows(chunk, self.positions)
 
 
 class ResampledParams(MethodParams):
@@ -266,10 +271,32 @@ class ResampledMethod(MethodBase):
     def subsample_update(
         self, subsample: State, params: Mapping[str, Any], chunk: Any, whole: State, dealt: Dealt
     ) -> State:
-        """Fold the subsample's rows of a chunk (``chunk``, never empty) into it; ``whole`` is
-        the whole stream's state after the same chunk, ``dealt`` where the rows were in it. A
-        new state."""
+        """Fold the subsample's rows of ``chunk`` (``dealt``) into it; ``whole`` is the whole
+        stream's state after the same chunk. A new state."""
         raise NotImplementedError
+
+    def update_with_subsamples(
+        self,
+        state: State,
+        subsamples: list[State],
+        params: Mapping[str, Any],
+        chunk: Any,
+        dealt: np.ndarray,
+    ) -> tuple[State, list[State]]:
+        """The whole stream's state and each stored subsample's after a chunk (``dealt``: the
+        subsample of each of its rows): the method's update, then ``subsample_update`` of each
+        subsample dealt rows. A method whose subsamples' statistics share the work of the whole
+        stream's (variance's squared deviations) computes them together instead."""
+        new = self.core_update(state, params, chunk)
+        out = []
+        for g, subsample in enumerate(subsamples):
+            rows = np.flatnonzero(dealt == g)
+            if rows.size:
+                subsample = self.subsample_update(
+                    subsample, params, chunk, new, Dealt(rows, dealt.size)
+                )
+            out.append(subsample)
+        return new, out
 
     def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
         """The subsample's score of every feature (from its ``subsample_fields`` and scalars)."""
@@ -330,20 +357,14 @@ class ResampledMethod(MethodBase):
     def update(self, state: State, params: Mapping[str, Any], chunk: Any) -> State:
         """The method's update of the whole stream, and of each stored subsample with its rows
         (a derived subsample follows the whole stream)."""
-        new = self.core_update(_main(state), params, chunk)
         k = _groups_in(state)
         if k == 0:
-            return new  # a state from before resamples existed
+            return self.core_update(_main(state), params, chunk)  # from before resamples
         counts = np.array(state[COUNTS_FIELD], dtype=np.int64)
         dealt = groups_of_rows(int(counts.sum()), rows_in(chunk), k)
-        for g in range(self.stored_subsamples(k)):
-            rows = np.flatnonzero(dealt == g)
-            subsample = _group(state, g)
-            if rows.size:
-                where = Dealt(rows, dealt.size)
-                subsample = self.subsample_update(
-                    subsample, params, take_rows(chunk, rows), new, where
-                )
+        stored = [_group(state, g) for g in range(self.stored_subsamples(k))]
+        new, subsamples = self.update_with_subsamples(_main(state), stored, params, chunk, dealt)
+        for g, subsample in enumerate(subsamples):
             new.update(_prefixed(subsample, g))
         new[COUNTS_FIELD] = counts + np.bincount(dealt, minlength=k)
         return new

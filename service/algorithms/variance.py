@@ -31,14 +31,31 @@ import scipy.sparse as sp
 from pydantic import Field
 
 from service.algorithms.base import MAX_ABS_VALUE, ChunkKind, Matrix, State
-from service.algorithms.resampling import Dealt, ResampledMergeable, ResampledParams
+from service.algorithms.resampling import ResampledMergeable, ResampledParams
 from service.errors import Inconsistent
 
-__all__ = ["Variance", "chunk_moments", "combine", "separate"]
+__all__ = ["Variance", "chunk_moments", "combine", "grouped_moments", "separate"]
 
 
-def chunk_moments(rows: Matrix) -> tuple[int, np.ndarray, np.ndarray]:
+Moments = tuple[int, np.ndarray, np.ndarray]
+
+
+def chunk_moments(rows: Matrix) -> Moments:
     """``(n, mean, M2)`` of a chunk, per feature; sparse rows stay sparse."""
+    return grouped_moments(rows, np.zeros(0, dtype=np.int64), 0)[0]
+
+
+def grouped_moments(rows: Matrix, groups: np.ndarray, count: int) -> tuple[Moments, list[Moments]]:
+    """``(n, mean, M2)`` of a chunk, and of its rows in each of groups ``0 .. count - 1``
+    (``groups``: every row's group, or anything else for rows in none), in one pass over the
+    chunk's squared deviations.
+
+    The chunk's are the two passes (mean, then deviations). A group's shares them: with the
+    chunk's mean ``c``, ``M2_g = sum_g (x - c)^2 - n_g (mean_g - c)^2``, exact in arithmetic
+    (the parallel-axis identity behind eq. 2.1) and as accurate as a group's own two passes
+    while ``mean_g`` is near ``c``, which a group of interleaved rows is (``(mean_g - c)^2`` is
+    about ``M2_g / n``). So a group costs two weighted sums over the chunk, no copy of its rows.
+    """
     n = int(rows.shape[0])
     if sp.issparse(rows):
         csr = sp.csr_matrix(rows, dtype=np.float64)
@@ -47,10 +64,41 @@ def chunk_moments(rows: Matrix) -> tuple[int, np.ndarray, np.ndarray]:
         deviations = (csr.data - mean[csr.indices]) ** 2
         stored = np.bincount(csr.indices, minlength=csr.shape[1])
         m2 = np.bincount(csr.indices, weights=deviations, minlength=csr.shape[1])
-        return n, mean, m2 + (n - stored) * mean**2
+        whole = (n, mean, m2 + (n - stored) * mean**2)
+        if not count:
+            return whole, []
+        of_entry = np.asarray(groups)[np.repeat(np.arange(n), np.diff(csr.indptr))]
+        parts = []
+        for g in range(count):
+            n_g = int(np.count_nonzero(groups == g))
+            entries = of_entry == g
+            indices = csr.indices[entries]
+            total = np.bincount(indices, weights=csr.data[entries], minlength=csr.shape[1])
+            zeros = n_g - np.bincount(indices, minlength=csr.shape[1])
+            around = (
+                np.bincount(indices, weights=deviations[entries], minlength=csr.shape[1])
+                + zeros * mean**2
+            )
+            parts.append(_around(n_g, total, around, mean))
+        return whole, parts
     dense = np.asarray(rows, dtype=np.float64)
     mean = dense.mean(axis=0)
-    return n, mean, ((dense - mean) ** 2).sum(axis=0)
+    squared = (dense - mean) ** 2
+    whole = (n, mean, squared.sum(axis=0))
+    parts = []
+    for g in range(count):
+        member = (groups == g).astype(np.float64)
+        parts.append(_around(int(member.sum()), member @ dense, member @ squared, mean))
+    return whole, parts
+
+
+def _around(n: int, total: np.ndarray, around: np.ndarray, centre: np.ndarray) -> Moments:
+    """A group's ``(n, mean, M2)`` from its sum and its sum of squared deviations from
+    ``centre`` (``grouped_moments``); M2 clipped at 0, where rounding could take it below."""
+    if n == 0:
+        return 0, np.zeros_like(centre), np.zeros_like(centre)
+    mean = total / n
+    return n, mean, np.maximum(around - n * (mean - centre) ** 2, 0.0)
 
 
 def combine(
@@ -186,10 +234,21 @@ class Variance(ResampledMergeable):
     def subsample_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
         return {"mean": 8 * size, "m2": 8 * size}
 
-    def subsample_update(
-        self, subsample: State, params: Mapping[str, Any], chunk: Matrix, whole: State, dealt: Dealt
-    ) -> State:
-        return _moment_state(combine(_moments(subsample), chunk_moments(chunk)))
+    def update_with_subsamples(
+        self,
+        state: State,
+        subsamples: list[State],
+        params: Mapping[str, Any],
+        chunk: Matrix,
+        dealt: np.ndarray,
+    ) -> tuple[State, list[State]]:
+        """Eq. 2.1 with the chunk's moments for the whole stream, and with each stored
+        subsample's rows' for it, from one pass over the chunk (``grouped_moments``)."""
+        moments, parts = grouped_moments(chunk, dealt, len(subsamples))
+        return self._state(combine(_moments(state), moments), params), [
+            _moment_state(combine(_moments(subsample), part))
+            for subsample, part in zip(subsamples, parts, strict=True)
+        ]
 
     def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.asarray(self._state(_moments(subsample), params)["variance"])

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from service.algorithms import METHODS
 from service.algorithms.base import check_state
@@ -31,7 +32,7 @@ from service.algorithms.resampling import (
     groups_of_rows,
     summary_fields_of,
 )
-from service.algorithms.variance import chunk_moments, combine, separate
+from service.algorithms.variance import chunk_moments, combine, grouped_moments, separate
 from service.errors import Inconsistent
 from service.updates import state_sizes
 from tests.support.states import array_field
@@ -222,6 +223,31 @@ def test_separate_inverts_chans_update() -> None:
         separate((5, np.ones(2), np.ones(2)), (6, np.ones(2), np.ones(2)))
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_grouped_moments_are_each_groups_own(sparse: bool) -> None:
+    """The moments of each group of a chunk's rows from the chunk's shared squared deviations
+    (``grouped_moments``: what the whole stream's update computes anyway) against each group's
+    own two passes; the chunk's are ``chunk_moments`` to the bit. Rows around 50 with spread 1
+    (so ``(mean_g - c)^2`` is small against ``M2_g / n_g``, as for interleaved rows), a
+    constant column, sparse or not, and a group with no rows."""
+    rng = np.random.default_rng(8)
+    dense = rng.standard_normal((300, 6)) + 50.0
+    dense[rng.random((300, 6)) < 0.3] = 0.0
+    dense[:, 2] = 3.0
+    groups = rng.integers(0, 3, 300)
+    rows: Any = sp.csr_matrix(dense) if sparse else dense
+    whole, parts = grouped_moments(rows, groups, 4)
+    expected = chunk_moments(rows)
+    assert whole[0] == expected[0]
+    np.testing.assert_array_equal(whole[1], expected[1])
+    np.testing.assert_array_equal(whole[2], expected[2])
+    for g, (n_g, mean_g, m2_g) in enumerate(parts):
+        own = chunk_moments(dense[groups == g]) if g < 3 else (0, np.zeros(6), np.zeros(6))
+        assert n_g == own[0]
+        np.testing.assert_allclose(mean_g, own[1], rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(m2_g, own[2], rtol=1e-11, atol=1e-9)
+
+
 @pytest.mark.parametrize("name", ["ocfs", "ioc"])
 def test_class_statistics_derive_their_last_subsample_exactly(name: str) -> None:
     """The last subsample's class counts (exactly) and sums against those of its rows; a class
@@ -261,16 +287,22 @@ def test_class_statistics_derive_their_last_subsample_exactly(name: str) -> None
     np.testing.assert_allclose(scores[-1], expected, rtol=1e-12)
 
 
-def test_fsds_derives_a_sketch_of_the_rest_within_both_shrinkages() -> None:
+@pytest.mark.parametrize("decay", [1.0, 0.995])
+def test_fsds_derives_a_sketch_of_the_rest_within_both_shrinkages(decay: float) -> None:
     """FSDS's stored subsample is a Frequent-Directions sketch of its own rows (``0 <= A_p^T A_p
     - B_p^T B_p <= d_p I``); the last, the whole sketch minus it (``unmerge_sketches``), is one
     of the rest within both shrinkages: ``-(d + d_p) I <= A_r^T A_r - S^T S <= (d + dropped) I``
-    (``dropped``: the largest eigenvalue of the difference beyond the ``ell`` it keeps). The
-    whole stream's sketch is untouched by any of it (``test_fsds``: Algorithm 2 bit for bit)."""
+    (``dropped``: the largest eigenvalue of the difference beyond the ``ell`` it keeps). With
+    ``decay`` the rows are weighed as the whole stream weighs them (``decay`` to the rows after
+    each), in both. The whole stream's sketch is untouched by any of it (``test_fsds``:
+    Algorithm 2 bit for bit)."""
     method = resampled("fsds")
-    params, state, rows, _labels = streamed("fsds", {"ell": 12, "k": 4}, [150, 90, 210, 33])
+    params, state, rows, _labels = streamed(
+        "fsds", {"ell": 12, "k": 4, "decay": decay}, [150, 90, 210, 33]
+    )
     stored, derived = method.subsamples(state, params)
-    unit = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    ages = rows.shape[0] - 1 - np.arange(rows.shape[0])
+    unit = rows / np.linalg.norm(rows, axis=1, keepdims=True) * decay ** ages[:, None]
     parts = dealt_rows(2, rows.shape[0])
     d = float(np.asarray(state["shrinkage_total"]))
     d_p = float(np.asarray(stored["shrinkage_total"]))
@@ -355,3 +387,33 @@ def test_an_import_whose_subsamples_do_not_fit_its_stream_is_refused(name: str) 
         crafted[COUNTS_FIELD] = np.array([2 * counts.sum(), 0])
         with pytest.raises(Inconsistent):
             check_state(METHODS[name], crafted, params, SIZE)
+
+
+def test_omvfs_subsamples_are_omvfs_on_their_rows_within_the_whole_streams_iterations() -> None:
+    """Each OMVFS subsample is Algorithm 1 on its rows of every chunk (its chunk), for at most
+    as many iterations as the whole stream's took on that chunk: recomputed here one chunk at
+    a time from its rows alone (its own view split and moments), to rounding (the subsample
+    reuses the chunk's scaled views and shares its moments' pass)."""
+    method = resampled("omvfs")
+    params = method.resolve_params(given("omvfs", tol=1e-2, max_iter=60), SIZE)
+    state = method.initial_state(params, SIZE)
+    alone = method.subsample_initial_state(params, SIZE)
+    rng = np.random.default_rng(6)
+    first = 0
+    capped_somewhere = False
+    for n in (40, 25, 60, 33):
+        rows = rows_of(rng, n)
+        state = method.update(state, params, rows)
+        mine = np.flatnonzero(groups_of_rows(first, n, 2) == 0)
+        first += n
+        done = int(np.asarray(state["last_iterations"]))
+        free = method.core_update(alone, params, rows[mine])
+        alone = method.core_update(alone, {**params, "max_iter": done}, rows[mine])
+        capped_somewhere |= int(np.asarray(free["last_iterations"])) > done
+        stored = method.subsamples(state, params)[0]
+        assert int(np.asarray(stored["last_iterations"])) <= done
+        for field in ("weights", "A", "V0", "V1", "feature_mean", "feature_m2"):
+            np.testing.assert_allclose(
+                array_field(stored, field), array_field(alone, field), rtol=1e-9, atol=1e-12
+            )
+    assert capped_somewhere  # the cap was needed on this stream (else it tests nothing)

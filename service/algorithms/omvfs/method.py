@@ -22,8 +22,8 @@ from service.algorithms.omvfs.graph import (
 from service.algorithms.omvfs.params import OMVFSParams
 from service.algorithms.omvfs.scores import feature_scores, moments_so_far
 from service.algorithms.omvfs.solver import chunk_buffer, solve
-from service.algorithms.resampling import Dealt, ResampledMethod
-from service.algorithms.variance import chunk_moments, combine
+from service.algorithms.resampling import ResampledMethod
+from service.algorithms.variance import Moments, chunk_moments, combine, grouped_moments
 from service.errors import Inconsistent
 
 
@@ -112,6 +112,13 @@ class OMVFS(ResampledMethod):
         """Steps 5-19 of Algorithm 1 for one chunk."""
         cfg = OMVFSParams.resolve(params, rows.shape[1], stored=True)
         views = split_views(rows, cfg)
+        return self._update(state, cfg, views, chunk_moments(sp.hstack(views, "csr")))
+
+    def _update(
+        self, state: State, cfg: OMVFSParams, views: list[sp.csr_matrix], chunk: Moments
+    ) -> State:
+        """Steps 5-19 for one chunk, split into its ``views`` (``split_views``), whose rows'
+        feature moments are ``chunk``."""
         m, k = views[0].shape[0], cfg.n_clusters
         t = int(np.asarray(state["chunks_seen"])) + 1
         sizes = [int(s) for s in np.asarray(state["buffer_chunk_rows"])]
@@ -136,7 +143,7 @@ class OMVFS(ResampledMethod):
                 )
             x_buffer.append(sp.vstack([old, view], format="csr"))
 
-        moments = combine(moments_so_far(state, cfg), chunk_moments(sp.hstack(views, "csr")))
+        moments = combine(moments_so_far(state, cfg), chunk)
 
         # Step 6: U_t initialised randomly (seeded per chunk), the rest of the buffer warm.
         u_new = np.random.default_rng([cfg.seed, t]).random((m, k)) / math.sqrt(sum(sizes))
@@ -187,14 +194,32 @@ class OMVFS(ResampledMethod):
     def subsample_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
         return self.core_state_sizes(params, size)
 
-    def subsample_update(
-        self, subsample: State, params: Mapping[str, Any], chunk: Matrix, whole: State, dealt: Dealt
-    ) -> State:
-        """Steps 5-19 on the subsample's rows of the chunk (its chunk), for at most as many
-        iterations as the whole stream's took on the same chunk (``last_iterations``)."""
-        done = int(np.asarray(whole["last_iterations"]))
-        capped = {**params, "max_iter": max(1, min(done, int(params.get("max_iter", 200))))}
-        return self.core_update(subsample, capped, chunk)
+    def update_with_subsamples(
+        self,
+        state: State,
+        subsamples: list[State],
+        params: Mapping[str, Any],
+        chunk: Matrix,
+        dealt: np.ndarray,
+    ) -> tuple[State, list[State]]:
+        """Steps 5-19 for the whole stream, then for each subsample on its rows of the chunk
+        (its chunk), for at most as many iterations as the whole stream's took on it
+        (``last_iterations``). The subsamples reuse what does not depend on which rows are
+        together: the chunk's views with their rows scaled (``split_views``, per row), and the
+        feature moments of their rows, from one pass over the chunk (``grouped_moments``)."""
+        cfg = OMVFSParams.resolve(params, chunk.shape[1], stored=True)
+        views = split_views(chunk, cfg)
+        moments, parts = grouped_moments(sp.hstack(views, "csr"), dealt, len(subsamples))
+        new = self._update(state, cfg, views, moments)
+        done = int(np.asarray(new["last_iterations"]))
+        capped = cfg.model_copy(update={"max_iter": max(1, min(done, cfg.max_iter))})
+        out = []
+        for g, subsample in enumerate(subsamples):
+            rows = np.flatnonzero(dealt == g)
+            if rows.size:
+                subsample = self._update(subsample, capped, [v[rows] for v in views], parts[g])
+            out.append(subsample)
+        return new, out
 
     def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.array(subsample["weights"], dtype=np.float64)
