@@ -417,3 +417,26 @@ def test_omvfs_subsamples_are_omvfs_on_their_rows_within_the_whole_streams_itera
                 array_field(stored, field), array_field(alone, field), rtol=1e-9, atol=1e-12
             )
     assert capped_somewhere  # the cap was needed on this stream (else it tests nothing)
+
+
+@pytest.mark.parametrize("name", ROW_METHODS)
+def test_more_resamples_keep_more_subsamples_that_fit_their_stream(name: str) -> None:
+    """With K = 4: K - 1 stored (sums) or K, each balanced; the derived one from the merge of
+    the stored ones; states pass ``check_state``, merged ones too, and every subsample has
+    scores."""
+    method = resampled(name)
+    params, state, rows, _labels = streamed(name, given(name, resamples=4), [21, 50, 9])
+    check_state(METHODS[name], state, params, SIZE)
+    counts = array_field(state, COUNTS_FIELD)
+    assert counts.tolist() == [20, 20, 20, 20]
+    scores = method.resample_scores(state, params)
+    assert scores is not None and scores.shape == (4, SIZE)
+    assert np.all(np.isfinite(scores))
+    if hasattr(method, "merge"):
+        _params, other, _rows, _labels = streamed(name, given(name, resamples=4), [13], seed=3)
+        summary = {k: v for k, v in other.items() if not isinstance(v, np.ndarray)}
+        summary.update({f: other[f] for f in summary_fields_of(method, params)})
+        merged = method.merge(state, params, summary)
+        check_state(METHODS[name], merged, params, SIZE)
+        assert array_field(merged, COUNTS_FIELD).sum() == rows.shape[0] + 13
+        assert method.resample_scores(merged, params) is not None
