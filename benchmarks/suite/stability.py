@@ -67,18 +67,22 @@ def _setup(method_name: str, params: dict[str, Any], m: int) -> tuple[dict[str, 
     return resolved, meta
 
 
+#: The resamples compared: none, the default, and more (the second table).
+RESAMPLES = (0, 2, 4, 8)
+
+
 def _runs(
     method_name: str, params: dict[str, Any], chunks: list[Any], m: int
 ) -> list[tuple[float, float, int, int, Any, SelectorMeta]]:
-    """Without resamples and with two, each chunk applied to both in turn (so that the load of
-    the moment weighs on both alike): for each, the median seconds of an update (after the
+    """For each of ``RESAMPLES``, each chunk applied to every selector in turn (so that the
+    load of the moment weighs on all alike): the median seconds of an update (after the
     first), the median seconds of the subsamples' scores after it (what every version
     computes), state bytes and published bytes after the stream, the state and its meta."""
     method = METHODS[method_name]
-    runs = [_setup(method_name, {**params, "resamples": k}, m) for k in (0, 2)]
+    runs = [_setup(method_name, {**params, "resamples": k}, m) for k in RESAMPLES]
     states = [method.initial_state(resolved, m) for resolved, _meta in runs]
-    seconds: list[list[float]] = [[], []]
-    scoring: list[list[float]] = [[], []]
+    seconds: list[list[float]] = [[] for _ in runs]
+    scoring: list[list[float]] = [[] for _ in runs]
     for chunk in chunks:
         for i, (resolved, _meta) in enumerate(runs):
             started = time.perf_counter()
@@ -107,13 +111,14 @@ def _runs(
 def bench_stability(ctx: Context) -> None:
     sizes = ctx.sizes
     rows, m, per_chunk = sizes.stability_rows, sizes.stability_features, sizes.stability_chunk_rows
-    lines = []
+    lines, more = [], []
     for method_name, (params, make) in CASES.items():
         rng = np.random.default_rng([SEED, m, rows])
         chunk_rows = per_chunk if method_name != "omvfs" else min(per_chunk, 200)
         count = rows // chunk_rows if method_name != "omvfs" else max(2, rows // (5 * chunk_rows))
         chunks = [make(rng, chunk_rows, m) for _ in range(count)]
-        without, with_two = _runs(method_name, params, chunks, m)
+        measured = _runs(method_name, params, chunks, m)
+        without, with_two = measured[0], measured[1]
         method = METHODS[method_name]
         state, meta = with_two[4], with_two[5]
         scores = np.asarray(method.weights(state, meta.params))
@@ -138,6 +143,15 @@ def bench_stability(ctx: Context) -> None:
                 f"{with_two[2] / without[2]:.2f}",
                 f"{with_two[3] / without[3]:.2f}",
                 "-" if np.isnan(assess_us) else f"{assess_us:.0f}",
+            ]
+        )
+        more.append(
+            [
+                method_name,
+                *(
+                    f"{(run[0] + run[1]) / without[0]:.2f} / {run[2] / without[2]:.2f}"
+                    for run in measured[1:]
+                ),
             ]
         )
     ctx.report.section(
@@ -165,4 +179,11 @@ def bench_stability(ctx: Context) -> None:
         "published resample ranks. The issue's bound: at most twice the state and the update "
         "time of the method without resamples (x 2; omvfs: plus one copy of its factors, "
         "docs/stability-and-drift.md).",
+    )
+    ctx.report.section(
+        "stability: more resamples, in-process (the same streams)",
+        table(["method", *(f"K = {k}: time x / state x" for k in RESAMPLES[1:])], more),
+        "The update with the subsamples' scores, and the state's bytes, against the method "
+        "without resamples, for K subsamples (`resamples`); each selector updated in turn chunk "
+        "by chunk as above.",
     )

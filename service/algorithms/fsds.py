@@ -69,8 +69,6 @@ __all__ = [
 ]
 
 _EPS = float(np.finfo(np.float64).eps)
-#: The smallest positive float: a decay that underflows stays a decay.
-_TINY = float(np.finfo(np.float64).smallest_subnormal)
 #: Parameters of the gaussian kernel only (refused, and not stored, with the cosine kernel).
 _GAUSSIAN_ONLY = ("kernel_components", "kernel_bandwidth", "seed")
 #: Default shrink schedule, ``max(BLOCK_ELLS * ell, MIN_BLOCK_ROWS)`` rows (``default_block_rows``).
@@ -620,11 +618,11 @@ class FSDS(ResampledMergeable):
     #: ``Mergeable``: another sketch of the same features (with the state's scalars).
     summary_fields: tuple[str, ...] = ("sketch_rows",)
     stability_estimate = (
-        "a Frequent-Directions sketch of ell/K rows of each of K interleaved subsamples of the "
-        "rows (together about one sketch), with steps 5-7 on each (min(k, ell/K - 1) "
-        "directions); with decay, a subsample forgets decay^K per row it sees (the whole "
-        "stream's rate), and in gaussian mode it uses the whole stream's bandwidth; compared as "
-        "they are: the index is that of n/K rows and a smaller sketch (conservative)"
+        "a Frequent-Directions sketch (Algorithm 2, ell rows) of each of K interleaved "
+        "subsamples of the rows: K - 1 stored, their rows weighed as the whole stream weighs "
+        "them, the last the whole stream's sketch minus theirs (within both shrinkages); steps "
+        "5-7 on each, in gaussian mode with the whole stream's bandwidth; compared as they are: "
+        "the index is that of n/K rows (conservative)"
     )
     #: A stored subsample's sketch (``subsample_config``): what its scores and merges read,
     #: served from checkpoints as the whole stream's. The last subsample's is derived from the

@@ -13,19 +13,22 @@ coalescing of the same rows deals them alike, and exactly-once holds for the sub
 does for the state.
 
 **What a subsample holds is the method's choice** (the ``subsample_*`` hooks), within the
-issue's bound: at most twice the state and the update time of the method without them, with
-the default ``K = 2``. Two layouts:
+issue's bound: with the default ``K = 2``, at most twice the state and the update time of the
+method without them. Two layouts:
 
-* *Sums* (``derives_last``: variance's moments, OCFS's and IOC's class counts and sums). The
-  whole stream's statistics are the exact merge of the subsamples', so only ``K - 1``
-  subsamples are stored and the last is derived, exactly up to rounding, by taking the others
-  out of the whole stream's statistics (``subsample_unmerge``: subtraction of counts and sums,
-  the inverse of Chan's pairwise update for moments). A row is folded into the state and into
-  at most one stored subsample.
-* *Smaller states* (FSDS: ``K`` sketches of ``ell / K`` rows; OMVFS: each subsample buffers its
-  own rows): all ``K`` stored, together about one state.
+* *Derived* (``derives_last``: variance's moments, OCFS's and IOC's class counts and sums,
+  FSDS's sketch). The whole stream's state holds what the subsamples hold together, so only
+  ``K - 1`` subsamples are stored and the last is derived by taking the others out of it
+  (``subsample_unmerge``): exactly up to rounding for sums (subtraction of counts and sums,
+  the inverse of Chan's pairwise update for moments), within both Frequent-Directions bounds
+  for a sketch. A row is folded into the state and into at most one stored subsample.
+* *Stored* (OMVFS, whose factorisation neither adds up nor subtracts): all ``K``, each
+  buffering its own rows, so that their buffers together are the whole stream's.
 
-A subsample's scores are computed from its fields when asked (``subsample_scores``), not kept.
+A method may compute its subsamples' updates with the whole stream's
+(``update_with_subsamples``), sharing what they would compute again (variance's squared
+deviations, OCFS's pass over the chunk, OMVFS's scaled views). A subsample's scores are
+computed from its fields when asked (``subsample_scores``), not kept (OMVFS keeps them).
 
 The stored subsamples are fields of the state, named ``resample<g>:<field>``, with
 ``resample_counts`` (``K`` rows counts, the derived subsample's too): checkpoints, replays,
