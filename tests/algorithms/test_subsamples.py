@@ -440,3 +440,28 @@ def test_more_resamples_keep_more_subsamples_that_fit_their_stream(name: str) ->
         check_state(METHODS[name], merged, params, SIZE)
         assert array_field(merged, COUNTS_FIELD).sum() == rows.shape[0] + 13
         assert method.resample_scores(merged, params) is not None
+
+
+@pytest.mark.parametrize("name", ROW_METHODS)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_the_whole_stream_is_the_same_with_or_without_resamples(name: str, sparse: bool) -> None:
+    """The subsamples never feed back: the whole stream's state (every field, to the bit) is the
+    one the method reaches without them, whatever they share of its update."""
+    method = resampled(name)
+    states = []
+    for k in (0, 2, 3):
+        resolved = method.resolve_params(given(name, resamples=k), SIZE)
+        state = method.initial_state(resolved, SIZE)
+        rng = np.random.default_rng(12)
+        for n in (17, 1, 40, 9):
+            rows = rows_of(rng, n) * (rng.random((n, SIZE)) < 0.5)
+            chunk = sp.csr_matrix(rows) if sparse else rows
+            state = method.update(state, resolved, chunk_of(name, chunk, rng.integers(0, 3, n)))
+        states.append(state)
+    plain = states[0]
+    for state in states[1:]:
+        for field, value in plain.items():
+            if isinstance(value, np.ndarray):
+                np.testing.assert_array_equal(array_field(state, field), value, err_msg=field)
+            else:
+                assert state[field] == value, field
