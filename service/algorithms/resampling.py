@@ -236,8 +236,9 @@ class ResampledMethod(MethodBase):
     stability_corrected: ClassVar[bool] = True
     #: The array fields of a subsample that its scores (and a merge of it) read.
     subsample_fields: ClassVar[tuple[str, ...]]
-    #: Sums: the whole stream's state determines the subsamples' together, so the last one is
-    #: derived (``subsample_of_whole``, ``subsample_merge``, ``subsample_unmerge``), not stored.
+    #: Whether the whole stream's state holds what the subsamples hold together (sums, a
+    #: sketch), so that the last one is derived from it (``subsample_of_whole``,
+    #: ``subsample_merge``, ``subsample_unmerge``), not stored.
     derives_last: ClassVar[bool] = False
     #: ... from these array fields of the whole stream's state (and its scalars).
     derived_from: ClassVar[tuple[str, ...]] = ()
