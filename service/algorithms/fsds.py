@@ -46,7 +46,12 @@ from service.algorithms.base import ChunkKind, Matrix, State
 from service.algorithms.kernels import RandomFourierFeatures, median_pairwise_distance
 from service.algorithms.params import computed
 from service.algorithms.pivoted_qr import ColumnSource, MatrixSource
-from service.algorithms.resampling import ResampledMergeable, ResampledParams
+from service.algorithms.resampling import (
+    Dealt,
+    ResampledMergeable,
+    ResampledParams,
+    resample_count,
+)
 from service.algorithms.sketching import (
     SketchUpdate,
     decay_weights,
@@ -64,8 +69,6 @@ __all__ = [
 ]
 
 _EPS = float(np.finfo(np.float64).eps)
-#: The smallest positive float: a decay that underflows stays a decay.
-_TINY = float(np.finfo(np.float64).smallest_subnormal)
 #: Parameters of the gaussian kernel only (refused, and not stored, with the cosine kernel).
 _GAUSSIAN_ONLY = ("kernel_components", "kernel_bandwidth", "seed")
 #: Default shrink schedule, ``max(BLOCK_ELLS * ell, MIN_BLOCK_ROWS)`` rows (``default_block_rows``).
@@ -319,6 +322,260 @@ def _state_float(state: State, key: str) -> float:
     return 0.0 if value is None else float(np.asarray(value))
 
 
+def _fold(
+    state: State, cfg: FSDSParams, m: int, rows: Matrix, dealt: Dealt | None = None
+) -> tuple[SketchUpdate, State]:
+    """Algorithm 2, steps 1-4: ``rows`` folded into the sketch of ``state`` (of ``m`` features,
+    with ``cfg``), and the sketch's fields after it (everything but alpha and the weights).
+
+    ``dealt`` (a subsample's rows of a chunk, with ``decay``): the rows are weighed as in the
+    whole stream, ``decay^(rows of the chunk after it)``, and what the state carries over ages
+    by every row of the chunk, so that the subsample's sketch is of its rows exactly as the
+    whole stream's sketch holds them (what ``subsample_unmerge`` subtracts)."""
+    sketch = np.asarray(state["sketch_rows"], dtype=np.float64)
+    if sketch.shape != (cfg.ell, cfg.width(m)):
+        raise InvalidInput(
+            f"state sketch_rows has shape {sketch.shape}; these params expect "
+            f"{(cfg.ell, cfg.width(m))}"
+        )
+    if rows.ndim != 2 or rows.shape[1] != m:
+        raise InvalidInput(f"rows must be 2-D with {m} columns; got shape {rows.shape}")
+    n = rows.shape[0]
+    # block_rows = null is the paper's single shrink per chunk.
+    block = cfg.block_rows if cfg.block_rows is not None else max(n, 1)
+    bandwidth = _state_float(state, "kernel_bandwidth")
+    # What the state carries over ages by the n rows of this chunk (1.0 without decay).
+    aged = cfg.decay ** (2 * n) if cfg.decay != 1.0 else 1.0
+    if dealt is not None and cfg.decay != 1.0:
+        return _fold_weighed(state, cfg, m, rows, dealt, block, bandwidth)
+
+    if not cfg.gaussian:
+        upd = frequent_directions_update(
+            sketch, rows, block, normalize_rows=cfg.normalize_rows, decay=cfg.decay
+        )
+        squared_norm = upd.squared_norm
+    else:
+        y = _dense(normalize_rows(rows) if cfg.normalize_rows else rows)
+        bandwidth = _bandwidth(cfg, bandwidth, y)
+        joint = _joint(cfg, m, bandwidth, y)
+        upd = frequent_directions_update(sketch, joint, block, decay=cfg.decay)
+        if cfg.decay != 1.0:
+            row_weights = decay_weights(cfg.decay, n)
+            squared_norm = float(np.einsum("ij,ij,i->", y, y, row_weights**2))
+        else:
+            squared_norm = float(np.einsum("ij,ij->", y, y))
+
+    return upd, {
+        "sketch_rows": upd.sketch_rows,
+        "singular_values": upd.singular_values,
+        "rows_seen": int(np.asarray(state.get("rows_seen") or 0)) + n,
+        "shrinkage_total": aged * _state_float(state, "shrinkage_total") + upd.shrinkage,
+        "squared_norm_seen": aged * _state_float(state, "squared_norm_seen") + squared_norm,
+        "kernel_bandwidth": bandwidth if cfg.gaussian else 0.0,
+    }
+
+
+def _bandwidth(cfg: FSDSParams, bandwidth: float, y: np.ndarray) -> float:
+    """The gaussian kernel's sigma: given, or kept, or the median heuristic on the first chunk,
+    then frozen: the map must not change between chunks (section 5.1). Fewer than two distinct
+    rows give no distance; sqrt(2) is the distance of two orthogonal unit rows."""
+    if cfg.kernel_bandwidth is not None:
+        return cfg.kernel_bandwidth
+    if bandwidth <= 0.0 and y.shape[0] > 0:
+        return median_pairwise_distance(y, BANDWIDTH_SAMPLE_ROWS) or math.sqrt(2.0)
+    return bandwidth
+
+
+def _joint(cfg: FSDSParams, m: int, bandwidth: float, y: np.ndarray) -> np.ndarray:
+    """The stacked samples ``[y | z]`` the gaussian mode sketches (module docstring)."""
+    if y.shape[0] == 0:
+        return np.zeros((0, cfg.width(m)))
+    rff = RandomFourierFeatures(m, cfg.kernel_components, bandwidth, cfg.seed)
+    return np.hstack([y, rff.transform(y)])
+
+
+def _fold_weighed(
+    state: State,
+    cfg: FSDSParams,
+    m: int,
+    rows: Matrix,
+    dealt: Dealt,
+    block: int,
+    bandwidth: float,
+) -> tuple[SketchUpdate, State]:
+    """``_fold`` of a subsample's rows with ``decay``: each row (normalised) weighed by
+    ``decay^(rows of the chunk after it)``, the sketch, shrinkage and squared norm aged by the
+    chunk's ``dealt.rows`` rows, then steps 1-4 without forgetting (rows are rows: the
+    Frequent-Directions bound holds for the weighed ones)."""
+    n = dealt.rows
+    weights = cfg.decay ** (n - 1 - np.asarray(dealt.positions, dtype=np.float64))
+    sketch = np.asarray(state["sketch_rows"], dtype=np.float64) * cfg.decay**n
+    if cfg.gaussian:
+        y = _dense(normalize_rows(rows) if cfg.normalize_rows else rows)
+        bandwidth = _bandwidth(cfg, bandwidth, y)
+        joint = _joint(cfg, m, bandwidth, y) * weights[:, None]
+        upd = frequent_directions_update(sketch, joint, block)
+        squared_norm = float(np.einsum("ij,ij,i->", y, y, weights**2))
+    else:
+        unit = normalize_rows(rows) if cfg.normalize_rows else rows
+        weighed: Matrix = (
+            sp.csr_matrix(sp.diags(weights) @ unit)
+            if sp.issparse(unit)
+            else np.asarray(unit, dtype=np.float64) * weights[:, None]
+        )
+        upd = frequent_directions_update(sketch, weighed, block)
+        squared_norm = upd.squared_norm
+    aged = cfg.decay ** (2 * n)
+    return upd, {
+        "sketch_rows": upd.sketch_rows,
+        "singular_values": upd.singular_values,
+        "rows_seen": int(np.asarray(state.get("rows_seen") or 0)) + rows.shape[0],
+        "shrinkage_total": aged * _state_float(state, "shrinkage_total") + upd.shrinkage,
+        "squared_norm_seen": aged * _state_float(state, "squared_norm_seen") + squared_norm,
+        "kernel_bandwidth": bandwidth if cfg.gaussian else 0.0,
+    }
+
+
+def _with_weights(upd: SketchUpdate, folded: State, cfg: FSDSParams, m: int) -> State:
+    """A state of the whole stream: the sketch's fields with steps 5-7's alpha and weights."""
+    alpha, weights = _weights_of(upd, cfg, m)
+    return {
+        "sketch_rows": folded["sketch_rows"],
+        "singular_values": folded["singular_values"],
+        "weights": weights,
+        "alpha": alpha,
+        **{f: v for f, v in folded.items() if f not in ("sketch_rows", "singular_values")},
+    }
+
+
+def _merge_sketches(
+    state: State, summary: State, cfg: FSDSParams, samples: int
+) -> tuple[SketchUpdate, State]:
+    """Another sketch of the same features folded in as rows, with one shrink (``merge``);
+    ``samples``: the rows it stands for. The sketch's fields after it (no alpha, no weights)."""
+    sketch = np.asarray(state["sketch_rows"], dtype=np.float64)
+    other = np.asarray(summary["sketch_rows"], dtype=np.float64)
+    if other.ndim != 2 or other.shape[1] != sketch.shape[1]:
+        raise InvalidInput(
+            f"the merged sketch must have {sketch.shape[1]} columns; got shape {other.shape}"
+        )
+    bandwidth = _state_float(state, "kernel_bandwidth")
+    other_bandwidth = _state_float(summary, "kernel_bandwidth")
+    if cfg.gaussian and bandwidth > 0 and other_bandwidth > 0 and bandwidth != other_bandwidth:
+        raise InvalidInput(
+            f"the merged sketch's random features use bandwidth {other_bandwidth}, this "
+            f"selector's {bandwidth}: the sketches describe different feature maps"
+        )
+    upd = frequent_directions_update(sketch, other, block_rows=max(other.shape[0], 1))
+    return upd, {
+        "sketch_rows": upd.sketch_rows,
+        "singular_values": upd.singular_values,
+        "rows_seen": int(np.asarray(state.get("rows_seen") or 0)) + samples,
+        "shrinkage_total": _state_float(state, "shrinkage_total")
+        + _state_float(summary, "shrinkage_total")
+        + upd.shrinkage,
+        "squared_norm_seen": _state_float(state, "squared_norm_seen")
+        + _state_float(summary, "squared_norm_seen"),
+        "kernel_bandwidth": (bandwidth or other_bandwidth) if cfg.gaussian else 0.0,
+    }
+
+
+def _check_sketch(state: State, cfg: FSDSParams) -> None:
+    """What steps 1-4 leave behind (``FSDS.core_check_consistency``)."""
+    sketch = np.asarray(state["sketch_rows"], dtype=np.float64)
+    sigma = np.asarray(state["singular_values"], dtype=np.float64)
+    seen = _state_float(state, "squared_norm_seen")
+    if (
+        np.any(sigma < 0)
+        or np.any(np.diff(sigma) > 0)
+        or min(_state_float(state, "shrinkage_total"), seen) < 0
+    ):
+        raise Inconsistent(
+            "an fsds state has non-negative singular values in non-increasing order and "
+            "non-negative shrinkage and squared norm"
+        )
+    gram = sketch @ sketch.T
+    scale = max(float(sigma[0]) ** 2 if sigma.size else 0.0, 1e-300)
+    if not np.allclose(gram, np.diag(sigma**2), rtol=0.0, atol=1e-9 * scale):
+        raise Inconsistent(
+            "an fsds sketch is S V^T (Algorithm 2, step 3): its rows are orthogonal with "
+            "the singular values as norms; this one's are not"
+        )
+    energy = float(np.trace(gram))
+    if int(np.asarray(state["rows_seen"])) == 0 and (energy > 0 or seen > 0):
+        raise Inconsistent("an fsds state that has seen no rows has an empty sketch")
+    if not cfg.gaussian and energy > seen * (1 + 1e-9) + 1e-300:
+        raise Inconsistent(
+            f"an fsds sketch holds at most the squared norm of the rows it saw ({seen:g}); "
+            f"this one holds {energy:g}"
+        )
+
+
+def subsample_config(params: Mapping[str, Any], m: int) -> FSDSParams:
+    """A stored subsample's sketch (``resamples``): as the whole stream's (``ell`` rows, ``k``
+    directions, its forgetting, in ``_fold_weighed``), shrunk every ``ceil(block_rows / K)``
+    of its rows, i.e. at about the same stream positions as the whole sketch
+    (``block_rows = null``: once per update, as the whole's)."""
+    cfg = FSDSParams.resolve(params, m, stored=True)
+    k = max(resample_count(params), 1)
+    block = None if cfg.block_rows is None else max(1, math.ceil(cfg.block_rows / k))
+    return cfg.model_copy(update={"block_rows": block})
+
+
+def unmerge_sketches(
+    whole: np.ndarray, part: np.ndarray, ell: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """A sketch (``ell`` rows ``s_j v_j^T``, and the ``s_j``) of the rows of the stream that
+    ``whole`` sketches that ``part`` does not: the leading eigenpairs of
+    ``D = whole^T whole - part^T part``, negative ones dropped.
+
+    Frequent Directions gives ``A^T A - d I <= B^T B <= A^T A`` for a sketch ``B`` of ``A`` with
+    shrinkage ``d`` (Liberty 2013; Ghashami et al. 2016), so with ``A^T A = A_p^T A_p + A_r^T
+    A_r`` (the part's rows and the rest)::
+
+        A_r^T A_r - d I  <=  D  <=  A_r^T A_r + d_p I:
+
+    ``D`` sketches the rest within both shrinkages; dropping its negative eigenvalues (at least
+    ``-d``) and all but the ``ell`` largest keeps it within ``d + d_p`` and the largest dropped.
+
+    ``D = M^T J M`` for ``M = [whole; part]`` (``r <= 2 ell`` nonzero rows) and ``J = diag(I,
+    -I)``: with the Gram ``M M^T = U S U^T`` and ``L = U S^(1/2)``, the nonzero eigenpairs of
+    ``D`` are ``L^T J L = P Lambda P^T`` with vectors ``M^T U S^(-1/2) P`` (unit, orthogonal).
+    Two ``r``-square eigenproblems and products with ``M``: a fraction of one shrink's work.
+    Rounding: the Gram loses what lies below ``eps * |M|_2^2``, far below the shrinkages."""
+    stacked = np.vstack([whole, part])
+    live = np.einsum("ij,ij->i", stacked, stacked) > 0
+    stacked = stacked[live]
+    signs = np.concatenate([np.ones(whole.shape[0]), -np.ones(part.shape[0])])[live]
+    rows = np.zeros((ell, whole.shape[1]))
+    values = np.zeros(ell)
+    if not stacked.shape[0]:
+        return rows, values
+    spread, basis = np.linalg.eigh(stacked @ stacked.T)
+    kept = spread > _EPS * stacked.shape[0] * spread[-1]
+    spread, basis = spread[kept], basis[:, kept]
+    root = basis * np.sqrt(spread)
+    eigenvalues, vectors = np.linalg.eigh(root.T @ (signs[:, None] * root))
+    order = np.argsort(eigenvalues)[::-1][:ell]
+    order = order[eigenvalues[order] > 0]
+    values[: order.size] = np.sqrt(eigenvalues[order])
+    directions = stacked.T @ ((basis / np.sqrt(spread)) @ vectors[:, order])
+    rows[: order.size] = values[: order.size, None] * directions.T
+    return rows, values
+
+
+#: The scalars of a sketch (a subsample's state: the whole stream's but alpha and the weights).
+_SKETCH_SCALARS = ("rows_seen", "shrinkage_total", "squared_norm_seen", "kernel_bandwidth")
+
+
+def _features(subsample: State, params: Mapping[str, Any]) -> int:
+    """The features of a subsample's sketch (its width, less the random features)."""
+    width = int(np.asarray(subsample["sketch_rows"]).shape[1])
+    if params.get("kernel") == "gaussian":
+        return width - int(params.get("kernel_components", DEFAULT_KERNEL_COMPONENTS))
+    return width
+
+
 class FSDS(ResampledMergeable):
     """Feature Selection on Data Streams (Algorithm 2 STREAMFEATWEIGHT) over row chunks.
 
@@ -361,11 +618,18 @@ class FSDS(ResampledMergeable):
     #: ``Mergeable``: another sketch of the same features (with the state's scalars).
     summary_fields: tuple[str, ...] = ("sketch_rows",)
     stability_estimate = (
-        "a Frequent-Directions sketch (ell rows) of each of K interleaved subsamples of the "
-        "rows, with steps 5-7 on each; with decay, a subsample forgets decay^K per row it sees "
-        "(the whole stream's rate), and in gaussian mode it uses the whole stream's bandwidth; "
-        "compared as they are: the index is that of n/K rows"
+        "a Frequent-Directions sketch (Algorithm 2, ell rows) of each of K interleaved "
+        "subsamples of the rows: K - 1 stored, their rows weighed as the whole stream weighs "
+        "them, the last the whole stream's sketch minus theirs (within both shrinkages); steps "
+        "5-7 on each, in gaussian mode with the whole stream's bandwidth; compared as they are: "
+        "the index is that of n/K rows (conservative)"
     )
+    #: A stored subsample's sketch (``subsample_config``): what its scores and merges read,
+    #: served from checkpoints as the whole stream's. The last subsample's is derived from the
+    #: whole stream's sketch (``unmerge_sketches``).
+    subsample_fields: ClassVar[tuple[str, ...]] = ("sketch_rows", "singular_values")
+    derives_last = True
+    derived_from: ClassVar[tuple[str, ...]] = ("sketch_rows",)
     #: Not scaled to the whole stream: the scores are not smooth in the rows where singular
     #: values are close (``stability.replicate_scores``); the index is that of n/K rows.
     stability_corrected = False
@@ -392,61 +656,10 @@ class FSDS(ResampledMergeable):
         }
 
     def core_update(self, state: State, params: Mapping[str, Any], rows: Matrix) -> State:
-        weights_now = np.asarray(state["weights"])
-        m = weights_now.shape[0]
+        m = np.asarray(state["weights"]).shape[0]
         cfg = FSDSParams.resolve(params, m, stored=True)
-        sketch = np.asarray(state["sketch_rows"], dtype=np.float64)
-        if sketch.shape != (cfg.ell, cfg.width(m)):
-            raise InvalidInput(
-                f"state sketch_rows has shape {sketch.shape}; these params expect "
-                f"{(cfg.ell, cfg.width(m))}"
-            )
-        if rows.ndim != 2 or rows.shape[1] != m:
-            raise InvalidInput(f"rows must be 2-D with {m} columns; got shape {rows.shape}")
-        n = rows.shape[0]
-        # block_rows = null is the paper's single shrink per chunk.
-        block = cfg.block_rows if cfg.block_rows is not None else max(n, 1)
-        bandwidth = _state_float(state, "kernel_bandwidth")
-        # What the state carries over ages by the n rows of this chunk (1.0 without decay).
-        aged = cfg.decay ** (2 * n) if cfg.decay != 1.0 else 1.0
-
-        if not cfg.gaussian:
-            upd = frequent_directions_update(
-                sketch, rows, block, normalize_rows=cfg.normalize_rows, decay=cfg.decay
-            )
-            squared_norm = upd.squared_norm
-        else:
-            y = _dense(normalize_rows(rows) if cfg.normalize_rows else rows)
-            if cfg.kernel_bandwidth is not None:
-                bandwidth = cfg.kernel_bandwidth
-            elif bandwidth <= 0.0 and n > 0:
-                # Median heuristic on the first chunk, then frozen: the map must not change
-                # between chunks (section 5.1). Fewer than two distinct rows give no distance;
-                # sqrt(2) is the distance of two orthogonal unit rows.
-                bandwidth = median_pairwise_distance(y, BANDWIDTH_SAMPLE_ROWS) or math.sqrt(2.0)
-            if n > 0:
-                rff = RandomFourierFeatures(m, cfg.kernel_components, bandwidth, cfg.seed)
-                joint = np.hstack([y, rff.transform(y)])
-            else:
-                joint = np.zeros((0, cfg.width(m)))
-            upd = frequent_directions_update(sketch, joint, block, decay=cfg.decay)
-            if cfg.decay != 1.0:
-                row_weights = decay_weights(cfg.decay, n)
-                squared_norm = float(np.einsum("ij,ij,i->", y, y, row_weights**2))
-            else:
-                squared_norm = float(np.einsum("ij,ij->", y, y))
-
-        alpha, weights = _weights_of(upd, cfg, m)
-        return {
-            "sketch_rows": upd.sketch_rows,
-            "singular_values": upd.singular_values,
-            "weights": weights,
-            "alpha": alpha,
-            "rows_seen": int(np.asarray(state.get("rows_seen") or 0)) + n,
-            "shrinkage_total": aged * _state_float(state, "shrinkage_total") + upd.shrinkage,
-            "squared_norm_seen": aged * _state_float(state, "squared_norm_seen") + squared_norm,
-            "kernel_bandwidth": bandwidth if cfg.gaussian else 0.0,
-        }
+        upd, folded = _fold(state, cfg, m, rows)
+        return _with_weights(upd, folded, cfg, m)
 
     def core_merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
         """Add another sketch of the same features: its rows are folded in as rows, with one
@@ -467,50 +680,77 @@ class FSDS(ResampledMergeable):
         """
         m = np.asarray(state["weights"]).shape[0]
         cfg = FSDSParams.resolve(params, m, stored=True)
-        sketch = np.asarray(state["sketch_rows"], dtype=np.float64)
-        other = np.asarray(summary["sketch_rows"], dtype=np.float64)
-        if other.ndim != 2 or other.shape[1] != sketch.shape[1]:
-            raise InvalidInput(
-                f"the merged sketch must have {sketch.shape[1]} columns; got shape {other.shape}"
-            )
-        bandwidth = _state_float(state, "kernel_bandwidth")
-        other_bandwidth = _state_float(summary, "kernel_bandwidth")
-        if cfg.gaussian and bandwidth > 0 and other_bandwidth > 0 and bandwidth != other_bandwidth:
-            raise InvalidInput(
-                f"the merged sketch's random features use bandwidth {other_bandwidth}, this "
-                f"selector's {bandwidth}: the sketches describe different feature maps"
-            )
-        upd = frequent_directions_update(sketch, other, block_rows=max(other.shape[0], 1))
-        alpha, weights = _weights_of(upd, cfg, m)
-        return {
-            "sketch_rows": upd.sketch_rows,
-            "singular_values": upd.singular_values,
-            "weights": weights,
-            "alpha": alpha,
-            "rows_seen": int(np.asarray(state.get("rows_seen") or 0))
-            + self.summary_samples(summary),
-            "shrinkage_total": _state_float(state, "shrinkage_total")
-            + _state_float(summary, "shrinkage_total")
-            + upd.shrinkage,
-            "squared_norm_seen": _state_float(state, "squared_norm_seen")
-            + _state_float(summary, "squared_norm_seen"),
-            "kernel_bandwidth": (bandwidth or other_bandwidth) if cfg.gaussian else 0.0,
-        }
+        upd, folded = _merge_sketches(state, summary, cfg, self.summary_samples(summary))
+        return _with_weights(upd, folded, cfg, m)
 
-    def resample_params(self, params: Mapping[str, Any], state: State, k: int) -> Mapping[str, Any]:
-        """A subsample sees one row in K: it forgets ``decay^K`` per row it sees, so that its
-        rows weigh as they do in the whole stream; in gaussian mode it maps rows with the whole
-        stream's bandwidth (the median heuristic on its own first rows would pick another
-        feature map, and its ranking would differ for that alone)."""
-        out = dict(params)
-        decay = float(params.get("decay", 1.0))
-        if decay != 1.0:
-            out["decay"] = max(decay**k, _TINY)
-        if params.get("kernel") == "gaussian" and params.get("kernel_bandwidth") is None:
-            bandwidth = _state_float(state, "kernel_bandwidth")
-            if bandwidth > 0:
-                out["kernel_bandwidth"] = bandwidth
-        return out
+    # -- the subsamples: K - 1 sketches stored, the last the whole's minus theirs ----------
+
+    def subsample_initial_state(self, params: Mapping[str, Any], size: int) -> State:
+        state = self.core_initial_state(params, size)
+        return {f: v for f, v in state.items() if f not in ("weights", "alpha")}
+
+    def subsample_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
+        sizes = self.core_state_sizes(params, size)
+        return {f: n for f, n in sizes.items() if f != "weights"}
+
+    def subsample_update(
+        self, subsample: State, params: Mapping[str, Any], chunk: Matrix, whole: State, dealt: Dealt
+    ) -> State:
+        """Steps 1-4 on the subsample's rows (``subsample_config``), each weighed as in the
+        whole stream; in gaussian mode with the whole stream's bandwidth (the median heuristic
+        on its own first rows would pick another feature map)."""
+        m = int(chunk.shape[1])
+        cfg = subsample_config(params, m)
+        bandwidth = _state_float(whole, "kernel_bandwidth")
+        if cfg.gaussian and cfg.kernel_bandwidth is None and bandwidth > 0:
+            cfg = cfg.model_copy(update={"kernel_bandwidth": bandwidth})
+        return _fold(subsample, cfg, m, dealt.of(chunk), dealt)[1]
+
+    def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
+        """Steps 5-7 on the subsample's sketch, as on the whole stream's."""
+        m = _features(subsample, params)
+        cfg = FSDSParams.resolve(params, m, stored=True)
+        sketch = np.asarray(subsample["sketch_rows"], dtype=np.float64)
+        sigma = np.asarray(subsample["singular_values"], dtype=np.float64)
+        return _weights_of(SketchUpdate(sketch, sigma, 0.0), cfg, m)[1]
+
+    def subsample_rows(self, subsample: State) -> int:
+        return int(np.asarray(subsample["rows_seen"]))
+
+    def subsample_check(self, subsample: State, params: Mapping[str, Any], size: int) -> None:
+        _check_sketch(subsample, subsample_config(params, size))
+
+    def subsample_merge(self, subsample: State, params: Mapping[str, Any], other: State) -> State:
+        cfg = subsample_config(params, _features(subsample, params))
+        return _merge_sketches(subsample, other, cfg, self.subsample_rows(other))[1]
+
+    def subsample_of_whole(self, whole: State, params: Mapping[str, Any]) -> State:
+        """The whole stream's sketch and its scalars (``derived_from``: what a reader reads)."""
+        return {f: whole[f] for f in ("sketch_rows", *_SKETCH_SCALARS)}
+
+    def subsample_unmerge(self, whole: State, params: Mapping[str, Any], part: State) -> State:
+        """The rest of the stream's sketch: ``unmerge_sketches``, with the rows, shrinkage
+        (the bound of the difference: both shrinkages) and squared norms of the rest."""
+        rows = self.subsample_rows(whole) - self.subsample_rows(part)
+        if rows < 0:
+            raise Inconsistent("a subsample cannot have seen more rows than the whole stream")
+        sketch = np.asarray(whole["sketch_rows"], dtype=np.float64)
+        other = np.asarray(part["sketch_rows"], dtype=np.float64)
+        if other.shape != sketch.shape:
+            raise Inconsistent(f"a subsample's sketch has the whole stream's shape {sketch.shape}")
+        rest, sigma = unmerge_sketches(sketch, other, sketch.shape[0])
+        return {
+            "sketch_rows": rest,
+            "singular_values": sigma,
+            "rows_seen": rows,
+            "shrinkage_total": _state_float(whole, "shrinkage_total")
+            + _state_float(part, "shrinkage_total"),
+            "squared_norm_seen": max(
+                _state_float(whole, "squared_norm_seen") - _state_float(part, "squared_norm_seen"),
+                0.0,
+            ),
+            "kernel_bandwidth": whole["kernel_bandwidth"],
+        }
 
     def summary_samples(self, summary: State) -> int:
         return int(np.asarray(summary.get("rows_seen") or 0))
@@ -538,34 +778,13 @@ class FSDS(ResampledMergeable):
         cosine mode), nothing before the first row; and steps 5-7 give exactly the stored
         ``alpha`` and weights."""
         cfg = FSDSParams.resolve(params, size, stored=True)
+        _check_sketch(state, cfg)
         sketch = np.asarray(state["sketch_rows"], dtype=np.float64)
         sigma = np.asarray(state["singular_values"], dtype=np.float64)
-        seen = _state_float(state, "squared_norm_seen")
-        scalars = [_state_float(state, f) for f in ("alpha", "shrinkage_total")]
-        if np.any(sigma < 0) or np.any(np.diff(sigma) > 0) or min([*scalars, seen]) < 0:
-            raise Inconsistent(
-                "an fsds state has non-negative singular values in non-increasing order and "
-                "non-negative alpha, shrinkage and squared norm"
-            )
-        gram = sketch @ sketch.T
-        scale = max(float(sigma[0]) ** 2 if sigma.size else 0.0, 1e-300)
-        if not np.allclose(gram, np.diag(sigma**2), rtol=0.0, atol=1e-9 * scale):
-            raise Inconsistent(
-                "an fsds sketch is S V^T (Algorithm 2, step 3): its rows are orthogonal with "
-                "the singular values as norms; this one's are not"
-            )
-        energy = float(np.trace(gram))
-        if int(np.asarray(state["rows_seen"])) == 0 and (energy > 0 or seen > 0):
-            raise Inconsistent("an fsds state that has seen no rows has an empty sketch")
-        if not cfg.gaussian and energy > seen * (1 + 1e-9) + 1e-300:
-            raise Inconsistent(
-                f"an fsds sketch holds at most the squared norm of the rows it saw ({seen:g}); "
-                f"this one holds {energy:g}"
-            )
         alpha, weights = _weights_of(SketchUpdate(sketch, sigma, 0.0, 0.0), cfg, size)
         stored = np.asarray(state["weights"], dtype=np.float64)
         if not (
-            math.isclose(alpha, scalars[0], rel_tol=1e-9, abs_tol=1e-300)
+            math.isclose(alpha, _state_float(state, "alpha"), rel_tol=1e-9, abs_tol=1e-300)
             and np.allclose(stored, weights, rtol=1e-9, atol=1e-300)
         ):
             raise Inconsistent(

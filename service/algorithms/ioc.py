@@ -51,7 +51,7 @@ from service.algorithms.labels import (
     grow_rows,
     stored_classes,
 )
-from service.algorithms.ocfs import SUMS_FIELD, exact_directions
+from service.algorithms.ocfs import SUMS_FIELD, ClassSubsamples, exact_directions
 from service.algorithms.resampling import ResampledMethod, ResampledParams
 from service.errors import Conflict, Inconsistent, InvalidParams
 
@@ -74,7 +74,7 @@ class IOCParams(ResampledParams):
             )
 
 
-class IOC(ResampledMethod):
+class IOC(ClassSubsamples, ResampledMethod):
     """Incremental Orthogonal Centroid over labelled row chunks, one sample at a time.
 
     The result does not depend on the chunking (the samples are processed in log order either
@@ -94,8 +94,11 @@ class IOC(ResampledMethod):
     projection_fields: tuple[str, ...] = ("vectors", "eigenvalues", COUNTS_FIELD, SUMS_FIELD)
     solutions: tuple[str, ...] = ("ioc", "exact")
     stability_estimate = (
-        "IOC (Table 1) run on each of K interleaved subsamples of the rows, its features "
-        "scored as the whole stream's, their spread scaled to resamples of every row seen"
+        "the between-class-scatter ranking IOC converges to: the class counts and sums of K "
+        "interleaved subsamples of the rows (K - 1 stored, the last the whole stream's minus "
+        "theirs), each scored by the exact OC solution of its statistics (the n_components "
+        "leading eigenvectors of S_b, sum_j lambda_j u_ij^2), their spread scaled to resamples "
+        "of every row seen"
     )
 
     def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
@@ -163,6 +166,19 @@ class IOC(ResampledMethod):
 
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.array(state["weights"], dtype=np.float64)
+
+    def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
+        """The scores IOC converges to on the subsample's rows: ``sum_j lambda_j u_ij^2`` over
+        the ``p`` leading eigenpairs of its ``S_b`` (the exact OC solution, ``solution=exact``),
+        which its class counts and sums determine. Not IOC's own iterates: those are sequential
+        (Table 1 does not merge), and a copy of them per subsample would double the state."""
+        counts = np.asarray(subsample[COUNTS_FIELD])
+        sums = np.asarray(subsample[SUMS_FIELD], dtype=np.float64)
+        p = IOCParams.resolve(params, sums.shape[1], stored=True).n_components
+        if counts.sum() == 0:
+            return np.zeros(sums.shape[1])
+        vectors, values = exact_directions(counts, sums, p)
+        return np.asarray((vectors**2) @ values)
 
     def describe(self, state: State) -> dict[str, Any]:
         return describe_classes(state)

@@ -56,18 +56,24 @@ class LabelledRows:
     def take(self, positions: np.ndarray) -> LabelledRows:
         """The rows at ``positions`` (in that order), their classes again in order of first
         appearance among them."""
+        classes, codes = self.labels_of(positions)
+        rows = self.rows[positions] if sp.issparse(self.rows) else np.asarray(self.rows)[positions]
+        return LabelledRows(
+            rows,
+            classes,
+            codes,
+            None if self.multiplicity is None else self.multiplicity[positions],
+        )
+
+    def labels_of(self, positions: np.ndarray) -> tuple[tuple[Label, ...], np.ndarray]:
+        """The classes of the rows at ``positions`` in order of first appearance among them,
+        and each of those rows' index among them (what ``take`` gives, without the rows)."""
         codes = self.codes[positions]
         present, first = np.unique(codes, return_index=True)
         order = present[np.argsort(first, kind="stable")]
         remap = np.full(len(self.classes), -1, dtype=np.int64)
         remap[order] = np.arange(order.size)
-        rows = self.rows[positions] if sp.issparse(self.rows) else np.asarray(self.rows)[positions]
-        return LabelledRows(
-            rows,
-            tuple(self.classes[int(c)] for c in order),
-            remap[codes],
-            None if self.multiplicity is None else self.multiplicity[positions],
-        )
+        return tuple(self.classes[int(c)] for c in order), remap[codes]
 
 
 def labelled(rows: Matrix, labels: Sequence[Label]) -> LabelledRows:
@@ -171,23 +177,61 @@ def discover(known: Sequence[Label], chunk: LabelledRows) -> tuple[list[Label], 
     return classes, remap[chunk.codes]
 
 
+@dataclass(frozen=True)
+class Tally:
+    """Rows of a chunk to total by class (``class_totals_of``): their positions (None: every
+    row), the class index of every row of the chunk (read at those positions), and how many
+    classes there are."""
+
+    among: np.ndarray | None
+    codes: np.ndarray
+    classes: int
+
+
 def class_totals(
-    rows: Matrix, codes: np.ndarray, n_classes: int, multiplicity: np.ndarray | None = None
+    rows: Matrix,
+    codes: np.ndarray,
+    n_classes: int,
+    multiplicity: np.ndarray | None = None,
+    among: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-class sample counts and row sums of one chunk: ``(c,)`` int64 and ``c x m``.
+    """Per-class sample counts and row sums of one chunk (or of its rows at positions
+    ``among``, read in place): ``(c,)`` int64 and ``c x m``."""
+    return class_totals_of(rows, [Tally(among, codes, n_classes)], multiplicity)[0]
+
+
+def class_totals_of(
+    rows: Matrix, tallies: Sequence[Tally], multiplicity: np.ndarray | None = None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per-class sample counts and row sums of each tally of one chunk: ``(c,)`` int64 and
+    ``c x m`` each.
 
     The sums are ``G^T X`` with ``G`` the sparse ``rows x c`` class indicator: O(nnz(X)) for
-    sparse and O(rows * m) for dense rows, never O(c * rows * m).
+    sparse and O(rows * m) for dense rows, never O(c * rows * m). Every tally's indicator sits
+    side by side in one ``G``, so the chunk is read once however many tallies (a class's sum
+    adds its rows in the same order as alone, so it is the same to the bit).
     """
     n = rows.shape[0]
+    weights = np.ones(n, dtype=np.int64) if multiplicity is None else multiplicity
+    positions, columns, spans = [], [], []
+    offset = 0
+    for tally in tallies:
+        at = np.arange(n) if tally.among is None else np.asarray(tally.among, dtype=np.int64)
+        positions.append(at)
+        columns.append(np.asarray(tally.codes)[at] + offset)
+        spans.append((offset, tally.classes))
+        offset += tally.classes
+    where, which = np.concatenate(positions), np.concatenate(columns)
     indicator = sp.csr_matrix(
-        (np.ones(n), (np.arange(n), codes)), shape=(n, n_classes), dtype=np.float64
+        (np.ones(where.size), (where, which)), shape=(n, offset), dtype=np.float64
     )
     sums = indicator.T @ rows
     sums = sums.toarray() if sp.issparse(sums) else np.asarray(sums, dtype=np.float64)
-    weights = np.ones(n, dtype=np.int64) if multiplicity is None else multiplicity
-    counts = np.bincount(codes, weights=weights, minlength=n_classes)
-    return np.rint(counts).astype(np.int64), sums
+    counts = np.rint(np.bincount(which, weights=weights[where], minlength=offset))
+    return [
+        (counts[start : start + size].astype(np.int64), sums[start : start + size])
+        for start, size in spans
+    ]
 
 
 def grow_rows(array: np.ndarray, rows: int) -> np.ndarray:

@@ -29,15 +29,17 @@ from service.algorithms.labels import (
     COUNTS_FIELD,
     Label,
     LabelledRows,
+    Tally,
     check_classes,
-    class_totals,
+    class_totals_of,
     describe_classes,
     discover,
     encode_classes,
     grow_rows,
     stored_classes,
 )
-from service.algorithms.resampling import ResampledMergeable, ResampledParams
+from service.algorithms.resampling import Dealt, ResampledMergeable, ResampledParams
+from service.errors import Inconsistent
 
 #: The state field holding every class's row sum (``c x m``).
 SUMS_FIELD = "class_sums"
@@ -55,6 +57,107 @@ def ocfs_scores(counts: np.ndarray, sums: np.ndarray) -> np.ndarray:
     return np.asarray(((counts[present] / n)[:, None] * (means - overall) ** 2).sum(axis=0))
 
 
+def add_classes(state: State, rows: LabelledRows, among: np.ndarray | None = None) -> State:
+    """Class statistics (classes, counts, sums: Table 2's only data) with ``rows`` folded in
+    (or the rows at positions ``among``, read in place)."""
+    classes, tally = class_tally(state, rows, among)
+    counts, sums = class_totals_of(rows.rows, [tally], rows.multiplicity)[0]
+    return fold_classes(state, classes, counts, sums)
+
+
+def class_tally(
+    state: State, rows: LabelledRows, among: np.ndarray | None = None
+) -> tuple[list[Label], Tally]:
+    """The classes of ``state`` with those of ``rows`` (or of its rows at ``among``) found
+    after them, and the tally of those rows by them (``class_totals_of``)."""
+    if among is not None and not among.size:
+        classes = stored_classes(state)
+        return classes, Tally(among, np.zeros(rows.n_rows, dtype=np.int64), len(classes))
+    if among is not None:
+        labels, codes = rows.labels_of(among)
+        placed = np.zeros(rows.n_rows, dtype=np.int64)
+        placed[among] = codes
+        rows = LabelledRows(rows.rows, labels, placed, rows.multiplicity)
+    classes, codes = discover(stored_classes(state), rows)
+    return classes, Tally(among, codes, len(classes))
+
+
+def fold_classes(state: State, classes: list[Label], counts: np.ndarray, sums: np.ndarray) -> State:
+    """``state``'s class counts and sums with a chunk's added (``classes``: all of them now)."""
+    counts = counts + grow_rows(np.asarray(state[COUNTS_FIELD], dtype=np.int64), len(classes))
+    sums = sums + grow_rows(np.asarray(state[SUMS_FIELD], dtype=np.float64), len(classes))
+    return {CLASSES_FIELD: encode_classes(classes), COUNTS_FIELD: counts, SUMS_FIELD: sums}
+
+
+def remove_classes(whole: State, part: State) -> State:
+    """The class statistics of the rows of ``whole`` that ``part`` has not seen: counts and
+    sums subtracted class by class (matched by label, in ``whole``'s order). Counts are exact;
+    a sum is exact up to a few ulps of the larger of the two sums (``Inconsistent`` if ``part``
+    holds a class or more rows of one than ``whole``). A class left with no rows has zero sums,
+    as a state that never saw it would (not the rounding residue of the subtraction)."""
+    classes = stored_classes(whole)
+    index = {(type(c), c): i for i, c in enumerate(classes)}
+    counts = np.array(whole[COUNTS_FIELD], dtype=np.int64)
+    sums = np.array(whole[SUMS_FIELD], dtype=np.float64)
+    part_counts = np.asarray(part[COUNTS_FIELD], dtype=np.int64)
+    part_sums = np.asarray(part[SUMS_FIELD], dtype=np.float64)
+    for j, label in enumerate(stored_classes(part)):
+        at = index.get((type(label), label))
+        if at is None:
+            raise Inconsistent(f"a subsample holds class {label!r}, which the whole stream lacks")
+        counts[at] -= part_counts[j]
+        sums[at] -= part_sums[j]
+    if np.any(counts < 0):
+        raise Inconsistent("a subsample holds more rows of a class than the whole stream")
+    sums[counts == 0] = 0.0
+    return {CLASSES_FIELD: encode_classes(classes), COUNTS_FIELD: counts, SUMS_FIELD: sums}
+
+
+class ClassSubsamples:
+    """Subsamples as class statistics (OCFS, IOC; ``ResampledMethod``'s hooks): each holds its
+    classes (in its own order of discovery), counts and sums; they add exactly, so ``K - 1``
+    are stored and the last is the whole stream's statistics minus theirs."""
+
+    subsample_fields: ClassVar[tuple[str, ...]] = (COUNTS_FIELD, SUMS_FIELD)
+    derives_last = True
+    derived_from: ClassVar[tuple[str, ...]] = (COUNTS_FIELD, SUMS_FIELD)
+
+    def subsample_initial_state(self, params: Mapping[str, Any], size: int) -> State:
+        return {
+            CLASSES_FIELD: encode_classes([]),
+            COUNTS_FIELD: np.zeros(0, dtype=np.int64),
+            SUMS_FIELD: np.zeros((0, size)),
+        }
+
+    def subsample_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
+        return {}  # counts and sums grow by one row per class found
+
+    def subsample_update(
+        self,
+        subsample: State,
+        params: Mapping[str, Any],
+        chunk: LabelledRows,
+        whole: State,
+        dealt: Dealt,
+    ) -> State:
+        return add_classes(subsample, chunk, dealt.positions)
+
+    def subsample_rows(self, subsample: State) -> int:
+        return int(np.asarray(subsample[COUNTS_FIELD]).sum())
+
+    def subsample_check(self, subsample: State, params: Mapping[str, Any], size: int) -> None:
+        check_classes(subsample, SUMS_FIELD)
+
+    def subsample_merge(self, subsample: State, params: Mapping[str, Any], other: State) -> State:
+        return add_classes(subsample, summary_rows(other))
+
+    def subsample_of_whole(self, whole: State, params: Mapping[str, Any]) -> State:
+        return {f: whole[f] for f in (CLASSES_FIELD, COUNTS_FIELD, SUMS_FIELD)}
+
+    def subsample_unmerge(self, whole: State, params: Mapping[str, Any], part: State) -> State:
+        return remove_classes(whole, part)
+
+
 class OCFSParams(ResampledParams):
     """OCFS's scores are exact: its one parameter is how their stability is estimated."""
 
@@ -62,7 +165,7 @@ class OCFSParams(ResampledParams):
     unknown_hint: ClassVar[str] = " (the scores are exact)"
 
 
-class OCFS(ResampledMergeable):
+class OCFS(ClassSubsamples, ResampledMergeable):
     """OCFS over labelled row chunks; the state is class counts and class sums."""
 
     name = "ocfs"
@@ -77,8 +180,9 @@ class OCFS(ResampledMergeable):
     #: ``Mergeable``: another OCFS selector's class counts and sums add exactly.
     summary_fields: tuple[str, ...] = (COUNTS_FIELD, SUMS_FIELD)
     stability_estimate = (
-        "the class counts and sums of each of K interleaved subsamples of the rows, scored by "
-        "Table 2, their spread scaled to resamples of every row seen"
+        "the class counts and sums of K interleaved subsamples of the rows (K - 1 stored, the "
+        "last the whole stream's minus theirs), scored by Table 2, their spread scaled to "
+        "resamples of every row seen"
     )
 
     def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
@@ -94,19 +198,42 @@ class OCFS(ResampledMergeable):
 
     def core_update(self, state: State, params: Mapping[str, Any], rows: LabelledRows) -> State:
         """Fold the chunk's class counts and sums in, then recompute every score (O(cm))."""
-        classes, codes = discover(stored_classes(state), rows)
-        counts, sums = class_totals(rows.rows, codes, len(classes), rows.multiplicity)
-        counts += grow_rows(np.asarray(state[COUNTS_FIELD], dtype=np.int64), len(classes))
-        sums += grow_rows(np.asarray(state[SUMS_FIELD], dtype=np.float64), len(classes))
-        return {
-            CLASSES_FIELD: encode_classes(classes),
-            COUNTS_FIELD: counts,
-            SUMS_FIELD: sums,
-            "scores": ocfs_scores(counts, sums),
-        }
+        totals = add_classes(state, rows)
+        totals["scores"] = ocfs_scores(
+            np.asarray(totals[COUNTS_FIELD]), np.asarray(totals[SUMS_FIELD])
+        )
+        return totals
+
+    def update_with_subsamples(
+        self,
+        state: State,
+        subsamples: list[State],
+        params: Mapping[str, Any],
+        chunk: LabelledRows,
+        dealt: np.ndarray,
+    ) -> tuple[State, list[State]]:
+        """The chunk's class counts and sums for the whole stream and for each stored
+        subsample's rows in one product (``class_totals_of``: the chunk is read once)."""
+        plans = [class_tally(state, chunk)]
+        for g, subsample in enumerate(subsamples):
+            plans.append(class_tally(subsample, chunk, np.flatnonzero(dealt == g)))
+        totals = class_totals_of(chunk.rows, [tally for _, tally in plans], chunk.multiplicity)
+        folded = [
+            fold_classes(before, classes, counts, sums)
+            for before, (classes, _), (counts, sums) in zip(
+                [state, *subsamples], plans, totals, strict=True
+            )
+        ]
+        new = folded[0]
+        new["scores"] = ocfs_scores(np.asarray(new[COUNTS_FIELD]), np.asarray(new[SUMS_FIELD]))
+        return new, folded[1:]
 
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         return np.array(state["scores"], dtype=np.float64)
+
+    def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
+        """Table 2 on the subsample's class statistics."""
+        return ocfs_scores(np.asarray(subsample[COUNTS_FIELD]), np.asarray(subsample[SUMS_FIELD]))
 
     def describe(self, state: State) -> dict[str, Any]:
         return describe_classes(state)

@@ -2,26 +2,43 @@
 a ranking is (``service.algorithms.stability`` measures it).
 
 A row method (chunk kinds ``rows``, ``labelled rows``, ``views``) that inherits
-``ResampledMethod`` keeps, next to its own state, ``K`` more states of itself (``resamples``,
-default 2): state ``g`` has seen only the rows dealt to subsample ``g``. Rows are dealt by their
-position in the stream: every block of ``K`` consecutive rows (rows ``bK .. bK + K - 1``) goes
-one row to each subsample, in an order drawn from a hash of the block's number. So the
-subsamples are balanced (their sizes differ by at most one row), disjoint, together the whole
-stream, blind to a period in the stream (a stream alternating two classes does not put one class
-in each half), and where a row goes depends on its position alone: a replay, a recomputation,
-any chunking or coalescing of the same rows deals them alike, and exactly-once holds for the
-subsamples as it does for the state.
+``ResampledMethod`` keeps, next to its own state, ``K`` subsamples (``resamples``, default 2):
+subsample ``g`` has seen only the rows dealt to it. Rows are dealt by their position in the
+stream: every block of ``K`` consecutive rows (rows ``bK .. bK + K - 1``) goes one row to each
+subsample, in an order drawn from a hash of the block's number. So the subsamples are balanced
+(their sizes differ by at most one row), disjoint, together the whole stream, blind to a period
+in the stream (a stream alternating two classes does not put one class in each half), and
+where a row goes depends on its position alone: a replay, a recomputation, any chunking or
+coalescing of the same rows deals them alike, and exactly-once holds for the subsamples as it
+does for the state.
 
-The subsample states are fields of the state, named ``resample<g>:<field>``, with
-``resample_counts`` (``K`` rows counts): checkpoints, replays, exports and imports, the state
-limit and ``check_state`` (which reads the fields off ``initial_state``) carry them as any
-other field. A subsample field is published with every version when its field is (the scores,
-a mergeable method's summary) and served from checkpoints when its field is. Mergeable methods
-merge subsample ``g`` of one state with subsample ``g`` of the other, so partitioned selectors
-and merges keep them.
+**What a subsample holds is the method's choice** (the ``subsample_*`` hooks), within the
+issue's bound: with the default ``K = 2``, at most twice the state and the update time of the
+method without them. Two layouts:
 
-Cost: every row is folded into the state and into one subsample, so an update costs about
-twice as much; the state holds ``K + 1`` states (``benchmarks``: ``stability`` measures both).
+* *Derived* (``derives_last``: variance's moments, OCFS's and IOC's class counts and sums,
+  FSDS's sketch). The whole stream's state holds what the subsamples hold together, so only
+  ``K - 1`` subsamples are stored and the last is derived by taking the others out of it
+  (``subsample_unmerge``): exactly up to rounding for sums (subtraction of counts and sums,
+  the inverse of Chan's pairwise update for moments), within both Frequent-Directions bounds
+  for a sketch. A row is folded into the state and into at most one stored subsample.
+* *Stored* (OMVFS, whose factorisation neither adds up nor subtracts): all ``K``, each
+  buffering its own rows, so that their buffers together are the whole stream's.
+
+A method may compute its subsamples' updates with the whole stream's
+(``update_with_subsamples``), sharing what they would compute again (variance's squared
+deviations, OCFS's pass over the chunk, OMVFS's scaled views). A subsample's scores are
+computed from its fields when asked (``subsample_scores``), not kept (OMVFS keeps them).
+
+The stored subsamples are fields of the state, named ``resample<g>:<field>``, with
+``resample_counts`` (``K`` rows counts, the derived subsample's too): checkpoints, replays,
+exports and imports, the state limit and ``check_state`` (which reads the fields off
+``initial_state``) carry them as any other field. Each version publishes what the subsamples'
+scores read (``resample_fields``: the stored subsamples' ``subsample_fields`` and, for sums,
+the whole stream's ``derived_from``) unless the method serves the field from checkpoints
+(FSDS's sketches). Mergeable methods merge stored subsample ``g`` of one state with stored
+subsample ``g`` of the other (a derived one follows: the merged whole minus the merged stored
+ones), so partitioned selectors and merges keep them.
 
 Selectors created before this existed have stored params without ``resamples``: they resolve
 to 0 and their states (and archives) have no subsample fields; they keep working and answer
@@ -31,6 +48,7 @@ to 0 and their states (and archives) have no subsample fields; they keep working
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -46,6 +64,7 @@ __all__ = [
     "COUNTS_FIELD",
     "DEFAULT_RESAMPLES",
     "MAX_RESAMPLES",
+    "Dealt",
     "ResampledMergeable",
     "ResampledMethod",
     "ResampledParams",
@@ -53,6 +72,7 @@ __all__ = [
     "groups_of_rows",
     "published_state_fields",
     "resample_count",
+    "resample_fields",
     "served_from_checkpoint",
     "split_field",
     "summary_fields_of",
@@ -113,8 +133,18 @@ def _prefixed(state: State, group: int) -> State:
     return {group_field(group, f): v for f, v in state.items()}
 
 
-def _copy(state: State) -> State:
-    return {f: np.array(v) if isinstance(v, np.ndarray) else v for f, v in state.items()}
+@dataclass(frozen=True)
+class Dealt:
+    """A subsample's rows of a chunk: their positions (ascending, never none) among the chunk's
+    ``rows`` rows. ``of(chunk)`` copies them out; a method may read them in place instead
+    (OCFS's class sums), or weigh them by their position (FSDS's forgetting)."""
+
+    positions: np.ndarray
+    rows: int
+
+    def of(self, chunk: Any) -> Any:
+        """The subsample's rows of ``chunk`` (a copy, of the chunk's type)."""
+        return take_rows(chunk, self.positions)
 
 
 class ResampledParams(MethodParams):
@@ -122,8 +152,8 @@ class ResampledParams(MethodParams):
 
     resamples: int | None = computed(
         f"Interleaved subsamples whose rankings estimate the stability of the top h: 0 (none) "
-        f"or 2 to {MAX_RESAMPLES}; each costs about one more state (default "
-        f"{DEFAULT_RESAMPLES}).",
+        f"or 2 to {MAX_RESAMPLES} (default {DEFAULT_RESAMPLES}: at most twice the state and the "
+        f"update time; more cost more).",
         ge=0,
         le=MAX_RESAMPLES,
     )
@@ -191,11 +221,12 @@ def take_rows(chunk: Any, rows: np.ndarray) -> Any:
 
 
 class ResampledMethod(MethodBase):
-    """A row method that keeps ``resamples`` interleaved subsamples of itself (module
-    docstring). It implements the protocol's ``initial_state``, ``state_sizes``, ``update``,
+    """A row method that keeps ``resamples`` interleaved subsamples (module docstring). It
+    implements the protocol's ``initial_state``, ``state_sizes``, ``update``,
     ``check_consistency`` and ``growing_axes`` around the method's own, which it declares as
-    ``core_*``; everything else (``weights``, ``describe``, the capabilities) reads the whole
-    stream's fields, which keep their names."""
+    ``core_*``, and the subsamples' through the ``subsample_*`` hooks; everything else
+    (``weights``, ``describe``, the capabilities) reads the whole stream's fields, which keep
+    their names."""
 
     #: How the subsamples are kept for this method, and what they estimate (``GET .../top``
     #: shows it as ``stability.estimated_by``).
@@ -203,8 +234,16 @@ class ResampledMethod(MethodBase):
     #: Whether the subsamples' spread is scaled to resamples of every row seen: for methods
     #: whose scores are smooth functions of means (``stability.replicate_scores``).
     stability_corrected: ClassVar[bool] = True
+    #: The array fields of a subsample that its scores (and a merge of it) read.
+    subsample_fields: ClassVar[tuple[str, ...]]
+    #: Whether the whole stream's state holds what the subsamples hold together (sums, a
+    #: sketch), so that the last one is derived from it (``subsample_of_whole``,
+    #: ``subsample_merge``, ``subsample_unmerge``), not stored.
+    derives_last: ClassVar[bool] = False
+    #: ... from these array fields of the whole stream's state (and its scalars).
+    derived_from: ClassVar[tuple[str, ...]] = ()
 
-    # -- what the method declares ----------------------------------------------------------
+    # -- what the method declares of itself --------------------------------------------------
 
     def core_initial_state(self, params: Mapping[str, Any], size: int) -> State:
         raise NotImplementedError
@@ -223,13 +262,80 @@ class ResampledMethod(MethodBase):
     def core_growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
         return {}
 
-    def resample_params(self, params: Mapping[str, Any], state: State, k: int) -> Mapping[str, Any]:
-        """The params a subsample's update runs with, given the whole stream's state after the
-        same chunk: the same by default (FSDS forgets per row it sees, and shares the whole
-        stream's kernel bandwidth)."""
-        return params
+    # -- ... and of its subsamples -----------------------------------------------------------
+
+    def subsample_initial_state(self, params: Mapping[str, Any], size: int) -> State:
+        """A subsample that has seen no row."""
+        raise NotImplementedError
+
+    def subsample_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
+        """Bytes of every array ``subsample_initial_state`` holds."""
+        raise NotImplementedError
+
+    def subsample_update(
+        self, subsample: State, params: Mapping[str, Any], chunk: Any, whole: State, dealt: Dealt
+    ) -> State:
+        """Fold the subsample's rows of ``chunk`` (``dealt``) into it; ``whole`` is the whole
+        stream's state after the same chunk. A new state."""
+        raise NotImplementedError
+
+    def update_with_subsamples(
+        self,
+        state: State,
+        subsamples: list[State],
+        params: Mapping[str, Any],
+        chunk: Any,
+        dealt: np.ndarray,
+    ) -> tuple[State, list[State]]:
+        """The whole stream's state and each stored subsample's after a chunk (``dealt``: the
+        subsample of each of its rows): the method's update, then ``subsample_update`` of each
+        subsample dealt rows. A method whose subsamples' statistics share the work of the whole
+        stream's (variance's squared deviations) computes them together instead."""
+        new = self.core_update(state, params, chunk)
+        out = []
+        for g, subsample in enumerate(subsamples):
+            rows = np.flatnonzero(dealt == g)
+            if rows.size:
+                subsample = self.subsample_update(
+                    subsample, params, chunk, new, Dealt(rows, dealt.size)
+                )
+            out.append(subsample)
+        return new, out
+
+    def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
+        """The subsample's score of every feature (from its ``subsample_fields`` and scalars)."""
+        raise NotImplementedError
+
+    def subsample_rows(self, subsample: State) -> int:
+        """The rows the subsample has seen (``resample_counts`` must agree)."""
+        raise NotImplementedError
+
+    def subsample_check(self, subsample: State, params: Mapping[str, Any], size: int) -> None:
+        """``Inconsistent`` unless the subsample obeys the method's rules; none by default."""
+
+    def subsample_growing_axes(
+        self, params: Mapping[str, Any], size: int
+    ) -> dict[str, tuple[int, ...]]:
+        return {}
+
+    def subsample_merge(self, subsample: State, params: Mapping[str, Any], other: State) -> State:
+        """The subsample of both subsamples' rows (a merge, and a derivation for K > 2)."""
+        raise NotImplementedError
+
+    def subsample_of_whole(self, whole: State, params: Mapping[str, Any]) -> State:
+        """``derives_last``: the whole stream's statistics as a subsample (of every row)."""
+        raise NotImplementedError
+
+    def subsample_unmerge(self, whole: State, params: Mapping[str, Any], part: State) -> State:
+        """``derives_last``: the subsample of the rows of ``whole`` that ``part`` has not seen
+        (the inverse of ``subsample_merge``); ``Inconsistent`` if ``part`` is not in it."""
+        raise NotImplementedError
 
     # -- the protocol ----------------------------------------------------------------------
+
+    def stored_subsamples(self, k: int) -> int:
+        """How many of ``k`` subsamples are stored (the last is derived for sums)."""
+        return k - 1 if self.derives_last and k else k
 
     def initial_state(self, params: Mapping[str, Any], size: int) -> State:
         state = self.core_initial_state(params, size)
@@ -237,39 +343,34 @@ class ResampledMethod(MethodBase):
         if k == 0:
             return state
         out = dict(state)
-        for g in range(k):
-            out.update(_prefixed(_copy(state), g))
+        for g in range(self.stored_subsamples(k)):
+            out.update(_prefixed(self.subsample_initial_state(params, size), g))
         out[COUNTS_FIELD] = np.zeros(k, dtype=np.int64)
         return out
 
     def state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
-        sizes = self.core_state_sizes(params, size)
+        out = dict(self.core_state_sizes(params, size))
         k = resample_count(params)
-        out = dict(sizes)
-        for g in range(k):
-            out.update({group_field(g, f): n for f, n in sizes.items()})
         if k:
+            sizes = self.subsample_state_sizes(params, size)
+            for g in range(self.stored_subsamples(k)):
+                out.update({group_field(g, f): n for f, n in sizes.items()})
             out[COUNTS_FIELD] = 8 * k
         return out
 
     def update(self, state: State, params: Mapping[str, Any], chunk: Any) -> State:
-        """The method's update of the whole stream, and of each subsample with its rows."""
-        new = self.core_update(_main(state), params, chunk)
+        """The method's update of the whole stream, and of each stored subsample with its rows
+        (a derived subsample follows the whole stream)."""
         k = _groups_in(state)
         if k == 0:
-            return new  # a state from before resamples existed
+            return self.core_update(_main(state), params, chunk)  # from before resamples
         counts = np.array(state[COUNTS_FIELD], dtype=np.int64)
-        n = rows_in(chunk)
-        dealt = groups_of_rows(int(counts.sum()), n, k)
-        sub_params = self.resample_params(params, new, k)
-        for g in range(k):
-            rows = np.flatnonzero(dealt == g)
-            group = _group(state, g)
-            if rows.size:
-                group = self.core_update(group, sub_params, take_rows(chunk, rows))
-                counts[g] += rows.size
-            new.update(_prefixed(group, g))
-        new[COUNTS_FIELD] = counts
+        dealt = groups_of_rows(int(counts.sum()), rows_in(chunk), k)
+        stored = [_group(state, g) for g in range(self.stored_subsamples(k))]
+        new, subsamples = self.update_with_subsamples(_main(state), stored, params, chunk, dealt)
+        for g, subsample in enumerate(subsamples):
+            new.update(_prefixed(subsample, g))
+        new[COUNTS_FIELD] = counts + np.bincount(dealt, minlength=k)
         return new
 
     def check_consistency(
@@ -279,37 +380,64 @@ class ResampledMethod(MethodBase):
         size: int,
         segments: Mapping[str, np.ndarray],
     ) -> None:
-        """``ChecksState``: the method's rules for the whole stream and for each subsample, and
-        subsample counts that are counts of rows."""
+        """``ChecksState``: the method's rules for the whole stream and for each stored
+        subsample, a derived one that can be derived (the stored ones are part of the whole
+        stream: ``subsample_unmerge``), and subsample counts that count their rows."""
         self.core_check_consistency(_main(state), params, size, segments)
         k = _groups_in(state)
-        for g in range(k):
-            self.core_check_consistency(_group(state, g), params, size, {})
-        if k and np.any(np.asarray(state[COUNTS_FIELD]) < 0):
-            raise Inconsistent("the rows each subsample has seen cannot be negative")
+        if k == 0:
+            return
+        counts = np.asarray(state[COUNTS_FIELD])
+        subsamples = self.subsamples(state, params)
+        for g, subsample in enumerate(subsamples):
+            if g < self.stored_subsamples(k):
+                self.subsample_check(subsample, params, size)
+            if self.subsample_rows(subsample) != counts[g]:
+                raise Inconsistent(
+                    f"resample_counts says subsample {g} has seen {int(counts[g])} rows; it has "
+                    f"seen {self.subsample_rows(subsample)}"
+                )
 
     def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
-        axes = self.core_growing_axes(params, size)
-        out = dict(axes)
-        for g in range(resample_count(params)):
-            out.update({group_field(g, f): a for f, a in axes.items()})
+        out = dict(self.core_growing_axes(params, size))
+        k = resample_count(params)
+        if k:
+            axes = self.subsample_growing_axes(params, size)
+            for g in range(self.stored_subsamples(k)):
+                out.update({group_field(g, f): a for f, a in axes.items()})
         return out
 
     def resample_scores(self, state: State, params: Mapping[str, Any]) -> np.ndarray | None:
-        """The scores (``weights``) of every subsample, ``K x d``; None without subsamples, or
-        while one of them has seen no row."""
+        """The scores of every subsample, ``K x d``; None without subsamples, or while one of
+        them has seen no row. ``state`` needs only ``resample_fields`` and the scalars."""
         k = _groups_in(state)
         if k < 2 or np.any(np.asarray(state[COUNTS_FIELD]) == 0):
             return None
-        weights = self.weights  # type: ignore[attr-defined]
-        return np.stack([np.asarray(weights(_group(state, g), params)) for g in range(k)])
+        subsamples = self.subsamples(state, params)
+        return np.stack([np.asarray(self.subsample_scores(s, params)) for s in subsamples])
+
+    def subsamples(self, state: State, params: Mapping[str, Any]) -> list[State]:
+        """Every subsample of ``state`` (none without resamples): the stored ones, and the
+        derived one for sums."""
+        k = _groups_in(state)
+        stored = [_group(state, g) for g in range(self.stored_subsamples(k))]
+        if not self.derives_last or not k:
+            return stored
+        whole = self.subsample_of_whole(_main(state), params)
+        if not stored:  # pragma: no cover - K >= 2 keeps at least one
+            return [whole]
+        part = stored[0]
+        for other in stored[1:]:
+            part = self.subsample_merge(part, params, other)
+        return [*stored, self.subsample_unmerge(whole, params, part)]
 
 
 class ResampledMergeable(ResampledMethod):
-    """A resampled method that merges (``Mergeable``): subsample ``g`` of one state takes
-    subsample ``g`` of the other, so a merged state keeps ``K`` interleaved subsamples of all
-    the rows (dealt by the position in each stream instead of in the union: any split of the
-    union into ``K`` balanced, disjoint parts serves)."""
+    """A resampled method that merges (``Mergeable``): stored subsample ``g`` of one state takes
+    stored subsample ``g`` of the other, so a merged state keeps ``K`` interleaved subsamples of
+    all the rows (dealt by the position in each stream instead of in the union: any split of
+    the union into ``K`` balanced, disjoint parts serves); a derived subsample is then the
+    merged whole stream minus the merged stored ones, i.e. the merge of the two derived ones."""
 
     def core_merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
         raise NotImplementedError
@@ -324,41 +452,51 @@ class ResampledMergeable(ResampledMethod):
                 f"this selector keeps {k} resamples; the merged state has "
                 f"{_groups_in(summary)}: merge selectors created with the same resamples"
             )
-        for g in range(k):
-            new.update(_prefixed(self.core_merge(_group(state, g), params, _group(summary, g)), g))
+        for g in range(self.stored_subsamples(k)):
+            merged = self.subsample_merge(_group(state, g), params, _group(summary, g))
+            new.update(_prefixed(merged, g))
         new[COUNTS_FIELD] = np.asarray(state[COUNTS_FIELD], dtype=np.int64) + np.asarray(
             summary[COUNTS_FIELD], dtype=np.int64
         )
         return new
 
 
-def summary_fields_of(summary_fields: tuple[str, ...], params: Mapping[str, Any]) -> list[str]:
-    """A mergeable method's summary fields (``summary_fields``) with its subsamples' own."""
+def resample_fields(method: Any, params: Mapping[str, Any]) -> list[str]:
+    """The array fields ``resample_scores`` reads of a state (besides its scalars): the stored
+    subsamples' ``subsample_fields``, the whole stream's ``derived_from`` for sums, and the
+    counts; none without resamples."""
     k = resample_count(params)
-    fields = list(summary_fields)
-    for g in range(k):
-        fields.extend(group_field(g, f) for f in summary_fields)
-    if k:
-        fields.append(COUNTS_FIELD)
+    if not k or not isinstance(method, ResampledMethod):
+        return []
+    fields = list(method.derived_from) if method.derives_last else []
+    for g in range(method.stored_subsamples(k)):
+        fields.extend(group_field(g, f) for f in method.subsample_fields)
+    return [*fields, COUNTS_FIELD]
+
+
+def summary_fields_of(method: Any, params: Mapping[str, Any]) -> list[str]:
+    """A mergeable method's summary fields (``summary_fields``) with its stored subsamples'
+    own (``resample_fields``: what a merge of them reads)."""
+    fields = list(method.summary_fields)
+    fields.extend(f for f in resample_fields(method, params) if f not in fields)
     return fields
 
 
 def served_from_checkpoint(served: tuple[str, ...], field: str) -> bool:
     """Whether ``field`` is read from checkpoints: one of the method's ``served``, or a
-    subsample's copy of one."""
+    subsample's field of the same name."""
     parts = split_field(field)
     return (parts[1] if parts is not None else field) in served
 
 
 def published_state_fields(method: Any, state: State) -> set[str]:
-    """The array fields a version of ``state`` publishes: ``published_fields`` of the method,
-    every subsample's copy of them, and the subsample counts."""
-    shown = set(published_fields(method))
-    out = set(shown)
-    for name in state:
-        parts = split_field(name)
-        if parts is not None and parts[1] in shown:
-            out.add(name)
-    if COUNTS_FIELD in state:
-        out.add(COUNTS_FIELD)
+    """The array fields a version of ``state`` publishes: ``published_fields`` of the method
+    and what the resamples' scores read (``resample_fields``), except what the method serves
+    from checkpoints."""
+    out = set(published_fields(method))
+    k = _groups_in(state)
+    if k and isinstance(method, ResampledMethod):
+        served = method.served_from_checkpoints
+        read = resample_fields(method, {"resamples": k})
+        out.update(f for f in read if not served_from_checkpoint(served, f))
     return out

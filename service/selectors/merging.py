@@ -66,7 +66,7 @@ class Merging:
                 "not line up"
             )
         await self._settle(source)
-        fields = summary_fields_of(method.summary_fields, meta.params)
+        fields = summary_fields_of(method, meta.params)
         head, summary = await self.reader.state(source, fields)
         if head.items_seen == 0:
             raise Conflict(f"selector '{source}' has seen no rows: nothing to merge")

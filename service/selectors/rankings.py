@@ -16,7 +16,7 @@ from service.algorithms.base import (
     order_by_score,
     top_per_view,
 )
-from service.algorithms.resampling import COUNTS_FIELD, group_field, resample_count
+from service.algorithms.resampling import COUNTS_FIELD, resample_fields
 from service.algorithms.stability import (
     CONFIDENCE,
     Assessment,
@@ -121,9 +121,9 @@ class Rankings:
             return cached
         stability: StabilityOut | None = None
         if view is not None or meta.views is not None:
-            at, arrays = await self.reader.arrays(name, scored_fields(method, meta))
+            at, scored = await self.reader.state(name, scored_fields(method, meta))
             features, assessed = await asyncio.to_thread(
-                self._by_view, meta, method, arrays, h, view
+                self._by_view, meta, method, scored, h, view
             )
             if assessed is not None:
                 stability = stability_out(method, assessed, h)
@@ -185,12 +185,12 @@ class Rankings:
                 assessment = None if resampled is None else resampled.assess(h)
                 top = [int(i) for i in indices[:h]], [float(x) for x in scores[:h]]
                 return head, *top, assessment
-        head, arrays = await self.reader.arrays(meta.name, scored_fields(method, meta))
+        head, scored = await self.reader.state(meta.name, scored_fields(method, meta))
 
         def ranked() -> tuple[list[int], list[float], Assessment | None]:
-            weights = arrays[method.score_field]
+            weights = np.asarray(scored[method.score_field], dtype=np.float64)
             order = [int(i) for i in order_by_score(weights, h)]
-            resampled = resample_scores(method, meta, arrays)
+            resampled = resample_scores(method, meta, scored)
             assessment = None
             if resampled is not None:
                 assessment = assess(weights, resampled, h, corrected(method))
@@ -202,7 +202,7 @@ class Rankings:
     def _by_view(
         meta: SelectorMeta,
         method: AnyMethod,
-        arrays: dict[str, np.ndarray],
+        scored: State,
         h: int,
         view: str | None,
     ) -> tuple[list[RankedFeature], Stability | None]:
@@ -220,8 +220,8 @@ class Rankings:
             raise SelectorMismatch(
                 f"unknown view {view!r}; expected one of {[v for v, _ in views]}"
             )
-        weights = arrays[method.score_field]
-        resampled = resample_scores(method, meta, arrays)
+        weights = np.asarray(scored[method.score_field], dtype=np.float64)
+        resampled = resample_scores(method, meta, scored)
         shown, offset = views, 0
         if view is not None:
             for name, dim in views:
@@ -266,23 +266,20 @@ PUBLISHED_TOP = [
 
 
 def scored_fields(method: AnyMethod, meta: SelectorMeta) -> list[str]:
-    """The score field, and the resamples' own with their counts when the selector keeps
-    resamples (``ResampledMethod``)."""
+    """The score field, and what the resamples' scores read (``resample_fields``: a subsample's
+    fields, the whole stream's its derivation reads, the counts) when the selector keeps
+    resamples (``ResampledMethod``); read with the scalars."""
     fields = [method.score_field]
-    k = resample_count(meta.params) if offers(method, EstimatesStability) else 0
-    fields.extend(group_field(g, method.score_field) for g in range(k))
-    return [*fields, COUNTS_FIELD] if k else fields
+    fields.extend(f for f in resample_fields(method, meta.params) if f not in fields)
+    return fields
 
 
-def resample_scores(
-    method: AnyMethod, meta: SelectorMeta, arrays: dict[str, np.ndarray]
-) -> np.ndarray | None:
-    """The resamples' scores among ``arrays`` (read by ``scored_fields``), or None."""
-    if not offers(method, EstimatesStability) or COUNTS_FIELD not in arrays:
+def resample_scores(method: AnyMethod, meta: SelectorMeta, scored: State) -> np.ndarray | None:
+    """The resamples' scores from ``scored`` (the fields of ``scored_fields`` and the scalars),
+    or None."""
+    if not offers(method, EstimatesStability) or COUNTS_FIELD not in scored:
         return None
-    state: State = dict(arrays)
-    # A state of the resamples' scores alone: what resample_scores reads of it.
-    return method.resample_scores(state, meta.params)
+    return method.resample_scores(scored, meta.params)
 
 
 def corrected(method: AnyMethod) -> bool:

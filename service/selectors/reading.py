@@ -88,7 +88,7 @@ class StateReader:
             raise CodecError(
                 f"selector '{meta.name}' is partitioned but {method.name} cannot merge"
             )
-        fields = [SCALARS_FIELD, *summary_fields_of(method.summary_fields, meta.params)]
+        fields = [SCALARS_FIELD, *summary_fields_of(method, meta.params)]
         names = [meta.partition(i).name for i in range(meta.partitions)]
         summaries: list[dict[str, bytes]] = []
         if any(served_from_checkpoint(method.served_from_checkpoints, f) for f in fields):

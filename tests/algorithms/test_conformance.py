@@ -197,7 +197,7 @@ def test_a_merge_equals_the_union_of_the_streams(name: str) -> None:
     _params, b = run(method, right)
     _params, union = run(method, left + right)
     summary = {k: v for k, v in b.items() if not isinstance(v, np.ndarray)}
-    summary.update({field: b[field] for field in summary_fields_of(method.summary_fields, params)})
+    summary.update({field: b[field] for field in summary_fields_of(method, params)})
     merged = method.merge(a, params, decode_state(encode_state(summary)))
     assert method.summary_samples(summary) == sum(
         kind_of(method.chunk_kind).items_of(c) for c in right

@@ -71,7 +71,7 @@ def test_merge_equals_one_selector_that_saw_both_streams():
     a, b = rng.standard_normal((40, 5)) + 2, 3 * rng.standard_normal((25, 5)) - 1
     params = METHOD.resolve_params({}, 5)
     left, right, both = run([a], 5), run([b], 5), run([a, b], 5)
-    fields = ("count", *summary_fields_of(METHOD.summary_fields, params))
+    fields = ("count", *summary_fields_of(METHOD, params))
     summary = {f: v for f, v in right.items() if f in fields or not isinstance(v, np.ndarray)}
     merged = METHOD.merge(left, params, summary)
     assert METHOD.summary_samples(summary) == 25

@@ -371,7 +371,7 @@ async def test_a_merge_replays_as_a_merge(redis_url: str, redis_client: Any) -> 
     # In process: the source's state, its summary merged in between the chunks.
     meta = await store.get_meta("re")
     source = run_in_process(meta, [[SCENARIOS[method].chunk(i)] for i in (10, 11)])
-    fields = summary_fields_of(offered.summary_fields, meta.params)
+    fields = summary_fields_of(offered, meta.params)
     summary = {f: v for f, v in source.items() if f in fields or not isinstance(v, np.ndarray)}
     state = run_in_process(meta, [[SCENARIOS[method].chunk(0)]])
     state = offered.merge(state, meta.params, summary)

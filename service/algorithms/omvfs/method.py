@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,7 +23,7 @@ from service.algorithms.omvfs.params import OMVFSParams
 from service.algorithms.omvfs.scores import feature_scores, moments_so_far
 from service.algorithms.omvfs.solver import chunk_buffer, solve
 from service.algorithms.resampling import ResampledMethod
-from service.algorithms.variance import chunk_moments, combine
+from service.algorithms.variance import Moments, chunk_moments, combine, grouped_moments
 from service.errors import Inconsistent
 
 
@@ -46,8 +46,11 @@ class OMVFS(ResampledMethod):
     chunking_invariant = False
     stability_estimate = (
         "OMVFS (Algorithm 1) run on each of K interleaved subsamples of the rows, each chunk's "
-        "rows of a subsample as its chunk; compared as they are: the index is that of n/K rows"
+        "rows of a subsample as its chunk, for at most as many iterations as the whole "
+        "stream's on that chunk; compared as they are: the index is that of n/K rows"
     )
+    #: A subsample's scores are kept with it (they need its factors and moments).
+    subsample_fields: ClassVar[tuple[str, ...]] = ("weights",)
     #: Not scaled to the whole stream: the scores come from a factorisation started anew at
     #: random for every chunk, not smooth in the rows (``stability.replicate_scores``); the
     #: index is that of n/K rows.
@@ -109,6 +112,13 @@ class OMVFS(ResampledMethod):
         """Steps 5-19 of Algorithm 1 for one chunk."""
         cfg = OMVFSParams.resolve(params, rows.shape[1], stored=True)
         views = split_views(rows, cfg)
+        return self._update(state, cfg, views, chunk_moments(sp.hstack(views, "csr")))
+
+    def _update(
+        self, state: State, cfg: OMVFSParams, views: list[sp.csr_matrix], chunk: Moments
+    ) -> State:
+        """Steps 5-19 for one chunk, split into its ``views`` (``split_views``), whose rows'
+        feature moments are ``chunk``."""
         m, k = views[0].shape[0], cfg.n_clusters
         t = int(np.asarray(state["chunks_seen"])) + 1
         sizes = [int(s) for s in np.asarray(state["buffer_chunk_rows"])]
@@ -133,7 +143,7 @@ class OMVFS(ResampledMethod):
                 )
             x_buffer.append(sp.vstack([old, view], format="csr"))
 
-        moments = combine(moments_so_far(state, cfg), chunk_moments(sp.hstack(views, "csr")))
+        moments = combine(moments_so_far(state, cfg), chunk)
 
         # Step 6: U_t initialised randomly (seeded per chunk), the rest of the buffer warm.
         u_new = np.random.default_rng([cfg.seed, t]).random((m, k)) / math.sqrt(sum(sizes))
@@ -175,6 +185,55 @@ class OMVFS(ResampledMethod):
     def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
         """Every feature's score (``feature_scores``), the views side by side."""
         return np.array(state["weights"], dtype=np.float64)
+
+    # -- the subsamples: Algorithm 1 on each one's rows, as many iterations as the whole ----
+
+    def subsample_initial_state(self, params: Mapping[str, Any], size: int) -> State:
+        return self.core_initial_state(params, size)
+
+    def subsample_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
+        return self.core_state_sizes(params, size)
+
+    def update_with_subsamples(
+        self,
+        state: State,
+        subsamples: list[State],
+        params: Mapping[str, Any],
+        chunk: Matrix,
+        dealt: np.ndarray,
+    ) -> tuple[State, list[State]]:
+        """Steps 5-19 for the whole stream, then for each subsample on its rows of the chunk
+        (its chunk), for at most as many iterations as the whole stream's took on it
+        (``last_iterations``). The subsamples reuse what does not depend on which rows are
+        together: the chunk's views with their rows scaled (``split_views``, per row), and the
+        feature moments of their rows, from one pass over the chunk (``grouped_moments``)."""
+        cfg = OMVFSParams.resolve(params, chunk.shape[1], stored=True)
+        views = split_views(chunk, cfg)
+        moments, parts = grouped_moments(sp.hstack(views, "csr"), dealt, len(subsamples))
+        new = self._update(state, cfg, views, moments)
+        done = int(np.asarray(new["last_iterations"]))
+        capped = cfg.model_copy(update={"max_iter": max(1, min(done, cfg.max_iter))})
+        out = []
+        for g, subsample in enumerate(subsamples):
+            rows = np.flatnonzero(dealt == g)
+            if rows.size:
+                subsample = self._update(subsample, capped, [v[rows] for v in views], parts[g])
+            out.append(subsample)
+        return new, out
+
+    def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
+        return np.array(subsample["weights"], dtype=np.float64)
+
+    def subsample_rows(self, subsample: State) -> int:
+        return int(np.asarray(subsample["feature_rows"]))
+
+    def subsample_check(self, subsample: State, params: Mapping[str, Any], size: int) -> None:
+        self.core_check_consistency(subsample, params, size, {})
+
+    def subsample_growing_axes(
+        self, params: Mapping[str, Any], size: int
+    ) -> dict[str, tuple[int, ...]]:
+        return self.core_growing_axes(params, size)
 
     def core_growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
         """``ChecksState``: the buffer's CSR row pointers grow from their one initial entry."""
