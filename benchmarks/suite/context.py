@@ -61,6 +61,10 @@ class Sizes:
     stability_rows: int
     stability_features: int
     stability_chunk_rows: int
+    #: ... and FSDS on a wide stream (features, chunks of 500 rows): its decompositions grow
+    #: with the features, where the subsamples' scores cost most.
+    stability_wide_features: int
+    stability_wide_chunks: int
     #: bench_request_path: rounds and seconds of each wrk run; bench_idle: selectors, seconds.
     path_rounds: int
     path_seconds: float
@@ -104,6 +108,8 @@ FULL = Sizes(
     stability_rows=20_000,
     stability_features=1000,
     stability_chunk_rows=1000,
+    stability_wide_features=20_000,
+    stability_wide_chunks=60,
     path_rounds=3,
     path_seconds=10.0,
     idle_selectors=100_000,
@@ -126,6 +132,7 @@ QUICK = replace(
     takeover_prior_chunks=10,
     variance_rows=10_000,
     stability_rows=6000,
+    stability_wide_chunks=20,
     path_rounds=1,
     path_seconds=5.0,
     idle_selectors=10_000,
@@ -161,6 +168,8 @@ SMOKE = replace(
     stability_rows=400,
     stability_features=20,
     stability_chunk_rows=100,
+    stability_wide_features=200,
+    stability_wide_chunks=3,
     path_seconds=1.0,
     idle_selectors=200,
     idle_seconds=1.0,

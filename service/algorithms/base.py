@@ -491,7 +491,9 @@ def _check_array(field: str, value: object, expected: np.ndarray, growing: tuple
                 f"state field '{field}' must have {want} entries on axis {axis} (shape "
                 f"{expected.shape}, axes of length 0 grow); got shape {value.shape}"
             )
-    if value.dtype.kind == "f" and not (np.abs(value) <= MAX_STATE_MAGNITUDE).all():
+    # In double precision: the bound does not fit a float32 (whose finite values are all in it).
+    magnitudes = np.abs(value).astype(np.float64, copy=False) if value.dtype.kind == "f" else None
+    if magnitudes is not None and not (magnitudes <= MAX_STATE_MAGNITUDE).all():
         raise Inconsistent(
             f"state field '{field}' holds NaN, infinity or values beyond "
             f"{MAX_STATE_MAGNITUDE:g} in magnitude (more than chunks can reach)"

@@ -622,7 +622,8 @@ class FSDS(ResampledMergeable):
         "subsamples of the rows: K - 1 stored, their rows weighed as the whole stream weighs "
         "them, the last the whole stream's sketch minus theirs (within both shrinkages); steps "
         "5-7 on each, in gaussian mode with the whole stream's bandwidth; compared as they are: "
-        "the index is that of n/K rows (conservative)"
+        "the index is that of n/K rows (conservative); their scores computed again once the "
+        "rows grew by a tenth (as of at most a tenth of the rows ago)"
     )
     #: A stored subsample's sketch (``subsample_config``): what its scores and merges read,
     #: served from checkpoints as the whole stream's. The last subsample's is derived from the
@@ -633,6 +634,10 @@ class FSDS(ResampledMergeable):
     #: Not scaled to the whole stream: the scores are not smooth in the rows where singular
     #: values are close (``stability.replicate_scores``); the index is that of n/K rows.
     stability_corrected = False
+    #: A subsample's scores cost a derived sketch and two decompositions (ell^2 m each): 0.8 of
+    #: an update at m = 20,000 if computed every version, so they are kept and refreshed as
+    #: the rows grow (``resampling.SCORES_REFRESH_GROWTH``).
+    caches_resample_scores = True
 
     def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
         cfg = FSDSParams.resolve(params, n_features, stored=True)

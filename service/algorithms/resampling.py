@@ -70,11 +70,14 @@ __all__ = [
     "ResampledParams",
     "group_field",
     "groups_of_rows",
+    "of_resamples",
     "published_state_fields",
     "resample_count",
     "resample_fields",
+    "scores_due",
     "served_from_checkpoint",
     "split_field",
+    "subsample_state_fields",
     "summary_fields_of",
 ]
 
@@ -83,6 +86,13 @@ DEFAULT_RESAMPLES = 2
 MAX_RESAMPLES = 8
 #: Rows each subsample has seen (int64, ``K``).
 COUNTS_FIELD = "resample_counts"
+#: Methods whose subsamples' scores cost about as much as an update (``caches_resample_scores``)
+#: keep the last ones in the state (``K x d``) with the rows seen when they were computed ...
+SCORES_FIELD = "resample_scores"
+SCORES_ROWS_FIELD = "resample_scores_rows"
+#: ... and compute them again once the rows seen grew by this share since: deterministic in the
+#: rows (a replay computes them at the same versions), and at most that share behind.
+SCORES_REFRESH_GROWTH = 0.1
 _PREFIX = "resample"
 #: Seed of the hash that deals each block of rows (fixed: where a row goes is part of the
 #: state's definition, so it never changes).
@@ -116,8 +126,23 @@ def _groups_in(state: State) -> int:
     return int(np.asarray(counts).shape[0]) if isinstance(counts, np.ndarray) else 0
 
 
+_RESAMPLE_FIELDS = frozenset({COUNTS_FIELD, SCORES_FIELD, SCORES_ROWS_FIELD})
+
+
+def of_resamples(field: str) -> bool:
+    """Whether ``field`` belongs to the resamples (a subsample's, their counts or scores),
+    not to the whole stream's state."""
+    return field in _RESAMPLE_FIELDS or split_field(field) is not None
+
+
 def _main(state: State) -> State:
-    return {f: v for f, v in state.items() if f != COUNTS_FIELD and split_field(f) is None}
+    return {f: v for f, v in state.items() if not of_resamples(f)}
+
+
+def scores_due(computed_at: int, rows: int) -> bool:
+    """Whether subsample scores computed at ``computed_at`` rows are due again at ``rows``
+    (``SCORES_REFRESH_GROWTH``; never computed: at once)."""
+    return computed_at <= 0 or rows - computed_at >= SCORES_REFRESH_GROWTH * computed_at
 
 
 def _group(state: State, group: int) -> State:
@@ -242,6 +267,12 @@ class ResampledMethod(MethodBase):
     derives_last: ClassVar[bool] = False
     #: ... from these array fields of the whole stream's state (and its scalars).
     derived_from: ClassVar[tuple[str, ...]] = ()
+    #: Whether computing the subsamples' scores costs about an update (FSDS: a sketch derived
+    #: and both decomposed), so that the state keeps the last ones (``SCORES_FIELD``), computed
+    #: again only once the rows grew by ``SCORES_REFRESH_GROWTH``: the stability then speaks of
+    #: the subsamples as of at most that share of the rows ago, and the update time stays
+    #: within twice the method's.
+    caches_resample_scores: ClassVar[bool] = False
 
     # -- what the method declares of itself --------------------------------------------------
 
@@ -346,6 +377,10 @@ class ResampledMethod(MethodBase):
         for g in range(self.stored_subsamples(k)):
             out.update(_prefixed(self.subsample_initial_state(params, size), g))
         out[COUNTS_FIELD] = np.zeros(k, dtype=np.int64)
+        if self.caches_resample_scores:
+            scored = np.asarray(state[self.score_field]).shape[0]  # type: ignore[attr-defined]
+            out[SCORES_FIELD] = np.zeros((k, scored), dtype=np.float32)
+            out[SCORES_ROWS_FIELD] = 0
         return out
 
     def state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
@@ -356,6 +391,9 @@ class ResampledMethod(MethodBase):
             for g in range(self.stored_subsamples(k)):
                 out.update({group_field(g, f): n for f, n in sizes.items()})
             out[COUNTS_FIELD] = 8 * k
+            if self.caches_resample_scores:
+                scored = out[self.score_field] // 8  # type: ignore[attr-defined]
+                out[SCORES_FIELD] = 4 * k * scored
         return out
 
     def update(self, state: State, params: Mapping[str, Any], chunk: Any) -> State:
@@ -371,7 +409,32 @@ class ResampledMethod(MethodBase):
         for g, subsample in enumerate(subsamples):
             new.update(_prefixed(subsample, g))
         new[COUNTS_FIELD] = counts + np.bincount(dealt, minlength=k)
-        return new
+        return self.with_scores(new, params, state)
+
+    def with_scores(self, state: State, params: Mapping[str, Any], previous: State | None) -> State:
+        """``state`` with its subsamples' scores (``caches_resample_scores``): ``previous``'s
+        while they are not due (``scores_due``), else computed afresh (``previous`` None: a
+        merge, computed afresh). Zeros, computed at 0 rows, while a subsample has seen none."""
+        if not self.caches_resample_scores or COUNTS_FIELD not in state:
+            return state
+        rows = int(np.asarray(state[COUNTS_FIELD]).sum())
+        if previous is not None and SCORES_FIELD in previous:
+            computed_at = int(previous.get(SCORES_ROWS_FIELD) or 0)
+            if not scores_due(computed_at, rows):
+                return {
+                    **state,
+                    SCORES_FIELD: previous[SCORES_FIELD],
+                    SCORES_ROWS_FIELD: computed_at,
+                }
+        scores = self.computed_resample_scores(state, params)
+        if scores is None:
+            k = _groups_in(state)
+            scored = np.asarray(state[self.score_field]).shape[0]  # type: ignore[attr-defined]
+            return {**state, SCORES_FIELD: np.zeros((k, scored), np.float32), SCORES_ROWS_FIELD: 0}
+        # Single precision: the K scores of each feature take the room of one vector of the
+        # method's own, so that the state stays within twice the method's; their ranking is
+        # all the stability reads of them.
+        return {**state, SCORES_FIELD: scores.astype(np.float32), SCORES_ROWS_FIELD: rows}
 
     def check_consistency(
         self,
@@ -397,6 +460,37 @@ class ResampledMethod(MethodBase):
                     f"resample_counts says subsample {g} has seen {int(counts[g])} rows; it has "
                     f"seen {self.subsample_rows(subsample)}"
                 )
+        if self.caches_resample_scores:
+            self._check_kept_scores(state, params, counts)
+
+    def _check_kept_scores(
+        self, state: State, params: Mapping[str, Any], counts: np.ndarray
+    ) -> None:
+        """Kept scores (``caches_resample_scores``) computed when ``with_scores`` computes
+        them: at 0 rows while a subsample has seen none, else at most a refresh ago; and, when
+        computed at the rows seen, the subsamples' own (an archive cannot bring a stability of
+        its choosing; older ones are refreshed within ``SCORES_REFRESH_GROWTH`` more rows)."""
+        rows = int(counts.sum())
+        computed_at = state.get(SCORES_ROWS_FIELD)
+        if not isinstance(computed_at, int) or not 0 <= computed_at <= rows:
+            raise Inconsistent(
+                f"{SCORES_ROWS_FIELD} must be a count of rows within the {rows} seen; got "
+                f"{computed_at!r}"
+            )
+        if bool(np.any(counts == 0)) != (computed_at == 0) or (
+            computed_at and scores_due(computed_at, rows)
+        ):
+            raise Inconsistent(
+                f"{SCORES_FIELD} computed at {computed_at} rows, which an update at {rows} rows "
+                f"(subsamples of {counts.tolist()}) would have computed again"
+            )
+        if computed_at == rows and rows:
+            computed = self.computed_resample_scores(state, params)
+            kept = np.asarray(state[SCORES_FIELD], dtype=np.float64)
+            if computed is None or not np.allclose(
+                kept, computed, rtol=1e-5, atol=1e-6 * float(np.abs(computed).max())
+            ):
+                raise Inconsistent(f"{SCORES_FIELD} are not the scores of the subsamples")
 
     def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
         out = dict(self.core_growing_axes(params, size))
@@ -409,7 +503,18 @@ class ResampledMethod(MethodBase):
 
     def resample_scores(self, state: State, params: Mapping[str, Any]) -> np.ndarray | None:
         """The scores of every subsample, ``K x d``; None without subsamples, or while one of
-        them has seen no row. ``state`` needs only ``resample_fields`` and the scalars."""
+        them has seen no row. ``state`` needs only ``resample_fields`` and the scalars. A
+        method that ``caches_resample_scores`` answers the ones its state keeps."""
+        if self.caches_resample_scores:
+            if not int(state.get(SCORES_ROWS_FIELD) or 0) or SCORES_FIELD not in state:
+                return None
+            return np.asarray(state[SCORES_FIELD], dtype=np.float64)
+        return self.computed_resample_scores(state, params)
+
+    def computed_resample_scores(
+        self, state: State, params: Mapping[str, Any]
+    ) -> np.ndarray | None:
+        """``resample_scores`` computed from the subsamples of ``state``."""
         k = _groups_in(state)
         if k < 2 or np.any(np.asarray(state[COUNTS_FIELD]) == 0):
             return None
@@ -458,13 +563,22 @@ class ResampledMergeable(ResampledMethod):
         new[COUNTS_FIELD] = np.asarray(state[COUNTS_FIELD], dtype=np.int64) + np.asarray(
             summary[COUNTS_FIELD], dtype=np.int64
         )
-        return new
+        return self.with_scores(new, params, None)  # a merge's scores are computed afresh
 
 
 def resample_fields(method: Any, params: Mapping[str, Any]) -> list[str]:
-    """The array fields ``resample_scores`` reads of a state (besides its scalars): the stored
-    subsamples' ``subsample_fields``, the whole stream's ``derived_from`` for sums, and the
-    counts; none without resamples."""
+    """The array fields ``resample_scores`` reads of a state (besides its scalars): the scores
+    it keeps (``caches_resample_scores``), else ``subsample_state_fields``."""
+    k = resample_count(params)
+    if k and isinstance(method, ResampledMethod) and method.caches_resample_scores:
+        return [SCORES_FIELD, COUNTS_FIELD]
+    return subsample_state_fields(method, params)
+
+
+def subsample_state_fields(method: Any, params: Mapping[str, Any]) -> list[str]:
+    """The array fields the subsamples are made of: the stored subsamples'
+    ``subsample_fields``, the whole stream's ``derived_from`` for sums, and the counts; none
+    without resamples."""
     k = resample_count(params)
     if not k or not isinstance(method, ResampledMethod):
         return []
@@ -476,15 +590,17 @@ def resample_fields(method: Any, params: Mapping[str, Any]) -> list[str]:
 
 def summary_fields_of(method: Any, params: Mapping[str, Any]) -> list[str]:
     """A mergeable method's summary fields (``summary_fields``) with its stored subsamples'
-    own (``resample_fields``: what a merge of them reads)."""
+    own (``subsample_state_fields``: what a merge of them reads)."""
     fields = list(method.summary_fields)
-    fields.extend(f for f in resample_fields(method, params) if f not in fields)
+    fields.extend(f for f in subsample_state_fields(method, params) if f not in fields)
     return fields
 
 
 def served_from_checkpoint(served: tuple[str, ...], field: str) -> bool:
     """Whether ``field`` is read from checkpoints: one of the method's ``served``, or a
     subsample's field of the same name."""
+    if field == SCORES_FIELD:  # K x d, kept for the rare reader of more than the published top
+        return True
     parts = split_field(field)
     return (parts[1] if parts is not None else field) in served
 

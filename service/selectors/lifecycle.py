@@ -15,7 +15,7 @@ import numpy as np
 
 from service.algorithms import METHODS, get_method, require_capability
 from service.algorithms.base import AnyMethod, Mergeable
-from service.algorithms.resampling import split_field
+from service.algorithms.resampling import of_resamples
 from service.config import Settings
 from service.errors import (
     Conflict,
@@ -435,7 +435,7 @@ class Lifecycle:
         scalars = {
             key: value
             for key, value in state.items()
-            if not isinstance(value, np.ndarray) and key not in shown and split_field(key) is None
+            if not isinstance(value, np.ndarray) and key not in shown and not of_resamples(key)
         }
         # Entries appended and not yet committed past (counted on the head, in one read).
         scalars["pending_entries"] = sum(

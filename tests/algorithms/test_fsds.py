@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import math
 from typing import Any
@@ -12,11 +13,18 @@ import pytest
 import scipy.sparse as sp
 
 from service.algorithms import METHODS, get_method
-from service.algorithms.base import State
+from service.algorithms.base import State, check_state
 from service.algorithms.fsds import FSDS, gfw_p2_weights, normalize_rows
-from service.algorithms.resampling import COUNTS_FIELD, group_field, summary_fields_of
+from service.algorithms.resampling import (
+    COUNTS_FIELD,
+    SCORES_FIELD,
+    SCORES_REFRESH_GROWTH,
+    SCORES_ROWS_FIELD,
+    group_field,
+    summary_fields_of,
+)
 from service.algorithms.sketching import paper_svd_update
-from service.errors import InvalidInput, InvalidParams
+from service.errors import Inconsistent, InvalidInput, InvalidParams
 from tests.support.states import array_field, number_field
 
 
@@ -184,10 +192,12 @@ def test_state_is_flat_arrays_and_scalars() -> None:
     }  # fmt: skip
     # One stored subsample (the other is the whole stream's sketch minus it): its sketch.
     resampled = {group_field(0, f) for f in own - {"weights", "alpha"}}
-    assert set(state) == own | resampled | {COUNTS_FIELD}
+    # And the subsamples' scores as of some rows (computed again as the rows grow).
+    assert set(state) == own | resampled | {COUNTS_FIELD, SCORES_FIELD, SCORES_ROWS_FIELD}
     assert state[COUNTS_FIELD].dtype == np.int64  # type: ignore[union-attr]
+    assert state[SCORES_FIELD].dtype == np.float32  # type: ignore[union-attr]
     for key, value in state.items():
-        if key == COUNTS_FIELD:
+        if key in (COUNTS_FIELD, SCORES_FIELD):
             continue
         if isinstance(value, np.ndarray):
             assert value.dtype == np.float64, key
@@ -376,3 +386,41 @@ def test_merge_refuses_a_sketch_of_other_features_or_another_feature_map() -> No
     theirs = {**method.initial_state(gaussian, 8), "kernel_bandwidth": 2.0, "rows_seen": 3}
     with pytest.raises(InvalidInput, match="bandwidth"):
         method.merge(ours, gaussian, theirs)
+
+
+def test_kept_subsample_scores_are_refreshed_as_the_rows_grow_and_checked_on_import() -> None:
+    """FSDS keeps its subsamples' scores (``caches_resample_scores``): the same as computed
+    afresh when they were computed, computed again once the rows grew by a tenth, and an
+    archive whose kept scores are not its subsamples' (or are older than an update leaves
+    them) is refused by ``check_state``."""
+    method = FSDS()
+    params = method.resolve_params({"resamples": 2}, 30)
+    rng = np.random.default_rng(11)
+    state = method.initial_state(params, 30)
+    computed_at: list[int] = []
+    for _ in range(30):
+        state = method.update(state, params, rng.standard_normal((20, 30)))
+        computed_at.append(int(number_field(state, SCORES_ROWS_FIELD)))
+    rows = int(array_field(state, COUNTS_FIELD).sum())
+    assert rows == 600
+    # Every chunk while a chunk is a tenth of the rows or more, then once per tenth more rows.
+    refreshed = sorted(set(computed_at))
+    assert refreshed[:11] == [20 * i for i in range(1, 12)]
+    assert all(b - a >= SCORES_REFRESH_GROWTH * a for a, b in itertools.pairwise(refreshed))
+    assert len(refreshed) < 30
+    check_state(method, state, params, 30)
+    # Computed at the last chunk (594 rows were due): the subsamples' scores, in float32.
+    assert computed_at[-1] == rows
+    expected = method.computed_resample_scores(state, params)
+    assert expected is not None
+    np.testing.assert_allclose(array_field(state, SCORES_FIELD), expected, rtol=1e-5)
+    tampered = dict(state)
+    kept = array_field(state, SCORES_FIELD)
+    tampered[SCORES_FIELD] = kept[::-1].copy()  # another subsample's scores
+    tampered[SCORES_ROWS_FIELD] = rows
+    with pytest.raises(Inconsistent, match="not the scores"):
+        check_state(method, tampered, params, 30)
+    stale = dict(state)
+    stale[SCORES_ROWS_FIELD] = rows // 2  # an update would have computed them again
+    with pytest.raises(Inconsistent, match="computed again"):
+        check_state(method, stale, params, 30)

@@ -91,13 +91,13 @@ def streamed(
 
 
 def allowance(name: str, params: dict[str, Any]) -> int:
-    """How much more than twice the state without resamples a state with two may hold: nothing,
-    except OMVFS's one more copy of what does not grow with its buffer, its declared state
-    (``state_sizes``: the factors V and B, A, the feature moments and scores): each of its
-    subsamples buffers its own rows (together the whole stream's buffer) but needs its own
-    factors (``docs/stability-and-drift.md``), and the subsamples' row counts."""
+    """How much more than twice the state without resamples a state with two may hold: the
+    subsamples' row counts (8 bytes each) and, for OMVFS, one more copy of what does not grow
+    with its buffer, its declared state (``state_sizes``: the factors V and B, A, the feature
+    moments and scores): each of its subsamples buffers its own rows (together the whole
+    stream's buffer) but needs its own factors (``docs/stability-and-drift.md``)."""
     if METHODS[name].chunk_kind != "views":
-        return 0
+        return 8 * int(params["resamples"])
     declared = METHODS[name].state_sizes({**params, "resamples": 0}, SIZE)
     return sum(declared.values()) + 8 * int(params["resamples"])
 
