@@ -70,6 +70,7 @@ __all__ = [
     "ResampledParams",
     "group_field",
     "groups_of_rows",
+    "kept_scores",
     "of_resamples",
     "published_state_fields",
     "resample_count",
@@ -87,7 +88,8 @@ MAX_RESAMPLES = 8
 #: Rows each subsample has seen (int64, ``K``).
 COUNTS_FIELD = "resample_counts"
 #: Methods whose subsamples' scores cost about as much as an update (``caches_resample_scores``)
-#: keep the last ones in the state (``K x d``) with the rows seen when they were computed ...
+#: keep the last ones in the state (``K x d``, ``kept_scores``) with the rows seen when they
+#: were computed ...
 SCORES_FIELD = "resample_scores"
 SCORES_ROWS_FIELD = "resample_scores_rows"
 #: ... and compute them again once the rows seen grew by this share since: deterministic in the
@@ -137,6 +139,17 @@ def of_resamples(field: str) -> bool:
 
 def _main(state: State) -> State:
     return {f: v for f, v in state.items() if not of_resamples(f)}
+
+
+def kept_scores(scores: np.ndarray) -> np.ndarray:
+    """Subsample scores as the state keeps them: each subsample's divided by its largest
+    magnitude, in single precision. The K scores of each feature then take the room of one
+    vector of the method's own (the state stays within twice the method's), and within [-1, 1]
+    single precision neither overflows nor flushes the top to zero; the stability reads only
+    their order (``stability.replicate_scores`` scales every score vector to unit length)."""
+    peaks = np.abs(scores).max(axis=1, keepdims=True)
+    peaks[peaks == 0] = 1.0
+    return np.asarray(scores / peaks, dtype=np.float32)
 
 
 def scores_due(computed_at: int, rows: int) -> bool:
@@ -431,10 +444,7 @@ class ResampledMethod(MethodBase):
             k = _groups_in(state)
             scored = np.asarray(state[self.score_field]).shape[0]  # type: ignore[attr-defined]
             return {**state, SCORES_FIELD: np.zeros((k, scored), np.float32), SCORES_ROWS_FIELD: 0}
-        # Single precision: the K scores of each feature take the room of one vector of the
-        # method's own, so that the state stays within twice the method's; their ranking is
-        # all the stability reads of them.
-        return {**state, SCORES_FIELD: scores.astype(np.float32), SCORES_ROWS_FIELD: rows}
+        return {**state, SCORES_FIELD: kept_scores(scores), SCORES_ROWS_FIELD: rows}
 
     def check_consistency(
         self,
@@ -484,12 +494,13 @@ class ResampledMethod(MethodBase):
                 f"{SCORES_FIELD} computed at {computed_at} rows, which an update at {rows} rows "
                 f"(subsamples of {counts.tolist()}) would have computed again"
             )
+        kept = np.asarray(state[SCORES_FIELD], dtype=np.float64)
+        if kept.size and np.abs(kept).max() > 1.0:
+            raise Inconsistent(f"{SCORES_FIELD} must lie within [-1, 1]; got larger magnitudes")
         if computed_at == rows and rows:
             computed = self.computed_resample_scores(state, params)
-            kept = np.asarray(state[SCORES_FIELD], dtype=np.float64)
-            if computed is None or not np.allclose(
-                kept, computed, rtol=1e-5, atol=1e-6 * float(np.abs(computed).max())
-            ):
+            # Within [-1, 1]: rounding of the decompositions, then of single precision.
+            if computed is None or not np.allclose(kept, kept_scores(computed), atol=1e-5):
                 raise Inconsistent(f"{SCORES_FIELD} are not the scores of the subsamples")
 
     def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:

@@ -409,17 +409,26 @@ def test_kept_subsample_scores_are_refreshed_as_the_rows_grow_and_checked_on_imp
     assert all(b - a >= SCORES_REFRESH_GROWTH * a for a, b in itertools.pairwise(refreshed))
     assert len(refreshed) < 30
     check_state(method, state, params, 30)
-    # Computed at the last chunk (594 rows were due): the subsamples' scores, in float32.
+    # Computed at the last chunk (594 rows were due): the subsamples' scores, each divided by
+    # its largest, in float32 (the same order).
     assert computed_at[-1] == rows
     expected = method.computed_resample_scores(state, params)
     assert expected is not None
-    np.testing.assert_allclose(array_field(state, SCORES_FIELD), expected, rtol=1e-5)
+    kept = array_field(state, SCORES_FIELD)
+    np.testing.assert_allclose(kept, expected / np.abs(expected).max(axis=1)[:, None], atol=1e-6)
+    assert np.abs(kept).max(axis=1).tolist() == [1.0, 1.0]
+    for g in range(2):
+        np.testing.assert_array_equal(np.argsort(-kept[g])[:5], np.argsort(-expected[g])[:5])
     tampered = dict(state)
     kept = array_field(state, SCORES_FIELD)
     tampered[SCORES_FIELD] = kept[::-1].copy()  # another subsample's scores
     tampered[SCORES_ROWS_FIELD] = rows
     with pytest.raises(Inconsistent, match="not the scores"):
         check_state(method, tampered, params, 30)
+    scaled = dict(state)
+    scaled[SCORES_FIELD] = kept * 2  # the same order, not as kept
+    with pytest.raises(Inconsistent, match="within"):
+        check_state(method, scaled, params, 30)
     stale = dict(state)
     stale[SCORES_ROWS_FIELD] = rows // 2  # an update would have computed them again
     with pytest.raises(Inconsistent, match="computed again"):
