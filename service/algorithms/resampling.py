@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -167,8 +167,12 @@ def _group(state: State, group: int) -> State:
     return out
 
 
-def _prefixed(state: State, group: int) -> State:
-    return {group_field(group, f): v for f, v in state.items()}
+V = TypeVar("V")
+
+
+def _prefixed(fields: Mapping[str, V], group: int) -> dict[str, V]:
+    """``fields`` (a state, its sizes or its growing axes) under the names of ``group``'s."""
+    return {group_field(group, f): v for f, v in fields.items()}
 
 
 @dataclass(frozen=True)
@@ -391,10 +395,13 @@ class ResampledMethod(MethodBase):
             out.update(_prefixed(self.subsample_initial_state(params, size), g))
         out[COUNTS_FIELD] = np.zeros(k, dtype=np.int64)
         if self.caches_resample_scores:
-            scored = np.asarray(state[self.score_field]).shape[0]  # type: ignore[attr-defined]
-            out[SCORES_FIELD] = np.zeros((k, scored), dtype=np.float32)
-            out[SCORES_ROWS_FIELD] = 0
+            out.update(self._no_scores(state, k))
         return out
+
+    def _no_scores(self, state: State, k: int) -> State:
+        """The kept scores before every subsample has seen a row: zeros, computed at 0 rows."""
+        scored = np.asarray(state[self.score_field]).shape[0]  # type: ignore[attr-defined]
+        return {SCORES_FIELD: np.zeros((k, scored), dtype=np.float32), SCORES_ROWS_FIELD: 0}
 
     def state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
         out = dict(self.core_state_sizes(params, size))
@@ -402,7 +409,7 @@ class ResampledMethod(MethodBase):
         if k:
             sizes = self.subsample_state_sizes(params, size)
             for g in range(self.stored_subsamples(k)):
-                out.update({group_field(g, f): n for f, n in sizes.items()})
+                out.update(_prefixed(sizes, g))
             out[COUNTS_FIELD] = 8 * k
             if self.caches_resample_scores:
                 scored = out[self.score_field] // 8  # type: ignore[attr-defined]
@@ -441,9 +448,7 @@ class ResampledMethod(MethodBase):
                 }
         scores = self.computed_resample_scores(state, params)
         if scores is None:
-            k = _groups_in(state)
-            scored = np.asarray(state[self.score_field]).shape[0]  # type: ignore[attr-defined]
-            return {**state, SCORES_FIELD: np.zeros((k, scored), np.float32), SCORES_ROWS_FIELD: 0}
+            return {**state, **self._no_scores(state, _groups_in(state))}
         return {**state, SCORES_FIELD: kept_scores(scores), SCORES_ROWS_FIELD: rows}
 
     def check_consistency(
@@ -509,7 +514,7 @@ class ResampledMethod(MethodBase):
         if k:
             axes = self.subsample_growing_axes(params, size)
             for g in range(self.stored_subsamples(k)):
-                out.update({group_field(g, f): a for f, a in axes.items()})
+                out.update(_prefixed(axes, g))
         return out
 
     def resample_scores(self, state: State, params: Mapping[str, Any]) -> np.ndarray | None:
