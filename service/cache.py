@@ -61,6 +61,11 @@ class LRU(Generic[K, V]):
         self.weight -= self._weights.pop(key, 0)
         return self._entries.pop(key, None)
 
+    def clear(self) -> None:
+        self._entries.clear()
+        self._weights.clear()
+        self.weight = 0
+
     def keys(self) -> list[K]:
         return list(self._entries)
 

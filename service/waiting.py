@@ -6,6 +6,9 @@
   once (``SelectorStore.commit_notices``). Nobody polls the head while commits come; a waiter
   that hears nothing for ``FALLBACK_SECONDS`` (a notice lost while Redis restarted, say) reads
   the head once and waits again.
+* ``KnownHeads``: the heads readers last saw, kept while no notice on the same channel says
+  that they moved (a commit, or a deletion), so that a ranking read again when nothing changed
+  costs no Redis round trip.
 * ``HandOver``: the chunks this process appended, decoded, for its applier to fold in without
   reading the payloads back from Redis and decoding them again. The log stays the truth: an
   applier without the hand-over (another replica, or this one after a restart) reads the
@@ -15,11 +18,14 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from service.cache import LRU
 from service.store.keys import parse_stream_id
+from service.store.records import Head
 from service.wire.kinds import Chunk
 
 #: A waiter that heard of no commit covering its entry this long reads the head itself.
@@ -29,6 +35,11 @@ REACHED_KEPT = 65_536
 #: Most chunks, and bytes of payload they stand for, one process holds for its applier.
 HELD_CHUNKS = 100_000
 HELD_BYTES = 256 * 2**20
+
+#: A head kept in memory is read again after this long even if no notice moved it: a notice can
+#: be lost without the listener's connection breaking (a Redis Cluster failover that loses the
+#: last commits of a master), and this bounds how long an answer may then lag.
+HEAD_TRUSTED_SECONDS = 1.0
 
 StreamId = tuple[int, int]
 
@@ -152,6 +163,95 @@ class Waiters:
 
     def forget(self, name: str) -> None:
         self._reached.pop(name)
+
+
+class KnownHeads:
+    """The heads of selectors as this process last saw them, for readers (``GET .../top``).
+
+    A head is kept only while this process listens to the commit notices (``listening``):
+    every commit and every deletion of every replica is announced there, and drops the head
+    it moves (``heard``); this process's own commits replace it (``committed``), before their
+    waiters are answered, so a waited POST's producer reads its own write. A reader then
+    answers from memory when nothing changed. How stale an answer may be: by the delay of the
+    notice (a pub/sub message, well under a millisecond on one host) and, should a notice be
+    lost with the listener's connection up, ``HEAD_TRUSTED_SECONDS``. When the listener's
+    connection breaks, every head is dropped and none is kept until it listens again.
+
+    A read of Redis races with notices: a head read before a commit can arrive after its
+    notice. ``mark`` before the read and ``read`` after it keep the head only if no notice of
+    the selector came in between.
+    """
+
+    def __init__(self, trusted_seconds: float = HEAD_TRUSTED_SECONDS) -> None:
+        self.trusted_seconds = trusted_seconds
+        self._heads: LRU[str, tuple[Head, float]] = LRU(REACHED_KEPT)
+        #: The mark of the last notice that moved each selector.
+        self._moved: LRU[str, int] = LRU(REACHED_KEPT)
+        self._marks = itertools.count(1)
+        self._since = 0  # heads read before this mark are never kept (the listener restarted)
+        self._listening = False
+
+    def listening(self, live: bool) -> None:
+        """The listener (re)subscribed (True) or lost its connection (False): either way, what
+        was announced meanwhile may not have been heard, so every head kept goes."""
+        self._listening = live
+        self._heads.clear()
+        self._since = next(self._marks)
+
+    def get(self, name: str) -> Head | None:
+        """The head of ``name`` as last seen, if it may be trusted still."""
+        if not self._listening:
+            return None
+        kept = self._heads.get(name)
+        if kept is None:
+            return None
+        head, seen_at = kept
+        if time.monotonic() - seen_at > self.trusted_seconds:
+            self._heads.pop(name)
+            return None
+        return head
+
+    def mark(self) -> int:
+        """Taken before reading a head from Redis (see ``read``)."""
+        return next(self._marks)
+
+    def read(self, name: str, head: Head, mark: int) -> None:
+        """``head`` was read from Redis after ``mark``: keep it unless a notice of ``name``
+        (or a break of the listener) came since."""
+        if self._listening and mark > self._since and (self._moved.get(name) or 0) < mark:
+            self._heads.put(name, (head, time.monotonic()))
+
+    def committed(self, name: str, head: Head) -> None:
+        """This process committed ``head``."""
+        kept = self._heads.get(name)
+        self._moved.put(name, next(self._marks))
+        if not self._listening:
+            return
+        behind = (
+            kept is None
+            or kept[0].incarnation != head.incarnation
+            or kept[0].version < head.version
+        )
+        if behind:
+            self._heads.put(name, (head, time.monotonic()))
+
+    def heard(self, name: str, incarnation: str, version: int | None) -> None:
+        """A notice: ``name`` committed ``version`` (None: it was deleted). Our own commits come
+        back announced too: a head of that version or later stays."""
+        kept = self._heads.get(name)
+        if (
+            version is not None
+            and kept is not None
+            and kept[0].incarnation == incarnation
+            and kept[0].version >= version
+        ):
+            return
+        self._moved.put(name, next(self._marks))
+        self._heads.pop(name)
+
+    def forget(self, name: str) -> None:
+        """``name`` was deleted here."""
+        self.heard(name, "", None)
 
 
 def _stream_id_text(stream_id: StreamId) -> str:

@@ -17,7 +17,7 @@ from service.metrics import Metrics
 from service.store.records import Head, SelectorMeta
 from service.store.redis_store import SelectorStore
 from service.updates import Update
-from service.waiting import HandOver, Waiters
+from service.waiting import HandOver, KnownHeads, Waiters
 from service.wire.kinds import Chunk
 
 log = logging.getLogger("sift.applier")
@@ -37,6 +37,8 @@ class ApplierCore:
         # POSTs waiting on their entries, resolved by the commits that cover them (this
         # process's, and every replica's as announced: ``listen_forever``).
         self.waiters = Waiters()
+        # The heads readers saw, kept while no commit notice moves them (``listen_forever``).
+        self.heads = KnownHeads()
         # Chunks appended here, decoded, for this process's drains (the log stays the truth).
         self.handed = HandOver()
         # The state of every selector this process applied lately, bounded in bytes.

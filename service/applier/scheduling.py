@@ -127,6 +127,7 @@ class Scheduling(ApplierCore):
         self._backoff.pop(name, None)
         self.handed.forget(name)
         self.waiters.forget(name)
+        self.heads.forget(name)
         self._lease_busy.pop(name, None)
         for timers in (self._checkpoint_timers, self._deferred_kicks):
             timer = timers.pop(name, None)

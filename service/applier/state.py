@@ -17,6 +17,9 @@ from service.store.keys import parse_stream_id
 from service.store.records import Head, LogEntry, SelectorMeta
 from service.updates import Entry, Update
 
+#: One update in this many has its CPU time read (``Hot.samples_cpu``).
+CPU_SAMPLE_EVERY = 16
+
 
 def is_applied(head: Head, log_id: str) -> bool:
     """Whether the committed cursor has passed ``log_id`` (applied, or rejected)."""
@@ -64,9 +67,22 @@ class Hot:
     dirty_since: float | None = None
     #: Monotonic time of the last commit (or of the rebuild).
     last_commit: float = 0.0
-    #: CPU seconds the last update took, and the items it folded in (None: none yet).
+    #: CPU seconds the last sampled update took, and the items it folded in (None: none yet).
     last_update_cpu: float | None = None
     last_update_items: int = 0
+    #: Updates since the last one whose CPU time was read (``samples_cpu``).
+    unsampled_updates: int = 0
+
+    def samples_cpu(self) -> bool:
+        """Whether the next update's CPU time is read: the first, then one in
+        ``CPU_SAMPLE_EVERY``. Reading a thread's CPU clock is a system call on every update
+        otherwise, a sizeable share of a one-row update; an update's cost changes slowly (with
+        the state's size), so a sample is enough to choose where the next one runs."""
+        if self.last_update_cpu is None or self.unsampled_updates >= CPU_SAMPLE_EVERY - 1:
+            self.unsampled_updates = 0
+            return True
+        self.unsampled_updates += 1
+        return False
 
     def expected_cpu(self, items: int) -> float | None:
         """CPU seconds an update of ``items`` items should take, by the last one."""

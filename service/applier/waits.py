@@ -13,7 +13,7 @@ import time
 from service.applier.core import log
 from service.applier.drain import DrainLoop
 from service.errors import NotFound, Unavailable
-from service.store.records import Head
+from service.store.records import DeletionNotice, Head
 from service.waiting import FALLBACK_SECONDS, Settled
 
 #: How long a reader waits to bring a checkpoint up to date before using the last one.
@@ -103,7 +103,14 @@ class Waits(DrainLoop):
         ``close``. While Redis is away, listen again every second."""
         while not self._closing:
             try:
-                async for notice in self.store.commit_notices():
+                async for notice in self.store.commit_notices(
+                    subscribed=lambda: self.heads.listening(True)
+                ):
+                    if isinstance(notice, DeletionNotice):
+                        self.heads.heard(notice.name, notice.incarnation, None)
+                        continue
+                    # Heads first: a waiter answered below may be read right after.
+                    self.heads.heard(notice.name, notice.incarnation, notice.version)
                     self.waiters.committed(
                         notice.name,
                         notice.incarnation,
@@ -119,6 +126,8 @@ class Waits(DrainLoop):
                 pass  # the sweeper says it; waiters read heads meanwhile
             except Exception:
                 log.exception("listening for commits failed")
+            finally:
+                self.heads.listening(False)
             await asyncio.sleep(1.0)
 
     async def settle(self, name: str, timeout_s: float) -> bool:

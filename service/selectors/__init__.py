@@ -54,7 +54,7 @@ class Selectors:
         self.store = store
         self.applier = applier
         self.settings = settings
-        self.reader = StateReader(store, applier.checkpoint_now)
+        self.reader = StateReader(store, applier.checkpoint_now, applier.heads)
         self.lifecycle = Lifecycle(
             store, self.reader, settings, applier.checkpoint_now, applier.forget
         )

@@ -17,6 +17,7 @@ from service.errors import CheckpointReplaced, CodecError
 from service.store.codec import SCALARS_FIELD, decode_array, decode_state
 from service.store.records import Head, SelectorMeta, default_name
 from service.store.redis_store import SelectorStore
+from service.waiting import KnownHeads
 from service.wire.kinds import Kind, kind_of
 
 #: Reads of the partitions' checkpoints tried before a replaced one is answered as a conflict.
@@ -41,10 +42,13 @@ class StateReader:
         self,
         store: SelectorStore,
         bring_up_to_date: Callable[[str], Awaitable[Head]],
+        heads: KnownHeads | None = None,
         cache_size: int = 64,
     ) -> None:
         self.store = store
         self.bring_up_to_date = bring_up_to_date
+        #: Heads kept while no commit notice moved them (the applier's ``KnownHeads``).
+        self.heads = heads if heads is not None else KnownHeads()
         self._arrays: LRU[tuple[str, str, tuple[str, ...]], dict[str, np.ndarray]] = LRU(cache_size)
         # When a reader last brought each partition's checkpoint up to date (monotonic).
         self._refreshed: dict[str, float] = {}
@@ -153,11 +157,19 @@ class StateReader:
         return {f: v for f, v in stored.items() if f in fields}
 
     async def current(self, name: str) -> tuple[SelectorMeta, AnyMethod, Kind, Head]:
-        """``described``, and the head (a partitioned selector's merged one): usually one
-        round trip (``SelectorStore.meta_and_head``)."""
-        meta, head = await self.store.meta_and_head(name)
-        if head is None:
-            head = (await self.merged(meta))[0]
+        """``described``, and the head (a partitioned selector's merged one): from memory when
+        no commit was announced since this process last read it (``KnownHeads``), else usually
+        one round trip (``SelectorStore.meta_and_head``)."""
+        meta: SelectorMeta | None = self.store.trusted_meta(name)
+        head = self.heads.get(name)
+        if meta is None or head is None or head.incarnation != meta.incarnation:
+            mark = self.heads.mark()
+            meta, read = await self.store.meta_and_head(name)
+            if read is None:
+                head = (await self.merged(meta))[0]
+            else:
+                head = read
+                self.heads.read(name, head, mark)
         method = get_method(meta.method)
         return meta, method, kind_of(method.chunk_kind), head
 

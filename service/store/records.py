@@ -408,13 +408,31 @@ class CommitNotice:
     rejected: bool
 
     @classmethod
-    def parse(cls, message: bytes | str) -> CommitNotice:
+    def parse(cls, message: bytes | str) -> CommitNotice | DeletionNotice:
+        """A notice on the commits channel: a commit, or (three fields, the last ``deleted``)
+        the deletion of a selector (``DELETE`` announces it there too, so that what a process
+        knows of its heads is dropped by the same listener)."""
         text = message.decode() if isinstance(message, bytes) else message
         try:
-            name, incarnation, version, cursor, items_seen, rejected = text.split("\t")
+            fields = text.split("\t")
+            if len(fields) == 3 and fields[2] == DELETED_NOTICE:
+                return DeletionNotice(fields[0], fields[1])
+            name, incarnation, version, cursor, items_seen, rejected = fields
             return cls(name, incarnation, int(version), cursor, int(items_seen), rejected == "1")
         except ValueError as exc:
             raise CodecError(f"commit notice does not parse: {text[:200]!r}") from exc
+
+
+#: The last field of a deletion's notice on the commits channel (``DELETE``).
+DELETED_NOTICE = "deleted"
+
+
+@dataclass(frozen=True)
+class DeletionNotice:
+    """A selector deleted (or expired), as every replica hears of it."""
+
+    name: str
+    incarnation: str
 
 
 @dataclass(frozen=True)

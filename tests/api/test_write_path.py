@@ -221,3 +221,49 @@ async def test_a_replica_with_a_stale_description_checks_again(app_factory):
         assert wide.json()["rows_seen"] == 1 and wide.json()["version"] == 1
         narrow = await a.post("/v1/selectors/shape/chunks", json=[[1.0, 2.0, 3.0]])
         assert narrow.status_code == 422 and "4 features" in narrow.json()["detail"], narrow.text
+
+
+async def test_rankings_read_again_are_answered_from_memory_until_a_commit_is_announced(
+    app_factory, redis_client
+):
+    """``GET top`` of a selector nothing was committed to since costs no Redis round trip; a
+    commit or a deletion on another replica is announced on the commits channel and the next
+    read sees it (read-your-writes where the commit was made)."""
+    async with app_factory() as (app_a, a), app_factory() as (_b, b):
+        # Only the notices may tell A: its heads are not read again by age in this test.
+        app_a.state.selectors.applier.heads.trusted_seconds = 60.0
+        await create_selector(a, "mem", 3)
+        assert (await a.post("/v1/selectors/mem/chunks", json=[[1.0, 2.0, 3.0]])).status_code == 200
+        first = (await a.get("/v1/selectors/mem/top", params={"h": 2})).json()
+        assert first["version"] == 1
+
+        async def commands() -> int:
+            return int((await redis_client.info("stats"))["total_commands_processed"])
+
+        before = await commands()
+        reads = 200
+        for _ in range(reads):
+            again = await a.get("/v1/selectors/mem/top", params={"h": 2})
+            assert again.json() == first
+        # The sweepers of both apps and this INFO run meanwhile: a few commands, not 200.
+        assert await commands() - before < reads // 4
+
+        # B commits (waiting for it): A hears the notice and reads the head again.
+        posted = await b.post("/v1/selectors/mem/chunks", json=[[3.0, 2.0, 1.0]])
+        assert posted.status_code == 200 and posted.json()["version"] == 2
+
+        async def a_reads_version_2() -> bool:
+            answer = await a.get("/v1/selectors/mem/top", params={"h": 2})
+            return int(answer.json()["version"]) == 2
+
+        await wait_for(a_reads_version_2, 2.0)
+        # B, which committed it, reads its own write at once.
+        assert (await b.get("/v1/selectors/mem/top", params={"h": 2})).json()["version"] == 2
+
+        # B deletes it: A answers 404, not the ranking it kept.
+        assert (await b.delete("/v1/selectors/mem")).status_code == 204
+
+        async def gone_on_a() -> bool:
+            return (await a.get("/v1/selectors/mem/top")).status_code == 404
+
+        await wait_for(gone_on_a, 2.0)

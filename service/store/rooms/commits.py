@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import secrets
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from redis import exceptions as rexc
@@ -23,6 +23,7 @@ from service.store.keys import WRITER_FIELD, parse_stream_id
 from service.store.records import (
     CommitNotice,
     CommitRecord,
+    DeletionNotice,
     Head,
     HistoryEntry,
     Lease,
@@ -197,13 +198,24 @@ class Commits(Log):
 
     # -- commit notices ----------------------------------------------------------------------
 
-    async def commit_notices(self) -> AsyncIterator[CommitNotice]:
-        """Every commit of every replica, as it is announced, until the connection breaks
-        (``Unavailable``: subscribe again; what was announced meanwhile is not heard)."""
+    async def commit_notices(
+        self, subscribed: Callable[[], None] | None = None
+    ) -> AsyncIterator[CommitNotice | DeletionNotice]:
+        """Every commit and deletion of every replica, as it is announced, until the connection
+        breaks (``Unavailable``: subscribe again; what was announced meanwhile is not heard).
+        ``subscribed`` is called once the subscription holds: from then on nothing announced
+        is missed while the iteration goes on."""
         pubsub = self.redis.pubsub()
         try:
             try:
                 await pubsub.subscribe(self._commits_channel)
+                if subscribed is not None:
+                    # Once Redis confirms: a notice published before it would not be heard.
+                    while True:
+                        message = await pubsub.get_message(timeout=NOTICE_POLL_SECONDS)
+                        if message is not None and message["type"] in ("subscribe", b"subscribe"):
+                            break
+                    subscribed()
                 while True:
                     message = await pubsub.get_message(
                         ignore_subscribe_messages=True, timeout=NOTICE_POLL_SECONDS

@@ -165,10 +165,10 @@ class Registry(StoreCore):
         checked against (StaleMeta when the name was deleted and created again since). A
         description without feature names is trusted for ``NAMELESS_META_SECONDS`` only:
         another replica's first named chunk may give it names."""
-        meta = self._trusted_meta(name)
+        meta = self.trusted_meta(name)
         return meta if meta is not None else await self.get_meta(name)
 
-    def _trusted_meta(self, name: str) -> SelectorMeta | None:
+    def trusted_meta(self, name: str) -> SelectorMeta | None:
         """The description of ``name`` this process read last, while it can be trusted: one with
         feature names (they never change), or one without for ``NAMELESS_META_SECONDS``."""
         entry = self._metas.get(name)
@@ -188,7 +188,7 @@ class Registry(StoreCore):
         description (``cached_meta``) is of the incarnation the head is of. A partitioned
         selector has no head of its own (its partitions have): None, and the description is
         read every time (no head to check a cached one against)."""
-        cached = self._trusted_meta(name)
+        cached = self.trusted_meta(name)
         if cached is not None and not cached.partitioned:
             head = await self.get_head(name)
             if head.incarnation == cached.incarnation:
@@ -307,7 +307,11 @@ class Registry(StoreCore):
                 *(k.rejected, k.rejected_order, k.attempts, k.history, k.commits),
                 *(k.baseline, k.alerts, k.alert_states, k.alert_events, k.alert_deliveries),
             ],
-            [] if idle_since is None else [_redis_time_text(idle_since)],
+            [
+                "" if idle_since is None else _redis_time_text(idle_since),
+                self._commits_channel,
+                name,
+            ],
         )
         if existed == -1:
             return False
