@@ -264,6 +264,7 @@ async def test_rankings_read_again_are_answered_from_memory_until_a_commit_is_an
         assert (await b.delete("/v1/selectors/mem")).status_code == 204
 
         async def gone_on_a() -> bool:
-            return (await a.get("/v1/selectors/mem/top")).status_code == 404
+            answer = await a.get("/v1/selectors/mem/top")
+            return bool(answer.status_code == 404)
 
         await wait_for(gone_on_a, 2.0)
