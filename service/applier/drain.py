@@ -117,13 +117,16 @@ class DrainLoop(Checkpoints):
             # After a batch failed, entries up to its last one go one at a time.
             isolating_through: str | None = None
             taken: Taken | None = None
+            # Entries that came while this drain lingered, lease held: nobody attempted them.
+            woke = False
             while True:
                 batch, attempt = await self._next_batch(
-                    meta, head, lease, isolating_through is not None, taken
+                    meta, head, lease, isolating_through is not None, taken, counts=not woke
                 )
-                taken = None
+                taken, woke = None, False
                 if batch is None:
                     if not force_checkpoint and await self._linger(name, head, lease.stream):
+                        woke = True
                         continue
                     break
                 if hot is None:
@@ -273,17 +276,21 @@ class DrainLoop(Checkpoints):
         lease: Lease,
         one_at_a_time: bool,
         taken: Taken | None = None,
+        counts: bool = True,
     ) -> tuple[Batch | None, int]:
         """The next entries to apply together, and the attempt number on the first of them:
         ``taken`` (what the last commit's take brought along), or taken now.
 
         A first entry that was attempted before (its update crashed a process, or failed in a
-        batch) goes alone, so that a poison entry is found among innocent ones.
+        batch) goes alone, so that a poison entry is found among innocent ones. ``counts``
+        false: the take records no attempt (entries appended while this drain lingered: a
+        write, and its fsync, on every wake-up would only say that nobody tried them yet;
+        should one kill this process, the next taker counts it).
         """
         if taken is None:
             request = self._take_request(meta, head.cursor, one_at_a_time)
             attempt, entries = await self.store.take(
-                lease, request.after, request.count, request.forgive, request.held
+                lease, request.after, request.count, request.forgive, request.held, counts
             )
             if request.forgive:
                 self._forgiven(meta.name, request.forgive)

@@ -366,6 +366,8 @@ class TakeRequest:
     forgive: tuple[str, ...] = ()
     held: tuple[str, ...] = ()
     taken: Taken | None = None
+    #: Whether the take counts an attempt on its first entry (a write, see ``take``).
+    counts: bool = True
 
 
 @dataclass(frozen=True)

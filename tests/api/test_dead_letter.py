@@ -251,3 +251,27 @@ async def test_a_state_that_is_not_finite_is_never_committed():
     chunk = encode_chunk(labelled(np.array([[-1e200, 0.0]]), [1]))
     with pytest.raises(UpdateFailed, match="non-finite"):
         compute_update(meta, state, [chunk], 2**30)
+
+
+async def test_a_take_that_does_not_count_writes_nothing(client, redis_client):
+    """An applier woken by entries appended while it lingered takes them without recording an
+    attempt (no write, so no fsync of its own); it still learns the attempts recorded before."""
+    await client.post("/v1/selectors", json={"name": "w", "method": "fsds", "n_features": 3})
+    store = SelectorStore(redis_client)
+    payload = encode_matrix(np.array([[0.0, 1.0, 0.0]]))
+    entry = await store.append("w", payload, 1, hashlib.sha256(payload).hexdigest(), None)
+    lease = await store.acquire_lease("w", 10_000)
+    assert lease is not None
+    attempts_key = SelectorKeys("sift", "w").attempts
+
+    async def writes() -> int:
+        return int((await redis_client.info("persistence"))["rdb_changes_since_last_save"])
+
+    before = await writes()
+    attempt, entries = await store.take(lease, "0-0", 8, counts=False)
+    assert (attempt, [e.log_id for e in entries]) == (1, [entry.log_id])
+    assert await writes() == before and not await redis_client.exists(attempts_key)
+    # A counted take records it; a take that does not count then reports it, one more.
+    assert (await store.take(lease, "0-0", 8))[0] == 1
+    assert (await store.take(lease, "0-0", 8, counts=False))[0] == 2
+    assert await redis_client.hget(attempts_key, entry.log_id) == b"1"

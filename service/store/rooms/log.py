@@ -473,6 +473,7 @@ class Log(Registry):
         count: int,
         forgive: Sequence[str] = (),
         held: Sequence[str] = (),
+        counts: bool = True,
     ) -> tuple[int, list[LogEntry]]:
         """The applier's next entries (as ``pending``) and its attempt number on the first.
 
@@ -480,13 +481,15 @@ class Log(Registry):
         kills every process that tries it is still recognised (see ``Applier``). ``forgive``
         takes back the last attempts of those lease holders first (``forgive_attempts``).
         Entries whose ids are in ``held`` (their chunks were handed to the caller) come without
-        their payloads. StaleApplier if ``lease`` is no longer held (expired, taken over, the
-        selector deleted, or detached from the stream the lease says it reads).
+        their payloads. With ``counts`` false the attempt is reported but not recorded (the
+        take then writes nothing, see ``TAKE``). StaleApplier if ``lease`` is no longer held
+        (expired, taken over, the selector deleted, or detached from the stream the lease
+        says it reads).
 
         A selector attached to a stream reads the stream's log (``STREAM_READ``, the stream's
         slot), then counts its attempt under its lease (``TAKE_ATTEMPT``, its own slot).
         """
-        request = TakeRequest(after, count, tuple(forgive), tuple(held))
+        request = TakeRequest(after, count, tuple(forgive), tuple(held), counts=counts)
         if lease.stream is not None:
             taken = await self._take_from_stream(lease, request)
         else:
@@ -534,7 +537,13 @@ class Log(Registry):
         if request.count < 1:
             raise ValueError(f"count must be >= 1, got {request.count}")
         k = self.keys(lease.name)
-        args = [request.after, int(request.count), lease.holder, len(request.forgive)]
+        args = [
+            request.after,
+            int(request.count),
+            lease.holder,
+            "1" if request.counts else "0",
+            len(request.forgive),
+        ]
         return [k.head, k.log, k.attempts, k.lease], [*args, *request.forgive, *request.held]
 
     def _taken(self, lease: Lease, reply: Any) -> Taken:
