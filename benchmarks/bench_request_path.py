@@ -20,8 +20,11 @@ requests it answered), each Sift figure next to the floor's of the same round:
     .venv/bin/python benchmarks/bench_request_path.py --only post-nowait,get-top
     .venv/bin/python benchmarks/bench_request_path.py --quick --env SIFT_HOT_PATH=false
     .venv/bin/python benchmarks/bench_request_path.py --quick --service-root ../before
+    .venv/bin/python benchmarks/bench_request_path.py --quick --only post-wait --profile /tmp/p
 
-Needs ``wrk`` (Debian: ``apt-get install wrk``).
+Needs ``wrk`` (Debian: ``apt-get install wrk``). ``--profile DIR`` samples the service with
+``py-spy`` (``pip install py-spy``) during each Sift run, keeps the raw stacks in DIR and prints
+where the server's time went (``cpu_split``).
 """
 
 from __future__ import annotations
@@ -111,6 +114,61 @@ class Load:
     @property
     def cpu_ms_per_request(self) -> float:
         return 1000 * self.cpu_s / max(self.requests, 1)
+
+
+#: Where a stack's time is charged, first match wins (substrings of py-spy's frames): the
+#: method's update, the state codec, the rest of the applier, body decoding and validation,
+#: the Redis client, Sift's HTTP layer, the HTTP server and event loop.
+CPU_PARTS = (
+    ("update (compute_update)", ("compute_update",)),
+    ("state codec", ("service/store/codec.py",)),
+    ("applier, other", ("service/applier/",)),
+    ("body decoding and validation", ("service/wire/",)),
+    ("redis-py", ("redis/",)),
+    ("Sift routes, guard, ingest", ("service/api/", "service/selectors/")),
+    ("uvicorn, asyncio", ("uvicorn/", "uvloop", "httptools", "asyncio/")),
+)
+
+#: Set by ``--profile``: the folder py-spy's samples go to (None: no profiling).
+PROFILE_DIR: Path | None = None
+
+
+@contextmanager
+def profiled(pid: int, label: str, seconds: float) -> Iterator[None]:
+    """py-spy sampling ``pid`` while the block runs (when ``--profile`` asked for it)."""
+    if PROFILE_DIR is None:
+        yield
+        return
+    out = PROFILE_DIR / f"{label}.txt"
+    spy = subprocess.Popen(
+        [
+            *("py-spy", "record", "-p", str(pid), "-d", str(max(int(seconds) - 1, 1))),
+            *("-r", "200", "-f", "raw", "--nonblocking", "-o", str(out)),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield
+    finally:
+        spy.wait(timeout=seconds + 60)
+
+
+def cpu_split(raw: Path) -> list[tuple[str, float]]:
+    """The share of py-spy's samples (``-f raw``: ``frame;frame;... count`` per line) in each
+    of ``CPU_PARTS``, and the rest."""
+    totals: dict[str, int] = {}
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        part = next(
+            (name for name, marks in CPU_PARTS if any(mark in stack for mark in marks)), "other"
+        )
+        totals[part] = totals.get(part, 0) + int(count)
+    every = max(sum(totals.values()), 1)
+    order = [name for name, _ in CPU_PARTS] + ["other"]
+    return [(name, totals.get(name, 0) / every) for name in order]
 
 
 def wrk(url: str, script: str, seconds: float, connections: int, pids: Sequence[int]) -> Load:
@@ -326,7 +384,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SIFT_NAME=VALUE",
         help="a setting of the Sift processes (repeatable), e.g. SIFT_HOT_PATH=false",
     )
+    parser.add_argument(
+        "--profile", type=Path, help="sample the service with py-spy into this folder"
+    )
     args = parser.parse_args(argv)
+    if args.profile is not None:
+        if shutil.which("py-spy") is None:
+            print("--profile needs py-spy (pip install py-spy)", file=sys.stderr)
+            return 2
+        global PROFILE_DIR
+        PROFILE_DIR = args.profile
+        args.profile.mkdir(parents=True, exist_ok=True)
     if shutil.which("wrk") is None:
         print("bench_request_path.py needs wrk (apt-get install wrk)", file=sys.stderr)
         return 2
@@ -342,6 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         loop=args.loop,
     )
     print(report(rows))
+    for raw in sorted(PROFILE_DIR.glob("*.txt")) if PROFILE_DIR is not None else []:
+        shares = ", ".join(f"{name} {share:.0%}" for name, share in cpu_split(raw))
+        print(f"\nserver samples, {raw.stem}: {shares}")
     return 0
 
 
@@ -367,6 +438,12 @@ def measure(
             redis_server.close()
 
 
+def post_label(paths: Sequence[str]) -> str:
+    """A profile's file name for POSTs to ``paths``."""
+    waits = "nowait" if "wait=false" in paths[0] else "wait"
+    return f"post-{waits}" if len(paths) == 1 else f"post-own-{waits}"
+
+
 def run(
     checkout: Checkout,
     redis_server: RedisProcess,
@@ -388,9 +465,10 @@ def run(
     def posting(paths: list[str], names: list[str]) -> Callable[..., tuple[Load, Load, float]]:
         def measure(service: ServiceProcess) -> tuple[Load, Load, float]:
             base = floor_load(floor_post)
-            load = wrk(
-                service.url, post_script(paths, body), seconds, CONNECTIONS, pids_of(service)
-            )
+            with profiled(service.pid, post_label(paths), seconds):
+                load = wrk(
+                    service.url, post_script(paths, body), seconds, CONNECTIONS, pids_of(service)
+                )
             return load, base, settle_seconds(service.url, names)
 
         return measure
@@ -402,13 +480,14 @@ def run(
 
     def get_top(service: ServiceProcess) -> tuple[Load, Load, float]:
         base = floor_load(floor_get)
-        load = wrk(
-            service.url,
-            get_script("/v1/selectors/one/top?h=10"),
-            seconds,
-            CONNECTIONS,
-            pids_of(service),
-        )
+        with profiled(service.pid, "get-top", seconds):
+            load = wrk(
+                service.url,
+                get_script("/v1/selectors/one/top?h=10"),
+                seconds,
+                CONNECTIONS,
+                pids_of(service),
+            )
         return load, base, 0.0
 
     scenarios["get-top"] = get_top
