@@ -133,6 +133,12 @@ CPU_PARTS = (
 PROFILE_DIR: Path | None = None
 
 
+def py_spy() -> str | None:
+    """py-spy on PATH, or beside this Python (a virtual environment's bin)."""
+    beside = Path(sys.executable).with_name("py-spy")
+    return shutil.which("py-spy") or (str(beside) if beside.exists() else None)
+
+
 @contextmanager
 def profiled(pid: int, label: str, seconds: float) -> Iterator[None]:
     """py-spy sampling ``pid`` while the block runs (when ``--profile`` asked for it)."""
@@ -142,7 +148,7 @@ def profiled(pid: int, label: str, seconds: float) -> Iterator[None]:
     out = PROFILE_DIR / f"{label}.txt"
     spy = subprocess.Popen(
         [
-            *("py-spy", "record", "-p", str(pid), "-d", str(max(int(seconds) - 1, 1))),
+            *(py_spy() or "py-spy", "record", "-p", str(pid), "-d", str(max(int(seconds) - 1, 1))),
             *("-r", "200", "-f", "raw", "--nonblocking", "-o", str(out)),
         ],
         stdout=subprocess.DEVNULL,
@@ -389,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.profile is not None:
-        if shutil.which("py-spy") is None:
+        if py_spy() is None:
             print("--profile needs py-spy (pip install py-spy)", file=sys.stderr)
             return 2
         global PROFILE_DIR
