@@ -3,9 +3,10 @@
 FastAPI on uvicorn (the server ``sift serve`` runs, with the same HTTP parser and event loop),
 redis-py to the same Redis: ``POST /floor/chunks`` reads the JSON body, parses it with orjson
 and runs one script that appends it to a stream and sets a key (what an acknowledged chunk
-needs at the least: one fsync'd append), answering a small JSON; ``GET /floor/top`` answers a
-constant JSON body of the size of a ``top?h=10`` answer. ``bench_request_path.py`` runs it side by
-side with Sift, interleaved, and reports Sift as ratios of it.
+needs at the least: one fsync'd append), answering a small JSON; ``POST /floor/blobs`` stores
+a binary body as it came, the same way; ``GET /floor/top`` answers a constant JSON body of the
+size of a ``top?h=10`` answer. ``bench_request_path.py`` runs it side by side with Sift,
+interleaved, and reports Sift as ratios of it.
 
     python benchmarks/floor_app.py --port 8001 --redis-url redis://127.0.0.1:6380/0
 """
@@ -51,6 +52,15 @@ def create_app(redis_url: str) -> FastAPI:
         body = await request.body()
         orjson.loads(body)  # a chunk is parsed before it is appended
         log_id = await script(keys=["floor:log", "floor:last"], args=[body])
+        return Response(orjson.dumps({"log_id": log_id.decode()}), media_type="application/json")
+
+    @app.post("/floor/blobs")
+    async def blobs(request: Request) -> Response:
+        """A binary chunk (``.npz``, ``.npy``) stored durably once as it came: the floor of a
+        large chunk's POST (``suite/big_chunk.py``)."""
+        body = await request.body()
+        log_id = await script(keys=["floor:blobs", "floor:last"], args=[body])
+        await client.xtrim("floor:blobs", maxlen=8)  # bounded: each is megabytes
         return Response(orjson.dumps({"log_id": log_id.decode()}), media_type="application/json")
 
     @app.get("/floor/top")

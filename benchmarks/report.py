@@ -137,6 +137,23 @@ ROWS += (
         "< 2% of a core at 100,000; picked up within 1 s",
     ),
 )
+#: Issue 30's table (the write path): a large chunk against the floor storing it once.
+ROWS += (
+    Row(
+        "big-chunk",
+        "waited 500-row x 1024-feature chunk (ocfs `.npz` with labels; variance `.npy`) / the "
+        "floor storing the same body once; Redis bytes received / ocfs chunk bytes",
+        "2.61x, 2.27x; 1.17x",
+        "<= 1.5x (goal 1.0x); <= 0.5x",
+    ),
+    Row(
+        "many-clients-wrk",
+        "8 wrk connections, one-row JSON chunks (fsds m = 1000), `wait=false`, applied "
+        "(the many-clients row's producers are Python clients that measure themselves)",
+        "317 rows/s (many-clients)",
+        ">= 2,000 rows/s applied",
+    ),
+)
 #: Issue 25: streams (``suite/streams.py``).
 ROWS += (
     Row(

@@ -35,6 +35,9 @@ Benchmarks (``--only`` takes these names, or the keys of the target rows they me
 * ``variance``: Sift's ``variance`` method against River's ``stats.Var`` per feature;
 * ``streams``: one push to a stream with fsds, variance and ocfs attached against three direct
   pushes of the same labelled chunks: client bytes, Redis bytes and commands, rows/s.
+* ``big-chunk``: a waited dense chunk of 500 rows x 1024 features (4 MB), ocfs ``.npz`` and
+  variance ``.npy``, against the floor app storing the same body once; Redis bytes per ocfs
+  chunk byte.
 * ``stability``: what the resamples behind ``top``'s stability cost each row method (update
   time, state and published bytes, with 2 resamples against none), in-process.
 
@@ -71,6 +74,7 @@ from report import (
     now_utc,
     table,
 )
+from suite.big_chunk import bench_big_chunk
 from suite.clients import bench_many_clients
 from suite.context import FULL, QUICK, REPO_ROOT, SMOKE, Context
 from suite.fsds import bench_big_fsds, bench_fsds_http
@@ -130,6 +134,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         ("path-nowait", "path-wait", "path-top", "path-workers", "path-replicas"),
     ),
     "idle": Benchmark(bench_idle, ("idle",)),
+    "big-chunk": Benchmark(bench_big_chunk, ("big-chunk",)),
     "streams": Benchmark(bench_streams, ("streams",)),
 }
 

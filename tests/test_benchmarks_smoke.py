@@ -34,6 +34,8 @@ TARGET_ROWS = (
     "path-replicas",
     "idle",
     "streams",
+    "big-chunk",
+    "many-clients-wrk",
 )
 #: Peers measured in the same run whatever is installed (River's needs the ``bench`` extra).
 PEERS = ("paper's SVD update", "IncrementalPCA", "naive pinv", "batch OCFS")

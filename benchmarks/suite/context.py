@@ -74,6 +74,10 @@ class Sizes:
     stream_features: int
     stream_chunks: int
     stream_chunk_rows: int
+    #: bench_big_chunk: rows and features of each dense chunk, timed chunks per method.
+    big_chunk_dense_rows: int = 500
+    big_chunk_features: int = 1024
+    big_chunk_count: int = 20
 
 
 FULL = Sizes(
@@ -176,6 +180,9 @@ SMOKE = replace(
     stream_features=200,
     stream_chunks=3,
     stream_chunk_rows=100,
+    big_chunk_dense_rows=50,
+    big_chunk_features=64,
+    big_chunk_count=2,
 )
 
 

@@ -1,5 +1,5 @@
 """``request-path``: ``bench_request_path``'s wrk scenarios, Sift against the floor app of the
-same stack; the ``path-*`` rows."""
+same stack; the ``path-*`` rows, and ``many-clients-wrk``."""
 
 from __future__ import annotations
 
@@ -43,6 +43,19 @@ def bench_request_path(ctx: Context) -> None:
         f"{rate:,.0f} req/s, {share:.2f} of the floor, p99 {p99:.1f} ms, all applied "
         f"{settled:.2f} s after the load",
         share >= 0.6 and p99 <= 20.0 and settled <= 1.0,
+    )
+    load = rows["post-nowait"]
+    applied = median(
+        [
+            x.requests / (x.seconds + settle)
+            for x, settle in zip(load.sift, load.settle_s, strict=True)
+        ]
+    )
+    ctx.report.figure(
+        "many-clients-wrk",
+        f"{applied:,.0f} rows/s applied (acknowledged and applied by {settled:.2f} s after "
+        "the load)",
+        applied >= 2000,
     )
     rate, share, p99 = ratio("post-wait")
     ctx.report.figure(
