@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from service.applier.state import Drain, Hot
+from service.applier.state import DirectChunk, Drain, Hot
 from service.cache import LRU
 from service.config import Settings
 from service.metrics import Metrics
@@ -47,6 +47,14 @@ class ApplierCore:
             max_weight=max(settings.hot_state_bytes, 1),
             weigh=lambda hot: hot.state_bytes,
         )
+        # Waited chunks handed to this process's drain of their selector (``submit_direct``),
+        # and the event that wakes a lingering drain for them.
+        self._direct: dict[str, list[DirectChunk]] = {}
+        self._direct_arrived: dict[str, asyncio.Event] = {}
+        # Selectors whose drain here takes direct chunks now (lease held, state in memory).
+        self._direct_open: set[str] = set()
+        # A lingering drain's blocked read of its log, kept across direct chunks.
+        self._linger_reads: dict[str, asyncio.Future[bool]] = {}
         # A checkpoint being written while the applier goes on, per selector.
         self._checkpointing: dict[str, asyncio.Task[None]] = {}
         # Selectors whose drain here should stop lingering and checkpoint now (a reader asked).

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Sequence
+from typing import Literal
 
 from service.algorithms import get_method
 from service.algorithms.base import State
@@ -16,9 +18,10 @@ from service.applier.checkpoints import Checkpoints
 from service.applier.core import log
 from service.applier.keepalive import keep_lease
 from service.applier.scheduling import LEASE_BUSY_SECONDS, NOT_THE_ENTRYS_FAULT
-from service.applier.state import Batch, Hot, is_applied
-from service.errors import Conflict, StaleApplier, Unavailable
+from service.applier.state import Batch, DirectChunk, Hot, is_applied
+from service.errors import Conflict, SiftError, StaleApplier, Unavailable
 from service.store.records import (
+    AppendOutcome,
     Head,
     HistoryEntry,
     Lease,
@@ -119,14 +122,35 @@ class DrainLoop(Checkpoints):
             taken: Taken | None = None
             # Entries that came while this drain lingered, lease held: nobody attempted them.
             woke = False
+            # The log woke the drain: its entries go before direct chunks (which must follow
+            # every entry in the log, and would be computed for nothing).
+            log_first = False
             while True:
+                if hot is not None and isolating_through is None:
+                    self._direct_open.add(name)
+                if (
+                    self._direct.get(name)
+                    and hot is not None
+                    and isolating_through is None
+                    and not log_first
+                    and (taken is None or not taken.entries)
+                ):
+                    head = await self._apply_direct(hot, lease)
+                    taken, woke = None, True
+                    continue
                 batch, attempt = await self._next_batch(
                     meta, head, lease, isolating_through is not None, taken, counts=not woke
                 )
-                taken, woke = None, False
+                taken, woke, log_first = None, False, False
+                if batch is not None:
+                    # The log goes first: direct chunks waiting meanwhile are appended after it
+                    # as usual rather than wait for a quiet log (another replica may keep it
+                    # busy).
+                    _answer(self._direct.pop(name, []), None)
                 if batch is None:
-                    if not force_checkpoint and await self._linger(name, head, lease.stream):
-                        woke = True
+                    why = None if force_checkpoint else await self._linger(name, head, lease.stream)
+                    if why is not None:
+                        woke, log_first = True, why == "log"
                         continue
                     break
                 if hot is None:
@@ -161,6 +185,7 @@ class DrainLoop(Checkpoints):
                 await self._settle_checkpoint(hot, lease, force_checkpoint)
             return head
         finally:
+            self._close_direct(name)
             # Stopped by the event, not by cancelling: a cancellation that lands inside a Redis
             # call can be swallowed by the client, and the renewals would then go on forever
             # while this drain waited for them (seen: a selector whose lease was renewed every
@@ -170,12 +195,14 @@ class DrainLoop(Checkpoints):
             for task in running:
                 task.cancel()
 
-    async def _linger(self, name: str, head: Head, stream: str | None) -> bool:
+    async def _linger(
+        self, name: str, head: Head, stream: str | None
+    ) -> Literal["log", "direct"] | None:
         """Wait (``SIFT_APPLIER_LINGER_SECONDS``, lease held) for an entry after ``head`` (in
-        ``stream``'s log for a selector attached to one); whether one came. A replica that
-        rebuilt the state for every few chunks it happened to be kicked for would spend its
-        time replaying: the one that holds the state keeps applying while chunks keep coming,
-        whichever replica they were posted to."""
+        ``stream``'s log for a selector attached to one), or a direct chunk; which came
+        (None: nothing). A replica that rebuilt the state for every few chunks it happened to
+        be kicked for would spend its time replaying: the one that holds the state keeps
+        applying while chunks keep coming, whichever replica they were posted to."""
         deadline = time.monotonic() + self.settings.applier_linger_seconds
         while (
             not self._closing
@@ -184,11 +211,32 @@ class DrainLoop(Checkpoints):
             and self._is_current_drain(name)
             and (remaining := deadline - time.monotonic()) > 0
         ):
-            # In slices, so that shutdown never waits on a blocked read.
-            slice_s = min(remaining, LINGER_SLICE)
-            if await self.store.wait_for_entry(name, head.cursor, slice_s, stream):
-                return True
-        return False
+            if self._direct.get(name):
+                return "direct"
+            # In slices, so that shutdown never waits on a blocked read. A read that a direct
+            # chunk interrupted goes on (cancelling a blocked read mid-reply would cost its
+            # connection) and is waited on again here; it may wake the drain for entries it
+            # committed since, and the take then finds nothing.
+            read = self._linger_reads.get(name)
+            if read is None:
+                slice_s = min(remaining, LINGER_SLICE)
+                read = asyncio.ensure_future(
+                    self.store.wait_for_entry(name, head.cursor, slice_s, stream)
+                )
+                self._linger_reads[name] = read
+            arrived = self._direct_arrived.setdefault(name, asyncio.Event())
+            arrival: asyncio.Future[bool] = asyncio.ensure_future(arrived.wait())
+            try:
+                await asyncio.wait((read, arrival), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                arrival.cancel()
+            arrived.clear()
+            if not read.done():
+                return "direct"
+            del self._linger_reads[name]
+            if read.result():
+                return "log"
+        return None
 
     def _hot_if_current(self, name: str, head: Head) -> Hot | None:
         """This process's state of ``name`` if it is the state of ``head`` (nobody else has
@@ -338,30 +386,7 @@ class DrainLoop(Checkpoints):
         """Compute and commit ``batch``; the new head, and the next entries, taken in the
         commit's round trip (None: take them as usual)."""
         started = time.perf_counter()
-
-        sampled = hot.samples_cpu()
-
-        def computed_update() -> tuple[Update, float | None]:
-            # The thread's CPU clock is a system call: read on a sample of updates only.
-            cpu_started = time.thread_time() if sampled else 0.0
-            update = compute_update(
-                hot.meta,
-                hot.state,
-                batch.folded,
-                self.settings.max_state_bytes,
-                batch.merge,
-                self.settings.history_top,
-            )
-            return update, time.thread_time() - cpu_started if sampled else None
-
-        expected = hot.expected_cpu(batch.items)
-        if expected is not None and expected <= INLINE_COMPUTE_SECONDS:
-            update, cpu = computed_update()
-        else:
-            update, cpu = await asyncio.to_thread(computed_update)
-        if cpu is not None:
-            hot.last_update_cpu, hot.last_update_items = cpu, batch.items
-        computed = time.perf_counter() - started
+        update, computed = await self._computed(hot, batch.folded, batch.merge, batch.items)
         then_take = self._take_request(hot.meta, batch.entries[-1].log_id, one_at_a_time)
         head = await self._commit(
             hot,
@@ -382,6 +407,37 @@ class DrainLoop(Checkpoints):
         )
         self._checkpoint_in_background(hot, lease)
         return head, then_take.taken
+
+    async def _computed(
+        self, hot: Hot, folded: Sequence[Entry], merge: bool, items: int
+    ) -> tuple[Update, float]:
+        """The update of ``hot``'s state by ``folded`` (``items`` rows or columns) and the
+        seconds it took: on the event loop when the last update says it is tiny, else in a
+        worker thread."""
+        started = time.perf_counter()
+        sampled = hot.samples_cpu()
+
+        def computed_update() -> tuple[Update, float | None]:
+            # The thread's CPU clock is a system call: read on a sample of updates only.
+            cpu_started = time.thread_time() if sampled else 0.0
+            update = compute_update(
+                hot.meta,
+                hot.state,
+                list(folded),
+                self.settings.max_state_bytes,
+                merge,
+                self.settings.history_top,
+            )
+            return update, time.thread_time() - cpu_started if sampled else None
+
+        expected = hot.expected_cpu(items)
+        if expected is not None and expected <= INLINE_COMPUTE_SECONDS:
+            update, cpu = computed_update()
+        else:
+            update, cpu = await asyncio.to_thread(computed_update)
+        if cpu is not None:
+            hot.last_update_cpu, hot.last_update_items = cpu, items
+        return update, time.perf_counter() - started
 
     async def _reject(
         self, hot: Hot, lease: Lease, entry: LogEntry, reason: str, size: int
@@ -455,15 +511,7 @@ class DrainLoop(Checkpoints):
         name = hot.meta.name
         await self.store.put_segments(name, update.segments)
         items_seen = hot.head.items_seen + items
-        history = None
-        if update.ranking is not None:
-            history = HistoryEntry(
-                hot.head.version + 1,
-                items_seen,
-                0.0,
-                update.ranking,
-                None if update.stability is None else update.stability.as_dict(),
-            )
+        history = self._history_entry(hot.head, items, update)
         try:
             committed_head = await self.store.commit(
                 lease,
@@ -482,20 +530,147 @@ class DrainLoop(Checkpoints):
             self.metrics.stale_commits.inc()
             self._hot.pop(name)  # someone else moved the selector on: this state is stale
             raise
-        self.handed.applied(name, cursor)
-        self.heads.committed(name, committed_head)  # before the waiters: read-your-writes
+        self._announce(hot, committed_head, update, rejections or [])
+        return committed_head
+
+    @staticmethod
+    def _history_entry(before: Head, items: int, update: Update) -> HistoryEntry | None:
+        """The ranking history's entry of the version after ``before`` (None: no ranking)."""
+        if update.ranking is None:
+            return None
+        return HistoryEntry(
+            before.version + 1,
+            before.items_seen + items,
+            0.0,
+            update.ranking,
+            None if update.stability is None else update.stability.as_dict(),
+        )
+
+    def _announce(
+        self, hot: Hot, committed: Head, update: Update, rejections: list[Rejection]
+    ) -> None:
+        """What follows a commit of this process, before anything else runs: held chunks let
+        go, the head kept for readers, waiters answered, observers told."""
+        name = hot.meta.name
+        self.handed.applied(name, committed.cursor)
+        self.heads.committed(name, committed)  # before the waiters: read-your-writes
         self.waiters.committed(
             name,
-            committed_head.incarnation,
-            committed_head.version,
-            cursor,
-            committed_head.items_seen,
+            committed.incarnation,
+            committed.version,
+            committed.cursor,
+            committed.items_seen,
             after=hot.head.cursor,
-            rejections={r.log_id: r.reason for r in rejections or ()},
+            rejections={r.log_id: r.reason for r in rejections},
         )
         for observe in self.observers:
             try:
-                observe(hot.meta, committed_head, update)
+                observe(hot.meta, committed, update)
             except Exception:  # an observer never fails a commit
                 log.exception("selector %s: a commit observer failed", name)
-        return committed_head
+
+    # -- the direct path ---------------------------------------------------------------------
+
+    async def _apply_direct(self, hot: Hot, lease: Lease) -> Head:
+        """Apply the waited chunks handed to this drain (``submit_direct``) before anything of
+        them is written: compute the update, then append them and commit it in one script
+        (``append_and_commit``), so each costs one round trip and one fsync. Whatever cannot
+        go so (the script refused: entries pending, a key seen before, the lease or the
+        version moved; or the update failed) is answered None and appended as usual by its
+        request, and the drain applies it from the log. Returns the head."""
+        name = hot.meta.name
+        queued = self._direct.pop(name, [])
+        chosen: list[DirectChunk] = []
+        rows = 0
+        for item in queued:
+            if chosen and (
+                len(chosen) >= self.settings.max_coalesce_entries
+                or rows + item.items > self.settings.max_coalesce_rows
+            ):
+                break
+            chosen.append(item)
+            rows += item.items
+        if len(chosen) < len(queued):
+            self._direct[name] = queued[len(chosen) :] + self._direct.get(name, [])
+        live = [item for item in chosen if not item.future.done()]
+        if not live:
+            return hot.head
+        rows = sum(item.items for item in live)
+        try:
+            update, computed = await self._computed(hot, [item.chunk for item in live], False, rows)
+        except UpdateFailed:
+            _answer(live, None)  # appended as usual: the drain finds the culprit
+            return hot.head
+        started = time.perf_counter()
+        before = hot.head
+        try:
+            await self.store.put_segments(name, update.segments)
+            result = await self.store.append_and_commit(
+                lease,
+                before.version,
+                before.cursor,
+                update.published,
+                before.items_seen + rows,
+                [item.entry for item in live],
+                history=self._history_entry(before, rows, update),
+                history_kept=self.settings.history_versions,
+            )
+        except Exception as exc:
+            # Whether the script ran is not known (its reply was lost): the requests fail as an
+            # append that lost its reply would, and a retry with the same key finds out.
+            _fail(live, exc if isinstance(exc, SiftError) else Unavailable(COMMIT_UNKNOWN))
+            raise
+        except BaseException:
+            _fail(live, Unavailable(COMMIT_UNKNOWN))
+            raise
+        if isinstance(result, str):
+            log.debug("selector %s: direct commit refused (%s)", name, result)
+            _answer(live, None)
+            return before
+        committed, outcomes = result
+        self._announce(hot, committed, update, [])
+        hot.committed(committed, update, sum(len(i.entry.payload) for i in live), computed)
+        self._hot.put(name, hot)
+        self.metrics.observe_apply(
+            hot.meta.method, len(live), rows, computed + time.perf_counter() - started
+        )
+        for item, outcome in zip(live, outcomes, strict=True):
+            if not item.future.done():
+                item.future.set_result(outcome)
+        self._checkpoint_in_background(hot, lease)
+        return committed
+
+    def _close_direct(self, name: str) -> None:
+        """This drain ends: it takes no more direct chunks, and those it did not take are
+        appended as usual by their requests."""
+        self._direct_open.discard(name)
+        _answer(self._direct.pop(name, []), None)
+        read = self._linger_reads.pop(name, None)
+        if read is not None:
+            read.add_done_callback(_ignore_outcome)
+
+
+#: What a waited request hears when its direct commit's reply was lost.
+COMMIT_UNKNOWN = (
+    "the chunk's commit got no answer from Redis; retry with the same Idempotency-Key to learn "
+    "whether it was applied"
+)
+
+
+def _fail(items: list[DirectChunk], error: BaseException) -> None:
+    for item in items:
+        if not item.future.done():
+            item.future.set_exception(error)
+
+
+def _answer(items: list[DirectChunk], outcome: AppendOutcome | None) -> None:
+    for item in items:
+        if not item.future.done():
+            item.future.set_result(outcome)
+
+
+def _ignore_outcome(task: asyncio.Future[bool]) -> None:
+    """A linger's read left to end by itself: its outcome is not needed (and its error, if
+    any, is the next read's to meet)."""
+    if not task.cancelled():
+        task.exception()

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from service.algorithms.base import State
 from service.applier.checkpoint_policy import Trigger
 from service.store.keys import parse_stream_id
-from service.store.records import Head, LogEntry, SelectorMeta
+from service.store.records import AppendOutcome, DirectEntry, Head, LogEntry, SelectorMeta
 from service.updates import Entry, Update
+from service.wire.kinds import Chunk
 
 #: One update in this many has its CPU time read (``Hot.samples_cpu``).
 CPU_SAMPLE_EVERY = 16
@@ -99,6 +100,23 @@ class Hot:
         self.last_commit = time.monotonic()
         if self.dirty_since is None:
             self.dirty_since = self.last_commit
+
+
+@dataclass
+class DirectChunk:
+    """A waited chunk handed to the drain that holds its selector's lease and state, to be
+    computed before anything is written and then appended and committed in one script
+    (``Applier.submit_direct``). Its future gets the entry's outcome, or None: append it as
+    usual (the drain could not take it: the script refused, the update failed, the drain
+    ended)."""
+
+    chunk: Chunk
+    entry: DirectEntry
+    future: asyncio.Future[AppendOutcome | None]
+
+    @property
+    def items(self) -> int:
+        return self.entry.items
 
 
 @dataclass

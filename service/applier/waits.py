@@ -12,9 +12,11 @@ import time
 
 from service.applier.core import log
 from service.applier.drain import DrainLoop
+from service.applier.state import DirectChunk
 from service.errors import NotFound, Unavailable
-from service.store.records import DeletionNotice, Head
+from service.store.records import AppendOutcome, DeletionNotice, DirectEntry, Head
 from service.waiting import FALLBACK_SECONDS, Settled
+from service.wire.kinds import Chunk
 
 #: How long a reader waits to bring a checkpoint up to date before using the last one.
 CHECKPOINT_NOW_SECONDS = 10.0
@@ -55,6 +57,30 @@ class Waits(DrainLoop):
             if time.monotonic() >= deadline:
                 return head
             await asyncio.sleep(0.02)
+
+    async def submit_direct(
+        self, name: str, incarnation: str, chunk: Chunk, entry: DirectEntry
+    ) -> AppendOutcome | None:
+        """Hand a waited chunk to this process's drain of ``name``, when one holds its lease and
+        state (lingering or applying): it computes the chunk before anything is written, then
+        appends and commits it in one script (the drain's ``_apply_direct``). The entry's
+        outcome, applied; None when it did not go so (no such drain here, or it could not take
+        the chunk): the caller appends it as usual, and nothing of it was written."""
+        running = self._running.get(name)
+        if (
+            self._closing
+            or name not in self._direct_open
+            or running is None
+            or running.task.done()
+            or running.incarnation != incarnation
+        ):
+            return None
+        future: asyncio.Future[AppendOutcome | None] = asyncio.get_running_loop().create_future()
+        self._direct.setdefault(name, []).append(DirectChunk(chunk, entry, future))
+        arrived = self._direct_arrived.get(name)
+        if arrived is not None:
+            arrived.set()
+        return await future
 
     async def wait_applied(
         self, name: str, log_id: str, timeout_s: float, incarnation: str | None = None

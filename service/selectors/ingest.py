@@ -38,7 +38,7 @@ from service.selectors.results import (
 )
 from service.store.codec import SCALARS_FIELD, decode_state
 from service.store.keys import INITIAL_CURSOR, log_id_belongs, parse_stream_id
-from service.store.records import AppendOutcome, Head, SelectorMeta
+from service.store.records import AppendOutcome, DirectEntry, Head, SelectorMeta
 from service.store.redis_store import SelectorStore
 from service.wire.kinds import (
     Chunk,
@@ -251,6 +251,17 @@ class Ingest:
             partition = self._partition_for(meta, idempotency_key)
             meta = meta.partition(partition)
         name = meta.name
+        if wait and chunk is not None and not merge and not item_names:
+            # The direct path: this process's drain holds the selector's lease and state.
+            direct = await self.applier.submit_direct(
+                name,
+                meta.incarnation,
+                chunk,
+                DirectEntry(payload, items, digest, idempotency_key, meta.incarnation),
+            )
+            if direct is not None:
+                self.metrics.labelled(self.metrics.chunks_accepted, meta.method).inc()
+                return Submitted(direct, direct.applied_version, direct.items_seen, partition)
         outcome = await self.store.append(
             name, payload, items, digest, idempotency_key, item_names, merge, meta.incarnation
         )

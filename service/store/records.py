@@ -349,6 +349,19 @@ class AppendOutcome:
 
 
 @dataclass(frozen=True)
+class DirectEntry:
+    """A chunk appended and committed in one script by the applier that computed it
+    (``append_and_commit``): what ``append`` takes of it (a direct entry names no items)."""
+
+    payload: bytes
+    items: int
+    digest: str
+    idempotency_key: str | None
+    #: The incarnation the chunk was checked against ("" for any).
+    incarnation: str = ""
+
+
+@dataclass(frozen=True)
 class Taken:
     """What an applier's ``take`` took: its attempt number on the first entry, and the entries."""
 

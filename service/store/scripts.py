@@ -32,6 +32,7 @@ NAMES = (
     "renew_lease",
     "release_lease",
     "commit",
+    "append_commit",
     "checkpoint",
     "read_fields",
     "record_history",

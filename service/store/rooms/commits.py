@@ -21,9 +21,11 @@ from service.errors import CodecError, NotFound, SiftError, StaleApplier
 from service.store.core import check_state, not_found
 from service.store.keys import WRITER_FIELD, parse_stream_id
 from service.store.records import (
+    AppendOutcome,
     CommitNotice,
     CommitRecord,
     DeletionNotice,
+    DirectEntry,
     Head,
     HistoryEntry,
     Lease,
@@ -34,7 +36,7 @@ from service.store.records import (
     checkpoint_from_reply,
 )
 from service.store.redis_errors import map_redis_errors, unavailable_for
-from service.store.rooms.log import Log
+from service.store.rooms.log import Log, check_entry, idem_record_keys
 
 log = logging.getLogger("sift.store")
 
@@ -82,6 +84,120 @@ class Commits(Log):
         commit (Redis runs them in that order); what it took goes to its ``taken`` (left None
         when it could not go along, or failed: the applier then takes as usual).
         """
+        keys, args, state_key = self._commit_call(
+            lease,
+            expected_version,
+            published,
+            cursor,
+            items_seen,
+            applied_records,
+            rejections,
+            entries,
+            history,
+            history_kept,
+        )
+        # A selector that reads a stream takes from another slot: not in this round trip.
+        if then_take is not None and not self.wait_replicas and lease.stream is None:
+            reply, taken = await self._commit_then_take(lease, keys, args, then_take)
+        else:
+            reply, taken = await self._run_acknowledged("commit", keys, args), None
+        head = self._committed(reply, lease, expected_version, cursor, items_seen, state_key)
+        if then_take is not None:
+            then_take.taken = taken
+        return head
+
+    @map_redis_errors
+    async def append_and_commit(
+        self,
+        lease: Lease,
+        expected_version: int,
+        cursor: str,
+        published: Mapping[str, bytes],
+        items_seen: int,
+        entries: Sequence[DirectEntry],
+        *,
+        history: HistoryEntry | None = None,
+        history_kept: int = 0,
+    ) -> tuple[Head, list[AppendOutcome]] | str:
+        """Append ``entries`` to the log of ``lease``'s selector (as ``append`` would, with
+        their idempotency records) and commit the version that applies them, in one script
+        (``APPEND_COMMIT``): one round trip, one fsync. ``cursor`` is the head's cursor the
+        update followed. The new head and each entry's outcome; or, when nothing was written,
+        why (the lease or the version moved, entries are pending in the log, a key was seen
+        before: the caller appends as usual).
+        """
+        if not entries:
+            raise ValueError("append_and_commit needs at least one entry")
+        k = self.keys(lease.name)
+        keys, commit_args, state_key = self._commit_call(
+            lease,
+            expected_version,
+            published,
+            cursor,
+            items_seen,
+            (),
+            (),
+            len(entries),
+            history,
+            history_kept,
+        )
+        # COMMIT's twelve keys, then APPEND's, then each entry's record keys.
+        keys = [*keys[:12], k.idems, k.feature_index, k.feature_name]
+        scalars, pairs = commit_args[:13], commit_args[13:]
+        entry_args: list[Any] = []
+        for entry in entries:
+            check_entry(entry.items, (), entry.idempotency_key)
+            record_keys = (
+                [] if entry.idempotency_key is None else idem_record_keys(k, entry.idempotency_key)
+            )
+            keys += record_keys
+            entry_args += self._entry_args(
+                record_keys,
+                entry.payload,
+                entry.items,
+                entry.digest,
+                entry.idempotency_key,
+                (),
+                False,
+                entry.incarnation,
+            )
+        pairs_at = 13 + 2 + len(entry_args) + 1  # Lua's ARGV are 1-based
+        args = [*scalars, len(entries), pairs_at, *entry_args, *pairs]
+        reply = await self._run_acknowledged("append_commit", keys, args)
+        status = as_text(reply[0])
+        if status == "NOTFOUND":
+            raise not_found(lease.name)
+        if status == "REFUSED":
+            return as_text(reply[1])
+        appended = [
+            AppendOutcome(
+                log_id=as_text(log_id),
+                duplicate=False,
+                applied_version=expected_version + 1,
+                items_seen=items_seen,
+                first=int(first),
+            )
+            for log_id, first in reply[2]
+        ]
+        head = self._committed(
+            reply[1], lease, expected_version, appended[-1].log_id, items_seen, state_key
+        )
+        return head, appended
+
+    def _commit_call(
+        self,
+        lease: Lease,
+        expected_version: int,
+        published: Mapping[str, bytes],
+        cursor: str,
+        items_seen: int,
+        applied_records: Sequence[str],
+        rejections: Sequence[Rejection],
+        entries: int,
+        history: HistoryEntry | None,
+        history_kept: int,
+    ) -> tuple[list[str], list[Any], str]:
+        """COMMIT's keys and arguments, and the new version's state key."""
         parse_stream_id(cursor)
         if items_seen < 0:
             raise ValueError(f"items_seen must be >= 0, got {items_seen}")
@@ -118,15 +234,20 @@ class Commits(Log):
         ]
         for field, value in fields.items():
             args += [field, value]
-        # A selector that reads a stream takes from another slot: not in this round trip.
-        if then_take is not None and not self.wait_replicas and lease.stream is None:
-            reply, taken = await self._commit_then_take(lease, keys, args, then_take)
-        else:
-            reply, taken = await self._run_acknowledged("commit", keys, args), None
+        return keys, args, state_key
+
+    def _committed(
+        self,
+        reply: Any,
+        lease: Lease,
+        expected_version: int,
+        cursor: str,
+        items_seen: int,
+        state_key: str,
+    ) -> Head:
+        """The head a commit's reply made, or the error it answered."""
         status = as_text(reply[0])
         if status == "OK":
-            if then_take is not None:
-                then_take.taken = taken
             return Head(
                 version=int(reply[1]),
                 cursor=cursor,

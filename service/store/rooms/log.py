@@ -81,7 +81,7 @@ class LogSource:
 _SOURCE_FIELDS = ["cursor", "last_id", "stream", "stream_incarnation", "entries", "applied"]
 
 
-def _record_keys(k: SelectorKeys, key: str) -> list[str]:
+def idem_record_keys(k: SelectorKeys, key: str) -> list[str]:
     """Where the idempotency record of ``key`` may be: named by its digest, or (an earlier
     release's, honoured until it expires) by the key itself."""
     return [k.idem(key), k.idem_legacy(key)]
@@ -161,7 +161,7 @@ class Log(Registry):
         """
         check_entry(items, item_names, idempotency_key)
         keys = self.keys(name)
-        record_keys = [] if idempotency_key is None else _record_keys(keys, idempotency_key)
+        record_keys = [] if idempotency_key is None else idem_record_keys(keys, idempotency_key)
         args = self._entry_args(
             record_keys, payload, items, digest, idempotency_key, item_names, merge, incarnation
         )
@@ -392,7 +392,7 @@ class Log(Registry):
         """The record of an idempotency key (``duplicate=True``: it exists), or None."""
         k = self.keys(name)
         pipe = self.redis.pipeline(transaction=False)
-        for record in _record_keys(k, key):
+        for record in idem_record_keys(k, key):
             pipe.hmget(record, IDEM_FIELDS)
         return first_outcome_from_idem(await pipe.execute())
 
@@ -405,7 +405,7 @@ class Log(Registry):
         k = self.keys(name)
         pipe = self.redis.pipeline(transaction=False)
         pipe.hget(k.rejected, log_id)
-        for record in [] if key is None else _record_keys(k, key):
+        for record in [] if key is None else idem_record_keys(k, key):
             pipe.hmget(record, IDEM_FIELDS)
         replies = await pipe.execute()
         reason = None if replies[0] is None else as_text(replies[0])
