@@ -138,7 +138,7 @@ class Checkpoints(Scheduling):
         await self._release_to_stream(hot, point.cursor)
         self.metrics.checkpoints.labels(work.trigger).inc()
         self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
-        if hot.checkpoint_version < work.version:
+        if hot.checkpoint_version < work.version:  # else a newer one was made meanwhile
             hot.checkpoint_version = work.version
             # What accrued while the checkpoint was written is still uncheckpointed.
             hot.log_bytes -= work.log_bytes

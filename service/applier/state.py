@@ -91,6 +91,13 @@ class Hot:
             return None
         return self.last_update_cpu * max(1.0, items / max(self.last_update_items, 1))
 
+    def checkpointed(self, version: int) -> None:
+        """The state of ``version``, this one, is the checkpoint now: nothing to replay."""
+        self.checkpoint_version = version
+        self.log_bytes = 0
+        self.compute_seconds = 0.0
+        self.dirty_since = None
+
     def committed(self, head: Head, update: Update, log_bytes: int, seconds: float) -> None:
         self.head = head
         self.state = update.state

@@ -43,42 +43,60 @@ def direct_calls(app: Any) -> list[int]:
     return calls
 
 
-async def test_waited_chunks_go_direct_and_survive_a_rebuild(app_factory, redis_client):
+@pytest.mark.parametrize(
+    ("features", "rows_per_chunk", "as_state"),
+    [
+        (400, 1, False),  # a one-row chunk is smaller than the state: the chunk is logged
+        (4, 200, True),  # the state is smaller than the chunk: it is the checkpoint instead
+    ],
+)
+async def test_waited_chunks_go_direct_and_survive_a_rebuild(
+    app_factory, redis_client, features, rows_per_chunk, as_state
+):
     rng = np.random.default_rng(7)
-    rows = rng.normal(size=(30, 4))
+    chunks = [rng.normal(size=(rows_per_chunk, features)) for _ in range(24)]
     async with app_factory(**NO_CHECKPOINTS) as (app, http):
         calls = direct_calls(app)
-        await create_selector(http, "d", 4, method="variance")
+        await create_selector(http, "d", features, method="variance")
         answers = []
-        for i, row in enumerate(rows[:20]):
+        for i, chunk in enumerate(chunks[:20]):
             answer = await http.post(
-                "/v1/selectors/d/chunks", json=[row.tolist()], headers={"idempotency-key": f"k{i}"}
+                "/v1/selectors/d/chunks",
+                json=chunk.tolist(),
+                headers={"idempotency-key": f"k{i}"},
             )
             assert answer.status_code == 200, answer.text
             answers.append(answer.json())
         # The first chunk started the drain; the ones after it found it lingering.
         assert calls[0] >= 15, calls
         assert [a["version"] for a in answers] == list(range(1, 21))
-        assert [a["rows_seen"] for a in answers] == list(range(1, 21))
+        assert [a["rows_seen"] for a in answers] == [rows_per_chunk * v for v in range(1, 21)]
         # A retry of a chunk committed directly answers what its first request did.
         again = await http.post(
-            "/v1/selectors/d/chunks", json=[rows[10].tolist()], headers={"idempotency-key": "k10"}
+            "/v1/selectors/d/chunks",
+            json=chunks[10].tolist(),
+            headers={"idempotency-key": "k10"},
         )
         assert again.json() == {**answers[10], "duplicate": True}
         status = (await http.get(f"/v1/selectors/d/chunks/{answers[12]['log_id']}")).json()
         assert status["status"] == "applied", status
     keys = SelectorKeys("sift", "d")
-    assert await redis_client.xlen(keys.log) == 20  # every chunk logged once
     head = await redis_client.hgetall(keys.head)
     assert head[b"entries"] == head[b"applied"] == b"20"
-    # Another process (this state not in memory) rebuilds from the log and goes on.
+    if as_state:
+        # Each direct commit made its state the checkpoint: nothing is left to replay.
+        assert head[b"checkpoint_version"] == head[b"version"] == b"20"
+        assert await redis_client.xlen(keys.log) == 0
+        assert await redis_client.llen(keys.commits) == 0
+    else:
+        assert await redis_client.xlen(keys.log) == 20  # every chunk logged once
+    # Another process (this state not in memory) rebuilds it and goes on.
     async with app_factory(**NO_CHECKPOINTS) as (_app, http):
-        for row in rows[20:]:
-            assert (
-                await http.post("/v1/selectors/d/chunks", json=[row.tolist()])
-            ).status_code == 200
+        for chunk in chunks[20:]:
+            posted = await http.post("/v1/selectors/d/chunks", json=chunk.tolist())
+            assert posted.status_code == 200
         scores = (await http.get("/v1/selectors/d/weights")).json()["weights"]
-    np.testing.assert_allclose(scores, rows.var(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(scores, np.vstack(chunks).var(axis=0), rtol=1e-12)
 
 
 async def test_a_direct_commit_writes_nothing_unless_it_may(client, redis_client):

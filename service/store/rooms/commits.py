@@ -9,6 +9,7 @@ write path: ``service.store.redis_store``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import secrets
@@ -22,6 +23,7 @@ from service.store.core import check_state, not_found
 from service.store.keys import WRITER_FIELD, parse_stream_id
 from service.store.records import (
     AppendOutcome,
+    Checkpoint,
     CommitNotice,
     CommitRecord,
     DeletionNotice,
@@ -118,6 +120,7 @@ class Commits(Log):
         *,
         history: HistoryEntry | None = None,
         history_kept: int = 0,
+        checkpoint: Mapping[str, bytes | memoryview] | None = None,
     ) -> tuple[Head, list[AppendOutcome]] | str:
         """Append ``entries`` to the log of ``lease``'s selector (as ``append`` would, with
         their idempotency records) and commit the version that applies them, in one script
@@ -125,6 +128,11 @@ class Commits(Log):
         update followed. The new head and each entry's outcome; or, when nothing was written,
         why (the lease or the version moved, entries are pending in the log, a key was seen
         before: the caller appends as usual).
+
+        ``checkpoint``: the new version's whole state (``cut_fields(encode_state(...))``), sent
+        instead of the entries' payloads when it is smaller: the entries go to the log without
+        them and the state becomes the checkpoint in the same script (the head returned says
+        so), so what a rebuild reads is that state, never the missing payloads.
         """
         if not entries:
             raise ValueError("append_and_commit needs at least one entry")
@@ -141,8 +149,9 @@ class Commits(Log):
             history,
             history_kept,
         )
-        # COMMIT's twelve keys, then APPEND's, then each entry's record keys.
-        keys = [*keys[:12], k.idems, k.feature_index, k.feature_name]
+        # COMMIT's twelve keys, then APPEND's, the checkpoint's, then each entry's record keys.
+        checkpoint_key = k.checkpoint(expected_version + 1, lease.token, secrets.token_hex(8))
+        keys = [*keys[:12], k.idems, k.feature_index, k.feature_name, checkpoint_key]
         scalars, pairs = commit_args[:13], commit_args[13:]
         entry_args: list[Any] = []
         for entry in entries:
@@ -153,7 +162,7 @@ class Commits(Log):
             keys += record_keys
             entry_args += self._entry_args(
                 record_keys,
-                entry.payload,
+                entry.payload if checkpoint is None else b"",
                 entry.items,
                 entry.digest,
                 entry.idempotency_key,
@@ -161,8 +170,12 @@ class Commits(Log):
                 False,
                 entry.incarnation,
             )
-        pairs_at = 13 + 2 + len(entry_args) + 1  # Lua's ARGV are 1-based
-        args = [*scalars, len(entries), pairs_at, *entry_args, *pairs]
+        pairs_at = 13 + 3 + len(entry_args) + 1  # Lua's ARGV are 1-based
+        pieces: list[Any] = []
+        for field, value in (checkpoint or {}).items():
+            pieces += [field, value]
+        pieces_at = pairs_at + len(pairs) if pieces else 0
+        args = [*scalars, len(entries), pairs_at, pieces_at, *entry_args, *pairs, *pieces]
         reply = await self._run_acknowledged("append_commit", keys, args)
         status = as_text(reply[0])
         if status == "NOTFOUND":
@@ -182,6 +195,9 @@ class Commits(Log):
         head = self._committed(
             reply[1], lease, expected_version, appended[-1].log_id, items_seen, state_key
         )
+        if pieces:
+            point = Checkpoint(checkpoint_key, head.version, head.cursor, head.items_seen)
+            head = dataclasses.replace(head, checkpoint=point)
         return head, appended
 
     def _commit_call(
