@@ -20,7 +20,7 @@ requests it answered), each Sift figure next to the floor's of the same round:
     .venv/bin/python benchmarks/bench_request_path.py --only post-nowait,get-top
     .venv/bin/python benchmarks/bench_request_path.py --quick --env SIFT_HOT_PATH=false
     .venv/bin/python benchmarks/bench_request_path.py --quick --service-root ../before
-    .venv/bin/python benchmarks/bench_request_path.py --quick --only post-wait --profile /tmp/p
+    .venv/bin/python benchmarks/bench_request_path.py --quick --only post-wait --profile profiles
 
 Needs ``wrk`` (Debian: ``apt-get install wrk``). ``--profile DIR`` samples the service with
 ``py-spy`` (``pip install py-spy``) during each Sift run, keeps the raw stacks in DIR and prints

@@ -584,23 +584,22 @@ class DrainLoop(Checkpoints):
         version moved; or the update failed) is answered None and appended as usual by its
         request, and the drain applies it from the log. Returns the head."""
         name = hot.meta.name
-        queued = self._direct.pop(name, [])
-        chosen: list[DirectChunk] = []
+        # Those whose requests still wait, bounded as a batch is; the rest go next time.
+        queued = [item for item in self._direct.pop(name, []) if not item.future.done()]
+        live: list[DirectChunk] = []
         rows = 0
         for item in queued:
-            if chosen and (
-                len(chosen) >= self.settings.max_coalesce_entries
+            if live and (
+                len(live) >= self.settings.max_coalesce_entries
                 or rows + item.items > self.settings.max_coalesce_rows
             ):
                 break
-            chosen.append(item)
+            live.append(item)
             rows += item.items
-        if len(chosen) < len(queued):
-            self._direct[name] = queued[len(chosen) :] + self._direct.get(name, [])
-        live = [item for item in chosen if not item.future.done()]
+        if len(live) < len(queued):
+            self._direct[name] = queued[len(live) :] + self._direct.get(name, [])
         if not live:
             return hot.head
-        rows = sum(item.items for item in live)
         try:
             update, computed = await self._computed(hot, [item.chunk for item in live], False, rows)
         except UpdateFailed:
@@ -659,6 +658,7 @@ class DrainLoop(Checkpoints):
         """This drain ends: it takes no more direct chunks, and those it did not take are
         appended as usual by their requests."""
         self._direct_open.discard(name)
+        self._direct_arrived.pop(name, None)
         _answer(self._direct.pop(name, []), None)
         read = self._linger_reads.pop(name, None)
         if read is not None:
