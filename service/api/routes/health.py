@@ -10,6 +10,8 @@ answers while Redis is down (docs/operations/deployment.md, "Probes").
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
@@ -23,6 +25,10 @@ from service.store.embedded import RedisSupervisor
 from service.store.inventory import Inventory
 
 router = APIRouter(tags=["operations"], route_class=GuardedRoute)
+
+#: How long ``/v1/readyz`` waits for Redis before it answers 503: a slow or paused Redis is
+#: not ready, and a probe that hangs as long as Redis does tells its caller nothing.
+READY_TIMEOUT_SECONDS = 1.0
 
 
 @router.get("/v1/healthz")
@@ -49,6 +55,9 @@ async def readyz(request: Request) -> Response:
     With the embedded Redis, the answer also says how often it was restarted and the last
     incident; while it is being restarted, a 503 says so (``"redis": "restarting"``, the exit
     status or signal, since when) with the time the restart should still take.
+
+    A Redis that does not answer within ``READY_TIMEOUT_SECONDS`` (paused, swapping, stuck in a
+    slow command) is not ready: 503 then, not an answer as late as Redis's.
     """
     supervisor: RedisSupervisor | None = request.app.state.redis_supervisor
     if supervisor is not None and not supervisor.healthy:
@@ -69,19 +78,26 @@ async def readyz(request: Request) -> Response:
     store = request.app.state.selectors.store
     body: dict[str, object] = {"status": "ready", "redis": request.app.state.redis_mode}
     try:
-        cluster = await store.cluster_status()
-        if cluster is None:
-            await store.ping()
-            if not await store.scripts_loaded():
-                await store.ensure_scripts()
-        elif not cluster.serving:
-            raise Unavailable(f"the Redis Cluster's state is '{cluster.state}'", retry_after=1)
-        else:
-            # Ready while a master is down: its slots answer 503 until a replica takes over,
-            # the other selectors are served (an unready replica would serve none of them).
-            body["cluster"] = cluster.as_dict()
+        async with asyncio.timeout(READY_TIMEOUT_SECONDS):
+            cluster = await store.cluster_status()
+            if cluster is None:
+                await store.ping()
+                if not await store.scripts_loaded():
+                    await store.ensure_scripts()
+    except TimeoutError:
+        raise Unavailable(
+            f"not ready: Redis did not answer within {READY_TIMEOUT_SECONDS:g} s", retry_after=1
+        ) from None
     except Unavailable as exc:
         raise Unavailable(f"not ready: {exc.detail}", retry_after=exc.retry_after) from None
+    if cluster is not None:
+        if not cluster.serving:
+            raise Unavailable(
+                f"not ready: the Redis Cluster's state is '{cluster.state}'", retry_after=1
+            )
+        # Ready while a master is down: its slots answer 503 until a replica takes over, the
+        # other selectors are served (an unready replica would serve none of them).
+        body["cluster"] = cluster.as_dict()
     if supervisor is not None:
         body.update(supervisor.status())
     return json_response(body)
