@@ -290,8 +290,16 @@ class Settings(BaseSettings):
     )
     alert_hosts: str = Field(
         default="",
-        description="Hosts alert webhooks may be sent to, comma-separated (`*.example.com`: the "
-        "domain and its subdomains); empty: any host (`service.monitoring.webhooks` says why).",
+        description="The only hosts alert webhooks may be sent to, comma-separated "
+        "(`*.example.com`: the domain and its subdomains); empty: any host with a global "
+        "address (`service.monitoring.destinations`).",
+    )
+    alert_private: str = Field(
+        default="",
+        description="Hosts (`*.example.com` for a domain) and networks (CIDR, `10.0.0.0/8`) "
+        "that alert webhooks may reach although their addresses are loopback, private, "
+        "link-local or otherwise not global, comma-separated; empty: none, for every key "
+        "(`service.monitoring.destinations` says why).",
     )
     alert_attempts: int = Field(
         default=6, ge=1, le=20, description="Attempts at delivering one alert event."
@@ -367,6 +375,15 @@ class Settings(BaseSettings):
             raise ValueError(
                 "SIFT_REDIS_WAIT_REPLICAS needs SIFT_REDIS_URL: the embedded Redis has no replicas"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _alert_destinations_parse(self) -> Settings:
+        """SIFT_ALERT_PRIVATE names hosts and networks only (refused at start, not at the
+        first delivery)."""
+        from service.monitoring.destinations import DestinationPolicy  # settings come first
+
+        DestinationPolicy.of(self.alert_hosts, self.alert_private)
         return self
 
     @property

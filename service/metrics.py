@@ -225,6 +225,12 @@ class Metrics:
             ["status"],
             registry=self.registry,
         )
+        self.alert_events_failed = Counter(
+            "sift_alert_events_failed",
+            "Alert events given up after their last attempt (listed with status failed; "
+            "POST .../alerts/events/{id}/redeliver sends them again).",
+            registry=self.registry,
+        )
         self.selector_gauges = SelectorGauges()
         self.registry.register(self.selector_gauges)
 

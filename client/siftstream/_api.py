@@ -47,6 +47,7 @@ from siftstream.results import (
     MethodInfo,
     Projection,
     PushSummary,
+    RotatedSecret,
     SelectorInfo,
     SelectorPage,
     StreamInfo,
@@ -750,6 +751,16 @@ class Api:
             lambda r: [Alert.from_json(a) for a in _json(r)["alerts"]],
         )
 
+    def rotate_alert_secret(self, name: str, alert_id: str) -> Call[RotatedSecret]:
+        """A new secret for the alert (admin), in this answer only; the previous one signs
+        every delivery beside it for a day, so that receivers switch at their own pace."""
+        return Call(
+            "POST",
+            selector_path(name, "alerts", quote(alert_id, safe=""), "secret"),
+            lambda r: RotatedSecret.from_json(_json(r)),
+            replay_safe=False,  # a replay would rotate again, this answer's secret never used
+        )
+
     def delete_alert(self, name: str, alert_id: str) -> Call[None]:
         return Call(
             "DELETE",
@@ -758,13 +769,37 @@ class Api:
             done_earlier=frozenset({404}),
         )
 
-    def alert_events(self, name: str, limit: int = 20) -> Call[list[AlertEvent]]:
-        """The events the selector's alerts raised (one per crossing), newest first."""
+    def alert_events(
+        self, name: str, limit: int = 20, status: str | None = None
+    ) -> Call[list[AlertEvent]]:
+        """The events the selector's alerts raised (one per crossing), newest first; with
+        ``status`` (pending, delivered, failed), only those whose delivery has it."""
+        params: dict[str, Any] = {"limit": limit}
+        if status is not None:
+            params["status"] = status
         return Call(
             "GET",
             selector_path(name, "alerts", "events"),
             lambda r: [AlertEvent.from_json(e) for e in _json(r)["events"]],
-            params={"limit": limit},
+            params=params,
+        )
+
+    def redeliver_alert_event(self, name: str, event_id: str) -> Call[bool]:
+        """Send a kept event again (admin): back in the outbox, due now, its attempts counted
+        afresh. False if it was in the outbox already."""
+        return Call(
+            "POST",
+            selector_path(name, "alerts", "events", quote(event_id, safe=""), "redeliver"),
+            lambda r: bool(_json(r)["queued"]),
+        )
+
+    def rearm_alert(self, name: str, alert_id: str) -> Call[Alert]:
+        """Re-arm an alert left firing (admin): the next version over its threshold is a
+        crossing again, with a new event."""
+        return Call(
+            "POST",
+            selector_path(name, "alerts", quote(alert_id, safe=""), "rearm"),
+            lambda r: Alert.from_json(_json(r)),
         )
 
     # -- capabilities ---------------------------------------------------------------------------

@@ -187,7 +187,9 @@ def add_commands(commands: Any) -> None:
     )
 
     alerts = commands.add_parser(
-        "alerts", parents=common, help="A selector's alerts: list, add, rm, events."
+        "alerts",
+        parents=common,
+        help="A selector's alerts: list, add, rotate, rearm, rm, events, redeliver.",
     )
     actions = alerts.add_subparsers(dest="action", required=True, metavar="ACTION")
     listed = actions.add_parser("ls", parents=common, help="List a selector's alerts.")
@@ -210,12 +212,32 @@ def add_commands(commands: Any) -> None:
         "--min-stability", type=float, help="Fire only while the top h is this stable."
     )
     added.add_argument("--label", default="", help="Free text, sent with the events.")
+    rotated = actions.add_parser(
+        "rotate",
+        parents=common,
+        help="A new secret for an alert; the old one signs beside it for a day.",
+    )
+    rotated.add_argument("name")
+    rotated.add_argument("id")
+    rearmed = actions.add_parser(
+        "rearm", parents=common, help="Re-arm an alert left firing: the next crossing alerts."
+    )
+    rearmed.add_argument("name")
+    rearmed.add_argument("id")
+    redelivered = actions.add_parser(
+        "redeliver", parents=common, help="Send an event again (one that failed, say)."
+    )
+    redelivered.add_argument("name")
+    redelivered.add_argument("event", help="The event's id (<alert id>-<crossing>).")
     removed = actions.add_parser("rm", parents=common, help="Delete an alert.")
     removed.add_argument("name")
     removed.add_argument("id")
     events = actions.add_parser("events", parents=common, help="The events the alerts raised.")
     events.add_argument("name")
     events.add_argument("--limit", type=int, default=20, help="(default 20)")
+    events.add_argument(
+        "--status", choices=["pending", "delivered", "failed"], help="Only events with it."
+    )
     events.add_argument("--json", action="store_true", help="Print JSON, one list.")
 
     methods = commands.add_parser(
@@ -518,11 +540,29 @@ def _alerts(args: argparse.Namespace, client: Client, console: Console) -> int:
             f"of the top {created.alert.h} reaches {created.alert.threshold:g}\n"
             f"secret (shown once; it signs every delivery): {created.secret}\n"
         )
+    elif args.action == "rotate":
+        rotated = client.rotate_alert_secret(args.name, args.id)
+        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rotated.previous_valid_until))
+        console.out.write(
+            f"alert {rotated.id} of {args.name}: new secret (shown once): {rotated.secret}\n"
+            f"the previous secret signs every delivery beside it until {until}\n"
+        )
+    elif args.action == "rearm":
+        rearmed = client.rearm_alert(args.name, args.id)
+        console.out.write(
+            f"alert {rearmed.id} of {args.name} re-armed: its next crossing raises an event\n"
+        )
+    elif args.action == "redeliver":
+        queued = client.redeliver_alert_event(args.name, args.event)
+        console.out.write(
+            f"event {args.event} of {args.name}: "
+            + ("back in the outbox, due now\n" if queued else "in the outbox already\n")
+        )
     elif args.action == "rm":
         client.delete_alert(args.name, args.id)
         console.out.write(f"deleted alert {args.id} of {args.name}\n")
     elif args.action == "events":
-        events = client.alert_events(args.name, args.limit)
+        events = client.alert_events(args.name, args.limit, args.status)
         if args.json:
             print_json(console.out, [e.raw for e in events])
         else:

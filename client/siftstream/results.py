@@ -1047,8 +1047,23 @@ class Alert:
 
 
 @dataclass(frozen=True)
+class RotatedSecret:
+    """An alert's new Standard Webhooks secret, in this answer only; the previous one signs
+    beside it until ``previous_valid_until`` (Unix seconds)."""
+
+    id: str
+    secret: str = field(repr=False)
+    previous_valid_until: float
+
+    @classmethod
+    def from_json(cls, doc: Json) -> RotatedSecret:
+        return cls(str(doc["id"]), str(doc["secret"]), float(doc["previous_valid_until"]))
+
+
+@dataclass(frozen=True)
 class CreatedAlert:
-    """A new alert: ``secret`` (the HMAC key of its signatures) is in this answer only."""
+    """A new alert: ``secret`` (``whsec_...``, the Standard Webhooks secret of its signatures)
+    is in this answer only."""
 
     alert: Alert
     secret: str = field(repr=False)

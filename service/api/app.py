@@ -168,6 +168,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # The first sweep also recovers entries a crashed process left unapplied.
             sweeper = asyncio.create_task(applier.sweep_forever(), name="sweeper")
             listener = asyncio.create_task(applier.listen_forever(), name="commit-listener")
+            app.state.selectors.monitor.outbox.start()
             expiry = asyncio.create_task(
                 app.state.selectors.lifecycle.expire_forever(
                     settings.sweep_interval_seconds, stop_expiring

@@ -52,6 +52,13 @@ KeyId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="An API key's
 AlertId = Annotated[
     str, Path(pattern=r"^[0-9a-f]{16}$", description="An alert's id (from its creation).")
 ]
+AlertEventId = Annotated[
+    str,
+    Path(
+        pattern=r"^[0-9a-f]{16}-[1-9][0-9]{0,9}$",
+        description="An alert event's id: <alert id>-<crossing>.",
+    ),
+]
 
 
 async def get_selectors(request: Request) -> Selectors:

@@ -105,7 +105,7 @@ class KeyList(BaseModel):
 
 #: An alert's URL: http or https, a host name or an IPv4 address (no credentials; an IPv6 host
 #: goes by its name), an optional port (1-65535), then any visible characters.
-#: ``service.monitoring.webhooks.check_url`` checks the same, and the allowed hosts.
+#: ``service.monitoring.destinations`` checks the same, normalises it and judges its host.
 _PORT = (
     r"(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
 )

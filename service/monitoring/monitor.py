@@ -12,7 +12,8 @@ selector's intermediate versions are skipped while one is being judged):
    (``drift.is_stable``; ``set_baseline.lua`` writes it once per incarnation);
 3. for each alert, compares the version's top h with the baseline's (``drift.compare``) and
    has ``claim_crossing.lua`` judge it: the one caller that claims a crossing (whichever
-   replica, whatever the retries) gets its event, and delivers it (``webhooks``).
+   replica, whatever the retries) puts its event in the selector's outbox in the same script,
+   and wakes the outbox (``outbox``), which delivers it at least once.
 
 Everything here is best effort: a failure is logged and the next commit tries again.
 """
@@ -37,7 +38,9 @@ from service.cache import LRU
 from service.config import Settings
 from service.errors import SiftError
 from service.metrics import Metrics
-from service.monitoring.webhooks import Webhooks, allowed_hosts
+from service.monitoring.destinations import DestinationPolicy
+from service.monitoring.outbox import Outbox
+from service.monitoring.webhooks import Webhooks
 from service.store.keys import is_partition
 from service.store.records import (
     Alert,
@@ -94,12 +97,11 @@ class Monitor:
         self.store = store
         self.settings = settings
         self.metrics = metrics
-        self.webhooks = Webhooks(
-            allowed_hosts(settings.alert_hosts),
-            settings.alert_attempts,
-            settings.alert_backoff_seconds,
+        webhooks = Webhooks(
+            DestinationPolicy.of(settings.alert_hosts, settings.alert_private),
             settings.alert_timeout_seconds,
         )
+        self.outbox = Outbox(store, webhooks, settings, metrics)
         self._watched: LRU[str, tuple[float, Baseline | None, list[Alert]]] = LRU(WATCHED_MAX)
         self._previous: LRU[str, Committed] = LRU(WATCHED_MAX)
         self._judging: dict[str, asyncio.Task[None]] = {}
@@ -260,22 +262,18 @@ class Monitor:
             comparison.drift,
             baseline.entry.version,
         )
-
-        async def record(event_id: str, status: dict[str, Any]) -> None:
-            self.metrics.labelled(self.metrics.alert_deliveries, status["status"]).inc()
-            await self.store.record_delivery(meta.name, version.incarnation, event_id, status)
-
-        self.webhooks.deliver(alert.url, alert.secret, claimed, record)
+        await self.outbox.queued(meta.name)
 
     async def close(self, timeout: float) -> None:
-        """Stop judging and delivering (events not delivered by now are not)."""
+        """Stop judging and delivering (events in the outbox stay there: the next start, or
+        another replica, delivers them)."""
         self._closing = True
         judging = list(self._judging.values())
         for task in judging:
             task.cancel()
         if judging:
             await asyncio.wait(judging, timeout=timeout)
-        await self.webhooks.close(timeout)
+        await self.outbox.close(timeout)
 
 
 def estimates_stability(meta: SelectorMeta) -> bool:

@@ -3,21 +3,25 @@ threshold (raised by ``service.monitoring.monitor``, delivered by
 ``service.monitoring.webhooks``); created, listed and deleted here, with the events they
 raised and how each delivery went.
 
-An alert's secret (the HMAC key that signs its deliveries) is drawn here, returned once in the
-creation's answer and kept in Redis to sign with: unlike an API key it cannot be stored as a
-hash. Listings never show it.
+An alert's secret (the Standard Webhooks key that signs its deliveries,
+``service.monitoring.signing``) is drawn here, returned once in the creation's answer (or a
+rotation's) and kept in Redis to sign with: unlike an API key it cannot be stored as a hash.
+Listings never show it. A rotation draws a new secret and keeps the old one signing beside it
+for ``ROTATION_OVERLAP_SECONDS``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
-from typing import Any
+from typing import Any, Literal
 
 from service.config import Settings
-from service.errors import Inconsistent
+from service.errors import Conflict, Inconsistent, NotFound
+from service.monitoring.destinations import DestinationPolicy, parse_destination
 from service.monitoring.monitor import Monitor
-from service.monitoring.webhooks import allowed_hosts, check_url
+from service.monitoring.signing import new_secret
 from service.selectors.drift import Drift
 from service.selectors.results import (
     AlertCreated,
@@ -25,13 +29,21 @@ from service.selectors.results import (
     AlertEventOut,
     AlertList,
     AlertOut,
+    AlertSecret,
+    Redelivery,
 )
 from service.store.records import Alert, AlertState
+from service.store.rooms.monitoring import EVENTS_KEPT
 
 #: Most alerts one selector may have.
 MAX_ALERTS = 20
+DeliveryStatus = Literal["pending", "delivered", "failed"]
 #: Events ``GET .../alerts/events`` shows unless asked otherwise.
 DEFAULT_EVENTS = 20
+#: How long a rotated secret keeps signing beside the new one.
+ROTATION_OVERLAP_SECONDS = 24 * 3600
+#: Rotations of one alert racing each other: attempts before giving up (Conflict).
+ROTATION_ATTEMPTS = 5
 
 
 class Alerts:
@@ -40,6 +52,7 @@ class Alerts:
         self.monitor = monitor
         self.settings = settings
         self.store = drift.reader.store
+        self.policy = DestinationPolicy.of(settings.alert_hosts, settings.alert_private)
 
     async def create(
         self,
@@ -59,13 +72,13 @@ class Alerts:
             )
         alert = Alert(
             id=secrets.token_hex(8),
-            url=check_url(url, allowed_hosts(self.settings.alert_hosts)),
+            url=self.policy.check(parse_destination(url)).url,
             h=h,
             threshold=threshold,
             min_stability=min_stability,
             label=label,
             created_at=time.time(),
-            secret=secrets.token_hex(32),
+            secret=new_secret(),
         )
         await self.store.create_alert(name, alert, MAX_ALERTS)
         self.monitor.changed(name)
@@ -78,22 +91,63 @@ class Alerts:
             name=name, alerts=[AlertOut(**_shown(alert, state)) for alert, state in alerts]
         )
 
+    async def rotate_secret(self, name: str, alert_id: str) -> AlertSecret:
+        """A new secret for the alert; the current one signs beside it for
+        ``ROTATION_OVERLAP_SECONDS`` (a secret rotated before that is dropped at once)."""
+        await self.drift.monitored(name)
+        for _ in range(ROTATION_ATTEMPTS):
+            read = await self.store.alert(name, alert_id)
+            until = time.time() + ROTATION_OVERLAP_SECONDS
+            rotated = dataclasses.replace(
+                read, secret=new_secret(), previous_secret=read.secret, previous_until=until
+            )
+            if await self.store.replace_alert(name, read, rotated):
+                self.monitor.changed(name)
+                return AlertSecret(id=alert_id, secret=rotated.secret, previous_valid_until=until)
+        raise Conflict(
+            f"alert '{alert_id}' of selector '{name}' is being rotated by someone else; "
+            "read its secret again later"
+        )
+
     async def delete(self, name: str, alert_id: str) -> None:
         await self.drift.monitored(name)
         await self.store.delete_alert(name, alert_id)
         self.monitor.changed(name)
 
-    async def events(self, name: str, limit: int | None) -> AlertEventList:
-        """The newest events (one per crossing), newest first, with their delivery."""
+    async def events(
+        self, name: str, limit: int | None, status: DeliveryStatus | None = None
+    ) -> AlertEventList:
+        """The newest events (one per crossing), newest first, with their delivery; with
+        ``status``, only those whose delivery has it (of the events kept)."""
         await self.drift.monitored(name)
-        events = await self.store.alert_events(name, DEFAULT_EVENTS if limit is None else limit)
-        return AlertEventList(
-            name=name,
-            events=[
-                AlertEventOut.model_validate({**event, "delivery": delivery})
-                for event, delivery in events
-            ],
-        )
+        wanted = DEFAULT_EVENTS if limit is None else limit
+        events = await self.store.alert_events(name, EVENTS_KEPT if status else wanted)
+        shown = [
+            AlertEventOut.model_validate({**event, "delivery": delivery})
+            for event, delivery in events
+            if status is None or (delivery is not None and delivery.get("status") == status)
+        ]
+        return AlertEventList(name=name, events=shown[:wanted])
+
+    async def redeliver(self, name: str, event_id: str) -> Redelivery:
+        """Put a kept event back in the outbox, due now, with its attempts counted afresh."""
+        await self.drift.monitored(name)
+        status = {"status": "pending", "attempts": 0, "updated_at": time.time()}
+        queued = await self.store.redeliver_event(name, event_id, status)
+        if queued:
+            await self.monitor.outbox.queued(name)
+        return Redelivery(id=event_id, queued=queued)
+
+    async def rearm(self, name: str, alert_id: str) -> AlertOut:
+        """Make the alert's next version over its threshold a crossing again (an alert left
+        firing by an event its receiver never got)."""
+        await self.drift.monitored(name)
+        await self.store.rearm_alert(name, alert_id)
+        self.monitor.changed(name)
+        for alert, state in await self.store.alerts(name):
+            if alert.id == alert_id:
+                return AlertOut(**_shown(alert, state))
+        raise NotFound(f"selector '{name}' has no alert '{alert_id}'")
 
 
 def _shown(alert: Alert, state: AlertState | None) -> dict[str, Any]:

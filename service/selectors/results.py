@@ -820,8 +820,23 @@ class AlertOut(Result):
 
 class AlertCreated(AlertOut):
     secret: str = Field(
-        description="The HMAC-SHA256 key that signs every delivery (Sift-Signature), shown "
-        "only in this answer: store it now."
+        description="The Standard Webhooks secret (`whsec_...`) that signs every delivery "
+        "(`webhook-signature`), shown only in this answer: store it now."
+    )
+
+
+class AlertSecret(Result):
+    """An alert's new secret, after a rotation."""
+
+    shows_nulls = True
+
+    id: str
+    secret: str = Field(
+        description="The new Standard Webhooks secret (`whsec_...`), shown only in this answer."
+    )
+    previous_valid_until: float = Field(
+        description="Until then (Unix seconds) the previous secret signs every delivery too "
+        "(`webhook-signature` carries both), so that receivers can switch at their own pace."
     )
 
 
@@ -833,10 +848,18 @@ class AlertList(Result):
 
 class DeliveryOut(Result):
     status: Literal["pending", "delivered", "failed"] = Field(
-        description="pending: not yet acknowledged (being retried); delivered: a 2xx came back; "
-        "failed: given up after SIFT_ALERT_ATTEMPTS attempts."
+        description="pending: in the outbox, not yet acknowledged (being attempted or retried); "
+        "delivered: a 2xx came back; failed: given up after SIFT_ALERT_ATTEMPTS attempts, a "
+        "destination the settings forbid, or its alert deleted (POST "
+        ".../alerts/events/{id}/redeliver sends it again)."
     )
     attempts: int
+    outcome: str | None = Field(
+        default=None,
+        description="How the last attempt went, in Sift's words (never the receiver's): "
+        "delivered, status, timeout, refused, reset, unreachable, dns, tls, not-http, "
+        "forbidden, dropped.",
+    )
     last_status: int | None = Field(default=None, description="The last HTTP status received.")
     last_error: str | None = Field(default=None, description="Why the last attempt failed.")
     updated_at: float | None = None
@@ -847,7 +870,7 @@ class AlertEventOut(Result):
 
     model_config = ConfigDict(extra="allow")
 
-    id: str = Field(description="<alert id>-<crossing>: the Sift-Event header of the delivery.")
+    id: str = Field(description="<alert id>-<crossing>: the webhook-id header of the delivery.")
     type: str
     alert: str
     crossing: int
@@ -870,3 +893,15 @@ class AlertEventOut(Result):
 class AlertEventList(Result):
     name: str
     events: list[AlertEventOut]
+
+
+class Redelivery(Result):
+    """An event put back in its selector's outbox."""
+
+    shows_nulls = True
+
+    id: str
+    queued: bool = Field(
+        description="true: put back in the outbox, due now, its attempts counted afresh; "
+        "false: it was in the outbox already (being attempted or retried)."
+    )

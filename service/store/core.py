@@ -60,10 +60,11 @@ class StoreCore:
     wait_replicas: int
     wait_ms: int
     #: Keys shared by every selector: the registry of names, the selectors due for expiry,
-    #: the pending set, and the channel of commit notices.
+    #: the pending set, the outbox marks, and the channel of commit notices.
     _registry: str
     _expiring: str
     _pending: str
+    _outboxes: str
     _commits_channel: str
     _scripts: dict[str, AsyncScript]
 

@@ -59,6 +59,12 @@ and the Lua scripts (``service/store/lua/``) stay valid on Redis Cluster::
                                      last version judged, whether it was over the threshold
     {prefix}:{name}:alert_events     list of JSON events (one per crossing), newest first, capped
     {prefix}:{name}:alert_deliveries hash: event id -> JSON delivery status (attempts, outcome)
+    {prefix}:{name}:outbox           sorted set: event id -> when it is due for an attempt (ms;
+                                     while attempted, when the attempt's lease ends)
+    {prefix}:{name}:outbox_events    hash: event id -> its JSON, and id#attempts -> attempts
+
+``{prefix}:outboxes`` (``outboxes_key``) marks the selectors whose outbox may hold an event
+due, scored by when to look (ms), in its own slot like the registry.
 
 The registry ``{prefix}:selectors`` is a plain set in its own slot, updated by separate commands;
 ``{prefix}:expiring`` (``expiring_key``) likewise orders the selectors that expire when idle.
@@ -240,6 +246,16 @@ class SelectorKeys:
         """How each event's delivery went: event id -> JSON."""
         return f"{self.base}:alert_deliveries"
 
+    @property
+    def outbox(self) -> str:
+        """The alert events to deliver: event id -> when due (ms)."""
+        return f"{self.base}:outbox"
+
+    @property
+    def outbox_events(self) -> str:
+        """The outbox's events: id -> JSON, id#attempts -> attempts so far."""
+        return f"{self.base}:outbox_events"
+
     def idem(self, key: str) -> str:
         """The idempotency record of ``Idempotency-Key`` ``key``."""
         return self.idem_record(idem_id(key))
@@ -323,6 +339,12 @@ def pending_key(prefix: str) -> str:
     when its last chunk was appended (Redis time, ms): what the sweeper reads every second,
     instead of every selector's head. One key in its own slot, like the registry."""
     return f"{prefix}:pending"
+
+
+def outboxes_key(prefix: str) -> str:
+    """The sorted set of selectors whose alert outbox may hold an event due, each scored by
+    when to look at it (ms): what every process's outbox reads, instead of every selector."""
+    return f"{prefix}:outboxes"
 
 
 def registry_key(prefix: str) -> str:

@@ -587,8 +587,20 @@ class Alert:
     min_stability: float | None
     label: str
     created_at: float
-    #: The HMAC-SHA256 key every delivery is signed with (shown once, at creation).
+    #: The secret every delivery is signed under (``service.monitoring.signing``; shown once,
+    #: at creation or rotation).
     secret: str
+    #: The secret before the last rotation, which signs beside ``secret`` until
+    #: ``previous_until`` (Unix seconds), so that receivers switch at their own pace.
+    previous_secret: str | None = None
+    previous_until: float | None = None
+
+    def signing_secrets(self, now: float) -> list[str]:
+        """The secrets in force at ``now``: the current one, and the previous one while its
+        overlap lasts."""
+        if self.previous_secret and self.previous_until is not None and now < self.previous_until:
+            return [self.secret, self.previous_secret]
+        return [self.secret]
 
     def public(self) -> dict[str, Any]:
         """What listings show: everything but the secret."""
@@ -603,13 +615,19 @@ class Alert:
         }
 
     def to_json(self) -> str:
-        return orjson.dumps({**self.public(), "secret": self.secret}).decode()
+        secrets = {"secret": self.secret}
+        if self.previous_secret is not None:
+            secrets |= {"previous_secret": self.previous_secret}
+        return orjson.dumps(
+            {**self.public(), **secrets, "previous_until": self.previous_until}
+        ).decode()
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> Alert:
         try:
             data = json.loads(raw)
             floor = data.get("min_stability")
+            previous, until = data.get("previous_secret"), data.get("previous_until")
             return cls(
                 id=str(data["id"]),
                 url=str(data["url"]),
@@ -619,9 +637,28 @@ class Alert:
                 label=str(data.get("label", "")),
                 created_at=float(data["created_at"]),
                 secret=str(data["secret"]),
+                previous_secret=None if previous is None else str(previous),
+                previous_until=None if until is None else float(until),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CodecError(f"stored alert does not parse: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class ClaimedDelivery:
+    """An event this process claimed from its selector's outbox (``claim_deliveries.lua``)."""
+
+    event_id: str
+    event: dict[str, Any]
+    #: Attempts so far, this one included.
+    attempts: int
+
+    @property
+    def alert_id(self) -> str:
+        return str(self.event.get("alert", ""))
+
+    def __str__(self) -> str:
+        return self.event_id
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from service.store.keys import (
     DEFAULT_PREFIX,
     commits_channel,
     expiring_key,
+    outboxes_key,
     pending_key,
     registry_key,
     validate_name,
@@ -83,6 +84,7 @@ class SelectorStore(Commits, Streams, Log, Checkpoints, Registry, Leases, Histor
         self._registry = registry_key(prefix)
         self._expiring = expiring_key(prefix)
         self._pending = pending_key(prefix)
+        self._outboxes = outboxes_key(prefix)
         self._commits_channel = commits_channel(prefix)
         self._scripts = {name: redis.register_script(text) for name, text in scripts.ALL.items()}
         self._init_log()

@@ -48,7 +48,12 @@ NAMES = (
     "set_baseline",
     "create_alert",
     "claim_crossing",
-    "record_delivery",
+    "rotate_alert_secret",
+    "claim_deliveries",
+    "settle_delivery",
+    "redeliver_event",
+    "rearm_alert",
+    "remark",
 )
 
 _USES = re.compile(r"^-- uses: (.+)$", re.MULTILINE)

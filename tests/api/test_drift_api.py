@@ -75,7 +75,7 @@ async def test_the_first_stable_version_becomes_the_baseline_then_pins_and_forge
     assert (await drift(client))["baseline"] is None
     # An alert on the top 5 makes the baseline depend on the top 5's stability (10 of 12
     # features would never be stable here: seven of them are noise of one scale).
-    hook = {"url": "http://127.0.0.1:9/x", "h": 5, "threshold": 0.9}
+    hook = {"url": "http://hooks.example.invalid/x", "h": 5, "threshold": 0.9}
     assert (await client.post("/v1/selectors/s/alerts", json=hook)).status_code == 201
     for _ in range(15):
         await push(client, "s", rng.standard_normal((500, FEATURES)) * SCALE)
@@ -134,7 +134,7 @@ async def test_a_name_created_again_does_not_inherit_the_baseline(client, store)
     await push(client, "s", np.random.default_rng(1).standard_normal((50, FEATURES)) * SCALE)
     assert (await client.post("/v1/selectors/s/baseline")).status_code == 200
     old = await store.get_meta("s")
-    hook = {"url": "http://127.0.0.1:9/x", "threshold": 0.5}
+    hook = {"url": "http://hooks.example.invalid/x", "threshold": 0.5}
     assert (await client.post("/v1/selectors/s/alerts", json=hook)).status_code == 201
     assert (await client.delete("/v1/selectors/s")).status_code == 204
     await create(client)
@@ -165,7 +165,7 @@ async def test_pinning_and_alerts_need_the_admin_scope(app_factory):
         await push(http, "s", np.ones((3, FEATURES)), **writer)
         assert (await http.get("/v1/selectors/s/drift", headers=writer)).status_code == 200
         assert (await http.get("/v1/selectors/s/alerts", headers=writer)).status_code == 200
-        hook = {"url": "http://127.0.0.1:9/x", "threshold": 0.5}
+        hook = {"url": "http://hooks.example.invalid/x", "threshold": 0.5}
         for method, path, body in [
             ("POST", "/v1/selectors/s/baseline", None),
             ("DELETE", "/v1/selectors/s/baseline", None),

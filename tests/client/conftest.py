@@ -25,7 +25,9 @@ _numbers = itertools.count()
 
 @pytest.fixture(scope="session")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    with live_service(tmp_path_factory.mktemp("client-service"), "client", {}) as process:
+    # The alert tests' receivers listen on loopback, which alerts reach only when allowed.
+    env = {"SIFT_ALERT_PRIVATE": "127.0.0.0/8"}
+    with live_service(tmp_path_factory.mktemp("client-service"), "client", env) as process:
         yield process
 
 

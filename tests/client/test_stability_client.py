@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from service.monitoring.webhooks import signed_headers
+from service.monitoring.signing import new_secret, signed_headers
 from siftstream import AsyncClient, Client, NotFoundError
 from siftstream.webhooks import verify
 from tests.support.client import sift
@@ -45,7 +46,8 @@ def test_top_drift_baseline_and_alerts_from_the_client(sift: Client, selector_na
     with webhook_receiver() as receiver:
         sift.create(selector_name, "variance", n_features=FEATURES)
         created = sift.create_alert(selector_name, receiver.url, 0.5, h=5, label="moved")
-        assert created.alert.h == 5 and created.alert.label == "moved" and len(created.secret) == 64
+        assert created.alert.h == 5 and created.alert.label == "moved"
+        assert created.secret.startswith("whsec_")
         assert [a.id for a in sift.list_alerts(selector_name)] == [created.alert.id]
 
         def has_baseline() -> bool:
@@ -70,8 +72,8 @@ def test_top_drift_baseline_and_alerts_from_the_client(sift: Client, selector_na
         poll(receiver.all, timeout_s=20)
         (delivery,) = receiver.all()
         # What a receiver runs, from the client distribution alone.
-        assert verify(created.secret, delivery.headers["Sift-Signature"], delivery.body)
-        assert not verify(created.secret, delivery.headers["Sift-Signature"], delivery.body + b" ")
+        assert verify(created.secret, delivery.headers, delivery.body)
+        assert not verify(created.secret, delivery.headers, delivery.body + b" ")
         events = poll(lambda: sift.alert_events(selector_name), timeout_s=10)
         assert events[0].id == delivery.event["id"] and events[0].crossing == 1
         assert {f.name for f in events[0].entered} <= {f"f{i}" for i in range(7, 12)}
@@ -103,12 +105,37 @@ async def test_the_async_client_has_the_same_operations(
 
 def test_the_client_verifies_what_the_service_signs() -> None:
     body = b'{"id": "a-1"}'
-    headers = signed_headers("s3cret", "a-1", body, time.time())
-    assert verify("s3cret", headers["Sift-Signature"], body)
-    assert not verify("other", headers["Sift-Signature"], body)
-    stale = signed_headers("s3cret", "a-1", body, time.time() - 3600)
-    assert not verify("s3cret", stale["Sift-Signature"], body)  # a replay, an hour later
-    assert not verify("s3cret", "garbage", body)
+    secret, other = new_secret(), new_secret()
+    headers = signed_headers([secret], "a-1", body, time.time())
+    assert verify(secret, headers, body)
+    assert not verify(other, headers, body)
+    stale = signed_headers([secret], "a-1", body, time.time() - 3600)
+    assert not verify(secret, stale, body)  # a replay, an hour later
+    assert not verify(secret, {**headers, "webhook-id": "a-2"}, body)  # another event's id
+    rotating = signed_headers([other, secret], "a-1", body, time.time())
+    assert verify(secret, rotating, body) and verify(other, rotating, body)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"webhook-id": "a", "webhook-timestamp": "1e99", "webhook-signature": "v1,AAAA"},
+        {"webhook-id": "a", "webhook-timestamp": "9" * 400, "webhook-signature": "v1,AAAA"},
+        {"webhook-id": "a", "webhook-timestamp": "-5", "webhook-signature": "v1,AAAA"},
+        {"webhook-id": "a", "webhook-timestamp": "١٢٣", "webhook-signature": "v1,AAAA"},
+        {"webhook-id": "a", "webhook-timestamp": "NOW", "webhook-signature": "v1"},
+        {"webhook-id": None, "webhook-timestamp": 5, "webhook-signature": b"v1,x"},
+        {"webhook-id": "a", "webhook-timestamp": "TS", "webhook-signature": "v1,!!!! v2 ,,,"},
+        {1: 2, "webhook-signature": "v1,=" * 1000},
+    ],
+)
+def test_verify_answers_false_and_never_raises_on_hostile_headers(headers: dict[Any, Any]) -> None:
+    now = str(int(time.time()))
+    shaped = {k: (now if v == "TS" else v) for k, v in headers.items()}
+    assert verify(new_secret(), shaped, b"{}") is False
+    assert verify("not base64 at all \u0000", shaped, b"{}") is False
+    assert verify(new_secret(), "not a mapping", b"{}") is False  # type: ignore[arg-type]
 
 
 def test_sift_top_watch_drift_baseline_and_alerts(

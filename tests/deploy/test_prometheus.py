@@ -82,7 +82,7 @@ async def test_a_live_metrics_page_passes_promtool_with_the_gauges_the_rules_rea
                 await http.post("/v1/selectors/s/chunks", json={"rows": rows})
             ).status_code == 200
         assert (await http.post("/v1/selectors/s/baseline")).status_code == 200
-        hook = {"url": "http://127.0.0.1:9/hook", "threshold": 0.5}
+        hook = {"url": "http://hooks.example.invalid/hook", "threshold": 0.5}
         assert (await http.post("/v1/selectors/s/alerts", json=hook)).status_code == 201
 
         async def gauged() -> bool:

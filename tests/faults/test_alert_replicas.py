@@ -34,6 +34,7 @@ def test_two_replicas_deliver_one_crossing_once(
         # next chunk is applied (and its version judged) by the replica it was sent to.
         "SIFT_APPLIER_LINGER_SECONDS": "0",
         "SIFT_ALERT_BACKOFF_SECONDS": "0.05",
+        "SIFT_ALERT_PRIVATE": "127.0.0.0/8",  # the receiver listens on loopback
     }
     first, second = spawn_service("a", **env), spawn_service("b", **env)
     replicas = (first, second)
@@ -80,3 +81,47 @@ def test_two_replicas_deliver_one_crossing_once(
         assert [e["id"] for e in events] == [delivery.event["id"]]
         listed = client.get(f"{second.url}/v1/selectors/s/alerts").json()["alerts"][0]
         assert listed["crossings"] == 1 and listed["firing"] is True
+
+
+def test_an_event_whose_deliverer_is_killed_mid_attempt_is_delivered_after_restart(
+    spawn_service: Callable[..., ServiceProcess],
+) -> None:
+    """The receiver holds the first attempt open; the service is SIGKILLed meanwhile. The
+    event is in Redis's outbox, not in the dead process: the restarted service attempts it
+    again once the attempt's lease ends, and it is delivered (at least once, same id)."""
+    env = {
+        "SIFT_ALERT_BACKOFF_SECONDS": "0.05",
+        "SIFT_ALERT_TIMEOUT_SECONDS": "1",  # the lease: 2 x 1 s + 5 s
+        "SIFT_ALERT_PRIVATE": "127.0.0.1/32",
+    }
+    service = spawn_service("killed", **env)
+    rng = np.random.default_rng(3)
+    with webhook_receiver(delay=30.0) as receiver, httpx.Client(timeout=30) as client:
+        created = client.post(
+            f"{service.url}/v1/selectors",
+            json={"name": "s", "method": "variance", "n_features": FEATURES},
+        )
+        assert created.status_code == 201, created.text
+        hook = {"url": receiver.url, "h": 5, "threshold": 0.5}
+        assert client.post(f"{service.url}/v1/selectors/s/alerts", json=hook).status_code == 201
+
+        def baseline() -> bool:
+            push(client, service, rng.standard_normal((300, FEATURES)) * BEFORE)
+            drift = client.get(f"{service.url}/v1/selectors/s/drift", params={"h": 5}).json()
+            return drift["baseline"] is not None
+
+        poll(baseline, timeout_s=30, interval_s=0.1)
+        for _ in range(12):
+            push(client, service, rng.standard_normal((300, FEATURES)) * AFTER)
+        assert poll(lambda: receiver.all() or receiver.pending, timeout_s=20)
+        service.kill()  # mid-attempt: the receiver has the request and has not answered
+        receiver.delay = 0.0
+        started = time.monotonic()
+        service.restart()
+        delivered = poll(receiver.delivered, timeout_s=30)
+        assert delivered, "the event was never delivered after the restart"
+        assert time.monotonic() - started < 20
+        events = client.get(f"{service.url}/v1/selectors/s/alerts/events").json()["events"]
+        assert [e["id"] for e in events] == [delivered[0].event["id"]]
+        assert events[0]["delivery"]["status"] == "delivered"
+        assert events[0]["delivery"]["attempts"] >= 2  # the killed attempt counts

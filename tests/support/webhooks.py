@@ -33,6 +33,8 @@ class Receiver:
     failures: int = 0
     delay: float = 0.0
     requests: list[Received] = field(default_factory=list)
+    #: Requests read and not yet answered (held for ``delay``).
+    pending: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def delivered(self) -> list[Received]:
@@ -54,6 +56,8 @@ def webhook_receiver(failures: int = 0, delay: float = 0.0) -> Iterator[Receiver
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
             if receiver.delay:
+                with receiver.lock:
+                    receiver.pending += 1
                 time.sleep(receiver.delay)
             with receiver.lock:
                 failing = receiver.failures > 0

@@ -279,7 +279,9 @@ def test_dashboard_shows_bands_stability_drift_and_alert_events(
     offline_page: Callable[[str], OfflinePage],
     artifacts: Path,
 ) -> None:
-    service = live_sift("moving", SIFT_ALERT_BACKOFF_SECONDS="0.05")
+    service = live_sift(
+        "moving", SIFT_ALERT_BACKOFF_SECONDS="0.05", SIFT_ALERT_PRIVATE="127.0.0.0/8"
+    )
     with webhook_receiver() as receiver, api(service) as client:
         create_selector(
             client,

@@ -13,17 +13,21 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 from starlette.responses import Response
 
-from service.api.deps import AlertId, SelectorName, get_selectors, result_response
+from service.api.deps import AlertEventId, AlertId, SelectorName, get_selectors, result_response
 from service.api.guard import GuardedRoute
 from service.api.schemas import PROBLEM_RESPONSES, AlertIn
 from service.auth import requires
 from service.selectors import Selectors
+from service.selectors.alerts import DeliveryStatus
 from service.selectors.results import (
     AlertCreated,
     AlertEventList,
     AlertList,
+    AlertOut,
+    AlertSecret,
     BaselineOut,
     DriftOut,
+    Redelivery,
 )
 
 router = APIRouter(prefix="/v1/selectors", tags=["monitoring"], route_class=GuardedRoute)
@@ -73,8 +77,8 @@ async def forget_baseline(name: SelectorName, service: Service) -> Response:
 async def create_alert(name: SelectorName, body: AlertIn, service: Service) -> Response:
     """A webhook POSTed, once per crossing, when a committed version's drift since the baseline
     reaches the threshold: a JSON event (selector, versions, drift, entered and left features)
-    signed with HMAC-SHA256 of the alert's secret (Sift-Signature), retried with backoff. The
-    secret is in this answer only."""
+    signed per Standard Webhooks under the alert's secret (`webhook-id`, `webhook-timestamp`,
+    `webhook-signature`), retried with backoff. The secret is in this answer only."""
     created = await service.alerts.create(
         name, body.url, body.h, body.threshold, body.min_stability, body.label
     )
@@ -98,9 +102,49 @@ async def alert_events(
     limit: Annotated[
         int | None, Query(ge=1, le=100, description="Events, newest first (default 20).")
     ] = None,
+    status: Annotated[
+        DeliveryStatus | None,
+        Query(description="Only events whose delivery has this status (failed: given up)."),
+    ] = None,
 ) -> Response:
     """The events the alerts raised (one per crossing), newest first, with their delivery."""
-    return result_response(await service.alerts.events(name, limit))
+    return result_response(await service.alerts.events(name, limit, status))
+
+
+@router.post(
+    "/{name}/alerts/events/{event_id}/redeliver",
+    responses={200: {"model": Redelivery}, **PROBLEM_RESPONSES},
+)
+@requires("admin")
+async def redeliver_alert_event(
+    name: SelectorName, event_id: AlertEventId, service: Service
+) -> Response:
+    """Send a kept event again: back in the outbox, due now, its attempts counted afresh (an
+    event that failed while its receiver was down). Its id stays the same, so a receiver that
+    had it drops the repeat."""
+    return result_response(await service.alerts.redeliver(name, event_id))
+
+
+@router.post(
+    "/{name}/alerts/{alert_id}/rearm", responses={200: {"model": AlertOut}, **PROBLEM_RESPONSES}
+)
+@requires("admin")
+async def rearm_alert(name: SelectorName, alert_id: AlertId, service: Service) -> Response:
+    """Re-arm an alert left firing: the next version over its threshold is a crossing again,
+    with a new event (the drift need not fall below the threshold first)."""
+    return result_response(await service.alerts.rearm(name, alert_id))
+
+
+@router.post(
+    "/{name}/alerts/{alert_id}/secret",
+    responses={200: {"model": AlertSecret}, **PROBLEM_RESPONSES},
+)
+@requires("admin")
+async def rotate_alert_secret(name: SelectorName, alert_id: AlertId, service: Service) -> Response:
+    """A new secret for the alert, in this answer only. The previous one goes on signing every
+    delivery beside it for a day (`previous_valid_until`), so that receivers switch at their
+    own pace."""
+    return result_response(await service.alerts.rotate_secret(name, alert_id))
 
 
 @router.delete("/{name}/alerts/{alert_id}", status_code=204, responses=PROBLEM_RESPONSES)

@@ -1,4 +1,4 @@
--- KEYS: head, alerts, alert_states, alert_events, alert_deliveries.
+-- KEYS: head, alerts, alert_states, alert_events, alert_deliveries, outbox, outbox_events.
 -- ARGV: alert id, incarnation, version, '1' if the version is over the alert's threshold (else
 -- '0'), the event JSON without its closing brace, events kept, the event's first delivery
 -- status (JSON).
@@ -8,7 +8,9 @@
 -- that was not (or the first one judged): it is counted, its event recorded (its id: the
 -- alert's id, '-', the crossing's number), and the reply is {crossing, event JSON}: the caller
 -- delivers it. Anything else replies {} (also for an alert deleted meanwhile, or a selector
--- deleted or created anew since the version was committed).
+-- deleted or created anew since the version was committed). The event goes into the outbox,
+-- due now, in the same script: once claimed, it is delivered whoever dies (at least once).
+-- uses: int, now_ms
 local incarnation = redis.call('HGET', KEYS[1], 'incarnation') or ''
 if incarnation ~= ARGV[2] or redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
   return {}
@@ -45,4 +47,6 @@ for _, old in ipairs(redis.call('LRANGE', KEYS[4], kept, -1)) do
 end
 redis.call('LTRIM', KEYS[4], 0, kept - 1)
 redis.call('HSET', KEYS[5], id, ARGV[7])
+redis.call('HSET', KEYS[7], id, event)
+redis.call('ZADD', KEYS[6], int_str(now_ms()), id)
 return {crossings, event}

@@ -10,19 +10,21 @@ first (``claim_crossing.lua``).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from service.errors import CodecError, Conflict, NotFound
 from service.store.core import StoreCore, not_found
-from service.store.records import Alert, AlertState, Baseline, as_text
+from service.store.records import Alert, AlertState, Baseline, ClaimedDelivery, as_text
 from service.store.redis_errors import map_redis_errors
 
 #: Events kept per selector (newest first), with their delivery status.
 EVENTS_KEPT = 100
+#: Selectors whose outbox keys are read in one pipeline (a process's first pass).
+OUTBOX_SCAN_BATCH = 500
 
 
 class Monitoring(StoreCore):
-    """Baselines, alerts and alert events."""
+    """Baselines, alerts, alert events and their outbox."""
 
     # -- baseline ------------------------------------------------------------------------------
 
@@ -83,6 +85,39 @@ class Monitoring(StoreCore):
             )
 
     @map_redis_errors
+    async def alert(self, name: str, alert_id: str) -> Alert:
+        """One alert, its secrets included; NotFound for the selector or the alert."""
+        k = self.keys(name)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.exists(k.head)
+        pipe.hget(k.alerts, alert_id)
+        exists, raw = await pipe.execute()
+        if not exists:
+            raise not_found(name)
+        if raw is None:
+            raise NotFound(f"selector '{name}' has no alert '{alert_id}'")
+        return Alert.from_json(raw)
+
+    @map_redis_errors
+    async def replace_alert(self, name: str, read: Alert, changed: Alert) -> bool:
+        """Store ``changed`` in place of ``read`` if the alert's secret is still ``read``'s
+        (False: it was rotated meanwhile, read it again); NotFound for the selector or the
+        alert."""
+        k = self.keys(name)
+        reply = as_text(
+            await self._run(
+                "rotate_alert_secret",
+                [k.head, k.alerts],
+                [read.id, changed.to_json(), read.secret],
+            )
+        )
+        if reply == "NOTFOUND":
+            raise not_found(name)
+        if reply == "GONE":
+            raise NotFound(f"selector '{name}' has no alert '{read.id}'")
+        return reply == "OK"
+
+    @map_redis_errors
     async def alerts(self, name: str) -> list[tuple[Alert, AlertState | None]]:
         """Every alert of the selector, oldest first, with its judgement of the last version."""
         k = self.keys(name)
@@ -128,7 +163,10 @@ class Monitoring(StoreCore):
         k = self.keys(name)
         reply = await self._run(
             "claim_crossing",
-            [k.head, k.alerts, k.alert_states, k.alert_events, k.alert_deliveries],
+            [
+                *(k.head, k.alerts, k.alert_states, k.alert_events, k.alert_deliveries),
+                *(k.outbox, k.outbox_events),
+            ],
             [
                 alert_id,
                 incarnation,
@@ -148,17 +186,120 @@ class Monitoring(StoreCore):
         return event
 
     @map_redis_errors
-    async def record_delivery(
-        self, name: str, incarnation: str, event_id: str, delivery: dict[str, Any]
-    ) -> bool:
-        """Record how an event's delivery went (only while the event and its selector are)."""
+    async def alert_or_none(self, name: str, alert_id: str) -> Alert | None:
+        """One alert (its secrets included), or None if it (or its selector) is gone."""
+        raw = await self.redis.hget(self.keys(name).alerts, alert_id)
+        return None if raw is None else Alert.from_json(raw)
+
+    @map_redis_errors
+    async def rearm_alert(self, name: str, alert_id: str) -> None:
+        """Make the alert's next version over its threshold a crossing again
+        (``rearm_alert.lua``); NotFound for the selector or the alert."""
+        k = self.keys(name)
+        reply = as_text(
+            await self._run("rearm_alert", [k.head, k.alerts, k.alert_states], [alert_id])
+        )
+        if reply == "NOTFOUND":
+            raise not_found(name)
+        if reply == "GONE":
+            raise NotFound(f"selector '{name}' has no alert '{alert_id}'")
+
+    # -- the outbox ----------------------------------------------------------------------------
+
+    @map_redis_errors
+    async def mark_outbox(self, name: str, due_ms: float) -> None:
+        """Look at ``name``'s outbox at ``due_ms`` (or earlier, if marked so already)."""
+        await self.redis.zadd(self._outboxes, {name: round(due_ms)}, lt=True)
+
+    @map_redis_errors
+    async def remark_outbox(self, name: str, read_score: float, due_ms: float | None) -> None:
+        """Move ``name``'s mark, read at ``read_score``, to ``due_ms`` (None: remove it),
+        unless it was marked again since it was read (``remark.lua``)."""
+        await self._run(
+            "remark",
+            [self._outboxes],
+            [name, f"{read_score:.0f}", "" if due_ms is None else f"{due_ms:.0f}"],
+        )
+
+    @map_redis_errors
+    async def due_outboxes(self, now_ms: float, limit: int) -> list[tuple[str, float]]:
+        """The ``limit`` earliest marks due at ``now_ms``, with their scores."""
+        marked = cast(
+            list[tuple[bytes, float]],
+            await self.redis.zrangebyscore(
+                self._outboxes, "-inf", f"{now_ms:.0f}", start=0, num=limit, withscores=True
+            ),
+        )
+        return [(as_text(member), float(score)) for member, score in marked]
+
+    @map_redis_errors
+    async def names_with_outbox(self) -> list[str]:
+        """Every selector whose outbox holds an event (a process's first pass)."""
+        names = sorted(as_text(n) for n in await self.redis.smembers(self._registry))
+        out: list[str] = []
+        for start in range(0, len(names), OUTBOX_SCAN_BATCH):
+            batch = self.keyed(names[start : start + OUTBOX_SCAN_BATCH])
+            pipe = self.redis.pipeline(transaction=False)
+            for name in batch:
+                pipe.zcard(self.keys(name).outbox)
+            counts = await pipe.execute()
+            out += [name for name, count in zip(batch, counts, strict=True) if count]
+        return out
+
+    @map_redis_errors
+    async def claim_deliveries(
+        self, name: str, lease_ms: int, most: int
+    ) -> tuple[bool, list[ClaimedDelivery], float | None]:
+        """Claim up to ``most`` events of ``name`` due now, each for ``lease_ms``
+        (``claim_deliveries.lua``): whether the selector is gone, the events, and when its
+        outbox's next event is due (None: it is empty)."""
         k = self.keys(name)
         reply = await self._run(
-            "record_delivery",
-            [k.head, k.alert_deliveries],
-            [incarnation, event_id, json.dumps(delivery)],
+            "claim_deliveries", [k.head, k.outbox, k.outbox_events], [lease_ms, most]
         )
-        return bool(reply)
+        if as_text(reply[0]) == "GONE":
+            return True, [], None
+        claimed = []
+        for i in range(1, len(reply), 3):
+            try:
+                event = json.loads(reply[i + 1])
+            except ValueError as exc:
+                raise CodecError(f"an outbox event does not parse: {exc}") from exc
+            claimed.append(ClaimedDelivery(as_text(reply[i]), event, int(reply[i + 2])))
+        following = as_text(reply[0])
+        return False, claimed, float(following) if following else None
+
+    @map_redis_errors
+    async def settle_delivery(
+        self, name: str, event_id: str, status: dict[str, Any], due_ms: float | None
+    ) -> None:
+        """Record how an attempt went; the event leaves the outbox (``due_ms`` None) or is
+        due again at ``due_ms`` (``settle_delivery.lua``)."""
+        k = self.keys(name)
+        await self._run(
+            "settle_delivery",
+            [k.head, k.outbox, k.outbox_events, k.alert_deliveries],
+            [event_id, json.dumps(status), "" if due_ms is None else f"{due_ms:.0f}"],
+        )
+
+    @map_redis_errors
+    async def redeliver_event(self, name: str, event_id: str, status: dict[str, Any]) -> bool:
+        """Put a kept event back in the outbox, due now, attempts counted afresh
+        (``redeliver_event.lua``): False if it was in the outbox already; NotFound for the
+        selector or an event not kept."""
+        k = self.keys(name)
+        reply = as_text(
+            await self._run(
+                "redeliver_event",
+                [k.head, k.alert_events, k.outbox, k.outbox_events, k.alert_deliveries],
+                [event_id, json.dumps(status)],
+            )
+        )
+        if reply == "NOTFOUND":
+            raise not_found(name)
+        if reply == "GONE":
+            raise NotFound(f"selector '{name}' keeps no alert event '{event_id}'")
+        return reply == "OK"
 
     @map_redis_errors
     async def alert_events(
