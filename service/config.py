@@ -288,6 +288,35 @@ class Settings(BaseSettings):
         "2018; `service.algorithms.stability`) is stable: the first stable version of a "
         "selector becomes the baseline its drift is measured against, unless one is pinned.",
     )
+    tenant_max_selectors: int = Field(
+        default=1000,
+        ge=0,
+        description="Most selectors (and partitioned selectors, each one) the names of one "
+        "tenant may hold: a tenant is an API key's name prefix (`service.selectors.quotas`); "
+        "`PUT /v1/quotas/{prefix}` sets another limit for one.",
+    )
+    tenant_max_state_bytes: int | None = Field(
+        default=None,
+        ge=0,
+        description="Most state bytes one tenant's selectors may declare in all (what their "
+        "methods, sizes, resamples and partitions take once they have learned); unset: "
+        "`SIFT_TENANT_MEMORY_SHARE` of Redis's memory (`maxmemory`, else the machine's), over "
+        "3 (a state is kept as its version and a checkpoint, with room for the log).",
+    )
+    tenant_memory_share: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="The share of Redis's memory one tenant's declared state may take when "
+        "`SIFT_TENANT_MAX_STATE_BYTES` is unset.",
+    )
+    tenant_max_alerts: int = Field(
+        default=200, ge=0, description="Most alerts one tenant's selectors may have in all."
+    )
+    tenant_max_streams: int = Field(
+        default=100, ge=0, description="Most streams the names of one tenant may hold."
+    )
+
     alert_hosts: str = Field(
         default="",
         description="The only hosts alert webhooks may be sent to, comma-separated "

@@ -103,6 +103,14 @@ class Forbidden(SiftError):
     type_slug = "forbidden"
 
 
+class QuotaExceeded(Forbidden):
+    """What a tenant (an API key prefix) asked for would take it over one of its quotas; the
+    answer names the quota, its limit and what is used (``service.selectors.quotas``)."""
+
+    title = "Quota exceeded"
+    type_slug = "quota-exceeded"
+
+
 class NotFound(SiftError):
     status = 404
     title = "Not found"

@@ -254,13 +254,16 @@ def publish(
     state: State,
     ranking: list[RankedList] | None = None,
     resampled: ResampledRanking | None = None,
+    elide_zeros: bool = False,
 ) -> dict[str, bytes]:
     """What a version of ``state`` shows its readers, encoded: the fields of
     ``published_fields`` (and the resamples' own, ``published_state_fields``), every scalar,
-    and the top of a single ``ranking`` with what its resamples say of it."""
+    and the top of a single ``ranking`` with what its resamples say of it. ``elide_zeros``:
+    a new selector's (``encode_state``)."""
     shown = published_state_fields(get_method(meta.method), state)
     fields = encode_state(
-        {f: v for f, v in state.items() if f in shown or not isinstance(v, np.ndarray)}
+        {f: v for f, v in state.items() if f in shown or not isinstance(v, np.ndarray)},
+        elide_zeros,
     )
     if ranking is not None and len(ranking) == 1 and ranking[0].view is None:
         fields[RANKING_INDEX_FIELD] = encode_array(np.asarray(ranking[0].indices, dtype=np.int64))

@@ -54,6 +54,7 @@ from siftstream.results import (
     StreamPage,
     StreamRankings,
     StreamReceipt,
+    TenantQuota,
     Top,
     Transformed,
     Weights,
@@ -727,11 +728,19 @@ class Api:
         h: int = 10,
         min_stability: float | None = None,
         label: str = "",
+        kind: str = "webhook",
     ) -> Call[CreatedAlert]:
         """An alert on ``name`` (admin): ``url`` gets a signed event when a committed version's
-        drift since the baseline reaches ``threshold``. Its secret (``CreatedAlert.secret``,
-        which verifies the signatures) is in this answer only."""
-        body: dict[str, Any] = {"url": url, "threshold": threshold, "h": h, "label": label}
+        drift since the baseline reaches ``threshold`` (``kind="alertmanager"``: ``url`` is a
+        Prometheus Alertmanager, which gets an alert that fires and resolves). Its secret
+        (``CreatedAlert.secret``, which verifies the signatures) is in this answer only."""
+        body: dict[str, Any] = {
+            "url": url,
+            "threshold": threshold,
+            "h": h,
+            "label": label,
+            "kind": kind,
+        }
         if min_stability is not None:
             body["min_stability"] = min_stability
         return Call(
@@ -898,6 +907,35 @@ class Api:
         """Revoke a key on every replica at once."""
         return Call(
             "DELETE", f"/v1/keys/{quote(key_id, safe='')}", _nothing, done_earlier=frozenset({404})
+        )
+
+    def quota(self, tenant: str) -> Call[TenantQuota]:
+        """A tenant's quotas and what its names hold (the root, or the tenant's own admin)."""
+        return Call(
+            "GET",
+            f"/v1/quotas/{quote(tenant, safe='')}",
+            lambda r: TenantQuota.from_json(_json(r)),
+        )
+
+    def set_quota(
+        self,
+        tenant: str,
+        *,
+        selectors: int | None = None,
+        state_bytes: int | None = None,
+        alerts: int | None = None,
+        streams: int | None = None,
+    ) -> Call[TenantQuota]:
+        """Set a tenant's quotas (the root only); those left out (None) take the defaults
+        again."""
+        given = {"selectors": selectors, "state_bytes": state_bytes, "alerts": alerts}
+        limits = {k: v for k, v in {**given, "streams": streams}.items() if v is not None}
+        return Call(
+            "PUT",
+            f"/v1/quotas/{quote(tenant, safe='')}",
+            lambda r: TenantQuota.from_json(_json(r)),
+            content=json_body(limits),
+            headers=JSON_HEADERS,
         )
 
 

@@ -150,6 +150,8 @@ class Operations:
     create_key = Operation(Api.create_key)
     list_keys = Operation(Api.list_keys)
     revoke_key = Operation(Api.revoke_key)
+    quota = Operation(Api.quota)
+    set_quota = Operation(Api.set_quota)
 
 
 class Client(Operations):

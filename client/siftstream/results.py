@@ -632,6 +632,24 @@ class CreatedKey:
 
 
 @dataclass(frozen=True)
+class TenantQuota:
+    """A tenant's quotas (``limits``) and what its names hold (``used``): selectors,
+    state_bytes (declared), alerts, streams."""
+
+    tenant: str
+    limits: dict[str, int]
+    used: dict[str, int]
+
+    @classmethod
+    def from_json(cls, doc: Json) -> TenantQuota:
+        return cls(
+            str(doc["tenant"]),
+            {str(k): int(v) for k, v in doc["limits"].items()},
+            {str(k): int(v) for k, v in doc["used"].items()},
+        )
+
+
+@dataclass(frozen=True)
 class Health:
     """A probe's answer: ``ok`` (healthz) or ``ready`` (readyz), with readiness's Redis mode."""
 
@@ -1028,6 +1046,8 @@ class Alert:
     firing: bool = False
     crossings: int = 0
     judged_version: int | None = None
+    #: webhook (the event as JSON) or alertmanager (Prometheus Alertmanager's API v2).
+    kind: str = "webhook"
 
     @classmethod
     def from_json(cls, doc: Json) -> Alert:
@@ -1043,6 +1063,7 @@ class Alert:
             bool(doc.get("firing", False)),
             int(doc.get("crossings", 0)),
             _int_or_none(doc.get("judged_version")),
+            str(doc.get("kind", "webhook")),
         )
 
 

@@ -25,6 +25,7 @@ from service.api.routes import (
     keys,
     methods,
     monitoring,
+    quotas,
     rankings,
     selectors,
     streams,
@@ -36,6 +37,7 @@ from service.config import Settings
 from service.errors import SiftError, Unavailable
 from service.metrics import Metrics
 from service.selectors import Selectors
+from service.selectors.quotas import Quotas
 from service.store.api_keys import ApiKeyStore
 from service.store.connection import connect, is_cluster, without_password
 from service.store.embedded import EmbeddedRedis, RedisSupervisor
@@ -152,6 +154,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             else "external"
         )
         app.state.inventory = Inventory(store)
+        app.state.quotas = Quotas(app.state.inventory, app.state.auth.keys, settings)
         sweeper: asyncio.Task[None] | None = None
         listener: asyncio.Task[None] | None = None
         expiry: asyncio.Task[None] | None = None
@@ -229,6 +232,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         capabilities.router,
         streams.router,
         keys.router,
+        quotas.router,
         ui.router,
     ]
     for router in app.state.routers:

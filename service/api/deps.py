@@ -55,8 +55,8 @@ AlertId = Annotated[
 AlertEventId = Annotated[
     str,
     Path(
-        pattern=r"^[0-9a-f]{16}-[1-9][0-9]{0,9}$",
-        description="An alert event's id: <alert id>-<crossing>.",
+        pattern=r"^[0-9a-f]{16}-[1-9][0-9]{0,9}(-resolved)?$",
+        description="An alert event's id: <alert id>-<crossing>[-resolved].",
     ),
 ]
 

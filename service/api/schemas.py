@@ -133,8 +133,15 @@ class AlertIn(BaseModel):
         min_length=1,
         max_length=2048,
         pattern=WEBHOOK_URL_PATTERN,
-        description="Where events are POSTed: http or https, without credentials (hosts may be "
-        "limited by SIFT_ALERT_HOSTS).",
+        description="Where events are POSTed: http or https, without credentials, a global "
+        "address unless SIFT_ALERT_PRIVATE allows it (and one of SIFT_ALERT_HOSTS when set). "
+        "For kind alertmanager, the Alertmanager's base URL (its API v2 is under it).",
+    )
+    kind: Literal["webhook", "alertmanager"] = Field(
+        default="webhook",
+        description="webhook: the event POSTed as JSON, signed per Standard Webhooks; "
+        "alertmanager: an alert POSTed to Prometheus Alertmanager's /api/v2/alerts, firing "
+        "while the drift is over the threshold, resolved when a version is judged below it.",
     )
     h: WholeNumber = Field(
         default=10, ge=1, description="The top h compared, at most SIFT_HISTORY_TOP (100)."

@@ -209,7 +209,8 @@ class Monitor:
         stability = version.stability_at(alert.h)
         over = is_over(comparison, stability, alert.threshold, alert.min_stability)
         prefix = ""
-        if over:
+        resolves = alert.kind == "alertmanager"  # told when the ranking settles back
+        if over or resolves:
             kind = kind_of(get_method(meta.method).chunk_kind)
             labels = await feature_labels(
                 self.store, meta, kind, [*comparison.entered, *comparison.left]
@@ -250,6 +251,7 @@ class Monitor:
             over,
             prefix or "{",
             {"status": "pending", "attempts": 0, "updated_at": time.time()},
+            resolves,
         )
         if claimed is None:
             return

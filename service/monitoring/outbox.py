@@ -12,7 +12,8 @@ process's. Every process runs one ``Outbox`` that delivers what is due:
    the selector has free slots here) and makes each event due again after a lease: an attempt
    that never settles, because its process died, is attempted again by whoever comes next,
    here after a restart or in another replica. Each claim counts as an attempt.
-3. **Attempts.** ``Webhooks.attempt``, bounded per destination and per selector, one deadline.
+3. **Attempts.** ``Webhooks.attempt``, bounded per destination and per selector, one deadline;
+   the body as the alert's kind has it (``formats``: the event, or an Alertmanager alert).
 4. **Settling.** ``settle_delivery.lua`` records the outcome with the event and takes it out
    of the outbox (delivered, given up after ``SIFT_ALERT_ATTEMPTS``, or a destination the
    settings forbid), or sets it due after ``SIFT_ALERT_BACKOFF_SECONDS`` doubling.
@@ -33,6 +34,7 @@ from typing import Any
 from service.config import Settings
 from service.errors import Unavailable
 from service.metrics import Metrics
+from service.monitoring import formats
 from service.monitoring.http_post import Outcome
 from service.monitoring.webhooks import PER_SELECTOR, Webhooks
 from service.store.records import ClaimedDelivery
@@ -166,8 +168,9 @@ class Outbox:
         alert = await self.store.alert_or_none(name, delivery.alert_id)
         if alert is None:
             return Outcome("dropped")
+        url, body = formats.delivery(alert.kind, alert.url, delivery.event, self.store.prefix)
         return await self.webhooks.attempt(
-            name, alert.url, alert.signing_secrets(time.time()), delivery.event
+            name, url, alert.signing_secrets(time.time()), delivery.event_id, body
         )
 
     async def close(self, timeout: float) -> None:

@@ -23,9 +23,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
-
-import orjson
 
 from service.monitoring.destinations import DestinationPolicy, parse_destination
 from service.monitoring.http_post import Outcome, post
@@ -73,13 +70,14 @@ class Webhooks:
         selector: str,
         url: str,
         signing_secrets: Sequence[str],
-        event: dict[str, Any],
+        event_id: str,
+        body: bytes,
     ) -> Outcome:
-        """POST ``event`` to ``url`` once, signed under ``signing_secrets``, when a slot of
-        its selector and of its destination is free (module docstring)."""
-        body = orjson.dumps(event)
+        """POST ``body`` (event ``event_id``'s) to ``url`` once, signed under
+        ``signing_secrets``, when a slot of its selector and of its destination is free
+        (module docstring)."""
         destination = parse_destination(url)
         where = f"{destination.scheme}://{destination.host}:{destination.port}"
         async with self._selectors.slot(selector), self._destinations.slot(where):
-            headers = signed_headers(signing_secrets, str(event["id"]), body, time.time())
+            headers = signed_headers(signing_secrets, event_id, body, time.time())
             return await post(destination, body, headers, self.policy, self.timeout_seconds)

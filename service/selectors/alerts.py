@@ -62,6 +62,7 @@ class Alerts:
         threshold: float,
         min_stability: float | None,
         label: str,
+        kind: str = "webhook",
     ) -> AlertCreated:
         """A new alert on ``name``; its secret is in this answer only."""
         await self.drift.monitored(name)
@@ -79,6 +80,7 @@ class Alerts:
             label=label,
             created_at=time.time(),
             secret=new_secret(),
+            kind=kind,
         )
         await self.store.create_alert(name, alert, MAX_ALERTS)
         self.monitor.changed(name)

@@ -68,10 +68,17 @@ from service.errors import (
     shown,
 )
 from service.selectors.history import History
-from service.selectors.lifecycle import selector_out
+from service.selectors.lifecycle import Admit, selector_out
 from service.selectors.reading import StateReader
 from service.selectors.results import SelectorOut
-from service.store.codec import decode_array, decode_state, encode_state
+from service.store.codec import (
+    array_nbytes,
+    decode_array,
+    decode_state,
+    encode_state,
+    stored_nbytes,
+)
+from service.store.inventory import declared_state_bytes
 from service.store.keys import validate_name
 from service.store.records import SelectorMeta, Snapshot, new_incarnation
 from service.updates import UpdateFailed, compute_update, publish, state_size_problem
@@ -323,12 +330,18 @@ def restore(archive: Archive, name: str | None, max_state_bytes: int) -> Restore
         feature_names=shape.feature_names,
         incarnation=new_incarnation(),
     )
-    problem = state_size_problem(
-        {field: len(value) for field, value in archive.state.items()}, max_state_bytes
-    )
+    try:
+        sizes = {field: stored_nbytes(value) for field, value in archive.state.items()}
+    except CodecError as exc:
+        raise InvalidInput(f"the archive's state does not decode: {exc.detail}") from exc
+    problem = state_size_problem(sizes, max_state_bytes)
     if problem is not None:
         raise StateTooLarge(f"the archive's state cannot be stored here: {problem}")
     try:
+        # Segments are stored in full, never as ZEROS blobs: a blob smaller than its array is
+        # forged (it would decode to memory its archive never paid for).
+        if any(array_nbytes(blob) > len(blob) for blob in archive.segments.values()):
+            raise InvalidInput("the archive's segments must be stored in full")
         state = decode_state(archive.state)
         segments = {s: decode_array(blob) for s, blob in archive.segments.items()}
     except CodecError as exc:
@@ -453,17 +466,24 @@ class Archives:
         return await asyncio.to_thread(pack, snapshot, kind, segments)
 
     async def import_(
-        self, body: bytes, name: str | None, may_create: Callable[[str], bool]
+        self,
+        body: bytes,
+        name: str | None,
+        may_create: Callable[[str], bool],
+        admit: Admit | None = None,
     ) -> SelectorOut:
         """Recreate the archived selector (as ``name`` if given) at its version; the first
         history entry is that version's ranking. ``may_create(name)`` says whether the caller
-        may create a selector of that name (Forbidden otherwise)."""
+        may create a selector of that name (Forbidden otherwise); ``admit`` checks its quotas
+        before anything is written."""
         restored = await asyncio.to_thread(self._restore, body, name)
         if not may_create(restored.meta.name):
             raise Forbidden(
                 f"this API key may not create a selector named '{restored.meta.name}' (its name "
                 "prefix); import it under another name with ?name="
             )
+        if admit is not None:
+            await admit(selectors=1, state_bytes=declared_state_bytes(restored.meta))
         published = await asyncio.to_thread(
             lambda: publish(restored.meta, decode_state(restored.state))
         )

@@ -111,6 +111,10 @@ def selector_out(meta: SelectorMeta, kind: Kind, head: Head, **described: Any) -
     return SelectorOut(**body, **described)
 
 
+#: A creation's admission (``Quotas.admit`` bound to the caller's tenant): what it would add.
+Admit = Callable[..., Awaitable[None]]
+
+
 class Lifecycle:
     def __init__(
         self,
@@ -129,8 +133,10 @@ class Lifecycle:
         self.bring_up_to_date = bring_up_to_date
         self.forget = forget
 
-    async def create(self, document: Any) -> SelectorOut:
-        """Create a selector from a ``POST /v1/selectors`` body.
+    async def create(self, document: Any, admit: Admit | None = None) -> SelectorOut:
+        """Create a selector from a ``POST /v1/selectors`` body; ``admit(selectors=1,
+        state_bytes=...)`` (the caller's quotas) is awaited once the body is checked and
+        before anything is written.
 
         The method's chunk kind reads the shape (``n_features``, ``n_samples`` or ``views``);
         the method resolves its parameters; the state the parameters imply must fit
@@ -177,6 +183,8 @@ class Lifecycle:
                 f"a {method.name} selector of this size and these parameters cannot be created: "
                 f"{problem}; use fewer features or parameters that need less memory"
             )
+        if admit is not None:
+            await admit(selectors=1, state_bytes=sum(sizes.values()) * partitions)
         meta = SelectorMeta(
             name=name,
             method=method.name,
@@ -192,7 +200,10 @@ class Lifecycle:
         )
         initial_state = await asyncio.to_thread(method.initial_state, resolved, shape.size)
         initial, published = await asyncio.to_thread(
-            lambda: (encode_state(initial_state), publish(meta, initial_state))
+            lambda: (
+                encode_state(initial_state, elide_zeros=True),
+                publish(meta, initial_state, elide_zeros=True),
+            )
         )
         if stream_meta is not None:
             return await self._create_attached(meta, stream_meta, start, initial, published)
@@ -206,7 +217,8 @@ class Lifecycle:
         await self.store.create_partitioned(meta)
         for index in range(partitions):
             part = meta.partition(index)
-            await self.store.create(part, initial, published=publish(part, initial_state))
+            published = publish(part, initial_state, elide_zeros=True)
+            await self.store.create(part, initial, published=published)
         return selector_out(meta, kind, await self.reader.head(name))
 
     @staticmethod

@@ -811,6 +811,10 @@ class AlertOut(Result):
     )
     label: str
     created_at: float
+    kind: Literal["webhook", "alertmanager"] = Field(
+        default="webhook",
+        description="webhook: the event as JSON; alertmanager: Alertmanager's API v2.",
+    )
     firing: bool = Field(description="Whether the last version judged was over the threshold.")
     crossings: int = Field(description="Times it crossed (one event each).")
     judged_version: int | None = Field(

@@ -5,6 +5,7 @@ of the secret next to its description::
 
     {prefix}:apikey:<id>   hash: secret_sha256, scopes (JSON list), prefix, label, created_at
     {prefix}:apikeys       set of every id (listing)
+    {prefix}:quotas        hash: tenant (a key prefix) -> JSON of the quotas set for it
 
 The secret is 192 random bits, so an unsalted hash is enough: nothing short of the secret
 itself maps to the stored digest. Every request reads the record afresh, so a deleted key is
@@ -137,3 +138,28 @@ class ApiKeyStore:
         pipe.srem(self._registry, key_id)
         removed, _ = await pipe.execute()
         return bool(removed)
+
+    # -- quotas set per tenant (``service.selectors.quotas``) ------------------------------------
+
+    @property
+    def _quotas(self) -> str:
+        return f"{self.prefix}:quotas"
+
+    @map_redis_errors
+    async def quota_overrides(self, tenant: str) -> dict[str, int]:
+        """The quotas set for ``tenant`` (those not set take the settings' defaults)."""
+        raw = await self.redis.hget(self._quotas, tenant)
+        if raw is None:
+            return {}
+        try:
+            return {str(k): int(v) for k, v in json.loads(raw).items()}
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise CodecError(f"stored quotas of tenant {tenant!r} do not parse: {exc}") from exc
+
+    @map_redis_errors
+    async def set_quota_overrides(self, tenant: str, overrides: dict[str, int]) -> None:
+        """Set ``tenant``'s quotas to ``overrides`` (empty: the defaults again)."""
+        if overrides:
+            await self.redis.hset(self._quotas, tenant, json.dumps(overrides))
+        else:
+            await self.redis.hdel(self._quotas, tenant)

@@ -6,7 +6,7 @@ Array blob (all integers little-endian)::
     0       8         magic b"SIFTARR1"
     8       1         length of the dtype string (1..8)
     9       1         ndim (0..64)
-    10      2         reserved, 0
+    10      2         flags: 0, or ZEROS (1): every element is 0 and the payload is left out
     12      4         crc32 of the whole blob with this field read as 0 (header + payload)
     16      len       dtype string, ASCII, e.g. b"<f8", b"|b1"
     ...     8*ndim    shape, uint64 each (aligned to 8)
@@ -14,8 +14,11 @@ Array blob (all integers little-endian)::
     H       n         payload: the array's raw C-order little-endian bytes
 
 The checksum covers the header as well as the payload, so a corrupt shape of an empty array is
-caught too. Decoded arrays are **read-only views** of the input buffer (no copy; copy them with
-``np.array(a)`` before mutating). The header is padded so the payload is 8-byte aligned.
+caught too. A state that has learned nothing yet (a new selector's, all zeros) is written with
+``ZEROS`` blobs: a header each, whatever its size, so that a selector's Redis footprint grows
+with what it has learned, not with what it declared at its creation. Decoded arrays are
+**read-only views** of the input buffer (no copy; copy them with ``np.array(a)`` before
+mutating). The header is padded so the payload is 8-byte aligned.
 
 Matrix blob: magic b"SIFTMAT1", kind (0 dense, 1 CSR), reserved, component count, crc32 of the
 matrix header, rows and columns, the component lengths; then each component as an array blob
@@ -32,6 +35,7 @@ import math
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,6 +56,8 @@ _MAX_DTYPE_LEN = 8
 
 _ARRAY_FIXED = struct.Struct("<8sBBHI")  # magic, dtype length, ndim, reserved, crc32
 _MATRIX_FIXED = struct.Struct("<8sBBHIQQ")  # magic, kind, ncomp, reserved, crc32, rows, cols
+#: The flag of an array blob whose elements are all 0, stored without its payload.
+ZEROS = 1
 _KIND_DENSE = 0
 _KIND_CSR = 1
 
@@ -76,8 +82,9 @@ def _le_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
     return le
 
 
-def encode_array(a: np.ndarray | np.generic) -> bytes:
-    """Encode one array (any layout or byte order) as a self-checking blob."""
+def encode_array(a: np.ndarray | np.generic, elide_zeros: bool = False) -> bytes:
+    """Encode one array (any layout or byte order) as a self-checking blob; with
+    ``elide_zeros``, an array of zeros as a ``ZEROS`` header alone."""
     if isinstance(a, np.generic):
         a = np.asarray(a)
     if not isinstance(a, np.ndarray):
@@ -95,22 +102,37 @@ def encode_array(a: np.ndarray | np.generic) -> bytes:
     offset += len(dtype_str)
     struct.pack_into(f"<{arr.ndim}Q", header, offset, *arr.shape)
     payload = arr.reshape(-1).data.cast("B")
+    if elide_zeros and arr.size and not arr.any():
+        struct.pack_into("<H", header, 10, ZEROS)
+        payload = memoryview(b"")
     crc = zlib.crc32(payload, zlib.crc32(header))
     struct.pack_into("<I", header, 12, crc)
     return b"".join((header, payload))
 
 
-def decode_array(b: bytes | bytearray | memoryview) -> np.ndarray:
-    """Decode a blob of :func:`encode_array` into a read-only view; CodecError if it is not one."""
-    view = memoryview(b).cast("B")
+@dataclass(frozen=True)
+class _ArrayHeader:
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    flags: int
+    crc: int
+    length: int
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the array it describes, decoded (a ``ZEROS`` blob's too)."""
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def _array_header(view: memoryview) -> _ArrayHeader:
     if len(view) < _ARRAY_FIXED.size:
         raise CodecError(f"array blob too short: {len(view)} bytes, header needs 16")
-    magic, dtype_len, ndim, reserved, crc = _ARRAY_FIXED.unpack_from(view, 0)
+    magic, dtype_len, ndim, flags, crc = _ARRAY_FIXED.unpack_from(view, 0)
     if magic != ARRAY_MAGIC:
         raise CodecError(f"not an array blob: magic {bytes(magic)!r}, expected {ARRAY_MAGIC!r}")
-    if not 1 <= dtype_len <= _MAX_DTYPE_LEN or ndim > MAX_NDIM or reserved != 0:
+    if not 1 <= dtype_len <= _MAX_DTYPE_LEN or ndim > MAX_NDIM or flags not in (0, ZEROS):
         raise CodecError(
-            f"corrupt array header: dtype length {dtype_len}, ndim {ndim}, reserved {reserved}"
+            f"corrupt array header: dtype length {dtype_len}, ndim {ndim}, flags {flags}"
         )
     shape_at = _ARRAY_FIXED.size + dtype_len
     header_len = _pad8(shape_at + 8 * ndim)
@@ -122,8 +144,28 @@ def decode_array(b: bytes | bytearray | memoryview) -> np.ndarray:
     shape = struct.unpack_from(f"<{ndim}Q", view, shape_at)
     if any(view[shape_at + 8 * ndim : header_len]):
         raise CodecError("corrupt array header: non-zero padding")
-    dtype = np.dtype(dtype_str)
-    expected = math.prod(shape) * dtype.itemsize
+    return _ArrayHeader(np.dtype(dtype_str), tuple(shape), flags, crc, header_len)
+
+
+def array_nbytes(b: bytes | bytearray | memoryview) -> int:
+    """Bytes of the array blob ``b`` describes once decoded, from its header alone (a
+    ``ZEROS`` blob is small and its array need not be); CodecError if it is not one."""
+    return _array_header(memoryview(b).cast("B")).nbytes
+
+
+def stored_nbytes(field: bytes) -> int:
+    """Bytes a state field takes decoded: an array blob's array (``array_nbytes``), else the
+    field itself (the scalars' JSON)."""
+    return array_nbytes(field) if field[: len(ARRAY_MAGIC)] == ARRAY_MAGIC else len(field)
+
+
+def decode_array(b: bytes | bytearray | memoryview) -> np.ndarray:
+    """Decode a blob of :func:`encode_array` into a read-only view; CodecError if it is not one."""
+    view = memoryview(b).cast("B")
+    header = _array_header(view)
+    dtype, shape, flags, header_len = header.dtype, header.shape, header.flags, header.length
+    dtype_str, crc = dtype.str, header.crc
+    expected = 0 if flags == ZEROS else header.nbytes
     if len(view) - header_len != expected:
         raise CodecError(
             f"array payload has {len(view) - header_len} bytes, shape {tuple(shape)} of "
@@ -136,6 +178,15 @@ def decode_array(b: bytes | bytearray | memoryview) -> np.ndarray:
         raise CodecError(
             f"array blob checksum mismatch: stored {crc:#010x}, computed {check:#010x}"
         )
+    if flags == ZEROS:
+        try:
+            zeros = np.zeros(shape, dtype=dtype)  # calloc: pages are touched when written
+        except (ValueError, MemoryError) as exc:
+            raise CodecError(
+                f"array blob of zeros, shape {tuple(shape)}, does not load: {exc}"
+            ) from exc
+        zeros.flags.writeable = False
+        return zeros
     try:
         out = np.frombuffer(view, dtype=dtype, count=math.prod(shape), offset=header_len)
         out = out.reshape(shape)
@@ -262,18 +313,20 @@ def _scalar(name: str, value: object) -> Scalar:
     )
 
 
-def encode_state(state: Mapping[str, Any]) -> dict[str, bytes]:
+def encode_state(state: Mapping[str, Any], elide_zeros: bool = False) -> dict[str, bytes]:
     """One field per array, all scalars in one JSON field ``__scalars__``.
 
     numpy scalars (``np.float64(1.5)``) are stored as Python scalars; NaN/inf scalars are rejected
-    (store them in a 0-d array if a method really needs them).
+    (store them in a 0-d array if a method really needs them). ``elide_zeros``: arrays of zeros
+    as ``ZEROS`` blobs (a new selector's state; checking costs a pass over each array, which a
+    commit does not pay).
     """
     fields: dict[str, bytes] = {}
     scalars: dict[str, Scalar] = {}
     for name, value in state.items():
         _check_field_name(name)
         if isinstance(value, np.ndarray):
-            fields[name] = encode_array(value)
+            fields[name] = encode_array(value, elide_zeros)
         else:
             scalars[name] = _scalar(name, value)
     fields[SCALARS_FIELD] = json.dumps(

@@ -12,11 +12,12 @@ import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from service.algorithms import get_method
 from service.algorithms.drift import STABLE_H, compare
 from service.errors import CodecError, InvalidInput
 from service.store.core import UNREACHABLE
-from service.store.keys import is_partition, registry_key
-from service.store.records import Baseline, HistoryEntry
+from service.store.keys import is_partition, registry_key, streams_registry_key
+from service.store.records import Baseline, HistoryEntry, SelectorMeta
 from service.store.redis_errors import map_redis_errors
 from service.store.redis_store import SelectorStore
 
@@ -46,11 +47,30 @@ class SelectorUsage:
 
 
 @dataclass(frozen=True)
+class TenantUsage:
+    """What the names of one tenant (those starting with its prefix) hold."""
+
+    selectors: int
+    #: The state bytes the selectors declare (``state_sizes`` of their methods, times their
+    #: partitions), learned or not.
+    state_bytes: int
+    alerts: int
+    streams: int
+
+
+@dataclass(frozen=True)
 class Usage:
     #: Every selector in the registry.
     selectors: int
     #: The first ``limit`` selectors by name (a bound on the gauges' label sets).
     measured: list[SelectorUsage]
+
+
+def declared_state_bytes(meta: SelectorMeta) -> int:
+    """The bytes a selector's state takes once it has learned: its method's ``state_sizes``
+    for its parameters and size, times its partitions."""
+    sizes = get_method(meta.method).state_sizes(meta.params, meta.size)
+    return sum(sizes.values()) * max(meta.partitions, 1)
 
 
 def _text(value: bytes | str) -> str:
@@ -135,6 +155,34 @@ class Inventory:
                     SelectorUsage(name, length, 0 if unknown else int(size), stability, drift)
                 )
         return Usage(selectors=len(names), measured=measured)
+
+    @map_redis_errors
+    async def tenant_usage(self, prefix: str) -> TenantUsage:
+        """What the selectors and streams whose names start with ``prefix`` hold: one
+        ``SMEMBERS`` of each registry, and one pipelined read per selector of the tenant."""
+        names = [n for n in await self.names() if n.startswith(prefix)]
+        declared = 0
+        alerts = 0
+        for start in range(0, len(names), _BATCH):
+            batch = self.store.keyed(names[start : start + _BATCH])
+            metas = await self.store.read_each(
+                [self.store.keys(name).meta for name in batch], lambda pipe, key: pipe.get(key)
+            )
+            counts = await self.store.read_each(
+                [self.store.keys(name).alerts for name in batch], lambda pipe, key: pipe.hlen(key)
+            )
+            for raw, count in zip(metas, counts, strict=True):
+                if raw is not None and raw is not UNREACHABLE:
+                    declared += declared_state_bytes(SelectorMeta.from_json(raw, None))
+                if isinstance(count, int):
+                    alerts += count
+        streams = await self.store.redis.smembers(streams_registry_key(self.store.prefix))
+        return TenantUsage(
+            selectors=len(names),
+            state_bytes=declared,
+            alerts=alerts,
+            streams=sum(1 for n in streams if _text(n).startswith(prefix)),
+        )
 
     async def _rankings(self, names: list[str]) -> list[tuple[float | None, float | None]]:
         """Each selector's newest stability (its top 10's) and drift since its baseline, from

@@ -594,6 +594,9 @@ class Alert:
     #: ``previous_until`` (Unix seconds), so that receivers switch at their own pace.
     previous_secret: str | None = None
     previous_until: float | None = None
+    #: ``webhook`` (the event as JSON) or ``alertmanager`` (Alertmanager's API v2:
+    #: ``service.monitoring.formats``).
+    kind: str = "webhook"
 
     def signing_secrets(self, now: float) -> list[str]:
         """The secrets in force at ``now``: the current one, and the previous one while its
@@ -612,6 +615,7 @@ class Alert:
             "min_stability": self.min_stability,
             "label": self.label,
             "created_at": self.created_at,
+            "kind": self.kind,
         }
 
     def to_json(self) -> str:
@@ -639,6 +643,7 @@ class Alert:
                 secret=str(data["secret"]),
                 previous_secret=None if previous is None else str(previous),
                 previous_until=None if until is None else float(until),
+                kind=str(data.get("kind", "webhook")),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CodecError(f"stored alert does not parse: {exc}") from exc

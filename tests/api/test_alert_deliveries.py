@@ -22,7 +22,7 @@ from tests.support.webhooks import webhook_receiver
 #: The operator's opt-in the tests' receivers need: they listen on loopback.
 LOOPBACK = DestinationPolicy.of("", "127.0.0.0/8")
 DEFAULT = DestinationPolicy.of("", "")
-EVENT = {"id": "a1-1", "type": "sift.ranking.drift", "selector": "s"}
+BODY = json.dumps({"id": "a1-1", "type": "sift.ranking.drift", "selector": "s"}).encode()
 
 
 SECRETS = ["whsec_" + "A" * 43]
@@ -33,7 +33,7 @@ async def deliver_once(
 ) -> tuple[Outcome, float]:
     """One attempt; its outcome and how long it took."""
     started = time.monotonic()
-    outcome = await Webhooks(policy, timeout).attempt("s", url, SECRETS, EVENT)
+    outcome = await Webhooks(policy, timeout).attempt("s", url, SECRETS, "a1-1", BODY)
     return outcome, time.monotonic() - started
 
 
@@ -80,13 +80,13 @@ async def test_hung_receivers_delay_only_their_own_events():
     hooks = Webhooks(LOOPBACK, 5.0)
     with tcp_peer(hang) as hung, webhook_receiver() as good:
         stuck = [
-            asyncio.create_task(hooks.attempt(f"hung-{i % 3}", hung.url(), SECRETS, EVENT))
+            asyncio.create_task(hooks.attempt(f"hung-{i % 3}", hung.url(), SECRETS, "a1-1", BODY))
             for i in range(100)
         ]
         try:
             await asyncio.sleep(0.3)
             started = time.monotonic()
-            outcome = await hooks.attempt("other", good.url, SECRETS, EVENT)
+            outcome = await hooks.attempt("other", good.url, SECRETS, "a1-1", BODY)
             assert outcome.delivered and time.monotonic() - started < 1.0
             assert hung.connections <= PER_DESTINATION
         finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import zlib
 from typing import Any
 
 import numpy as np
@@ -154,6 +155,16 @@ def with_state(archive: bytes, **fields: Any) -> bytes:
     return join(manifest, encode_state({**decoded, **fields}), segments)
 
 
+def zeros_blob(length: int) -> bytes:
+    """A valid array blob of ``length`` float64 zeros, flagged ZEROS and without a payload,
+    written by hand from the layout docs/export-import.md documents (encoding the array
+    itself would need its memory)."""
+    header = bytearray(struct.pack("<8sBBHI", b"SIFTARR1", 3, 1, 1, 0) + b"<f8")
+    header += struct.pack("<Q", length) + bytes(5)  # the shape, then padding to 32 bytes
+    struct.pack_into("<I", header, 12, zlib.crc32(bytes(header)))
+    return bytes(header)
+
+
 @pytest.fixture
 async def exported(client) -> dict[str, bytes]:
     """Archives of a variance, an iqrp and an ofs selector (the sources are then deleted)."""
@@ -281,6 +292,20 @@ def damaged(exported: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
             "must be a float64 block of shape (5, 2)",
         ),
         (
+            "a segment of zeros that declares more than it carries",
+            join(
+                iqrp_manifest,
+                iqrp_state,
+                {s: encode_array(np.zeros((5, 2)), elide_zeros=True) for s in iqrp_segments},
+            ),
+            "segments must be stored in full",
+        ),
+        (
+            "a state of zeros declaring 8 GiB in 32 bytes",
+            join(manifest, {**state, "m2": zeros_blob(2**30)}, segments),
+            "SIFT_MAX_STATE_BYTES",
+        ),
+        (
             "more features seen than scores",
             join({**split(ofs)[0], "items_seen": 9, "features_seen": 9}, *split(ofs)[1:]),
             "has scores for 4 features; having seen 9 items",
@@ -315,6 +340,9 @@ async def test_the_format_version_problem_names_the_versions_understood(client, 
 async def test_archives_over_the_limit_are_refused_before_reading_them(app_factory):
     async with app_factory(max_archive_bytes=2048) as (_app, http):
         await create(http, "wide", "variance", n_features=400)
+        # A state that learned something (a new one's zeros take a header per array).
+        row = {"rows": [[float(i) for i in range(400)]] * 2}
+        assert (await http.post("/v1/selectors/wide/chunks", json=row)).status_code == 200
         too_big = await http.get("/v1/selectors/wide/export")
         assert too_big.status_code == 422, too_big.text
         assert "SIFT_MAX_ARCHIVE_BYTES" in too_big.json()["detail"]

@@ -16,12 +16,14 @@ from hypothesis.extra import numpy as hnp
 from service.errors import CodecError
 from service.store.codec import (
     SCALARS_FIELD,
+    array_nbytes,
     decode_array,
     decode_matrix,
     decode_state,
     encode_array,
     encode_matrix,
     encode_state,
+    stored_nbytes,
 )
 
 ALLOWED = ["?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8"]
@@ -236,3 +238,31 @@ def test_state_scalars_and_names() -> None:
         decode_state(clash)
     with pytest.raises(CodecError):
         decode_state({"a": b"not an array"})
+
+
+def test_arrays_of_zeros_are_written_as_a_header_when_asked():
+    """A new selector's state (``elide_zeros``): a header per array whatever its size, decoded
+    to the same zeros, read-only; the size check reads what the array would take."""
+    zeros = np.zeros((1000, 300), dtype=np.float64)
+    blob = encode_array(zeros, elide_zeros=True)
+    assert len(blob) < 64
+    back = decode_array(blob)
+    assert back.shape == (1000, 300) and back.dtype == np.float64 and not back.any()
+    assert not back.flags.writeable
+    assert array_nbytes(blob) == zeros.nbytes == stored_nbytes(blob)
+    assert len(encode_array(zeros)) > zeros.nbytes  # not asked: in full, as commits write
+    one = zeros.copy()
+    one[999, 299] = 1.0
+    assert len(encode_array(one, elide_zeros=True)) > one.nbytes  # not all zeros: in full
+    assert stored_nbytes(b'{"count":0}') == 11
+    state = encode_state({"a": zeros, "n": 0}, elide_zeros=True)
+    assert decode_state(state)["a"].shape == (1000, 300)
+
+
+def test_a_zeros_blob_with_a_payload_or_a_forged_flag_is_refused():
+    blob = bytearray(encode_array(np.zeros(4), elide_zeros=True))
+    with pytest.raises(CodecError, match="payload"):
+        decode_array(bytes(blob) + bytes(32))
+    blob[10] = 2  # an unknown flag
+    with pytest.raises(CodecError, match="flags"):
+        decode_array(bytes(blob))

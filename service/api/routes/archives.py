@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -21,6 +22,7 @@ from service.auth import Principal, requires
 from service.errors import Forbidden
 from service.selectors import Selectors
 from service.selectors.archive import MEDIA_TYPE
+from service.selectors.quotas import Quotas
 from service.selectors.results import SelectorOut
 from service.wire.media import require_media_type
 
@@ -87,5 +89,10 @@ async def import_selector(
             f"got '{name}'"
         )
     body = await read_body(request, get_settings(request).archive_limit)
-    created = await service.archives.import_(body, name, caller.sees)
+    quotas: Quotas = request.app.state.quotas
+    tenant = await quotas.tenant_of(caller)
+    async with quotas.lock(tenant):
+        created = await service.archives.import_(
+            body, name, caller.sees, partial(quotas.admit, tenant)
+        )
     return result_response(created, 201, {"Location": f"/v1/selectors/{created.name}"})

@@ -10,15 +10,23 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
-from service.api.deps import AlertEventId, AlertId, SelectorName, get_selectors, result_response
+from service.api.deps import (
+    AlertEventId,
+    AlertId,
+    SelectorName,
+    get_principal,
+    get_selectors,
+    result_response,
+)
 from service.api.guard import GuardedRoute
 from service.api.schemas import PROBLEM_RESPONSES, AlertIn
-from service.auth import requires
+from service.auth import Principal, requires
 from service.selectors import Selectors
 from service.selectors.alerts import DeliveryStatus
+from service.selectors.quotas import Quotas
 from service.selectors.results import (
     AlertCreated,
     AlertEventList,
@@ -32,6 +40,7 @@ from service.selectors.results import (
 
 router = APIRouter(prefix="/v1/selectors", tags=["monitoring"], route_class=GuardedRoute)
 Service = Annotated[Selectors, Depends(get_selectors)]
+Caller = Annotated[Principal, Depends(get_principal)]
 
 
 @router.get("/{name}/drift", responses={200: {"model": DriftOut}, **PROBLEM_RESPONSES})
@@ -74,14 +83,20 @@ async def forget_baseline(name: SelectorName, service: Service) -> Response:
     responses={201: {"model": AlertCreated}, **PROBLEM_RESPONSES},
 )
 @requires("admin")
-async def create_alert(name: SelectorName, body: AlertIn, service: Service) -> Response:
+async def create_alert(
+    name: SelectorName, body: AlertIn, service: Service, request: Request, caller: Caller
+) -> Response:
     """A webhook POSTed, once per crossing, when a committed version's drift since the baseline
     reaches the threshold: a JSON event (selector, versions, drift, entered and left features)
     signed per Standard Webhooks under the alert's secret (`webhook-id`, `webhook-timestamp`,
     `webhook-signature`), retried with backoff. The secret is in this answer only."""
-    created = await service.alerts.create(
-        name, body.url, body.h, body.threshold, body.min_stability, body.label
-    )
+    quotas: Quotas = request.app.state.quotas
+    tenant = await quotas.tenant_of(caller)
+    async with quotas.lock(tenant):
+        await quotas.admit(tenant, alerts=1)
+        created = await service.alerts.create(
+            name, body.url, body.h, body.threshold, body.min_stability, body.label, body.kind
+        )
     return result_response(created, 201, {"Location": f"/v1/selectors/{name}/alerts/{created.id}"})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -14,6 +15,7 @@ from service.api.schemas import NAME_PATTERN, PROBLEM_RESPONSES
 from service.auth import Principal, requires
 from service.errors import Forbidden, NotFound
 from service.selectors import Selectors
+from service.selectors.quotas import Quotas
 from service.selectors.results import SelectorList, SelectorOut
 
 router = APIRouter(prefix="/v1/selectors", tags=["selectors"], route_class=GuardedRoute)
@@ -49,7 +51,10 @@ async def create_selector(request: Request, service: Service, caller: Caller) ->
     stream = document.get("stream") if isinstance(document, dict) else None
     if isinstance(stream, str) and not caller.sees(stream):
         raise NotFound(f"stream '{stream}' does not exist")
-    created = await service.lifecycle.create(document)
+    quotas: Quotas = request.app.state.quotas
+    tenant = await quotas.tenant_of(caller)
+    async with quotas.lock(tenant):
+        created = await service.lifecycle.create(document, partial(quotas.admit, tenant))
     return result_response(created, 201, {"Location": f"/v1/selectors/{created.name}"})
 
 

@@ -1,7 +1,9 @@
 -- KEYS: head, alerts, alert_states, alert_events, alert_deliveries, outbox, outbox_events.
 -- ARGV: alert id, incarnation, version, '1' if the version is over the alert's threshold (else
 -- '0'), the event JSON without its closing brace, events kept, the event's first delivery
--- status (JSON).
+-- status (JSON), '1' if the alert is told when it resolves (an Alertmanager's: the first
+-- version judged below the threshold after a crossing raises a resolving event, its id the
+-- crossing's and '-resolved').
 -- Judges one version for one alert, once, whichever replica asks first: a version at or before
 -- the last one judged is ignored, so two replicas (or an applier and the one that took over)
 -- never raise one crossing twice. A crossing is a version over the threshold judged after one
@@ -26,17 +28,22 @@ if tonumber(ARGV[3]) <= last then
 end
 local over = ARGV[4] == '1'
 local fire = over and not firing
+local resolve = firing and not over and ARGV[8] == '1'
 if fire then
   crossings = crossings + 1
 end
 local crossing = string.format('%d', crossings)
 redis.call('HSET', KEYS[3], ARGV[1], '{"version":' .. ARGV[3] .. ',"firing":' ..
            tostring(over) .. ',"crossings":' .. crossing .. '}')
-if not fire then
+if not (fire or resolve) then
   return {}
 end
 local id = ARGV[1] .. '-' .. crossing
 local event = ARGV[5] .. ',"id":"' .. id .. '","crossing":' .. crossing .. '}'
+if resolve then
+  id = id .. '-resolved'
+  event = ARGV[5] .. ',"id":"' .. id .. '","crossing":' .. crossing .. ',"resolved":true}'
+end
 redis.call('LPUSH', KEYS[4], event)
 local kept = tonumber(ARGV[6])
 for _, old in ipairs(redis.call('LRANGE', KEYS[4], kept, -1)) do

@@ -156,10 +156,12 @@ class Monitoring(StoreCore):
         over: bool,
         event_prefix: str,
         delivery: dict[str, Any],
+        resolves: bool = False,
     ) -> dict[str, Any] | None:
         """Judge ``version`` for the alert (``claim_crossing.lua``): the event to deliver if
-        this caller claimed a crossing, else None. ``event_prefix`` is the event's JSON without
-        its closing brace (the script adds its id and crossing number)."""
+        this caller claimed a crossing (or, with ``resolves``, the end of one), else None.
+        ``event_prefix`` is the event's JSON without its closing brace (the script adds its id
+        and crossing number)."""
         k = self.keys(name)
         reply = await self._run(
             "claim_crossing",
@@ -175,6 +177,7 @@ class Monitoring(StoreCore):
                 event_prefix,
                 EVENTS_KEPT,
                 json.dumps(delivery),
+                "1" if resolves else "0",
             ],
         )
         if not reply:
