@@ -1,17 +1,19 @@
-"""Two real service processes on one Redis commit a selector's versions in turn: an alert's
-crossing is delivered once, by one of them, whichever committed the versions over the
-threshold."""
+"""Alerts against real service processes: two replicas on one Redis deliver a crossing once; a
+service SIGKILLed mid-attempt delivers it after its restart; a receiver that floods its answer
+costs the service nothing."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 
 from tests.support.harness import ServiceProcess, poll
+from tests.support.hostile_peers import flood, tcp_peer
 from tests.support.webhooks import webhook_receiver
 
 pytestmark = pytest.mark.slow
@@ -97,20 +99,7 @@ def test_an_event_whose_deliverer_is_killed_mid_attempt_is_delivered_after_resta
     service = spawn_service("killed", **env)
     rng = np.random.default_rng(3)
     with webhook_receiver(delay=30.0) as receiver, httpx.Client(timeout=30) as client:
-        created = client.post(
-            f"{service.url}/v1/selectors",
-            json={"name": "s", "method": "variance", "n_features": FEATURES},
-        )
-        assert created.status_code == 201, created.text
-        hook = {"url": receiver.url, "h": 5, "threshold": 0.5}
-        assert client.post(f"{service.url}/v1/selectors/s/alerts", json=hook).status_code == 201
-
-        def baseline() -> bool:
-            push(client, service, rng.standard_normal((300, FEATURES)) * BEFORE)
-            drift = client.get(f"{service.url}/v1/selectors/s/drift", params={"h": 5}).json()
-            return drift["baseline"] is not None
-
-        poll(baseline, timeout_s=30, interval_s=0.1)
+        settled_with_alert(client, service, receiver.url, rng)
         for _ in range(12):
             push(client, service, rng.standard_normal((300, FEATURES)) * AFTER)
         assert poll(lambda: receiver.all() or receiver.pending, timeout_s=20)
@@ -125,3 +114,57 @@ def test_an_event_whose_deliverer_is_killed_mid_attempt_is_delivered_after_resta
         assert [e["id"] for e in events] == [delivered[0].event["id"]]
         assert events[0]["delivery"]["status"] == "delivered"
         assert events[0]["delivery"]["attempts"] >= 2  # the killed attempt counts
+
+
+def test_a_receiver_that_floods_its_answer_costs_the_service_nothing(
+    spawn_service: Callable[..., ServiceProcess],
+) -> None:
+    """A real ``sift serve`` whose alert's receiver answers 200 and then an endless body (up to
+    1 GB): the event is delivered, the service's memory stays where it was, and the receiver
+    could push no more than the sockets' buffers before being cut off."""
+    env = {"SIFT_ALERT_BACKOFF_SECONDS": "0.05", "SIFT_ALERT_PRIVATE": "127.0.0.0/8"}
+    service = spawn_service("flooded", **env)
+    rng = np.random.default_rng(4)
+    with tcp_peer(flood) as peer, httpx.Client(timeout=30) as client:
+        settled_with_alert(client, service, peer.url(), rng)
+        before = rss_bytes(service)
+        for _ in range(12):
+            push(client, service, rng.standard_normal((300, FEATURES)) * AFTER)
+
+        def delivered() -> bool:
+            events = client.get(f"{service.url}/v1/selectors/s/alerts/events").json()["events"]
+            return bool(events) and events[0]["delivery"]["status"] == "delivered"
+
+        assert poll(delivered, timeout_s=30), "the event was never delivered"
+        time.sleep(1.0)
+        assert rss_bytes(service) - before < 64 * 2**20, (before, rss_bytes(service))
+        assert peer.bytes_sent < 32 * 2**20, peer.bytes_sent
+        assert client.get(f"{service.url}/v1/healthz").status_code == 200
+
+
+def settled_with_alert(
+    client: httpx.Client, service: ServiceProcess, url: str, rng: np.random.Generator
+) -> None:
+    """Selector ``s`` with an alert on its top 5 to ``url``, fed until its ranking settled
+    into the baseline."""
+    created = client.post(
+        f"{service.url}/v1/selectors",
+        json={"name": "s", "method": "variance", "n_features": FEATURES},
+    )
+    assert created.status_code == 201, created.text
+    hook = {"url": url, "h": 5, "threshold": 0.5}
+    assert client.post(f"{service.url}/v1/selectors/s/alerts", json=hook).status_code == 201
+
+    def baseline() -> bool:
+        push(client, service, rng.standard_normal((300, FEATURES)) * BEFORE)
+        drift = client.get(f"{service.url}/v1/selectors/s/drift", params={"h": 5}).json()
+        return drift["baseline"] is not None
+
+    poll(baseline, timeout_s=30, interval_s=0.1)
+
+
+def rss_bytes(service: ServiceProcess) -> int:
+    for line in Path(f"/proc/{service.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
