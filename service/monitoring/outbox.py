@@ -7,7 +7,9 @@ process's. Every process runs one ``Outbox`` that delivers what is due:
 1. **Marks.** The selectors whose outbox may hold something due are marked in one sorted set
    (``{prefix}:outboxes``), each scored by when to look at it: the process that claimed a
    crossing marks its selector at once and wakes its own outbox; a retry marks it for when it
-   is due. A process's first pass looks at every selector (what a crash left unmarked).
+   is due. A process's first pass, and one every ``FULL_PASS_SECONDS``, looks at every
+   selector's outbox (what a crash, or Redis failing between a claim and its mark, left
+   unmarked: delivered late, never lost).
 2. **Claims.** For a marked selector, ``claim_deliveries.lua`` takes what is due (no more than
    the selector has free slots here) and makes each event due again after a lease: an attempt
    that never settles, because its process died, is attempted again by whoever comes next,
@@ -46,6 +48,8 @@ log = logging.getLogger("sift.alerts")
 POLL_SECONDS = 1.0
 #: Marks read per pass.
 MARKS_PER_PASS = 100
+#: How often every selector's outbox is looked at, marked or not (one ZCARD each, pipelined).
+FULL_PASS_SECONDS = 300.0
 
 
 def now_ms() -> float:
@@ -87,14 +91,14 @@ class Outbox:
     async def run_forever(self) -> None:
         """Deliver what is due until ``close`` (module docstring)."""
         unavailable = False
-        first = True
+        full_pass_at = 0.0
         while not self._closing:
             try:
-                if first:
+                if time.monotonic() >= full_pass_at:
                     now = now_ms()
                     for name in await self.store.names_with_outbox():
                         await self.store.mark_outbox(name, now)
-                    first = False
+                    full_pass_at = time.monotonic() + FULL_PASS_SECONDS
                 for name, score in await self.store.due_outboxes(now_ms(), MARKS_PER_PASS):
                     await self._claim(name, score)
                 if unavailable:

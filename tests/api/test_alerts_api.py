@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
+from service.errors import Unavailable
 from service.monitoring.signing import new_secret
 from siftstream.webhooks import verify
 from tests.support.api import assert_problem, wait_for
@@ -340,3 +341,32 @@ async def test_a_rearmed_alert_raises_its_next_crossing(app_factory):
             assert receiver.all()[1].event["crossing"] == 2
             missing = await http.post("/v1/selectors/s/alerts/0123456789abcdef/rearm")
             assert_problem(missing, 404)
+
+
+async def test_an_event_whose_mark_was_lost_is_found_by_the_full_pass(app_factory, monkeypatch):
+    """Redis fails between the script that queues an event and the mark that points the
+    outboxes at it: the event is in Redis, unmarked. The periodic pass over every selector's
+    outbox finds it, and it is delivered (late, not lost)."""
+    from service.monitoring import outbox as outbox_module
+
+    rng = np.random.default_rng(8)
+    monkeypatch.setattr(outbox_module, "FULL_PASS_SECONDS", 0.5)
+    with webhook_receiver() as receiver:
+        async with app_factory(alert_private=LOOPBACK, alert_backoff_seconds=0.05) as (app, http):
+            store = app.state.selectors.store
+            marked = store.mark_outbox
+            failed: list[str] = []
+
+            async def mark_once_failing(name: str, due_ms: float) -> None:
+                if not failed:
+                    failed.append(name)
+                    raise Unavailable("Redis went away between the claim and its mark")
+                await marked(name, due_ms)
+
+            monkeypatch.setattr(store, "mark_outbox", mark_once_failing)
+            await crossing_scenario(http, receiver, rng)
+            for _ in range(12):
+                await push(http, "s", rows(rng, 400, AFTER))
+            await wait_for(lambda: _has(receiver, 1))
+            assert failed == ["s"]
+            assert receiver.all()[0].event["crossing"] == 1
