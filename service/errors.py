@@ -89,6 +89,16 @@ class StateTooLarge(InvalidInput):
     type_slug = "state-too-large"
 
 
+class DestinationNotAllowed(InvalidInput):
+    """An alert's URL names a destination that can never be delivered to: one the operator's
+    settings do not allow (an address that is not global, a host outside
+    ``SIFT_ALERT_HOSTS``), or a host that is no address nor host name. Rules of the deployment
+    and of addresses, which no schema states."""
+
+    title = "Destination not allowed"
+    type_slug = "destination-not-allowed"
+
+
 class Unauthorized(SiftError):
     status = 401
     title = "Unauthorized"

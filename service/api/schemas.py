@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 
-def _whole_number(value: Any) -> Any:
+def whole_number(value: Any) -> Any:
     """An integer, or a float that is one (JSON's ``3.0`` is JSON Schema's integer 3)."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
@@ -21,7 +21,7 @@ def _whole_number(value: Any) -> Any:
 
 
 #: An integer field that takes ``3`` and ``3.0``, but not ``"3"``, ``3.5`` or ``true``.
-WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
+WholeNumber = Annotated[int, BeforeValidator(whole_number)]
 
 #: A selector's name (``service.selectors.NAME_PATTERN``, anchored for JSON Schema).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"

@@ -33,7 +33,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from service.errors import InvalidInput
+from service.errors import DestinationNotAllowed, InvalidInput
 
 #: The longest URL an alert may have.
 MAX_URL_LENGTH = 2048
@@ -105,28 +105,34 @@ def parse_destination(url: object) -> Destination:
 
 
 def normal_host(host: str) -> str:
-    """The one spelling of ``host`` (module docstring), or InvalidInput."""
+    """The one spelling of ``host`` (module docstring), or DestinationNotAllowed for a host
+    that can never be reached (a number that is no IPv4 address, a name that is no host
+    name): rules the schema's URL pattern cannot state."""
     host = host.lower()
     if not host:
-        raise InvalidInput("url must name a host")
+        raise DestinationNotAllowed("url must name a host")
     if ":" in host:
         try:
             return ipaddress.IPv6Address(host.split("%", 1)[0]).compressed
         except ValueError:
-            raise InvalidInput(f"url's host is not a valid IPv6 address; got {host!r}") from None
+            raise DestinationNotAllowed(
+                f"url's host is not a valid IPv6 address; got {host!r}"
+            ) from None
     if _NUMBER.fullmatch(host.rstrip(".").rsplit(".", 1)[-1]):
         # Ends in a number: an IPv4 address however spelled, or nothing (as URL parsers read
         # it: "1.2.3.4.5" is not a name that resolves, it is an invalid address).
         if not _NUMERIC_HOST.fullmatch(host):
-            raise InvalidInput(f"url's host is not a valid IPv4 address; got {host!r}")
+            raise DestinationNotAllowed(f"url's host is not a valid IPv4 address; got {host!r}")
         try:
             return socket.inet_ntoa(socket.inet_aton(host.rstrip(".")))
         except OSError:
-            raise InvalidInput(f"url's host is not a valid IPv4 address; got {host!r}") from None
+            raise DestinationNotAllowed(
+                f"url's host is not a valid IPv4 address; got {host!r}"
+            ) from None
     host = host.rstrip(".")
     labels = host.split(".")
     if len(host) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
-        raise InvalidInput(f"url's host is not a valid host name; got {host[:100]!r}")
+        raise DestinationNotAllowed(f"url's host is not a valid host name; got {host[:100]!r}")
     return host
 
 
@@ -200,18 +206,18 @@ class DestinationPolicy:
         """``destination`` if an alert may be created for it, else InvalidInput saying why."""
         host = destination.host
         if self.hosts and not host_matches(host, self.hosts):
-            raise InvalidInput(
+            raise DestinationNotAllowed(
                 f"alerts may send to {', '.join(self.hosts)} (SIFT_ALERT_HOSTS); got host {host!r}"
             )
         literal = destination.literal
         if literal is not None:
             refusal = self.refusal(host, literal)
             if refusal is not None:
-                raise InvalidInput(f"url's host {host} is {refusal}")
+                raise DestinationNotAllowed(f"url's host {host} is {refusal}")
         elif (host == "localhost" or host.endswith(".localhost")) and not host_matches(
             host, self.private_hosts
         ):
-            raise InvalidInput(
+            raise DestinationNotAllowed(
                 f"url's host {host!r} is a loopback name, which alerts may not reach unless "
                 "the operator allows it (SIFT_ALERT_PRIVATE)"
             )

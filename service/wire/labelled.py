@@ -89,9 +89,10 @@ def decode_labelled_rows(
 def _from_json(document: Any, n_features: int) -> tuple[Matrix, Any]:
     if not isinstance(document, dict) or "labels" not in document:
         got = sorted(document) if isinstance(document, dict) else type(document).__name__
-        # Rows without labels (or another method's chunk) are fine chunks for other selectors.
+        # Rows without labels (or another method's chunk: views, feature columns) are fine
+        # chunks for other selectors.
         fits_another = is_rows_document(document) or (
-            isinstance(document, dict) and "views" in document
+            isinstance(document, dict) and ("views" in document or "columns" in document)
         )
         raise (SelectorMismatch if fits_another else InvalidInput)(
             'this selector needs labelled rows: expected {"rows": [[...], ...], "labels": '

@@ -61,6 +61,8 @@ EXAMPLES = int(os.environ.get("SIFT_CONTRACT_EXAMPLES", "40"))
 MIN_CASES = 1000
 #: Problem types that a schema-valid request may get: the schema cannot state their rules.
 SCHEMA_CANNOT_STATE = {
+    # Where an alert may send is the operator's setting (SIFT_ALERT_PRIVATE, SIFT_ALERT_HOSTS).
+    "urn:sift:problem:destination-not-allowed",
     "urn:sift:problem:selector-mismatch",
     "urn:sift:problem:inconsistent",
     "urn:sift:problem:invalid-params",

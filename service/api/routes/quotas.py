@@ -7,15 +7,21 @@ from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.responses import Response
 
 from service.api.deps import get_principal, json_response
 from service.api.guard import GuardedRoute
-from service.api.schemas import PROBLEM_RESPONSES
+from service.api.schemas import PROBLEM_RESPONSES, whole_number
 from service.auth import Principal, requires
 from service.errors import Forbidden
 from service.selectors.quotas import Quotas
+
+#: The largest quota that may be set (2^53 - 1: every JSON reader keeps it exact).
+MOST = 2**53 - 1
+
+#: A quota: 0 to ``MOST`` (the bounds on the integer itself, so that the schema states them).
+Amount = Annotated[int, Field(ge=0, le=MOST), BeforeValidator(whole_number)]
 
 router = APIRouter(prefix="/v1/quotas", tags=["keys"], route_class=GuardedRoute)
 Caller = Annotated[Principal, Depends(get_principal)]
@@ -48,10 +54,10 @@ class QuotaIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    selectors: int | None = Field(default=None, ge=0)
-    state_bytes: int | None = Field(default=None, ge=0)
-    alerts: int | None = Field(default=None, ge=0)
-    streams: int | None = Field(default=None, ge=0)
+    selectors: Amount | None = None
+    state_bytes: Amount | None = None
+    alerts: Amount | None = None
+    streams: Amount | None = None
 
 
 def _quotas(request: Request) -> Quotas:
