@@ -28,13 +28,15 @@ ALERTMANAGER_PATH = "/api/v2/alerts"
 ALERT_NAME = "SiftRankingDrift"
 
 
-def delivery(kind: str, url: str, event: Mapping[str, Any], prefix: str) -> tuple[str, bytes]:
-    """Where to POST ``event`` for an alert of ``kind`` at ``url``, and the body."""
+def delivery(
+    kind: str, url: str, raw: bytes, event: Mapping[str, Any], prefix: str
+) -> tuple[str, bytes]:
+    """Where to POST an event (``raw`` as recorded, ``event`` parsed) for an alert of ``kind``
+    at ``url``, and the body: a webhook gets the recorded bytes as they are."""
     if kind == "alertmanager":
-        return url.rstrip("/") + ALERTMANAGER_PATH, orjson.dumps(
-            [alertmanager_alert(event, prefix)]
-        )
-    return url, orjson.dumps(event)
+        body = orjson.dumps([alertmanager_alert(event, prefix)])
+        return url.rstrip("/") + ALERTMANAGER_PATH, body
+    return url, raw
 
 
 def alertmanager_alert(event: Mapping[str, Any], prefix: str) -> dict[str, Any]:

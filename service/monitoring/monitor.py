@@ -97,10 +97,10 @@ class Monitor:
         self.store = store
         self.settings = settings
         self.metrics = metrics
-        webhooks = Webhooks(
-            DestinationPolicy.of(settings.alert_hosts, settings.alert_private),
-            settings.alert_timeout_seconds,
-        )
+        #: Where alerts may send (``SIFT_ALERT_HOSTS``, ``SIFT_ALERT_PRIVATE``): checked when
+        #: an alert is created and at every attempt.
+        self.destinations = DestinationPolicy.of(settings.alert_hosts, settings.alert_private)
+        webhooks = Webhooks(self.destinations, settings.alert_timeout_seconds)
         self.outbox = Outbox(store, webhooks, settings, metrics)
         self._watched: LRU[str, tuple[float, Baseline | None, list[Alert]]] = LRU(WATCHED_MAX)
         self._previous: LRU[str, Committed] = LRU(WATCHED_MAX)

@@ -85,9 +85,6 @@ class Outbox:
         await self.store.mark_outbox(name, now_ms())
         self._wake.set()
 
-    def wake(self) -> None:
-        self._wake.set()
-
     async def run_forever(self) -> None:
         """Deliver what is due until ``close`` (module docstring)."""
         unavailable = False
@@ -172,7 +169,9 @@ class Outbox:
         alert = await self.store.alert_or_none(name, delivery.alert_id)
         if alert is None:
             return Outcome("dropped")
-        url, body = formats.delivery(alert.kind, alert.url, delivery.event, self.store.prefix)
+        url, body = formats.delivery(
+            alert.kind, alert.url, delivery.raw, delivery.event, self.store.prefix
+        )
         return await self.webhooks.attempt(
             name, url, alert.signing_secrets(time.time()), delivery.event_id, body
         )

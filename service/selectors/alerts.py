@@ -18,8 +18,8 @@ import time
 from typing import Any, Literal
 
 from service.config import Settings
-from service.errors import Conflict, Inconsistent, NotFound
-from service.monitoring.destinations import DestinationPolicy, parse_destination
+from service.errors import Conflict, Inconsistent
+from service.monitoring.destinations import parse_destination
 from service.monitoring.monitor import Monitor
 from service.monitoring.signing import new_secret
 from service.selectors.drift import Drift
@@ -33,7 +33,7 @@ from service.selectors.results import (
     Redelivery,
 )
 from service.store.records import Alert, AlertState
-from service.store.rooms.monitoring import EVENTS_KEPT
+from service.store.rooms.monitoring import EVENTS_KEPT, no_alert
 
 #: Most alerts one selector may have.
 MAX_ALERTS = 20
@@ -52,7 +52,6 @@ class Alerts:
         self.monitor = monitor
         self.settings = settings
         self.store = drift.reader.store
-        self.policy = DestinationPolicy.of(settings.alert_hosts, settings.alert_private)
 
     async def create(
         self,
@@ -73,7 +72,7 @@ class Alerts:
             )
         alert = Alert(
             id=secrets.token_hex(8),
-            url=self.policy.check(parse_destination(url)).url,
+            url=self.monitor.destinations.check(parse_destination(url)).url,
             h=h,
             threshold=threshold,
             min_stability=min_stability,
@@ -149,7 +148,7 @@ class Alerts:
         for alert, state in await self.store.alerts(name):
             if alert.id == alert_id:
                 return AlertOut(**_shown(alert, state))
-        raise NotFound(f"selector '{name}' has no alert '{alert_id}'")
+        raise no_alert(name, alert_id)
 
 
 def _shown(alert: Alert, state: AlertState | None) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from service.errors import (
 from service.selectors.reading import StateReader, seen
 from service.selectors.results import SelectorList, SelectorOut
 from service.store.codec import encode_state
-from service.store.inventory import Inventory
+from service.store.inventory import Inventory, declared_state_bytes
 from service.store.keys import validate_name, validate_stream_name
 from service.store.records import (
     MAX_PARTITIONS,
@@ -183,8 +183,6 @@ class Lifecycle:
                 f"a {method.name} selector of this size and these parameters cannot be created: "
                 f"{problem}; use fewer features or parameters that need less memory"
             )
-        if admit is not None:
-            await admit(selectors=1, state_bytes=sum(sizes.values()) * partitions)
         meta = SelectorMeta(
             name=name,
             method=method.name,
@@ -198,6 +196,8 @@ class Lifecycle:
             incarnation=new_incarnation(),
             expires_after=expires_after,
         )
+        if admit is not None:  # counted as the tenant's usage counts it
+            await admit(selectors=1, state_bytes=declared_state_bytes(meta))
         initial_state = await asyncio.to_thread(method.initial_state, resolved, shape.size)
         initial, published = await asyncio.to_thread(
             lambda: (

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import Literal
 
 from service.auth import Principal
 from service.config import Settings
@@ -33,8 +32,6 @@ from service.store.api_keys import ApiKeyStore
 from service.store.inventory import Inventory, TenantUsage
 from service.updates import readable_bytes
 
-#: What a quota limits.
-Quota = Literal["selectors", "state_bytes", "alerts", "streams"]
 #: How long the size of Redis's memory (for the default state quota) is trusted.
 MEMORY_READ_SECONDS = 60.0
 #: A state is kept as its version and a checkpoint, with room for the log.

@@ -654,6 +654,8 @@ class ClaimedDelivery:
     """An event this process claimed from its selector's outbox (``claim_deliveries.lua``)."""
 
     event_id: str
+    #: The event as recorded (what a webhook sends, byte for byte), and parsed.
+    raw: bytes
     event: dict[str, Any]
     #: Attempts so far, this one included.
     attempts: int

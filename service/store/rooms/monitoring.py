@@ -95,7 +95,7 @@ class Monitoring(StoreCore):
         if not exists:
             raise not_found(name)
         if raw is None:
-            raise NotFound(f"selector '{name}' has no alert '{alert_id}'")
+            raise no_alert(name, alert_id)
         return Alert.from_json(raw)
 
     @map_redis_errors
@@ -114,7 +114,7 @@ class Monitoring(StoreCore):
         if reply == "NOTFOUND":
             raise not_found(name)
         if reply == "GONE":
-            raise NotFound(f"selector '{name}' has no alert '{read.id}'")
+            raise no_alert(name, read.id)
         return reply == "OK"
 
     @map_redis_errors
@@ -144,7 +144,7 @@ class Monitoring(StoreCore):
         if not exists:
             raise not_found(name)
         if not removed:
-            raise NotFound(f"selector '{name}' has no alert '{alert_id}'")
+            raise no_alert(name, alert_id)
 
     @map_redis_errors
     async def claim_crossing(
@@ -205,7 +205,7 @@ class Monitoring(StoreCore):
         if reply == "NOTFOUND":
             raise not_found(name)
         if reply == "GONE":
-            raise NotFound(f"selector '{name}' has no alert '{alert_id}'")
+            raise no_alert(name, alert_id)
 
     # -- the outbox ----------------------------------------------------------------------------
 
@@ -264,11 +264,12 @@ class Monitoring(StoreCore):
             return True, [], None
         claimed = []
         for i in range(1, len(reply), 3):
+            raw = bytes(reply[i + 1])
             try:
-                event = json.loads(reply[i + 1])
+                event = json.loads(raw)
             except ValueError as exc:
                 raise CodecError(f"an outbox event does not parse: {exc}") from exc
-            claimed.append(ClaimedDelivery(as_text(reply[i]), event, int(reply[i + 2])))
+            claimed.append(ClaimedDelivery(as_text(reply[i]), raw, event, int(reply[i + 2])))
         following = as_text(reply[0])
         return False, claimed, float(following) if following else None
 
@@ -327,6 +328,10 @@ class Monitoring(StoreCore):
             except (ValueError, KeyError, TypeError) as exc:
                 raise CodecError(f"a stored alert event does not parse: {exc}") from exc
         return out
+
+
+def no_alert(name: str, alert_id: str) -> NotFound:
+    return NotFound(f"selector '{name}' has no alert '{alert_id}'")
 
 
 def _created(alert: Alert) -> tuple[float, str]:
