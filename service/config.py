@@ -317,6 +317,14 @@ class Settings(BaseSettings):
         default=100, ge=0, description="Most streams the names of one tenant may hold."
     )
 
+    source_max_pending: int = Field(
+        default=8,
+        ge=1,
+        le=10_000,
+        description="Most chunks a source may have appended that its target has not applied "
+        "yet; over it, the source pauses until the target catches up (`service/sources`).",
+    )
+
     alert_hosts: str = Field(
         default="",
         description="The only hosts alert webhooks may be sent to, comma-separated "

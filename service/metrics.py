@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -120,6 +120,26 @@ class Metrics:
             "sift_chunks_accepted",
             "Chunks validated and appended to a selector log.",
             ["method"],
+            registry=self.registry,
+        )
+        self.source_rows = Counter(
+            "sift_source_rows",
+            "Rows a source read from its bus and appended to its target.",
+            ["source"],
+            registry=self.registry,
+        )
+        self.source_rejected = Counter(
+            "sift_source_rejected",
+            "Entries a source read from its bus and set aside (bad values, unknown or missing "
+            "fields).",
+            ["source"],
+            registry=self.registry,
+        )
+        self.source_lag = Gauge(
+            "sift_source_lag",
+            "Entries on a source's bus after its committed position, by partition (reported by "
+            "the process consuming it).",
+            ["source", "partition"],
             registry=self.registry,
         )
         self.chunks_duplicate = Counter(

@@ -28,6 +28,7 @@ from service.api.routes import (
     quotas,
     rankings,
     selectors,
+    sources,
     streams,
     ui,
 )
@@ -38,6 +39,7 @@ from service.errors import SiftError, Unavailable
 from service.metrics import Metrics
 from service.selectors import Selectors
 from service.selectors.quotas import Quotas
+from service.sources.service import Sources
 from service.store.api_keys import ApiKeyStore
 from service.store.connection import connect, is_cluster, without_password
 from service.store.embedded import EmbeddedRedis, RedisSupervisor
@@ -155,6 +157,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         app.state.inventory = Inventory(store)
         app.state.quotas = Quotas(app.state.inventory, app.state.auth.keys, settings)
+        app.state.sources = Sources(store, applier, settings, metrics)
         sweeper: asyncio.Task[None] | None = None
         listener: asyncio.Task[None] | None = None
         expiry: asyncio.Task[None] | None = None
@@ -172,6 +175,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             sweeper = asyncio.create_task(applier.sweep_forever(), name="sweeper")
             listener = asyncio.create_task(applier.listen_forever(), name="commit-listener")
             app.state.selectors.monitor.outbox.start()
+            app.state.sources.start()
             expiry = asyncio.create_task(
                 app.state.selectors.lifecycle.expire_forever(
                     settings.sweep_interval_seconds, stop_expiring
@@ -186,6 +190,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if supervising is not None:  # first: a stop must not look like a crash to restart
                 supervising.cancel()
                 await asyncio.wait([supervising], timeout=SHUTDOWN_STEP_SECONDS)
+            await app.state.sources.close(SHUTDOWN_STEP_SECONDS)
             await applier.close(SHUTDOWN_STEP_SECONDS)
             await app.state.selectors.monitor.close(SHUTDOWN_STEP_SECONDS)
             stop_expiring.set()
@@ -231,6 +236,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         monitoring.router,
         capabilities.router,
         streams.router,
+        sources.router,
         keys.router,
         quotas.router,
         ui.router,

@@ -256,6 +256,19 @@ class SelectorKeys:
         """The outbox's events: id -> JSON, id#attempts -> attempts so far."""
         return f"{self.base}:outbox_events"
 
+    @property
+    def sources(self) -> str:
+        """The sources that feed this log: source name -> JSON of its id, its position in
+        each partition of its bus, and its counts (committed with each append,
+        ``source_append.lua``)."""
+        return f"{self.base}:sources"
+
+    @property
+    def source_rejects(self) -> str:
+        """Entries the sources feeding this log could not use: JSON each, newest first,
+        capped."""
+        return f"{self.base}:source_rejects"
+
     def idem(self, key: str) -> str:
         """The idempotency record of ``Idempotency-Key`` ``key``."""
         return self.idem_record(idem_id(key))
@@ -314,6 +327,21 @@ def validate_stream_name(name: Any) -> str:
 def streams_registry_key(prefix: str) -> str:
     """The set of stream names: one key in its own slot, like the selectors' registry."""
     return f"{prefix}:streams"
+
+
+def sources_registry_key(prefix: str) -> str:
+    """The sources: name -> JSON of what each reads and where it appends."""
+    return f"{prefix}:sources"
+
+
+def source_lease_key(prefix: str, name: str) -> str:
+    """The lease of the one process that consumes source ``name``."""
+    return f"{prefix}:source:{{{name}}}:lease"
+
+
+def source_status_key(prefix: str, name: str) -> str:
+    """What the consumer of source ``name`` last said of it (state, error, lag, rate)."""
+    return f"{prefix}:source:{{{name}}}:status"
 
 
 def commits_channel(prefix: str) -> str:

@@ -54,6 +54,7 @@ NAMES = (
     "redeliver_event",
     "rearm_alert",
     "remark",
+    "source_append",
 )
 
 _USES = re.compile(r"^-- uses: (.+)$", re.MULTILINE)

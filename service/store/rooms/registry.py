@@ -306,7 +306,7 @@ class Registry(StoreCore):
                 *(k.feature_index, k.feature_name, k.segments, k.checkpoints),
                 *(k.rejected, k.rejected_order, k.attempts, k.history, k.commits),
                 *(k.baseline, k.alerts, k.alert_states, k.alert_events, k.alert_deliveries),
-                *(k.outbox, k.outbox_events),
+                *(k.outbox, k.outbox_events, k.sources, k.source_rejects),
             ],
             [
                 "" if idle_since is None else _redis_time_text(idle_since),

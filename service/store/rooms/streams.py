@@ -190,7 +190,7 @@ class Streams(Log):
         k = self.stream_keys(name)
         return [
             *(k.meta, k.head, k.names, k.log, k.idems),
-            *(k.feature_index, k.feature_name, k.attachments),
+            *(k.feature_index, k.feature_name, k.attachments, k.sources, k.source_rejects),
         ]
 
     # -- names -------------------------------------------------------------------------------

@@ -1,0 +1,4 @@
+"""Sources: Sift reading the buses producers already write (Redis Streams, NATS JetStream),
+exactly once from the bus to the ranking. ``service`` runs them and answers ``/v1/sources``;
+``consumer`` consumes one; ``bus`` is the protocol an adapter (``redis_stream``, ``nats``)
+implements; ``entries`` turns entries into rows; ``spec`` is what a source is."""

@@ -1,0 +1,358 @@
+"""One source consumed: read its bus in batches, commit each batch with its position, say how it
+goes. Run by the one process that holds the source's lease (``service.sources.service``).
+
+Each batch (up to ``batch_rows`` entries, or what came within ``batch_ms`` of the first) becomes
+one chunk of the target's log, committed by ``SourceStore.commit`` together with the entries
+set aside and the partition's new position: a crash before the commit leaves the position
+where it was (the batch is read again), a crash after it leaves the new one (it is not), and a
+second consumer that read the same entries finds the position moved and reads from there. The
+chunk is handed to this process's applier decoded, as a POSTed chunk is.
+
+Backpressure: before reading, the consumer counts the chunks it appended that the target has
+not applied yet (every attached selector, for a stream); over ``max_pending`` it waits, so the
+bus holds what the service cannot take yet and memory stays one batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from service.algorithms import get_method
+from service.algorithms.labels import labelled
+from service.applier import Applier
+from service.errors import NotFound, SelectorMismatch, SiftError, StaleMeta, Unavailable
+from service.metrics import Metrics
+from service.sources.bus import Bus, BusEntry, BusUnavailable
+from service.sources.entries import EntryShape, Rows
+from service.sources.spec import scrub
+from service.store.keys import compare_stream_ids
+from service.store.records import Attachment
+from service.store.redis_store import SelectorStore
+from service.store.sources import Gone, Moved, Progress, SourceStore, Target
+from service.wire.kinds import Shaped, kind_of
+from service.wire.log import encode_chunk
+
+log = logging.getLogger("sift.sources")
+
+#: Backoff after a failure (the bus or Sift's Redis away): doubled up to the most.
+FIRST_BACKOFF_SECONDS = 0.25
+MOST_BACKOFF_SECONDS = 10.0
+#: How often the status is written while nothing changes, and the lag asked of the bus.
+STATUS_EVERY_SECONDS = 1.0
+#: Over how long the rate of rows is measured.
+RATE_WINDOW_SECONDS = 10.0
+#: How often a paused consumer looks whether the target caught up.
+PAUSE_POLL_SECONDS = 0.05
+
+
+class CannotFeed(SelectorMismatch):
+    """The target cannot take this source's rows (gone, replaced, or of a kind sources do not
+    feed): the source fails, until it is deleted."""
+
+
+@dataclass
+class Feeding:
+    """What the consumer knows of its target: how an entry must look, and who applies it."""
+
+    shape: EntryShape
+    labelled: bool
+    incarnation: str
+    #: The selectors that apply the target's log, with their incarnations.
+    selectors: list[tuple[str, str]]
+
+
+async def describe_target(store: SelectorStore, target: Target, label_field: str | None) -> Feeding:
+    """How entries must look for ``target``; NotFound if it does not exist, CannotFeed if a
+    source cannot feed it."""
+    shaped: Shaped
+    if target.kind == "stream":
+        stream = await store.get_stream(target.name)
+        kind, shaped, incarnation = kind_of(stream.kind), stream, stream.incarnation
+        attachments = await store.attachments(target.name)
+        selectors = [(a.selector, a.incarnation) for a in attachments]
+    else:
+        meta = await store.get_meta(target.name)
+        if meta.partitioned:
+            raise CannotFeed(
+                f"selector '{target.name}' has partitions: a source feeds a selector "
+                "without partitions, or a stream"
+            )
+        if meta.stream is not None:
+            raise CannotFeed(
+                f"selector '{target.name}' is attached to stream '{meta.stream}': "
+                f'expected "into": {{"stream": "{meta.stream}"}}'
+            )
+        kind = kind_of(get_method(meta.method).chunk_kind)
+        shaped, incarnation = meta, meta.incarnation
+        selectors = [(meta.name, meta.incarnation)]
+    if kind.name not in ("rows", "labelled rows"):
+        raise CannotFeed(
+            f"{target.kind} '{target.name}' takes {kind.name}: a source feeds rows or labelled rows"
+        )
+    is_labelled = kind.name == "labelled rows"
+    if is_labelled and label_field is None:
+        raise CannotFeed(
+            f"{target.kind} '{target.name}' takes labelled rows: expected label_field, the "
+            "field holding each entry's label"
+        )
+    if not is_labelled and label_field is not None:
+        raise CannotFeed(
+            f"{target.kind} '{target.name}' takes unlabelled rows: expected no label_field"
+        )
+    names = shaped.feature_names or [f"f{i}" for i in range(shaped.size)]
+    return Feeding(EntryShape(names, label_field), is_labelled, incarnation, selectors)
+
+
+class Consumer:
+    """Consumes one source while its task runs (cancelled when the lease is lost or the
+    source deleted)."""
+
+    def __init__(
+        self,
+        name: str,
+        definition: dict[str, Any],
+        bus: Bus,
+        store: SelectorStore,
+        sources: SourceStore,
+        applier: Applier,
+        metrics: Metrics,
+        holder: str,
+        max_pending: int,
+    ) -> None:
+        self.name = name
+        self.definition = definition
+        self.id = str(definition["id"])
+        self.url = str(definition["url"])
+        self.target = Target.of(definition["into"])
+        self.batch_rows = int(definition["batch_rows"])
+        self.batch_s = int(definition["batch_ms"]) / 1000
+        self.label_field: str | None = definition.get("label_field")
+        self.bus = bus
+        self.store = store
+        self.sources = sources
+        self.applier = applier
+        self.metrics = metrics
+        self.holder = holder
+        self.max_pending = max_pending
+        self.state = "starting"
+        self.last_error: str | None = None
+        self.lag: dict[str, int | None] = {}
+        self._appended: collections.deque[str] = collections.deque()
+        self._rates: collections.deque[tuple[float, int]] = collections.deque()
+        self._status_at = 0.0
+        self._feeding: Feeding | None = None
+
+    async def run(self) -> None:
+        """Consume until cancelled, or until the source can no longer feed its target."""
+        backoff = FIRST_BACKOFF_SECONDS
+        connected = False
+        try:
+            while True:
+                try:
+                    if not connected:
+                        await self.bus.connect()
+                        connected = True
+                    await self._step()
+                    backoff = FIRST_BACKOFF_SECONDS
+                except (CannotFeed, Gone, NotFound) as exc:
+                    await self._say("failed", str(exc))
+                    log.warning("source '%s' stopped: %s", self.name, self.last_error)
+                    return
+                except BusUnavailable as exc:
+                    connected = False
+                    await self.bus.close()
+                    await self._retry(f"{exc}; retrying in {backoff:g} s", backoff)
+                    backoff = min(backoff * 2, MOST_BACKOFF_SECONDS)
+                except Unavailable as exc:
+                    await self._retry(
+                        f"Sift's Redis does not answer ({exc.detail}); retrying in {backoff:g} s",
+                        backoff,
+                    )
+                    backoff = min(backoff * 2, MOST_BACKOFF_SECONDS)
+                except (Moved, StaleMeta):
+                    self._feeding = None  # read the position (and the target) again
+        finally:
+            await self.bus.close()
+
+    async def _retry(self, why: str, backoff: float) -> None:
+        with contextlib.suppress(SiftError):
+            await self._say("retrying", why)
+        log.warning("source '%s': %s", self.name, self.last_error)
+        await asyncio.sleep(backoff)
+
+    async def _step(self) -> None:
+        """One batch of each partition (or a pause while the target is behind)."""
+        if self._feeding is None:
+            self._feeding = await describe_target(self.store, self.target, self.label_field)
+        progress = await self.sources.progress(self.name, self.target)
+        if progress is None or progress.id != self.id:
+            raise Gone(f"source '{self.name}' was deleted")
+        if await self._behind():
+            if self.state != "paused":
+                await self._say("paused", None)
+            await asyncio.sleep(PAUSE_POLL_SECONDS)
+            await self._maybe_status(progress)
+            return
+        for partition in await self.bus.partitions():
+            position = progress.positions.get(partition)
+            if position is None:
+                start = await self.bus.start(partition, str(self.definition["start"]))
+                await self.sources.commit(
+                    self.name,
+                    self.id,
+                    self.target,
+                    partition,
+                    "",
+                    start.position,
+                    start.before,
+                    0,
+                    0,
+                    [],
+                )
+                continue
+            entries = await self._gather(partition, position)
+            if entries:
+                await self._commit(partition, position, entries, self._feeding)
+                progress = await self.sources.progress(self.name, self.target) or progress
+        if self.state != "running":
+            await self._say("running", None)
+        await self._maybe_status(progress)
+
+    async def _gather(self, partition: str, after: str) -> list[BusEntry]:
+        """Up to ``batch_rows`` entries after ``after``: what came within ``batch_ms`` of the
+        first (waiting at most that long for the first)."""
+        entries = await self.bus.read(partition, after, self.batch_rows, self.batch_s)
+        if not entries:
+            return entries
+        deadline = time.monotonic() + self.batch_s
+        while len(entries) < self.batch_rows:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            more = await self.bus.read(
+                partition, entries[-1].position, self.batch_rows - len(entries), left
+            )
+            if not more:
+                break
+            entries += more
+        return entries
+
+    async def _commit(
+        self, partition: str, expected: str, entries: list[BusEntry], feeding: Feeding
+    ) -> None:
+        converted = await _convert(feeding.shape, entries)
+        rows = converted.rows
+        payload, chunk = None, None
+        if len(rows):
+            chunk = rows if not feeding.labelled else labelled(rows, converted.labels or [])
+            payload = encode_chunk(chunk)
+        committed = await self.sources.commit(
+            self.name,
+            self.id,
+            self.target,
+            partition,
+            expected,
+            entries[-1].position,
+            None,
+            len(entries),
+            len(rows),
+            converted.rejects,
+            payload,
+            feeding.incarnation,
+        )
+        self.metrics.source_rows.labels(self.name).inc(len(rows))
+        self.metrics.source_rejected.labels(self.name).inc(len(converted.rejects))
+        self._rates.append((time.monotonic(), len(rows)))
+        if committed.log_id is None or chunk is None or payload is None:
+            return
+        self._appended.append(committed.log_id)
+        if self.target.kind == "stream":
+            attached = [Attachment.parse(s, v) for s, v in committed.attached]
+            for attachment in attached:
+                if compare_stream_ids(attachment.start, committed.log_id) < 0:
+                    self.applier.hand_over(
+                        attachment.selector, committed.log_id, chunk, len(payload)
+                    )
+                    self.applier.kick(attachment.selector, attachment.incarnation)
+        else:
+            self.applier.hand_over(self.target.name, committed.log_id, chunk, len(payload))
+            self.applier.kick(self.target.name, feeding.incarnation)
+
+    async def _behind(self) -> bool:
+        """Whether more than ``max_pending`` of the chunks this consumer appended wait for
+        the target (every selector applying it)."""
+        if len(self._appended) <= self.max_pending:
+            return False
+        assert self._feeding is not None
+        cursors = []
+        for selector, _incarnation in self._feeding.selectors:
+            with contextlib.suppress(NotFound):
+                cursors.append((await self.store.get_head(selector)).cursor)
+        if not cursors:
+            self._appended.clear()
+            return False
+        lowest = min(cursors, key=_id_key)
+        while self._appended and compare_stream_ids(self._appended[0], lowest) <= 0:
+            self._appended.popleft()
+        return len(self._appended) > self.max_pending
+
+    async def _maybe_status(self, progress: Progress) -> None:
+        if time.monotonic() - self._status_at >= STATUS_EVERY_SECONDS:
+            for partition, position in progress.positions.items():
+                try:
+                    self.lag[partition] = await self.bus.lag(
+                        partition, position, progress.entries, progress.before.get(partition)
+                    )
+                except BusUnavailable:
+                    self.lag[partition] = None
+                known = self.lag[partition]
+                if known is not None:
+                    self.metrics.source_lag.labels(self.name, partition).set(known)
+            await self._write_status()
+
+    async def _say(self, state: str, error: str | None) -> None:
+        self.state = state
+        self.last_error = None if error is None else scrub(error, self.url)
+        await self._write_status()
+
+    def rows_per_second(self) -> float:
+        now = time.monotonic()
+        while self._rates and now - self._rates[0][0] > RATE_WINDOW_SECONDS:
+            self._rates.popleft()
+        if not self._rates:
+            return 0.0
+        span = max(now - self._rates[0][0], 1.0)
+        return sum(rows for _, rows in self._rates) / span
+
+    async def _write_status(self) -> None:
+        self._status_at = time.monotonic()
+        await self.sources.write_status(
+            self.name,
+            {
+                "id": self.id,
+                "state": self.state,
+                "last_error": self.last_error,
+                "holder": self.holder,
+                "lag": self.lag,
+                "rows_per_second": round(self.rows_per_second(), 1),
+                "at": time.time(),
+            },
+        )
+
+
+async def _convert(shape: EntryShape, entries: list[BusEntry]) -> Rows:
+    """Entries as rows: small batches on the event loop, large ones in a worker thread."""
+    if len(entries) * shape.width <= 20_000:
+        return shape.convert(entries)
+    return await asyncio.to_thread(shape.convert, entries)
+
+
+def _id_key(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq or 0)

@@ -1,0 +1,200 @@
+"""Bus entries as rows of a selector: matched by feature name, validated one by one, so that a
+bad entry is set aside with its position and reason and the others go on.
+
+An entry holds one field per feature name (in any order), and the label field for a labelled
+target. What it may not hold: an unknown field, a missing one, a value that is not a number,
+a number that is not finite or beyond ``MAX_ABS_VALUE`` (the checks every chunk passes,
+``service.wire.rows``), a label that is not an integer or a string of 1-256 characters.
+
+The common case is converted in bulk: entries whose fields are exactly the expected ones are
+gathered by one ``itemgetter`` each and parsed by numpy in one call; only when that call fails
+(a value that is not a number somewhere in the batch) are the entries parsed one at a time to
+find which.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from service.algorithms.base import MAX_ABS_VALUE
+from service.algorithms.labels import Label
+from service.errors import InvalidInput, shown
+from service.sources.bus import BusEntry, label_value
+from service.wire.labelled import validate_labels
+from service.wire.rows import value_problem
+
+#: JSON numbers (``bool`` is an ``int`` in Python, and is not a number here).
+_NUMBERS = (int, float)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """What a batch of entries gave: the good rows in bus order, their labels (a labelled
+    target), and the entries set aside, as (position, reason)."""
+
+    rows: np.ndarray
+    labels: list[Label] | None
+    rejects: list[tuple[str, str]]
+
+
+class EntryShape:
+    """What an entry must hold for one target: its feature names, and its label field."""
+
+    def __init__(self, names: Sequence[str], label_field: str | None) -> None:
+        self.names = list(names)
+        self.label_field = label_field
+        self.width = len(self.names) + (label_field is not None)
+        self._expected = set(self.names) | ({label_field} if label_field else set())
+        # The same getters over bytes keys (Redis replies) and text keys (JSON).
+        wanted = [*self.names, *([label_field] if label_field else [])]
+        self._get_text = _getter(wanted)
+        self._get_bytes = _getter([name.encode() for name in wanted])
+
+    def convert(self, entries: Sequence[BusEntry]) -> Rows:
+        """The rows of ``entries`` and the entries set aside."""
+        gathered: list[tuple[Any, ...]] = []
+        positions: list[str] = []
+        rejects: list[tuple[str, str]] = []
+        for entry in entries:
+            values = self._gather(entry)
+            if isinstance(values, str):
+                rejects.append((entry.position, values))
+            else:
+                gathered.append(values)
+                positions.append(entry.position)
+        n = len(self.names)
+        matrix = _parse_bulk(gathered, n)
+        good: list[int] = []
+        if matrix is None:  # some value is not a number: find which, entry by entry
+            rows = np.empty((len(gathered), n))
+            for i, values in enumerate(gathered):
+                problem = _parse_one(values[:n], self.names, rows[i])
+                if problem is None:
+                    good.append(i)
+                else:
+                    rejects.append((positions[i], problem))
+            matrix = rows
+        else:
+            good = list(range(len(gathered)))
+        labels: list[Label] | None = None
+        if self.label_field is not None:
+            labels = []
+            kept = []
+            for i in good:
+                label, problem = _label(gathered[i][n], self.label_field)
+                if problem is not None:
+                    rejects.append((positions[i], problem))
+                elif label is not None:
+                    labels.append(label)
+                    kept.append(i)
+            good = kept
+        if len(good) != len(matrix):
+            matrix = matrix[good]
+        # Values beyond the limit (or not finite) set their entry aside.
+        within = np.abs(matrix) <= MAX_ABS_VALUE  # NaN compares False
+        if not within.all():
+            ok: np.ndarray = np.asarray(within.all(axis=1))
+            for row in np.flatnonzero(~ok):
+                column = int(np.argmin(within[row]))
+                rejects.append(
+                    (
+                        positions[good[row]],
+                        f"field '{self.names[column]}': "
+                        f"{value_problem(float(matrix[row, column]))}",
+                    )
+                )
+            matrix = matrix[ok]
+            if labels is not None:
+                labels = [label for label, keep in zip(labels, ok.tolist(), strict=True) if keep]
+        rejects.sort(key=lambda reject: _order(reject[0]))
+        return Rows(np.ascontiguousarray(matrix, dtype=np.float64), labels, rejects)
+
+    def _gather(self, entry: BusEntry) -> tuple[Any, ...] | str:
+        """The entry's values in the expected order (label last), or why it has none."""
+        fields = entry.fields
+        if fields is None:
+            return entry.problem or "not an object of fields"
+        if len(fields) == self.width:
+            first = next(iter(fields), None)
+            get = self._get_bytes if isinstance(first, bytes) else self._get_text
+            try:
+                return get(fields)
+            except KeyError:
+                pass
+        return self._mismatch(fields)
+
+    def _mismatch(self, fields: Mapping[Any, Any]) -> str:
+        given = {k.decode("utf-8", "replace") if isinstance(k, bytes) else str(k) for k in fields}
+        unknown = sorted(given - self._expected)
+        if unknown:
+            return f"unknown field '{unknown[0][:200]}': expected the target's feature names" + (
+                f" and the label field '{self.label_field}'" if self.label_field else ""
+            )
+        missing = [name for name in (*self.names, self.label_field) if name and name not in given]
+        return f"missing field '{missing[0]}'"
+
+
+def _getter(keys: Sequence[Any]) -> Callable[[Mapping[Any, Any]], tuple[Any, ...]]:
+    """A function returning the values of ``keys`` as a tuple (even for a single key)."""
+    if len(keys) == 1:
+        key = keys[0]
+        return lambda mapping: (mapping[key],)
+    return operator.itemgetter(*keys)
+
+
+def _parse_bulk(gathered: list[tuple[Any, ...]], n: int) -> np.ndarray | None:
+    """All values as floats in one numpy call, or None if one is not a number."""
+    if not gathered:
+        return np.empty((0, n))
+    first = gathered[0][0]
+    try:
+        if isinstance(first, bytes | str):
+            if not all(isinstance(v, bytes | str) for v in gathered[0][:n]):
+                return None
+            text = np.array([values[:n] for values in gathered])
+            if text.dtype.kind not in "SU":
+                return None
+            return text.astype(np.float64)
+        # JSON values: numbers only (not strings, booleans, nulls or containers).
+        for values in gathered:
+            for value in values[:n]:
+                if type(value) not in _NUMBERS:
+                    return None
+        return np.array([values[:n] for values in gathered], dtype=np.float64)
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
+def _parse_one(values: Sequence[Any], names: Sequence[str], into: np.ndarray) -> str | None:
+    """Parse one entry's values into ``into``; the problem with the first bad one, if any."""
+    for column, value in enumerate(values):
+        try:
+            if isinstance(value, bytes | str):
+                into[column] = float(value)
+            elif type(value) in _NUMBERS:
+                into[column] = value
+            else:
+                raise ValueError
+        except (ValueError, OverflowError):
+            return f"field '{names[column]}' is not a number: got {shown(value)}"
+    return None
+
+
+def _label(raw: Any, field: str) -> tuple[Label, None] | tuple[None, str]:
+    try:
+        return validate_labels([label_value(raw)], 1)[0], None
+    except InvalidInput as exc:
+        return None, f"label field '{field}': {exc.detail}"
+
+
+def _order(position: str) -> tuple[int, ...]:
+    """Positions in bus order (Redis ids 'ms-seq', sequences, offsets)."""
+    try:
+        return tuple(int(part) for part in position.split("-"))
+    except ValueError:
+        return (0,)

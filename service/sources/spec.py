@@ -1,0 +1,190 @@
+"""What a source is, as ``POST /v1/sources`` takes it: one model per kind of bus (the schema, the
+refusals and the documentation come from them), and the URL shown without its credentials.
+
+A bus URL may carry credentials (``redis://user:secret@host``, ``nats://token@host``). They are
+kept with the source's definition, which only the consuming process reads; every answer, log
+line, metric and recorded error shows ``redacted(url)`` (and errors go through ``scrub``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from service.store.keys import NAME_PATTERN as STORED_NAME
+
+#: Rows per chunk a source appends: by default, and at most.
+DEFAULT_BATCH_ROWS = 1000
+MAX_BATCH_ROWS = 100_000
+#: How long a source gathers entries before appending what it has (ms).
+DEFAULT_BATCH_MS = 200
+MAX_BATCH_MS = 10_000
+
+Name = Annotated[
+    str,
+    Field(
+        pattern=f"^{STORED_NAME.pattern}$", description="1-128 letters, digits, '.', '_' or '-'."
+    ),
+]
+
+
+class Into(BaseModel):
+    """Where a source appends: a selector's log, or a stream's (every attached selector)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    selector: Name | None = None
+    stream: Name | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Into:
+        if (self.selector is None) == (self.stream is None):
+            raise ValueError('expected exactly one of "selector" and "stream"')
+        return self
+
+    @property
+    def kind(self) -> Literal["selector", "stream"]:
+        return "selector" if self.selector is not None else "stream"
+
+    @property
+    def name(self) -> str:
+        return self.selector if self.selector is not None else str(self.stream)
+
+
+class SourceBase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        description="The bus's URL. Credentials in it are kept, used, and never shown.",
+    )
+    into: Into
+    batch_rows: int = Field(
+        DEFAULT_BATCH_ROWS,
+        ge=1,
+        le=MAX_BATCH_ROWS,
+        description="Most rows per chunk appended (a chunk goes when full, or after batch_ms).",
+    )
+    batch_ms: int = Field(
+        DEFAULT_BATCH_MS,
+        ge=1,
+        le=MAX_BATCH_MS,
+        description="Most milliseconds a chunk gathers entries after its first.",
+    )
+    start: str = Field(
+        "earliest",
+        min_length=1,
+        max_length=64,
+        pattern=r"^(earliest|latest|[0-9]{1,20}(-[0-9]{1,20})?)$",
+        description="Where the first read begins: earliest, latest, or after this position "
+        "(a Redis entry id, a JetStream sequence).",
+    )
+    label_field: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="The field holding each entry's label (labelled selectors and streams).",
+    )
+
+    def definition(self) -> dict[str, Any]:
+        """What the registry keeps (the URL as given: the consumer needs its credentials)."""
+        return self.model_dump(mode="json")
+
+
+class RedisStreamSource(SourceBase):
+    """A Redis stream: each entry holds one field per feature name (and the label field)."""
+
+    kind: Literal["redis-stream"]
+    key: str = Field(min_length=1, max_length=1024, description="The stream's key.")
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, url: str) -> str:
+        return _scheme(url, ("redis", "rediss", "unix"))
+
+    @field_validator("start")
+    @classmethod
+    def _position(cls, start: str) -> str:
+        if start not in ("earliest", "latest") and "-" not in start:
+            raise ValueError(
+                f"expected earliest, latest or an entry id like 1718000000000-0; got {start}"
+            )
+        return start
+
+
+class NatsSource(SourceBase):
+    """A NATS JetStream stream: each message is a JSON object keyed by feature name."""
+
+    kind: Literal["nats"]
+    stream: str = Field(
+        min_length=1, max_length=256, pattern=r"^[^.*>\s]+$", description="The stream's name."
+    )
+    subject: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1024,
+        description="Only the stream's messages on this subject (wildcards allowed).",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _nats_url(cls, url: str) -> str:
+        return _scheme(url, ("nats", "tls"))
+
+    @field_validator("start")
+    @classmethod
+    def _sequence(cls, start: str) -> str:
+        if start not in ("earliest", "latest") and not start.isdigit():
+            raise ValueError(f"expected earliest, latest or a stream sequence; got {start}")
+        return start
+
+
+SourceIn = Annotated[RedisStreamSource | NatsSource, Field(discriminator="kind")]
+
+
+def _scheme(url: str, schemes: tuple[str, ...]) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in schemes:
+        raise ValueError(
+            f"expected a URL of scheme {' or '.join(s + '://' for s in schemes)}; "
+            f"got {redacted(url)!r}"
+        )
+    if parts.scheme != "unix" and not parts.hostname:
+        raise ValueError(f"expected a host in the URL; got {redacted(url)!r}")
+    return url
+
+
+def redacted(url: str) -> str:
+    """``url`` without its credentials: the user kept, the password (or a token given as
+    the user, NATS's way) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<a URL that does not parse>"
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}:***" if parts.password is not None and parts.username else "***"
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
+
+
+def credentials(url: str) -> list[str]:
+    """The secret parts of ``url`` (password, or a token given as the user)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return [url]
+    secret = [parts.password] if parts.password else [parts.username] if parts.username else []
+    return [s for s in secret if s]
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` (an error a library raised) with the URL's credentials taken out."""
+    text = text.replace(url, redacted(url))
+    for secret in credentials(url):
+        text = text.replace(secret, "***")
+    return text

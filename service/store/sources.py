@@ -1,0 +1,354 @@
+"""What Redis holds of the sources (``service/sources``): their definitions, each one's consumer
+lease and last status, and, in the slot of the log each one feeds, its positions and counts
+committed with every append (``source_append.lua``) and the entries it could not use.
+
+A source's definition holds its bus URL with any credentials in it: it is read by the process
+that consumes the source and never leaves the service (``service.sources.spec`` redacts it).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio.cluster import RedisCluster
+
+from service.errors import Conflict, NotFound, SiftError, StaleMeta
+from service.store.keys import (
+    SelectorKeys,
+    StreamKeys,
+    source_lease_key,
+    source_status_key,
+    sources_registry_key,
+)
+from service.store.records import as_text
+from service.store.redis_errors import map_redis_errors
+from service.store.redis_store import SelectorStore
+
+#: Rejected entries kept per log a source feeds (the newest; older ones only counted).
+MAX_REJECTS_KEPT = 1000
+#: How long a status a consumer wrote stays (a consumer rewrites it every second or so).
+STATUS_TTL_MS = 30_000
+
+#: Release a lease only if this process still holds it.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+#: Extend a lease only if this process still holds it.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class Target:
+    """The log a source appends to: a selector's, or a stream's."""
+
+    kind: str  # "selector" | "stream"
+    name: str
+
+    def keys(self, prefix: str) -> SelectorKeys:
+        if self.kind == "stream":
+            return StreamKeys(prefix, self.name)
+        return SelectorKeys(prefix, self.name)
+
+    def to_json(self) -> dict[str, str]:
+        return {self.kind: self.name}
+
+    @classmethod
+    def of(cls, into: dict[str, Any]) -> Target:
+        """The target a source's definition names (``{"selector": name}`` or
+        ``{"stream": name}``)."""
+        if into.get("stream"):
+            return cls("stream", str(into["stream"]))
+        return cls("selector", str(into["selector"]))
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A source's committed progress, as the target's slot holds it."""
+
+    id: str
+    positions: dict[str, str]
+    entries: int = 0
+    rows: int = 0
+    rejected: int = 0
+    updated_at: float | None = None
+    #: Entries of each partition before the source's start (what its lag counts from).
+    before: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, raw: bytes | str) -> Progress:
+        document = json.loads(raw)
+        positions = document.get("positions") or {}
+        return cls(
+            id=str(document["id"]),
+            positions={str(k): str(v) for k, v in dict(positions).items()},
+            entries=int(document.get("entries") or 0),
+            rows=int(document.get("rows") or 0),
+            rejected=int(document.get("rejected") or 0),
+            updated_at=document.get("updated_at"),
+            before={str(k): int(v) for k, v in dict(document.get("before") or {}).items()},
+        )
+
+
+@dataclass(frozen=True)
+class Reject:
+    """An entry a source could not use: where it was on the bus, and why."""
+
+    partition: str
+    position: str
+    reason: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a commit of a batch did."""
+
+    log_id: str | None
+    #: The selectors attached to a stream target as of the append (to kick).
+    attached: list[tuple[str, str]] = field(default_factory=list)
+
+
+class Moved(SiftError):
+    """Another consumer committed this partition since this one read its position."""
+
+    def __init__(self, position: str) -> None:
+        super().__init__(f"the source's position moved to {position!r}")
+        self.position = position
+
+
+class Gone(SiftError):
+    """The source (or its target) no longer exists."""
+
+
+class SourceStore:
+    """Every Redis access of the sources, over the selectors' store (its client, its scripts)."""
+
+    def __init__(self, store: SelectorStore) -> None:
+        self.store = store
+        self.redis = store.redis
+        self.prefix = store.prefix
+        self._registry = sources_registry_key(store.prefix)
+        self._release = self.redis.register_script(_RELEASE)
+        self._renew = self.redis.register_script(_RENEW)
+
+    # -- definitions -------------------------------------------------------------------------
+
+    @map_redis_errors
+    async def create(self, name: str, definition: dict[str, Any], target: Target) -> str:
+        """Register a source; its id. The progress record goes first, in the target's slot (a
+        definition never exists without one); the definition is then added only if the name
+        is free (Conflict otherwise, and the progress record goes again)."""
+        source_id = secrets.token_hex(8)
+        keys = target.keys(self.prefix)
+        progress = json.dumps({"id": source_id, "positions": {}, "entries": 0, "rows": 0})
+        if not await self.redis.hsetnx(keys.sources, name, progress):
+            # Left by a source of this name whose deletion did not finish: it is not
+            # registered (checked below), so it is nobody's.
+            if await self.redis.hexists(self._registry, name):
+                raise Conflict(f"source '{name}' already exists; expected a new name")
+            await self.redis.hset(keys.sources, name, progress)
+        document = json.dumps({**definition, "id": source_id, "created_at": time.time()})
+        if not await self.redis.hsetnx(self._registry, name, document):
+            await self._forget_progress(keys, name, source_id)
+            raise Conflict(f"source '{name}' already exists; expected a new name")
+        return source_id
+
+    @map_redis_errors
+    async def get(self, name: str) -> dict[str, Any]:
+        raw = await self.redis.hget(self._registry, name)
+        if raw is None:
+            raise NotFound(f"source '{name}' does not exist")
+        document: dict[str, Any] = json.loads(raw)
+        return document
+
+    @map_redis_errors
+    async def all(self) -> dict[str, dict[str, Any]]:
+        raw = await self.redis.hgetall(self._registry)
+        return {as_text(k): json.loads(v) for k, v in raw.items()}
+
+    @map_redis_errors
+    async def delete(self, name: str, target: Target, source_id: str) -> None:
+        """Unregister a source, then drop its progress and its lease (its consumer stops at its
+        next step: its commit finds no progress record, its renewal no lease)."""
+        await self.redis.hdel(self._registry, name)
+        await self._forget_progress(target.keys(self.prefix), name, source_id)
+        await self.redis.delete(source_lease_key(self.prefix, name))
+
+    async def _forget_progress(self, keys: SelectorKeys, name: str, source_id: str) -> None:
+        raw = await self.redis.hget(keys.sources, name)
+        if raw is not None and Progress.parse(raw).id == source_id:
+            await self.redis.hdel(keys.sources, name)
+
+    # -- progress ----------------------------------------------------------------------------
+
+    @map_redis_errors
+    async def progress(self, name: str, target: Target) -> Progress | None:
+        raw = await self.redis.hget(target.keys(self.prefix).sources, name)
+        return None if raw is None else Progress.parse(raw)
+
+    @map_redis_errors
+    async def rejects(self, name: str, source_id: str, target: Target, limit: int) -> list[Reject]:
+        """The newest ``limit`` entries this source could not use (of those kept)."""
+        raw = await self.redis.lrange(
+            target.keys(self.prefix).source_rejects, 0, MAX_REJECTS_KEPT - 1
+        )
+        out = []
+        for item in raw:
+            document = json.loads(item)
+            if document.get("source") == name and document.get("id") == source_id:
+                out.append(
+                    Reject(
+                        str(document["partition"]),
+                        str(document["position"]),
+                        str(document["reason"]),
+                        float(document["at"]),
+                    )
+                )
+                if len(out) >= limit:
+                    break
+        return out
+
+    @map_redis_errors
+    async def commit(
+        self,
+        name: str,
+        source_id: str,
+        target: Target,
+        partition: str,
+        expected: str,
+        position: str,
+        before: int | None,
+        entries: int,
+        rows: int,
+        rejects: Sequence[tuple[str, str]],
+        payload: bytes | None = None,
+        incarnation: str = "",
+    ) -> Committed:
+        """Append ``payload`` (``rows`` rows) to the target's log, record ``rejects``
+        (position, reason) and move the partition's position from ``expected`` to
+        ``position`` (``before``: the entries before the partition's start, at the first
+        commit), in one script. Moved if another consumer moved it first; Gone if the
+        source or its target is gone; StaleMeta if the target is another incarnation than
+        the one the rows were checked against."""
+        keys = target.keys(self.prefix)
+        script_keys = [
+            *(keys.head, keys.log, keys.idems, keys.feature_index, keys.feature_name),
+            *(keys.sources, keys.source_rejects),
+            keys.attachments if isinstance(keys, StreamKeys) else keys.sources,
+        ]
+        clustered = isinstance(self.redis, RedisCluster)
+        if not clustered:
+            script_keys.append(self.store._pending)
+        now = time.time()
+        args: list[Any] = [
+            name,
+            source_id,
+            partition,
+            expected,
+            position,
+            "" if before is None else before,
+            entries,
+            rows,
+            MAX_REJECTS_KEPT,
+            len(rejects),
+            *(
+                json.dumps(
+                    {
+                        "source": name,
+                        "id": source_id,
+                        "partition": partition,
+                        "position": where,
+                        "reason": reason,
+                        "at": now,
+                    }
+                )
+                for where, reason in rejects
+            ),
+        ]
+        if rows > 0:
+            if payload is None:
+                raise ValueError("rows without a payload")
+            mark = "*" if target.kind == "stream" else target.name
+            args += [payload, incarnation, mark]
+        reply = await self.store._run_acknowledged("source_append", script_keys, args)
+        status = as_text(reply[0])
+        if status == "OK":
+            raw_attached = reply[2] or []
+            attached = [
+                (as_text(raw_attached[i]), as_text(raw_attached[i + 1]))
+                for i in range(0, len(raw_attached), 2)
+            ]
+            if clustered and rows > 0:
+                # The pending set is in another slot: marked after, as appends do.
+                for selector in [target.name] if target.kind == "selector" else []:
+                    self.store._mark_pending(selector)
+                for selector, _ in attached:
+                    self.store._mark_pending(selector)
+            log_id = as_text(reply[1]) or None
+            return Committed(log_id, attached)
+        if status == "MOVED":
+            raise Moved(as_text(reply[1]))
+        if status in ("GONE", "NOTFOUND"):
+            raise Gone(f"the source's {target.kind} '{target.name}' or the source is gone")
+        if status == "INCARNATION":
+            raise StaleMeta(f"{target.kind} '{target.name}' was deleted and created again")
+        if status == "ATTACHED":
+            raise Conflict(
+                f"selector '{target.name}' is attached to stream '{as_text(reply[1])}': "
+                "a source feeds the stream instead"
+            )
+        if status == "CLOSING":
+            raise Gone(f"stream '{target.name}' is being deleted")
+        raise SiftError(f"a source's commit failed: {status}")
+
+    # -- the consumer's lease and status -----------------------------------------------------
+
+    @map_redis_errors
+    async def take_lease(self, name: str, holder: str, ttl_ms: int) -> bool:
+        """Whether this holder has the source's lease now (taken, or still its own)."""
+        key = source_lease_key(self.prefix, name)
+        if await self.redis.set(key, holder, nx=True, px=ttl_ms):
+            return True
+        return bool(await self._renew(keys=[key], args=[holder, ttl_ms]))
+
+    @map_redis_errors
+    async def renew_lease(self, name: str, holder: str, ttl_ms: int) -> bool:
+        key = source_lease_key(self.prefix, name)
+        return bool(await self._renew(keys=[key], args=[holder, ttl_ms]))
+
+    @map_redis_errors
+    async def release_lease(self, name: str, holder: str) -> None:
+        await self._release(keys=[source_lease_key(self.prefix, name)], args=[holder])
+
+    @map_redis_errors
+    async def lease_holder(self, name: str) -> str | None:
+        raw = await self.redis.get(source_lease_key(self.prefix, name))
+        return None if raw is None else as_text(raw)
+
+    @map_redis_errors
+    async def write_status(self, name: str, status: dict[str, Any]) -> None:
+        await self.redis.set(
+            source_status_key(self.prefix, name), json.dumps(status), px=STATUS_TTL_MS
+        )
+
+    @map_redis_errors
+    async def read_status(self, name: str) -> dict[str, Any] | None:
+        raw = await self.redis.get(source_status_key(self.prefix, name))
+        return None if raw is None else dict(json.loads(raw))
+
+    @map_redis_errors
+    async def forget_status(self, name: str) -> None:
+        await self.redis.delete(source_status_key(self.prefix, name))
