@@ -153,11 +153,9 @@ def _parse_bulk(gathered: list[tuple[Any, ...]], n: int) -> np.ndarray | None:
         return np.empty((0, n))
     first = gathered[0][0]
     try:
-        if isinstance(first, bytes | str):
-            if not all(isinstance(v, bytes | str) for v in gathered[0][:n]):
-                return None
+        if isinstance(first, bytes):  # a Redis entry: every value is text, parsed
             text = np.array([values[:n] for values in gathered])
-            if text.dtype.kind not in "SU":
+            if text.dtype.kind != "S":
                 return None
             return text.astype(np.float64)
         # JSON values: numbers only (not strings, booleans, nulls or containers).
@@ -171,10 +169,12 @@ def _parse_bulk(gathered: list[tuple[Any, ...]], n: int) -> np.ndarray | None:
 
 
 def _parse_one(values: Sequence[Any], names: Sequence[str], into: np.ndarray) -> str | None:
-    """Parse one entry's values into ``into``; the problem with the first bad one, if any."""
+    """Parse one entry's values into ``into``; the problem with the first bad one, if any.
+    A Redis entry's values are text (bytes) and are parsed; a JSON message's must be numbers
+    (a string is not, even one that spells a number)."""
     for column, value in enumerate(values):
         try:
-            if isinstance(value, bytes | str):
+            if isinstance(value, bytes):  # a Redis entry's value is text
                 into[column] = float(value)
             elif type(value) in _NUMBERS:
                 into[column] = value

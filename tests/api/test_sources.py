@@ -1,5 +1,5 @@
-"""Sources against a live app: a real Redis stream (on a redis-server of its own, the bus) read
-into selectors and streams, exactly: the variance Sift holds is numpy's on the good entries, to
+"""Sources against a live app: a real Redis stream (on a redis-server of its own, the bus) and a
+real NATS JetStream stream (``nats-server -js``) read into selectors and streams, exactly: the variance Sift holds is numpy's on the good entries, to
 1e-9; bad entries are set aside with their positions and reasons; a source obeys keys and
 prefixes, refuses what it cannot feed, pauses while its target is behind, stops when deleted,
 and never shows the bus's credentials.
@@ -8,8 +8,9 @@ and never shows the bus's credentials.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
@@ -18,6 +19,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.support.api import assert_problem
+from tests.support.nats import NatsServer, add_stream, publish
 from tests.support.redis import RedisServer
 
 NAMES = ["alpha", "beta", "gamma", "delta"]
@@ -339,3 +341,85 @@ async def test_a_deleted_source_stops_within_a_second(client, bus, bus_url):
     await write(bus, "k", [{"x": "1"}])
     described = await settled(http, "s", 1)
     assert described["entries"] == 1
+
+
+@pytest.fixture(scope="module")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    server = NatsServer(tmp_path_factory.mktemp("nats"), user="sift", password="nats-secret-pw")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_a_jetstream_stream_lands_exactly_and_bad_messages_are_set_aside(client, nats_server):
+    http = client
+    subject = f"events.{secrets.token_hex(4)}"
+    stream = subject.replace(".", "-")
+    await add_stream(nats_server.url, stream, [subject])
+    body = {"name": "v", "method": "variance", "n_features": 3, "feature_names": NAMES[:3]}
+    assert (await http.post("/v1/selectors", json=body)).status_code == 201
+    rows = np.random.default_rng(11).normal(size=(400, 3)) * [1, 50, 2500]
+    documents: list[Any] = [dict(zip(NAMES[:3], row.tolist(), strict=True)) for row in rows]
+    bad = {
+        7: [1, 2, 3],
+        8: b"not json",
+        90: {**documents[90], "beta": "12"},
+        91: {**documents[91], "beta": True},
+        150: {**documents[150], "omega": 1.0},
+    }
+    documents = [bad.get(i, d) for i, d in enumerate(documents)]
+    sequences = await publish(nats_server.url, subject, documents[:200])
+    source = {
+        "name": "js",
+        "kind": "nats",
+        "url": nats_server.url,
+        "stream": stream,
+        "subject": subject,
+        "into": {"selector": "v"},
+        "batch_rows": 64,
+    }
+    answer = await http.post("/v1/sources", json=source)
+    assert answer.status_code == 201, answer.text
+    assert "nats-secret-pw" not in answer.text and answer.json()["url"].startswith(
+        "nats://sift:***@"
+    )
+    sequences += await publish(nats_server.url, subject, documents[200:])
+    described = await settled(http, "js", 400)
+    good = [i for i in range(400) if i not in bad]
+    await applied(http, "v", len(good))
+    weights = (await http.get("/v1/selectors/v/weights")).json()["weights"]
+    np.testing.assert_allclose(weights, np.var(rows[good], axis=0), rtol=1e-9)
+    assert (described["rows"], described["rejected"]) == (len(good), len(bad))
+    assert described["positions"] == {"0": str(sequences[-1])}
+    reasons = {r["position"]: r["reason"] for r in described["rejected_entries"]}
+    assert set(reasons) == {str(sequences[i]) for i in bad}
+    assert "got list" in reasons[str(sequences[7])]
+    assert "not JSON" in reasons[str(sequences[8])]
+    assert "'beta' is not a number" in reasons[str(sequences[90])]
+    assert "'beta' is not a number" in reasons[str(sequences[91])]
+    assert "unknown field 'omega'" in reasons[str(sequences[150])]
+
+    async def caught_up() -> bool:
+        return bool((await http.get("/v1/sources/js")).json()["lag"] == 0)
+
+    await until(caught_up)
+
+
+async def test_a_refused_nats_login_is_retried_and_never_shown(client, nats_server, caplog):
+    http = client
+    body = {"name": "v", "method": "variance", "n_features": 1}
+    assert (await http.post("/v1/selectors", json=body)).status_code == 201
+    wrong = f"nats://sift:wrong-pw-value@127.0.0.1:{nats_server.port}"
+    source = {"name": "js", "kind": "nats", "url": wrong, "stream": "x", "into": {"selector": "v"}}
+    assert (await http.post("/v1/sources", json=source)).status_code == 201
+
+    async def retrying() -> dict[str, Any] | None:
+        described = (await http.get("/v1/sources/js")).json()
+        return described if described["state"] == "retrying" else None
+
+    described = await until(retrying)
+    assert described["last_error"]
+    seen = [(await http.get("/v1/sources/js")).text, (await http.get("/metrics")).text, caplog.text]
+    assert not any("wrong-pw-value" in text for text in seen)
