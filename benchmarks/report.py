@@ -164,6 +164,16 @@ ROWS += (
         "selector still commits and checkpoints its own state)",
     ),
 )
+#: Issue 32: sources (``suite/sources.py``).
+ROWS += (
+    Row(
+        "sources",
+        "100,000 entries of 100 named features in a Redis stream, consumed by one process "
+        "into `variance`, applied",
+        "one-row POSTs: ~1,200-2,400 rows/s",
+        ">= 20,000 rows/s (goal 100,000)",
+    ),
+)
 ROW_KEYS = tuple(row.key for row in ROWS)
 
 

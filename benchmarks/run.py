@@ -38,6 +38,8 @@ Benchmarks (``--only`` takes these names, or the keys of the target rows they me
 * ``big-chunk``: a waited dense chunk of 500 rows x 1024 features (4 MB), ocfs ``.npz`` and
   variance ``.npy``, against the floor app storing the same body once; Redis bytes per ocfs
   chunk byte.
+* ``sources``: a Redis stream of 100,000 entries with 100 named features read by a source
+  into ``variance``, against one-row POSTs and the method in-process (rows/s applied).
 * ``stability``: what the resamples behind ``top``'s stability cost each row method (update
   time, state and published bytes, with 2 resamples against none), in-process.
 
@@ -84,6 +86,7 @@ from suite.memory import bench_memory
 from suite.ofs import bench_ofs
 from suite.omvfs import bench_omvfs
 from suite.request_path import bench_request_path
+from suite.sources import bench_sources
 from suite.stability import bench_stability
 from suite.streams import bench_streams
 from suite.takeover import bench_takeover
@@ -136,6 +139,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "idle": Benchmark(bench_idle, ("idle",)),
     "big-chunk": Benchmark(bench_big_chunk, ("big-chunk",)),
     "streams": Benchmark(bench_streams, ("streams",)),
+    "sources": Benchmark(bench_sources, ("sources",)),
 }
 
 

@@ -78,6 +78,9 @@ class Sizes:
     big_chunk_dense_rows: int = 500
     big_chunk_features: int = 1024
     big_chunk_count: int = 20
+    #: bench_sources: entries in the Redis stream; one-row POSTs beside them.
+    source_rows: int = 100_000
+    source_posts: int = 3000
 
 
 FULL = Sizes(
@@ -142,6 +145,8 @@ QUICK = replace(
     idle_selectors=10_000,
     idle_seconds=10.0,
     stream_chunks=60,
+    source_rows=30_000,
+    source_posts=1500,
 )
 SMOKE = replace(
     QUICK,
@@ -183,6 +188,8 @@ SMOKE = replace(
     big_chunk_dense_rows=50,
     big_chunk_features=64,
     big_chunk_count=2,
+    source_rows=2000,
+    source_posts=200,
 )
 
 

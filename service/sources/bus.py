@@ -20,13 +20,16 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True)
 class BusEntry:
-    """One entry as read: its position, and its fields, by name. A Redis entry's values are
-    the bytes it holds; a JSON message's, the JSON values (or ``fields`` is None and
-    ``problem`` says why the message is not a JSON object)."""
+    """One entry as read: its position, and its fields, by name: a mapping (a JSON message's
+    values are the JSON values), or a Redis entry's flat list ``[name, value, name, value,
+    ...]`` of bytes as Redis sends it (``pairs``; building a dict per entry would cost more
+    than the rest of its conversion). ``fields`` and ``pairs`` both None: ``problem`` says
+    why the message holds no fields."""
 
     position: str
     fields: Mapping[str, Any] | None
     problem: str | None = None
+    pairs: list[bytes] | None = None
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,8 @@ class Consumer:
         self._rates: collections.deque[tuple[float, int]] = collections.deque()
         self._status_at = 0.0
         self._feeding: Feeding | None = None
+        #: The batch being read ahead: (partition, after) and the read.
+        self._ahead: tuple[tuple[str, str], asyncio.Task[list[BusEntry]]] | None = None
 
     async def run(self) -> None:
         """Consume until cancelled, or until the source can no longer feed its target."""
@@ -160,24 +162,27 @@ class Consumer:
                         connected = True
                     await self._step()
                     backoff = FIRST_BACKOFF_SECONDS
+                    continue
                 except (CannotFeed, Gone, NotFound) as exc:
                     await self._say("failed", str(exc))
                     log.warning("source '%s' stopped: %s", self.name, self.last_error)
                     return
                 except BusUnavailable as exc:
+                    self._drop_ahead()
                     connected = False
                     await self.bus.close()
-                    await self._retry(f"{exc}; retrying in {backoff:g} s", backoff)
-                    backoff = min(backoff * 2, MOST_BACKOFF_SECONDS)
+                    why = f"{exc}; retrying in {backoff:g} s"
                 except Unavailable as exc:
-                    await self._retry(
-                        f"Sift's Redis does not answer ({exc.detail}); retrying in {backoff:g} s",
-                        backoff,
-                    )
-                    backoff = min(backoff * 2, MOST_BACKOFF_SECONDS)
+                    why = f"Sift's Redis does not answer ({exc.detail}); retrying in {backoff:g} s"
                 except (Moved, StaleMeta):
                     self._feeding = None  # read the position (and the target) again
+                    self._drop_ahead()
+                    continue
+                self._drop_ahead()
+                await self._retry(why, backoff)
+                backoff = min(backoff * 2, MOST_BACKOFF_SECONDS)
         finally:
+            self._drop_ahead()
             await self.bus.close()
 
     async def _retry(self, why: str, backoff: float) -> None:
@@ -225,6 +230,30 @@ class Consumer:
         await self._maybe_status(progress)
 
     async def _gather(self, partition: str, after: str) -> list[BusEntry]:
+        """The batch after ``after``: the one read ahead while the previous batch was
+        converted and committed, if it was read from there; and the next one read ahead (a
+        batch in memory besides the one being committed, at most)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == (partition, after):
+            entries = await ahead[1]
+        else:
+            if ahead is not None:
+                ahead[1].cancel()
+            entries = await self._read_batch(partition, after)
+        if entries:
+            task = asyncio.create_task(self._read_batch(partition, entries[-1].position))
+            self._ahead = ((partition, entries[-1].position), task)
+        return entries
+
+    def _drop_ahead(self) -> None:
+        """Forget the batch read ahead (the position moved, or the bus failed)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead[1].cancel()
+            # Its failure, if any, is the next read's to meet.
+            ahead[1].add_done_callback(lambda task: task.cancelled() or task.exception())
+
+    async def _read_batch(self, partition: str, after: str) -> list[BusEntry]:
         """Up to ``batch_rows`` entries after ``after``: what came within ``batch_ms`` of the
         first (waiting at most that long for the first)."""
         entries = await self.bus.read(partition, after, self.batch_rows, self.batch_s)

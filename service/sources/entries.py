@@ -6,14 +6,15 @@ target. What it may not hold: an unknown field, a missing one, a value that is n
 a number that is not finite or beyond ``MAX_ABS_VALUE`` (the checks every chunk passes,
 ``service.wire.rows``), a label that is not an integer or a string of 1-256 characters.
 
-The common case is converted in bulk: entries whose fields are exactly the expected ones are
-gathered by one ``itemgetter`` each and parsed by numpy in one call; only when that call fails
-(a value that is not a number somewhere in the batch) are the entries parsed one at a time to
-find which.
+The common case is converted in bulk: a Redis entry whose fields come in the expected order is
+recognised by one list comparison, any other entry's values gathered by one ``itemgetter``;
+the values of the whole batch are then parsed in one pass; only when that fails (a value that
+is not a number somewhere in the batch) are the entries parsed one at a time to find which.
 """
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,12 +53,13 @@ class EntryShape:
         self._expected = set(self.names) | ({label_field} if label_field else set())
         # The same getters over bytes keys (Redis replies) and text keys (JSON).
         wanted = [*self.names, *([label_field] if label_field else [])]
+        self._keys = [name.encode() for name in wanted]
         self._get_text = _getter(wanted)
-        self._get_bytes = _getter([name.encode() for name in wanted])
+        self._get_bytes = _getter(self._keys)
 
     def convert(self, entries: Sequence[BusEntry]) -> Rows:
         """The rows of ``entries`` and the entries set aside."""
-        gathered: list[tuple[Any, ...]] = []
+        gathered: list[Sequence[Any]] = []
         positions: list[str] = []
         rejects: list[tuple[str, str]] = []
         for entry in entries:
@@ -114,9 +116,18 @@ class EntryShape:
         rejects.sort(key=lambda reject: _order(reject[0]))
         return Rows(np.ascontiguousarray(matrix, dtype=np.float64), labels, rejects)
 
-    def _gather(self, entry: BusEntry) -> tuple[Any, ...] | str:
+    def _gather(self, entry: BusEntry) -> Sequence[Any] | str:
         """The entry's values in the expected order (label last), or why it has none."""
-        fields = entry.fields
+        pairs = entry.pairs
+        fields: Mapping[Any, Any] | None
+        if pairs is not None:
+            if pairs[0::2] == self._keys:  # the expected fields, in the expected order
+                return pairs[1::2]
+            fields = dict(zip(pairs[0::2], pairs[1::2], strict=False))
+            if 2 * len(fields) != len(pairs):
+                return "a field is given twice"
+        else:
+            fields = entry.fields
         if fields is None:
             return entry.problem or "not an object of fields"
         if len(fields) == self.width:
@@ -147,17 +158,18 @@ def _getter(keys: Sequence[Any]) -> Callable[[Mapping[Any, Any]], tuple[Any, ...
     return operator.itemgetter(*keys)
 
 
-def _parse_bulk(gathered: list[tuple[Any, ...]], n: int) -> np.ndarray | None:
-    """All values as floats in one numpy call, or None if one is not a number."""
+def _parse_bulk(gathered: list[Sequence[Any]], n: int) -> np.ndarray | None:
+    """All values as floats in one pass, or None if one is not a number."""
     if not gathered:
         return np.empty((0, n))
     first = gathered[0][0]
     try:
         if isinstance(first, bytes):  # a Redis entry: every value is text, parsed
-            text = np.array([values[:n] for values in gathered])
-            if text.dtype.kind != "S":
-                return None
-            return text.astype(np.float64)
+            # Python's float() of bytes is as fast as numpy's parsing of an "S" array, and
+            # needs no copy into one.
+            rows = gathered if len(gathered[0]) == n else [values[:n] for values in gathered]
+            flat = map(float, itertools.chain.from_iterable(rows))
+            return np.fromiter(flat, np.float64, count=len(rows) * n).reshape(len(rows), n)
         # JSON values: numbers only (not strings, booleans, nulls or containers).
         for values in gathered:
             for value in values[:n]:

@@ -42,6 +42,8 @@ class RedisStreamBus:
             socket_connect_timeout=TIMEOUT_SECONDS,
             retry_on_timeout=False,
         )
+        # The reply as Redis sends it: redis-py would make a dict of every entry.
+        client.set_response_callback("XREAD", lambda response, **_options: response)
         self._redis = client
         await self._call(client.ping())
 
@@ -64,14 +66,15 @@ class RedisStreamBus:
     ) -> list[BusEntry]:
         client = self._client()
         block_ms = max(1, int(max_wait_s * 1000))
-        reply: Any = await self._call(
-            client.xread({self.key: after or FIRST}, count=max_entries, block=block_ms)
+        command = client.execute_command(  # type: ignore[no-untyped-call]
+            "XREAD", "COUNT", max_entries, "BLOCK", block_ms, "STREAMS", self.key, after or FIRST
         )
+        reply: Any = await self._call(command)
         if not reply:
             return []
-        # redis-py: [[key, [(id, {field: value}), ...]]] (RESP2) or {key: [[...]]} (RESP3).
-        items = reply[0][1] if isinstance(reply, list) else next(iter(reply.values()))[0]
-        return [BusEntry(_text(entry_id), fields) for entry_id, fields in items]
+        # [[key, [[id, [field, value, ...]], ...]]] (RESP2) or {key: [...]} (RESP3).
+        items = reply[0][1] if isinstance(reply, list) else next(iter(reply.values()))
+        return [BusEntry(entry_id.decode(), None, pairs=pairs) for entry_id, pairs in items]
 
     async def lag(
         self, partition: str, position: str, consumed: int, before: int | None
