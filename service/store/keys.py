@@ -62,6 +62,12 @@ and the Lua scripts (``service/store/lua/``) stay valid on Redis Cluster::
     {prefix}:{name}:outbox           sorted set: event id -> when it is due for an attempt (ms;
                                      while attempted, when the attempt's lease ends)
     {prefix}:{name}:outbox_events    hash: event id -> its JSON, and id#attempts -> attempts
+    {prefix}:{name}:sources          hash: source name -> JSON of its id, its position per bus
+                                     partition and its counts (a stream's log has them too)
+    {prefix}:{name}:source_rejects   list of JSON entries those sources set aside, capped
+
+``{prefix}:sources`` (``sources_registry_key``) holds the sources' definitions;
+``{prefix}:source:{s}:lease`` and ``:status`` the consuming process's lease and last word.
 
 ``{prefix}:outboxes`` (``outboxes_key``) marks the selectors whose outbox may hold an event
 due, scored by when to look (ms), in its own slot like the registry.
