@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from service.store.keys import NAME_PATTERN as STORED_NAME
 
@@ -30,39 +30,45 @@ Name = Annotated[
 ]
 
 
-class Into(BaseModel):
-    """Where a source appends: a selector's log, or a stream's (every attached selector)."""
+class IntoSelector(BaseModel):
+    """Append to a selector's log."""
 
     model_config = ConfigDict(extra="forbid")
 
-    selector: Name | None = None
-    stream: Name | None = None
-
-    @model_validator(mode="after")
-    def _one(self) -> Into:
-        if (self.selector is None) == (self.stream is None):
-            raise ValueError('expected exactly one of "selector" and "stream"')
-        return self
+    selector: Name
 
     @property
     def kind(self) -> Literal["selector", "stream"]:
-        return "selector" if self.selector is not None else "stream"
+        return "selector"
 
     @property
     def name(self) -> str:
-        return self.selector if self.selector is not None else str(self.stream)
+        return self.selector
+
+
+class IntoStream(BaseModel):
+    """Append to a stream's log: every selector attached to it applies the rows."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stream: Name
+
+    @property
+    def kind(self) -> Literal["selector", "stream"]:
+        return "stream"
+
+    @property
+    def name(self) -> str:
+        return self.stream
 
 
 class SourceBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Name
-    url: str = Field(
-        min_length=1,
-        max_length=2048,
-        description="The bus's URL. Credentials in it are kept, used, and never shown.",
+    into: IntoSelector | IntoStream = Field(
+        description='Where the rows go: {"selector": name} or {"stream": name}.'
     )
-    into: Into
     batch_rows: int = Field(
         DEFAULT_BATCH_ROWS,
         ge=1,
@@ -74,14 +80,6 @@ class SourceBase(BaseModel):
         ge=1,
         le=MAX_BATCH_MS,
         description="Most milliseconds a chunk gathers entries after its first.",
-    )
-    start: str = Field(
-        "earliest",
-        min_length=1,
-        max_length=64,
-        pattern=r"^(earliest|latest|[0-9]{1,20}(-[0-9]{1,20})?)$",
-        description="Where the first read begins: earliest, latest, or after this position "
-        "(a Redis entry id, a JetStream sequence).",
     )
     label_field: str | None = Field(
         None,
@@ -99,21 +97,20 @@ class RedisStreamSource(SourceBase):
     """A Redis stream: each entry holds one field per feature name (and the label field)."""
 
     kind: Literal["redis-stream"]
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        pattern=r"^(rediss?://[^/?#\s]+|unix://\S+)",
+        description="The bus's Redis: redis://, rediss:// or unix://. Credentials in it are "
+        "kept, used, and never shown.",
+    )
     key: str = Field(min_length=1, max_length=1024, description="The stream's key.")
-
-    @field_validator("url")
-    @classmethod
-    def _redis_url(cls, url: str) -> str:
-        return _scheme(url, ("redis", "rediss", "unix"))
-
-    @field_validator("start")
-    @classmethod
-    def _position(cls, start: str) -> str:
-        if start not in ("earliest", "latest") and "-" not in start:
-            raise ValueError(
-                f"expected earliest, latest or an entry id like 1718000000000-0; got {start}"
-            )
-        return start
+    start: str = Field(
+        "earliest",
+        pattern=r"^(earliest|latest|[0-9]{1,20}-[0-9]{1,20})$",
+        description="Where the first read begins: earliest, latest (what the stream holds "
+        "then is skipped), or after this entry id.",
+    )
 
 
 class NatsSource(SourceBase):
@@ -130,32 +127,22 @@ class NatsSource(SourceBase):
         description="Only the stream's messages on this subject (wildcards allowed).",
     )
 
-    @field_validator("url")
-    @classmethod
-    def _nats_url(cls, url: str) -> str:
-        return _scheme(url, ("nats", "tls"))
-
-    @field_validator("start")
-    @classmethod
-    def _sequence(cls, start: str) -> str:
-        if start not in ("earliest", "latest") and not start.isdigit():
-            raise ValueError(f"expected earliest, latest or a stream sequence; got {start}")
-        return start
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        pattern=r"^(nats|tls)://[^/?#\s]+",
+        description="The NATS server: nats:// or tls://. Credentials in it (user:password, or "
+        "a token) are kept, used, and never shown.",
+    )
+    start: str = Field(
+        "earliest",
+        pattern=r"^(earliest|latest|[0-9]{1,20})$",
+        description="Where the first read begins: earliest, latest (what the stream holds "
+        "then is skipped), or after this stream sequence.",
+    )
 
 
 SourceIn = Annotated[RedisStreamSource | NatsSource, Field(discriminator="kind")]
-
-
-def _scheme(url: str, schemes: tuple[str, ...]) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in schemes:
-        raise ValueError(
-            f"expected a URL of scheme {' or '.join(s + '://' for s in schemes)}; "
-            f"got {redacted(url)!r}"
-        )
-    if parts.scheme != "unix" and not parts.hostname:
-        raise ValueError(f"expected a host in the URL; got {redacted(url)!r}")
-    return url
 
 
 def redacted(url: str) -> str:

@@ -1,8 +1,8 @@
 """Sources against a live app: a real Redis stream (on a redis-server of its own, the bus) and a
-real NATS JetStream stream (``nats-server -js``) read into selectors and streams, exactly: the variance Sift holds is numpy's on the good entries, to
-1e-9; bad entries are set aside with their positions and reasons; a source obeys keys and
-prefixes, refuses what it cannot feed, pauses while its target is behind, stops when deleted,
-and never shows the bus's credentials.
+real NATS JetStream stream (``nats-server -js``) read into selectors and streams, exactly: the
+variance Sift holds is numpy's on the good entries, to 1e-9; bad entries are set aside with
+their positions and reasons; a source obeys keys and prefixes, refuses what it cannot feed,
+pauses while its target is behind, stops when deleted, and never shows the bus's credentials.
 """
 
 from __future__ import annotations
@@ -204,8 +204,9 @@ async def test_creation_refuses_what_it_cannot_feed_and_says_why(client, bus_url
     assert (await http.post("/v1/selectors", json=body)).status_code == 201
     cases: list[tuple[dict[str, Any], str]] = [
         ({"kind": "kafka"}, "kind"),
-        ({"url": "http://example.com"}, "redis://"),
-        ({"into": {"selector": "v", "stream": "x"}}, "exactly one"),
+        ({"url": "http://example.com"}, "url"),
+        ({"into": {"selector": "v", "stream": "x"}}, "into"),
+        ({"into": {}}, "into"),
         ({"start": "soon"}, "start"),
         ({"batch_rows": 0}, "batch_rows"),
         ({"extra": 1}, "extra"),

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import numpy as np
@@ -78,7 +78,8 @@ class Writer:
                 at = written  # ids are 1-0, 2-0, ...: the count written so far
                 pipe = client.pipeline(transaction=False)
                 for i in range(at, min(at + self.slice, len(self.fields))):
-                    pipe.xadd(self.key, self.fields[i], id=f"{i + 1}-0")
+                    fields: dict[Any, Any] = dict(self.fields[i])
+                    pipe.xadd(self.key, fields, id=f"{i + 1}-0")
                 pipe.execute()
                 at = min(at + self.slice, len(self.fields))
                 client.close()
@@ -86,6 +87,16 @@ class Writer:
             except redis.RedisError:
                 time.sleep(0.2)
         self.done.set()
+
+
+T = TypeVar("T")
+
+
+def must(probe: Callable[[], T | None], timeout_s: float) -> T:
+    """``probe``'s first truthy value within ``timeout_s``; fails the test otherwise."""
+    value = poll(probe, timeout_s)
+    assert value, f"not within {timeout_s} s: {value!r}"
+    return value
 
 
 def describe(service: ServiceProcess, name: str) -> dict[str, Any]:
@@ -111,7 +122,7 @@ def check_exact(service: ServiceProcess, total: int, good: np.ndarray) -> None:
             return None
         return described if described["entries"] >= total else None
 
-    described = poll(consumed, 120)
+    described = must(consumed, 120)
     bad = total - len(good)
     print(
         f"entries {described['entries']}, rows {described['rows']}, "
@@ -130,14 +141,17 @@ def check_exact(service: ServiceProcess, total: int, good: np.ndarray) -> None:
             return None
         return selector if selector["rows_seen"] >= len(good) else None
 
-    assert poll(applied, 120)["rows_seen"] == len(good)
+    assert must(applied, 120)["rows_seen"] == len(good)
     weights = httpx.get(f"{service.url}/v1/selectors/v/weights", timeout=10).json()["weights"]
     np.testing.assert_allclose(weights, np.var(good, axis=0), rtol=1e-9)
 
 
 def holder_pid(state: RedisProcess) -> int | None:
     raw = state.client().get("sift:source:{s}:lease")
-    return None if raw is None else int(raw.decode().split(":")[1])
+    if raw is None:
+        return None
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    return int(text.split(":")[1])
 
 
 @pytest.fixture
@@ -176,7 +190,7 @@ def test_sigkills_of_two_replicas_neither_lose_nor_double_an_entry(
             pid = holder_pid(redis_proc)
             return next((s for s in replicas.values() if s.alive and s.pid == pid), None)
 
-        victim = poll(live_holder, 30)
+        victim = must(live_holder, 30)
         other = next(s for s in replicas.values() if s is not victim)
         victim.kill()
         kills += 1
@@ -218,7 +232,7 @@ def test_the_bus_and_the_state_redis_restarted_while_consuming(
     bus_redis.kill()
 
     def retrying() -> bool:
-        return describe(service, "s")["state"] == "retrying"
+        return bool(describe(service, "s")["state"] == "retrying")
 
     poll(retrying, 20)
     assert httpx.get(f"{service.url}/v1/readyz", timeout=5).status_code == 200
