@@ -10,9 +10,11 @@
  * Authorization header (the key would have to travel in the URL, which access logs keep), and
  * a poll is cheap: one page of the selector list, a few describes for the pending counts, and
  * the top and history of the shown selector only when its version, h or view changed; one page
- * of the stream list, and the shown stream's rankings side by side (``#stream=<name>``).
- * Failures
- * back off (the interval doubles up to MAX_BACKOFF_MS); a hidden tab does not poll at all.
+ * of the stream list, and the shown stream's rankings side by side (``#stream=<name>``); and
+ * the sources (``GET /v1/sources``), shown beside the selectors they feed (a source into a
+ * stream feeds every selector attached to it), or none when the key may not read them.
+ * Failures back off (the interval doubles up to MAX_BACKOFF_MS); a hidden tab does not poll
+ * at all.
  *
  * Whatever comes from the server (feature names come from users) reaches the DOM as text nodes
  * and attribute values only, never as markup; the page's Content-Security-Policy forbids inline
@@ -31,6 +33,12 @@
   const EVENTS_SHOWN = 10;
   /** Feature names longer than this are cut in the charts (the tooltip has them whole). */
   const LABEL_CHARS = 24;
+  /** A source's last error is cut to this in the lists (the tooltip and the detail have it). */
+  const ERROR_CHARS = 60;
+  /** A source's states (GET /v1/sources); another value is shown, styled as none of them. */
+  const SOURCE_STATES = new Set(["starting", "running", "paused", "retrying", "failed"]);
+  /** States whose last error is shown: the source does not read its bus. */
+  const TROUBLED = new Set(["retrying", "failed"]);
   const SVG_NS = "http://www.w3.org/2000/svg";
   /** Tableau 10: distinguishable, and readable on light and dark backgrounds. */
   const PALETTE = [
@@ -47,9 +55,11 @@
     forgetKey: $("forget-key"),
     problem: $("problem"),
     selectorRows: $("selectors").querySelector("tbody"),
+    selectorSourceHead: $("selectors").querySelector("th.sources"),
     noSelectors: $("no-selectors"),
     title: $("detail-title"),
     facts: $("detail-facts"),
+    detailSources: $("detail-sources"),
     message: $("detail-message"),
     charts: $("charts"),
     stability: $("stability"),
@@ -67,6 +77,7 @@
     keyReason: $("key-reason"),
     keyCancel: $("key-cancel"),
     streamRows: $("streams").querySelector("tbody"),
+    streamSourceHead: $("streams").querySelector("th.sources"),
     noStreams: $("no-streams"),
     streamDetail: $("stream-detail"),
     streamTitle: $("stream-title"),
@@ -100,6 +111,8 @@
     stream: null,
     /** What the side-by-side view shows: [stream, h, every selector's name and version]. */
     streamShownKey: null,
+    /** The sources (GET /v1/sources) this key may read; [] when it may read none. */
+    sources: [],
   };
 
   // -- the API ---------------------------------------------------------------------------------
@@ -396,6 +409,7 @@
     try {
       await refreshList();
       await refreshPending();
+      await refreshSources();
       renderSelectors();
       await refreshDetail();
       await refreshStreams();
@@ -465,6 +479,122 @@
     });
   }
 
+  // -- sources: the buses that feed selectors -------------------------------------------------
+
+  /** GET /v1/sources: every source this key may read. A key that may not read them (403), or a
+   * service without them (404), shows none; the rest of the page does not depend on them. */
+  async function refreshSources() {
+    const answer = await settle(api("sources"));
+    state.sources = answer.answer ? answer.answer.sources || [] : [];
+  }
+
+  /** The sources into stream ``stream`` (none for null). */
+  function sourcesIntoStream(stream) {
+    if (!stream) return [];
+    return state.sources.filter((source) => source.into && source.into.stream === stream);
+  }
+
+  /** The sources feeding a selector: into it, or into the stream it is attached to. */
+  function sourcesFeeding(entry) {
+    const direct = state.sources.filter(
+      (source) => source.into && source.into.selector === entry.name,
+    );
+    return [...direct, ...sourcesIntoStream(entry.stream)];
+  }
+
+  /** "lag 1,200": entries on the bus after its committed positions ("lag –": it cannot say). */
+  function lagText(source) {
+    return typeof source.lag === "number" ? `lag ${NUMBER.format(source.lag)}` : "lag –";
+  }
+
+  function rateText(source) {
+    const rate = typeof source.rows_per_second === "number" ? source.rows_per_second : 0;
+    const shown = rate >= 10 || rate === 0 ? NUMBER.format(Math.round(rate)) : rate.toFixed(1);
+    return `${shown} rows/s`;
+  }
+
+  /** The last error, when the source does not read its bus (retrying, failed). */
+  function troubleOf(source) {
+    return TROUBLED.has(source.state) && source.last_error ? String(source.last_error) : null;
+  }
+
+  /** One source in a line: name · state · lag · rows/s, and its error below it when it has
+   * one (cut to ERROR_CHARS unless ``whole``; the tooltip has it whole). Text nodes only. */
+  function sourceLine(source, { whole = false } = {}) {
+    const known = SOURCE_STATES.has(source.state) ? source.state : "unknown";
+    const line = element("div", { class: `source state-${known}`, "data-source": source.name });
+    const lag = element(
+      "span",
+      {
+        class: "source-lag",
+        title: typeof source.lag === "number"
+          ? "Entries on the bus it has not read yet"
+          : "The bus cannot say how many entries it has not read yet",
+      },
+      lagText(source),
+    );
+    // The figures stay on one line; the lists put them under the name (and hide the dot).
+    const figures = element("span", { class: "source-figures" });
+    figures.append(
+      element("span", { class: "source-state" }, source.state),
+      " · ",
+      lag,
+      " · ",
+      element("span", { class: "source-rate" }, rateText(source)),
+    );
+    line.append(
+      element("span", { class: "source-name", title: `Source ${source.name} (${source.kind})` }, source.name),
+      element("span", { class: "source-sep" }, " · "),
+      figures,
+    );
+    const trouble = troubleOf(source);
+    if (trouble !== null) {
+      line.append(element(
+        "span",
+        { class: "source-error", title: trouble },
+        whole ? trouble : truncate(trouble, ERROR_CHARS),
+      ));
+    }
+    return line;
+  }
+
+  /** A table cell with the sources feeding a row (empty when none). */
+  function sourcesCell(sources) {
+    const cell = element("td", { class: "sources" });
+    cell.append(...sources.map((source) => sourceLine(source)));
+    return cell;
+  }
+
+  /** What a source reads: "redis-stream events at redis://host:6379" (its URL as the API
+   * shows it, without credentials). */
+  function busText(source) {
+    const what = source.kind === "nats"
+      ? [source.stream, source.subject ? `subject ${source.subject}` : null]
+      : [source.key];
+    return [source.kind, ...what.filter(Boolean), `at ${source.url}`].join(" ");
+  }
+
+  /** The shown selector's sources, each with what it read so far (none: hidden). */
+  function renderDetailSources(entry) {
+    const sources = entry ? sourcesFeeding(entry) : [];
+    ui.detailSources.hidden = sources.length === 0;
+    const items = sources.map((source) => {
+      const item = element("li", { "data-source": source.name });
+      const through = source.into && source.into.stream ? ` through stream ${source.into.stream}` : "";
+      const facts = [
+        `${NUMBER.format(source.rows)} rows appended${through}`,
+        `${NUMBER.format(source.rejected)} entries set aside`,
+        source.updated_at ? `last batch ${ago(source.updated_at)}` : "no batch yet",
+      ];
+      item.append(
+        sourceLine(source, { whole: true }),
+        element("span", { class: "source-facts" }, `${busText(source)} · ${facts.join(" · ")}`),
+      );
+      return item;
+    });
+    ui.detailSources.querySelector("ul").replaceChildren(...items);
+  }
+
   // -- the selector list -----------------------------------------------------------------------
 
   function renderSelectors() {
@@ -490,10 +620,12 @@
         pendingCell,
         updated,
       );
+      if (state.sources.length > 0) row.append(sourcesCell(sourcesFeeding(entry)));
       row.addEventListener("click", () => choose(entry.name));
       return row;
     });
     ui.selectorRows.replaceChildren(...rows);
+    ui.selectorSourceHead.hidden = state.sources.length === 0;
     ui.noSelectors.hidden = state.selectors.length > 0;
   }
 
@@ -581,6 +713,7 @@
     if (name === null) {
       ui.title.textContent = "No selector chosen";
       ui.facts.textContent = "";
+      renderDetailSources(null);
       showMessage(state.selectors.length ? "Choose a selector in the list." : "");
       clearCharts();
       return;
@@ -589,12 +722,14 @@
     const entry = state.selectors.find((candidate) => candidate.name === name);
     if (!entry) {
       ui.facts.textContent = "";
+      renderDetailSources(null);
       showMessage(`There is no selector '${name}' (any more), or this API key may not see it.`);
       clearCharts();
       state.shownKey = null;
       return;
     }
     renderFacts(entry);
+    renderDetailSources(entry);
     syncViews(entry);
     if (entry.version === 0) {
       const route = takesColumns(entry) ? "features" : "chunks";
@@ -894,10 +1029,12 @@
         element("td", { class: "num" }, NUMBER.format(entry.entries)),
         element("td", { class: "num" }, NUMBER.format(entry.log_entries)),
       );
+      if (state.sources.length > 0) row.append(sourcesCell(sourcesIntoStream(entry.name)));
       row.addEventListener("click", () => chooseStream(entry.name));
       return row;
     });
     ui.streamRows.replaceChildren(...rows);
+    ui.streamSourceHead.hidden = state.sources.length === 0;
     ui.noStreams.hidden = state.streams.length > 0;
   }
 
@@ -950,17 +1087,31 @@
     const key = JSON.stringify([
       name, entry.created_at, state.h, answer.selectors.map((top) => [top.name, top.version]),
     ]);
-    if (key === state.streamShownKey) return;
-    if (answer.selectors.length === 0) {
-      showStreamMessage(
-        `No selector is attached: create one with "stream": "${name}" and its ranking appears here.`,
-      );
-    } else {
-      showStreamMessage("");
+    if (key !== state.streamShownKey) {
+      if (answer.selectors.length === 0) {
+        showStreamMessage(
+          `No selector is attached: create one with "stream": "${name}" and its ranking appears here.`,
+        );
+      } else {
+        showStreamMessage("");
+      }
+      renderSideBySide(answer);
+      renderAgreement(answer);
+      state.streamShownKey = key;
     }
-    renderSideBySide(answer);
-    renderAgreement(answer);
-    state.streamShownKey = key;
+    renderColumnSources(name);
+  }
+
+  /** Under each attached selector's heading, the sources feeding it (the stream's, and its
+   * own), refreshed on every poll even when the rankings did not move. */
+  function renderColumnSources(stream) {
+    for (const column of ui.sideBySide.querySelectorAll(".ranking")) {
+      const holder = column.querySelector(".sources");
+      if (!holder) continue;
+      const sources = sourcesFeeding({ name: column.getAttribute("data-name"), stream });
+      holder.hidden = sources.length === 0;
+      holder.replaceChildren(...sources.map((source) => sourceLine(source)));
+    }
   }
 
   function renderSideBySide(answer) {
@@ -978,6 +1129,7 @@
       column.append(
         element("h3", {}, top.name),
         element("p", { class: "facts" }, `${top.method} · version ${NUMBER.format(top.version)} · ${seen}`),
+        element("div", { class: "sources", hidden: "" }),
       );
       const list = element("ol", { class: "features" });
       for (const feature of top.features) {
@@ -995,7 +1147,11 @@
     });
     for (const unranked of answer.unranked || []) {
       const column = element("div", { class: "ranking", "data-name": unranked.name });
-      column.append(element("h3", {}, unranked.name), element("p", { class: "note" }, unranked.detail));
+      column.append(
+        element("h3", {}, unranked.name),
+        element("div", { class: "sources", hidden: "" }),
+        element("p", { class: "note" }, unranked.detail),
+      );
       columns.push(column);
     }
     ui.sideBySide.replaceChildren(...columns);
