@@ -193,7 +193,8 @@ def _parse_one(values: Sequence[Any], names: Sequence[str], into: np.ndarray) ->
             else:
                 raise ValueError
         except (ValueError, OverflowError):
-            return f"field '{names[column]}' is not a number: got {shown(value)}"
+            given = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+            return f"field '{names[column]}' is not a number: got {shown(given)}"
     return None
 
 

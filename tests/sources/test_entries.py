@@ -1,0 +1,137 @@
+"""Entries as rows (``service.sources.entries``) and URLs without credentials
+(``service.sources.spec``), without a bus: the fast path (Redis pairs in the expected order,
+parsed in one pass) gives exactly what the entry-by-entry path gives, every bad entry is set
+aside with its own reason whatever else the batch holds, and no credential survives."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.sources.bus import BusEntry
+from service.sources.entries import EntryShape
+from service.sources.spec import redacted, scrub
+
+NAMES = ["a", "b", "c"]
+
+
+def redis_entry(position: int, fields: dict[str, Any]) -> BusEntry:
+    pairs: list[bytes] = []
+    for key, value in fields.items():
+        pairs += [key.encode(), value if isinstance(value, bytes) else str(value).encode()]
+    return BusEntry(f"{position}-0", None, pairs=pairs)
+
+
+def json_entry(position: int, document: Any) -> BusEntry:
+    data = json.loads(json.dumps(document))
+    if isinstance(data, dict):
+        return BusEntry(str(position), data)
+    return BusEntry(str(position), None, "not an object")
+
+
+def test_fields_in_any_order_give_the_same_rows() -> None:
+    rows = np.random.default_rng(0).normal(size=(50, 3))
+    shape = EntryShape(NAMES, None)
+    ordered = [
+        redis_entry(i, dict(zip(NAMES, (repr(float(v)) for v in r), strict=True)))
+        for i, r in enumerate(rows)
+    ]
+    shuffled = [
+        redis_entry(i, dict(reversed(list(zip(NAMES, (repr(float(v)) for v in r), strict=True)))))
+        for i, r in enumerate(rows)
+    ]
+    as_json = [json_entry(i, dict(zip(NAMES, r.tolist(), strict=True))) for i, r in enumerate(rows)]
+    for entries in (ordered, shuffled, as_json):
+        converted = shape.convert(entries)
+        assert converted.rejects == []
+        np.testing.assert_array_equal(converted.rows, rows)
+
+
+def test_each_bad_entry_is_set_aside_with_its_own_reason() -> None:
+    shape = EntryShape(NAMES, "y")
+    good = {"a": "1", "b": "2", "c": "3", "y": "cat"}
+    entries = [
+        redis_entry(1, good),
+        redis_entry(2, {**good, "b": "two"}),
+        redis_entry(3, {**good, "d": "4"}),
+        redis_entry(4, {k: v for k, v in good.items() if k != "c"}),
+        redis_entry(5, {**good, "a": "inf"}),
+        redis_entry(6, {**good, "c": "1e51"}),
+        redis_entry(7, {k: v for k, v in good.items() if k != "y"}),
+        redis_entry(8, {**good, "y": "x" * 300}),
+        BusEntry("9-0", None, pairs=[b"a", b"1", b"a", b"2", b"b", b"3", b"y", b"1"]),
+        redis_entry(10, {**good, "y": "-3"}),
+    ]
+    converted = shape.convert(entries)
+    reasons = dict(converted.rejects)
+    assert [position for position, _ in converted.rejects] == [f"{i}-0" for i in range(2, 10)]
+    assert "'b' is not a number" in reasons["2-0"]
+    assert "unknown field 'd'" in reasons["3-0"]
+    assert "missing field 'c'" in reasons["4-0"]
+    assert "finite" in reasons["5-0"] and "'a'" in reasons["5-0"]
+    assert "within" in reasons["6-0"] and "'c'" in reasons["6-0"]
+    assert "missing field 'y'" in reasons["7-0"]
+    assert "label field 'y'" in reasons["8-0"]
+    assert "twice" in reasons["9-0"]
+    np.testing.assert_array_equal(converted.rows, [[1, 2, 3], [1, 2, 3]])
+    assert converted.labels == ["cat", -3]
+
+
+def test_a_json_string_is_not_a_number_nor_a_boolean() -> None:
+    shape = EntryShape(NAMES, None)
+    entries = [
+        json_entry(1, {"a": 1, "b": 2.5, "c": -3}),
+        json_entry(2, {"a": "1", "b": 2, "c": 3}),
+        json_entry(3, {"a": True, "b": 2, "c": 3}),
+        json_entry(4, {"a": None, "b": 2, "c": 3}),
+        json_entry(5, [1, 2, 3]),
+    ]
+    converted = shape.convert(entries)
+    assert [p for p, _ in converted.rejects] == ["2", "3", "4", "5"]
+    np.testing.assert_array_equal(converted.rows, [[1, 2.5, -3]])
+
+
+values = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=64).map(repr),
+    st.sampled_from(["", "x", "1e400", "-0", " 7 ", "nan", "1_0", "0x10"]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(values, values, values), min_size=1, max_size=20))
+def test_the_batch_and_each_entry_alone_agree(batch: list[tuple[str, str, str]]) -> None:
+    """Converting a batch gives, entry for entry, what converting each entry alone gives:
+    one bad value never takes a good entry with it."""
+    shape = EntryShape(NAMES, None)
+    entries = [redis_entry(i, dict(zip(NAMES, v, strict=True))) for i, v in enumerate(batch)]
+    together = shape.convert(entries)
+    rows, rejects = [], []
+    for entry in entries:
+        alone = shape.convert([entry])
+        rows += alone.rows.tolist()
+        rejects += alone.rejects
+    assert together.rejects == rejects
+    np.testing.assert_array_equal(together.rows, np.array(rows).reshape(-1, 3))
+
+
+@pytest.mark.parametrize(
+    ("url", "shown", "secret"),
+    [
+        ("redis://bob:pw123@h:6379/0", "redis://bob:***@h:6379/0", "pw123"),
+        ("redis://:pw123@h:6379", "redis://***@h:6379", "pw123"),
+        ("nats://tok3n@h:4222", "nats://***@h:4222", "tok3n"),
+        ("nats://h:4222", "nats://h:4222", None),
+    ],
+)
+def test_credentials_never_survive(url: str, shown: str, secret: str | None) -> None:
+    assert redacted(url) == shown
+    error = f"could not connect to {url} (user bob, password {secret})"
+    cleaned = scrub(error, url)
+    assert shown in cleaned
+    if secret is not None:
+        assert secret not in cleaned
