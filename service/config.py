@@ -316,6 +316,12 @@ class Settings(BaseSettings):
     tenant_max_streams: int = Field(
         default=100, ge=0, description="Most streams the names of one tenant may hold."
     )
+    tenant_max_sources: int = Field(
+        default=20,
+        ge=0,
+        description="Most sources the names of one tenant may hold (each is a consumer "
+        "connected to its bus).",
+    )
 
     source_max_pending: int = Field(
         default=8,

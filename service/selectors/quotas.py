@@ -44,6 +44,7 @@ class Limits:
     state_bytes: int
     alerts: int
     streams: int
+    sources: int
 
 
 class Quotas:
@@ -76,6 +77,7 @@ class Quotas:
             state_bytes=state_bytes,
             alerts=self.settings.tenant_max_alerts,
             streams=self.settings.tenant_max_streams,
+            sources=self.settings.tenant_max_sources,
         )
         return replace(defaults, **await self.keys.quota_overrides(tenant))
 

@@ -18,7 +18,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from service.applier import Applier
@@ -64,8 +64,14 @@ class Sources:
     # -- the API -----------------------------------------------------------------------------
 
     async def create(
-        self, spec: RedisStreamSource | NatsSource, visible: Callable[[str], bool], prefix: str
+        self,
+        spec: RedisStreamSource | NatsSource,
+        visible: Callable[[str], bool],
+        prefix: str,
+        admit: Callable[[], Awaitable[None]],
     ) -> SourceOut:
+        """Register a source (``admit`` raises QuotaExceeded for a tenant at its quota; it
+        runs once the body is checked, just before the write)."""
         for what, name in (("sources", spec.name), (f"{spec.into.kind}s", spec.into.name)):
             if not visible(name):
                 raise Forbidden(
@@ -75,6 +81,7 @@ class Sources:
         await describe_target(self.store, target, spec.label_field)
         definition = spec.definition()
         definition["into"] = target.to_json()
+        await admit()
         await self.records.create(spec.name, definition, target)
         log.info(
             "source '%s' created: %s %s into %s '%s'",

@@ -16,7 +16,12 @@ from service.algorithms import get_method
 from service.algorithms.drift import STABLE_H, compare
 from service.errors import CodecError, InvalidInput
 from service.store.core import UNREACHABLE
-from service.store.keys import is_partition, registry_key, streams_registry_key
+from service.store.keys import (
+    is_partition,
+    registry_key,
+    sources_registry_key,
+    streams_registry_key,
+)
 from service.store.records import Baseline, HistoryEntry, SelectorMeta
 from service.store.redis_errors import map_redis_errors
 from service.store.redis_store import SelectorStore
@@ -56,6 +61,7 @@ class TenantUsage:
     state_bytes: int
     alerts: int
     streams: int
+    sources: int
 
 
 @dataclass(frozen=True)
@@ -158,8 +164,8 @@ class Inventory:
 
     @map_redis_errors
     async def tenant_usage(self, prefix: str) -> TenantUsage:
-        """What the selectors and streams whose names start with ``prefix`` hold: one
-        ``SMEMBERS`` of each registry, and one pipelined read per selector of the tenant."""
+        """What the selectors, streams and sources whose names start with ``prefix`` hold: one
+        read of each registry, and one pipelined read per selector of the tenant."""
         names = [n for n in await self.names() if n.startswith(prefix)]
         declared = 0
         alerts = 0
@@ -177,11 +183,13 @@ class Inventory:
                 if isinstance(count, int):
                     alerts += count
         streams = await self.store.redis.smembers(streams_registry_key(self.store.prefix))
+        sources = await self.store.redis.hkeys(sources_registry_key(self.store.prefix))
         return TenantUsage(
             selectors=len(names),
             state_bytes=declared,
             alerts=alerts,
             streams=sum(1 for n in streams if _text(n).startswith(prefix)),
+            sources=sum(1 for n in sources if _text(n).startswith(prefix)),
         )
 
     async def _rankings(self, names: list[str]) -> list[tuple[float | None, float | None]]:

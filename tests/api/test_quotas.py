@@ -130,6 +130,24 @@ async def test_streams_are_counted_per_tenant(app_factory):
         assert_problem(refused, 403, "1 streams")
 
 
+async def test_sources_are_counted_per_tenant(app_factory):
+    async with app_factory(api_token=ROOT_TOKEN, tenant_max_sources=1) as (_app, http):
+        tenant = await key(http, "t7-", ROOT)
+        assert (await create(http, tenant, "t7-v")).status_code == 201
+        body = {"kind": "redis-stream", "url": "redis://127.0.0.1:1", "key": "k"}
+        into = {"selector": "t7-v"}
+        made = await http.post(
+            "/v1/sources", json={"name": "t7-a", "into": into, **body}, headers=tenant
+        )
+        assert made.status_code == 201, made.text
+        refused = await http.post(
+            "/v1/sources", json={"name": "t7-b", "into": into, **body}, headers=tenant
+        )
+        assert_problem(refused, 403, "1 sources")
+        used = (await http.get("/v1/quotas/t7-", headers=tenant)).json()["used"]
+        assert used["sources"] == 1
+
+
 def test_the_client_reads_and_sets_quotas(tmp_path):
     """The Python client against a live service: the root sets, the tenant reads its own."""
     env = {"SIFT_API_TOKEN": ROOT_TOKEN, "SIFT_TENANT_MAX_SELECTORS": "1"}

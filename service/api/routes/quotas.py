@@ -41,6 +41,7 @@ class Amounts(BaseModel):
     state_bytes: int = Field(description="State bytes the selectors declare (learned or not).")
     alerts: int
     streams: int
+    sources: int
 
 
 class QuotaOut(BaseModel):
@@ -58,6 +59,7 @@ class QuotaIn(BaseModel):
     state_bytes: Amount | None = None
     alerts: Amount | None = None
     streams: Amount | None = None
+    sources: Amount | None = None
 
 
 def _quotas(request: Request) -> Quotas:

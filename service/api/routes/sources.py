@@ -12,6 +12,7 @@ from service.api.deps import get_principal, result_response
 from service.api.guard import GuardedRoute
 from service.api.schemas import NAME_PATTERN, PROBLEM_RESPONSES
 from service.auth import Principal, requires
+from service.selectors.quotas import Quotas
 from service.sources.results import SourceList, SourceOut
 from service.sources.service import Sources
 from service.sources.spec import SourceIn
@@ -46,7 +47,12 @@ async def create_source(
     `label_field`. Entries become chunks of up to `batch_rows` rows or `batch_ms` ms; an entry
     that cannot be a row is set aside with its position and reason. The source's name and
     its target must be within the key's prefix."""
-    created = await _sources(request).create(body, caller.sees, caller.prefix)
+    quotas: Quotas = request.app.state.quotas
+    tenant = await quotas.tenant_of(caller)
+    async with quotas.lock(tenant):
+        created = await _sources(request).create(
+            body, caller.sees, caller.prefix, lambda: quotas.admit(tenant, sources=1)
+        )
     return result_response(created, 201, {"Location": f"/v1/sources/{created.name}"})
 
 
