@@ -13,24 +13,78 @@ the same rows in chunks of the same size. The selector's variance must equal num
 
 from __future__ import annotations
 
+import asyncio
 import time
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+from live import Stack
 from report import table
 
 from service.algorithms.variance import Variance
 from suite.context import SEED, Context
+from tests.support.nats import NatsServer, add_stream, publish
 
 FEATURES = 100
+NAMES = [f"f{i:03d}" for i in range(FEATURES)]
 BATCH_ROWS = 5000
 #: Target and goal of the consumption rate (rows/s applied).
 TARGET = 20_000
 GOAL = 100_000
 
 
+def consume(s: Stack, selector: str, source: dict[str, Any], rows: int) -> float:
+    """Create ``source`` into ``selector`` and wait until the selector applied ``rows``
+    rows; the seconds from the creation. Raises if an entry was lost, doubled or refused."""
+    s.create(
+        {"name": selector, "method": "variance", "n_features": FEATURES, "feature_names": NAMES}
+    )
+    started = time.perf_counter()
+    created = s.http.post(
+        "/v1/sources", json={**source, "into": {"selector": selector}, "batch_rows": BATCH_ROWS}
+    )
+    if created.status_code != 201:
+        raise RuntimeError(f"creating the source: {created.status_code} {created.text}")
+    s.wait_applied(selector, rows, 600)
+    seconds = time.perf_counter() - started
+    described = s.http.get(f"/v1/sources/{source['name']}").json()
+    if (described["rows"], described["rejected"]) != (rows, 0):
+        raise RuntimeError(f"the source consumed {described['rows']} rows: {described}")
+    return seconds
+
+
+def exactness(s: Stack, selector: str, x: np.ndarray) -> float:
+    """The selector's variance against numpy's: the largest relative error."""
+    served = np.asarray(s.http.get(f"/v1/selectors/{selector}/weights").json()["weights"])
+    error = float(np.max(np.abs(served - x.var(axis=0)) / x.var(axis=0)))
+    if error > 1e-9:
+        raise RuntimeError(f"{selector}'s variance differs from numpy's by {error:.1e}")
+    return error
+
+
+def nats_rate(s: Stack, folder: Path, x: np.ndarray) -> float | None:
+    """The same rows as JSON messages in a JetStream stream (published before the clock
+    starts), read by a ``nats`` source: rows/s applied; None without ``nats-server``."""
+    try:
+        server = NatsServer(folder / "nats")
+        server.start()
+    except RuntimeError:
+        return None
+    try:
+        asyncio.run(add_stream(server.url, "BENCH", ["bench.>"]))
+        documents = [dict(zip(NAMES, row, strict=True)) for row in x.tolist()]
+        asyncio.run(publish(server.url, "bench.rows", documents))
+        source = {"name": "bench-nats", "kind": "nats", "url": server.url, "stream": "BENCH"}
+        seconds = consume(s, "via-nats", source, len(x))
+        exactness(s, "via-nats", x)
+        return len(x) / seconds
+    finally:
+        server.stop()
+
+
 def bench_sources(ctx: Context) -> None:
     rows_total = ctx.sizes.source_rows
-    names = [f"f{i:03d}" for i in range(FEATURES)]
     rng = np.random.default_rng([SEED, 32])
     x = rng.standard_normal((rows_total, FEATURES)) * rng.uniform(0.5, 50, FEATURES)
 
@@ -48,37 +102,14 @@ def bench_sources(ctx: Context) -> None:
         for at in range(0, rows_total, 2000):
             pipe = s.client.pipeline(transaction=False)
             for row in text[at : at + 2000]:
-                pipe.xadd("bench:events", dict(zip(names, row, strict=True)))
+                pipe.xadd("bench:events", dict(zip(NAMES, row, strict=True)))
             pipe.execute()
-        s.create(
-            {"name": "v", "method": "variance", "n_features": FEATURES, "feature_names": names}
-        )
-        bus_url = f"redis://127.0.0.1:{s.redis.port}/0"
         redis_before = s.counters()
-        started = time.perf_counter()
-        created = s.http.post(
-            "/v1/sources",
-            json={
-                "name": "bench",
-                "kind": "redis-stream",
-                "url": bus_url,
-                "key": "bench:events",
-                "into": {"selector": "v"},
-                "batch_rows": BATCH_ROWS,
-            },
-        )
-        if created.status_code != 201:
-            raise RuntimeError(f"creating the source: {created.status_code} {created.text}")
-        s.wait_applied("v", rows_total, 600)
-        source_seconds = time.perf_counter() - started
+        bus_url = f"redis://127.0.0.1:{s.redis.port}/0"
+        source = {"name": "bench", "kind": "redis-stream", "url": bus_url, "key": "bench:events"}
+        source_rate = rows_total / consume(s, "v", source, rows_total)
         redis_after = s.counters()
-        source = s.http.get("/v1/sources/bench").json()
-        if (source["rows"], source["rejected"]) != (rows_total, 0):
-            raise RuntimeError(f"the source consumed {source['rows']} rows: {source}")
-        served = np.asarray(s.http.get("/v1/selectors/v/weights").json()["weights"])
-        error = float(np.max(np.abs(served - x.var(axis=0)) / x.var(axis=0)))
-        if error > 1e-9:
-            raise RuntimeError(f"the variance differs from numpy's by {error:.1e}")
+        error = exactness(s, "v", x)
 
         # One-row POSTs of the same rows, one at a time on one connection, not waited for.
         s.create({"name": "w", "method": "variance", "n_features": FEATURES})
@@ -92,33 +123,38 @@ def bench_sources(ctx: Context) -> None:
                 raise RuntimeError(f"one-row POST: {response.status_code} {response.text}")
         s.wait_applied("w", posts, 120)
         post_rate = posts / (time.perf_counter() - started)
+        via_nats = nats_rate(s, s.folder, x)
 
-    source_rate = rows_total / source_seconds
     received = redis_after.net_input_bytes - redis_before.net_input_bytes
     lines = [
         [
             f"source: Redis stream -> variance, {BATCH_ROWS:,}-row batches, applied",
             f"{source_rate:,.0f}",
-            f"{source_rate / local_rate:.2f}",
+            f"{source_rate / local_rate:.3f}",
+        ],
+        [
+            f"source: NATS JetStream (JSON messages) -> variance, {BATCH_ROWS:,}-row batches",
+            "nats-server not installed" if via_nats is None else f"{via_nats:,.0f}",
+            "-" if via_nats is None else f"{via_nats / local_rate:.3f}",
         ],
         [
             "one-row POSTs (`wait=false`, one connection), applied",
             f"{post_rate:,.0f}",
-            f"{post_rate / local_rate:.3f}",
+            f"{post_rate / local_rate:.4f}",
         ],
-        [f"`Variance.update` in-process, {BATCH_ROWS:,}-row chunks", f"{local_rate:,.0f}", "1.00"],
+        [f"`Variance.update` in-process, {BATCH_ROWS:,}-row chunks", f"{local_rate:,.0f}", "1"],
     ]
     ctx.report.section(
-        f"sources: {rows_total:,} entries of {FEATURES} named features in a Redis stream",
+        f"sources: {rows_total:,} entries of {FEATURES} named features",
         table(["", "rows/s", "/ in-process"], lines),
-        f"Sift's Redis received {received / 1e6:,.1f} MB while the source ran "
-        f"({received / (rows_total * FEATURES * 8):.2f}x the rows' float64 bytes: the entries "
-        "read from the bus are not counted, the same Redis serving as the bus); the variance "
-        f"equals numpy's to {error:.0e}.",
+        f"Sift's Redis received {received / 1e6:,.1f} MB while the Redis-stream source ran "
+        f"({received / (rows_total * FEATURES * 8):.2f}x the rows' float64 bytes; the entries "
+        "it read are not counted, the same Redis serving as the bus). Both selectors' variance "
+        f"equals numpy's (largest relative error {error:.0e}).",
     )
     ctx.report.figure(
         "sources",
-        f"{source_rate:,.0f} rows/s applied ({source_rate / post_rate:.0f}x one-row POSTs, "
-        f"{source_rate / local_rate:.2f} of in-process)",
+        f"{source_rate:,.0f} rows/s applied ({source_rate / post_rate:.0f}x one-row POSTs); "
+        + ("NATS not measured" if via_nats is None else f"NATS {via_nats:,.0f} rows/s"),
         source_rate >= TARGET,
     )
