@@ -1,8 +1,8 @@
 """The client commands of ``sift``: create, push, top, watch, drift, baseline, alerts, ls,
-describe, delete, export, import, and ``sift stream create|push|top|ls|rm`` (``sift serve`` is
-in ``siftstream.cli``). This module owns their parser (``add_commands``) and their runner
-(``run``, one function per command); the resumable push is ``siftstream.push``, the tables and
-JSON output ``siftstream.render``.
+describe, delete, export, import, ``sift stream create|push|top|ls|rm`` and
+``sift source create|ls|show|rm`` (``sift serve`` is in ``siftstream.cli``). This module owns
+their parser (``add_commands``) and their runner (``run``, one function per command); the
+resumable push is ``siftstream.push``, the tables and JSON output ``siftstream.render``.
 
 Every command talks to the service at ``--url`` (or ``SIFT_URL``, default
 ``http://127.0.0.1:8000``) with ``--api-key`` (or ``SIFT_API_KEY``), through ``Client``: transport
@@ -35,6 +35,9 @@ from siftstream.render import (
     events_table,
     print_json,
     selector_size,
+    source_line,
+    source_lines,
+    sources_table,
     stream_rankings_table,
     stream_size,
     table,
@@ -271,6 +274,7 @@ def add_commands(commands: Any) -> None:
     load.add_argument("--name", help="Import under this name (default: the exported one).")
 
     _add_stream_commands(commands, common)
+    _add_source_commands(commands, common)
 
 
 def _shape_options(shape: Any) -> None:
@@ -347,6 +351,96 @@ def _add_stream_commands(commands: Any, common: list[argparse.ArgumentParser]) -
     )
     remove.add_argument("name")
     remove.add_argument("--force", action="store_true", help="Detach the selectors first.")
+
+
+def _add_source_commands(commands: Any, common: list[argparse.ArgumentParser]) -> None:
+    """``sift source create|ls|show|rm``."""
+    source = commands.add_parser(
+        "source",
+        parents=common,
+        help="Sources: the service reads a Redis stream or a JetStream stream into a selector.",
+        description="A source is a bus the service reads by itself: a Redis stream (one field "
+        "per feature name in each entry) or a NATS JetStream stream (each message a JSON "
+        "object keyed by feature name), appended to a selector (or a stream) exactly once. "
+        "Entries that cannot be rows are set aside with their position and reason "
+        "(sift source show).",
+    )
+    actions = source.add_subparsers(dest="source_command", required=True)
+    create = actions.add_parser(
+        "create",
+        parents=common,
+        help="Create a source.",
+        description="Create a source reading the bus at URL into a selector (--into-selector) "
+        "or a stream (--into-stream). --kind redis-stream reads the Redis stream --key; "
+        "--kind nats reads the JetStream stream --stream (only the messages on --subject, if "
+        "given). Credentials in URL are kept by the service and never shown.",
+    )
+    create.add_argument("name")
+    create.add_argument(
+        "bus",
+        metavar="URL",
+        help="The bus: redis://, rediss:// or unix:// (redis-stream), nats:// or tls:// (nats). "
+        "(--url is the Sift service, as for every command.)",
+    )
+    create.add_argument(
+        "--kind",
+        required=True,
+        choices=["redis-stream", "nats"],
+        help="redis-stream: a Redis stream (--key); nats: a JetStream stream (--stream).",
+    )
+    into = create.add_mutually_exclusive_group(required=True)
+    into.add_argument("--into-selector", metavar="SELECTOR", help="Append to this selector.")
+    into.add_argument(
+        "--into-stream",
+        metavar="STREAM",
+        help="Append to this Sift stream (every selector attached to it applies the rows).",
+    )
+    create.add_argument("--key", help="redis-stream: the Redis stream's key.")
+    create.add_argument("--stream", metavar="JS_STREAM", help="nats: the JetStream stream.")
+    create.add_argument(
+        "--subject", help="nats: only the stream's messages on this subject (wildcards allowed)."
+    )
+    create.add_argument(
+        "--batch-rows", type=int, metavar="N", help="Most rows per chunk appended (default 1000)."
+    )
+    create.add_argument(
+        "--batch-ms",
+        type=int,
+        metavar="MS",
+        help="Most milliseconds a chunk gathers entries after its first (default 200).",
+    )
+    create.add_argument(
+        "--start",
+        metavar="POSITION",
+        help="Where the first read begins: earliest (the default), latest, or after this "
+        "position (a Redis entry id, a JetStream sequence).",
+    )
+    create.add_argument(
+        "--label-field",
+        metavar="FIELD",
+        help="The field holding each entry's label (labelled selectors and streams).",
+    )
+    create.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
+
+    listing = actions.add_parser("ls", parents=common, help="List the sources.")
+    listing.add_argument("--json", action="store_true", help="Print JSON, one list.")
+
+    show = actions.add_parser(
+        "show",
+        parents=common,
+        help="Show a source: state, last error, positions, lag, rows, rejected entries.",
+    )
+    show.add_argument("name")
+    show.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
+
+    remove = actions.add_parser(
+        "rm",
+        parents=common,
+        help="Delete a source.",
+        description="Delete a source: its consumer stops within a second; what it appended "
+        "stays in its target.",
+    )
+    remove.add_argument("name")
 
 
 def _ranking_options(parser: argparse.ArgumentParser, default_h: int) -> None:
@@ -698,6 +792,74 @@ def _stream_rm(args: argparse.Namespace, client: Client, console: Console) -> in
     return 0
 
 
+# -- sources --------------------------------------------------------------------------------
+
+
+def _source(args: argparse.Namespace, client: Client, console: Console) -> int:
+    return _SOURCE_COMMANDS[args.source_command](args, client, console)
+
+
+#: The options of ``source create`` that only one kind of bus takes.
+_KIND_OPTIONS = {"redis-stream": ("key",), "nats": ("stream", "subject")}
+
+
+def _source_create(args: argparse.Namespace, client: Client, console: Console) -> int:
+    for kind, options in _KIND_OPTIONS.items():
+        for option in options:
+            if kind != args.kind and getattr(args, option) is not None:
+                raise CommandError(f"--{option} applies to --kind {kind}")
+    created = client.create_source(
+        args.name,
+        args.kind,
+        args.bus,
+        into_selector=args.into_selector,
+        into_stream=args.into_stream,
+        key=args.key,
+        stream=args.stream,
+        subject=args.subject,
+        batch_rows=args.batch_rows,
+        batch_ms=args.batch_ms,
+        start=args.start,
+        label_field=args.label_field,
+    )
+    if args.json:
+        print_json(console.out, created.raw)
+        return 0
+    console.out.write(f"created source {source_line(created)}; start {created.start}\n")
+    return 0
+
+
+def _source_ls(args: argparse.Namespace, client: Client, console: Console) -> int:
+    sources = client.list_sources()
+    if args.json:
+        print_json(console.out, [s.raw for s in sources])
+    else:
+        console.out.write(sources_table(sources) + "\n")
+    return 0
+
+
+def _source_show(args: argparse.Namespace, client: Client, console: Console) -> int:
+    source = client.describe_source(args.name)
+    if args.json:
+        print_json(console.out, source.raw)
+    else:
+        console.out.write(source_lines(source) + "\n")
+    return 0
+
+
+def _source_rm(args: argparse.Namespace, client: Client, console: Console) -> int:
+    client.delete_source(args.name)
+    console.out.write(f"deleted source {args.name}\n")
+    return 0
+
+
+_SOURCE_COMMANDS: dict[str, Callable[[argparse.Namespace, Client, Console], int]] = {
+    "create": _source_create,
+    "ls": _source_ls,
+    "show": _source_show,
+    "rm": _source_rm,
+}
+
 _STREAM_COMMANDS: dict[str, Callable[[argparse.Namespace, Client, Console], int]] = {
     "create": _stream_create,
     "push": run_stream_push,
@@ -721,6 +883,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Client, Console], int]] = {
     "export": _export,
     "import": _import,
     "stream": _stream,
+    "source": _source,
 }
 #: The subcommands ``add_commands`` adds (``siftstream.cli`` dispatches them to ``run``).
 CLIENT_COMMANDS = frozenset(_COMMANDS)

@@ -4,6 +4,7 @@ JSON documents, counts and a selector's size as text. Formatting only: no reques
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -14,6 +15,7 @@ from siftstream.results import (
     FeatureRef,
     Moved,
     SelectorInfo,
+    Source,
     StreamInfo,
     StreamRankings,
     Top,
@@ -146,6 +148,71 @@ def events_table(events: Sequence[AlertEvent]) -> str:
     ]
     headers = ["event", "version", "baseline", "drift", "delivery", "entered", "left"]
     return table(headers, rows, {1, 2, 3})
+
+
+def sources_table(sources: Sequence[Source]) -> str:
+    if not sources:
+        return "no sources"
+    rows = [
+        [
+            s.name,
+            s.kind,
+            s.reads,
+            f"{s.into_kind} {s.into_name}",
+            s.state,
+            f"{s.rows:,}",
+            f"{s.rejected:,}",
+            "-" if s.lag is None else f"{s.lag:,}",
+        ]
+        for s in sources
+    ]
+    headers = ["name", "kind", "reads", "into", "state", "rows", "rejected", "lag"]
+    return table(headers, rows, {5, 6, 7})
+
+
+def source_line(source: Source) -> str:
+    """``NAME: KIND URL, key K, into selector S`` (``stream S, subject X`` for JetStream)."""
+    reads = (
+        f"stream {source.stream}" + (f", subject {source.subject}" if source.subject else "")
+        if source.kind == "nats"
+        else f"key {source.key}"
+    )
+    return (
+        f"{source.name}: {source.kind} {source.url}, {reads}, into {source.into_kind} "
+        f"{source.into_name}"
+    )
+
+
+def source_lines(source: Source) -> str:
+    """A source as ``sift source show`` prints it: what it reads and where it appends, its state
+    (and last error), positions, lag and counts, then the newest entries it set aside."""
+    positions = ", ".join(f"{p}: {at}" for p, at in sorted(source.positions.items()))
+    lines = [f"source {source_line(source)}", f"state: {source.state}"]
+    if source.last_error:
+        lines.append(f"last error: {source.last_error}")
+    lines += [
+        f"positions: {positions or 'none yet'}",
+        "lag: " + ("unknown" if source.lag is None else _entries(source.lag)),
+        f"consumed: {_entries(source.entries)}: {count(source.rows, 'row')} appended, "
+        f"{source.rejected:,} rejected; {source.rows_per_second:,.1f} rows/s",
+        f"batches: up to {count(source.batch_rows, 'row')} or {source.batch_ms} ms; start "
+        f"{source.start}; label field {source.label_field or '-'}",
+        "updated: " + ("never" if source.updated_at is None else _when(source.updated_at)),
+    ]
+    if source.rejected_entries:
+        shown = len(source.rejected_entries)
+        lines.append(f"rejected entries (the newest {shown} of {source.rejected:,}):")
+        rows = [[r.partition, r.position, _when(r.at), r.reason] for r in source.rejected_entries]
+        lines.append(table(["partition", "position", "at", "reason"], rows, set()))
+    return "\n".join(lines)
+
+
+def _entries(n: int) -> str:
+    return f"{n:,} entr" + ("y" if n == 1 else "ies")
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
 
 
 def print_json(out: TextIO, document: Any) -> None:
