@@ -5,7 +5,7 @@ in-process.
 The stream is written before the source is created (``XADD``, pipelined, on the stack's own
 redis-server: the bus is the Redis Sift already uses), so the figure is the consumption's, not
 the producer's. Timed from the source's creation to the selector having *applied* every row
-(``rows_seen``), with the source's defaults but ``batch_rows`` (5,000). Beside it, on the same
+(``rows_seen``), with the source's defaults (2,000-row batches). Beside it, on the same
 stack: one-row JSON POSTs with ``wait=false`` from one keep-alive connection (a producer that
 emits one event at a time, through the request path), and ``Variance.update`` in-process on
 the same rows in chunks of the same size. The selector's variance must equal numpy's to 1e-9.
@@ -23,12 +23,12 @@ from live import Stack
 from report import table
 
 from service.algorithms.variance import Variance
+from service.sources.spec import DEFAULT_BATCH_ROWS as BATCH_ROWS
 from suite.context import SEED, Context
 from tests.support.nats import NatsServer, add_stream, publish
 
 FEATURES = 100
 NAMES = [f"f{i:03d}" for i in range(FEATURES)]
-BATCH_ROWS = 5000
 #: Target and goal of the consumption rate (rows/s applied).
 TARGET = 20_000
 GOAL = 100_000
@@ -41,9 +41,7 @@ def consume(s: Stack, selector: str, source: dict[str, Any], rows: int) -> float
         {"name": selector, "method": "variance", "n_features": FEATURES, "feature_names": NAMES}
     )
     started = time.perf_counter()
-    created = s.http.post(
-        "/v1/sources", json={**source, "into": {"selector": selector}, "batch_rows": BATCH_ROWS}
-    )
+    created = s.http.post("/v1/sources", json={**source, "into": {"selector": selector}})
     if created.status_code != 201:
         raise RuntimeError(f"creating the source: {created.status_code} {created.text}")
     s.wait_applied(selector, rows, 600)

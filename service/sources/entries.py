@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 
 from service.algorithms.base import MAX_ABS_VALUE
 from service.algorithms.labels import Label
@@ -31,6 +32,9 @@ from service.wire.rows import value_problem
 
 #: JSON numbers (``bool`` is an ``int`` in Python, and is not a number here).
 _NUMBERS = (int, float)
+_NUMBER_TYPES = frozenset(_NUMBERS)
+#: What JSON arrays of numbers are written with (and nothing else: ``_parse_text``).
+_JSON_NUMBER_TEXT = b"0123456789.eE+-,[]"
 
 
 @dataclass(frozen=True)
@@ -159,25 +163,35 @@ def _getter(keys: Sequence[Any]) -> Callable[[Mapping[Any, Any]], tuple[Any, ...
 
 
 def _parse_bulk(gathered: list[Sequence[Any]], n: int) -> np.ndarray | None:
-    """All values as floats in one pass, or None if one is not a number."""
+    """All values as floats in one pass, or None if one is not a number (or is not in a
+    form the pass reads: the entries are then parsed one by one, which decides)."""
     if not gathered:
         return np.empty((0, n))
-    first = gathered[0][0]
+    rows = gathered if len(gathered[0]) == n else [values[:n] for values in gathered]
     try:
-        if isinstance(first, bytes):  # a Redis entry: every value is text, parsed
-            # Python's float() of bytes is as fast as numpy's parsing of an "S" array, and
-            # needs no copy into one.
-            rows = gathered if len(gathered[0]) == n else [values[:n] for values in gathered]
-            flat = map(float, itertools.chain.from_iterable(rows))
-            return np.fromiter(flat, np.float64, count=len(rows) * n).reshape(len(rows), n)
+        if isinstance(rows[0][0], bytes):
+            return _parse_text(rows, n)
         # JSON values: numbers only (not strings, booleans, nulls or containers).
-        for values in gathered:
-            for value in values[:n]:
-                if type(value) not in _NUMBERS:
-                    return None
-        return np.array([values[:n] for values in gathered], dtype=np.float64)
-    except (ValueError, TypeError, OverflowError):
+        if not set(map(type, itertools.chain.from_iterable(rows))) <= _NUMBER_TYPES:
+            return None
+        return np.array(rows, dtype=np.float64)
+    except (ValueError, TypeError, OverflowError, orjson.JSONDecodeError):
         return None
+
+
+def _parse_text(rows: list[Sequence[Any]], n: int) -> np.ndarray | None:
+    """A Redis batch's values (text) as floats: written as one JSON array of arrays and read
+    by orjson, three times faster than ``float()`` of each. Only text made of JSON number
+    characters goes this way (no quote, letter or space can hide a value or split one), and
+    the shape must come out as the entries'; anything else (``nan``, ``1_0``, `` 7 ``, a value
+    that is not a number) is left to ``float()``, entry by entry. For a JSON number both give
+    the same double: each rounds correctly."""
+    blob = b"[[" + b"],[".join([b",".join(values) for values in rows]) + b"]]"
+    # orjson reads the integer -0 as 0, where float() keeps the sign.
+    if blob.translate(None, _JSON_NUMBER_TEXT) or b"-0," in blob or b"-0]" in blob:
+        return None
+    matrix = np.array(orjson.loads(blob), dtype=np.float64)
+    return matrix if matrix.shape == (len(rows), n) else None
 
 
 def _parse_one(values: Sequence[Any], names: Sequence[str], into: np.ndarray) -> str | None:

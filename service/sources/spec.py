@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.store.keys import NAME_PATTERN as STORED_NAME
 
 #: Rows per chunk a source appends: by default, and at most.
-DEFAULT_BATCH_ROWS = 1000
+DEFAULT_BATCH_ROWS = 2000
 MAX_BATCH_ROWS = 100_000
 #: How long a source gathers entries before appending what it has (ms).
 DEFAULT_BATCH_MS = 200

@@ -96,9 +96,22 @@ def test_a_json_string_is_not_a_number_nor_a_boolean() -> None:
     np.testing.assert_array_equal(converted.rows, [[1, 2.5, -3]])
 
 
+def test_text_is_read_as_float_reads_it_bit_for_bit() -> None:
+    shape = EntryShape(NAMES, None)
+    texts = [["-0", "-0.0", "1e-0"], ["007", "1E5", "123456789012345678901234567890"]]
+    entries = [redis_entry(i, dict(zip(NAMES, row, strict=True))) for i, row in enumerate(texts)]
+    converted = shape.convert(entries)
+    expected = np.array([[float(v) for v in row] for row in texts])
+    assert converted.rows.tobytes() == expected.tobytes()
+
+
 values = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True, width=64).map(repr),
-    st.sampled_from(["", "x", "1e400", "-0", " 7 ", "nan", "1_0", "0x10"]),
+    st.integers(min_value=-(10**30), max_value=10**30).map(str),
+    st.sampled_from(
+        ["", "x", "1e400", "-0", " 7 ", "nan", "1_0", "0x10", "007", ".5", "1.", "+3", "1,2"]
+    ),
+    st.sampled_from(["[1]", "1],[2", "true", '"1"', "1e", "--1", "[]", "2]"]),
 )
 
 
@@ -117,6 +130,10 @@ def test_the_batch_and_each_entry_alone_agree(batch: list[tuple[str, str, str]])
         rejects += alone.rejects
     assert together.rejects == rejects
     np.testing.assert_array_equal(together.rows, np.array(rows).reshape(-1, 3))
+    # Every good entry holds what Python's float() reads in its text, bit for bit.
+    refused = {position for position, _ in together.rejects}
+    expected = [[float(v) for v in row] for i, row in enumerate(batch) if f"{i}-0" not in refused]
+    assert together.rows.tobytes() == np.array(expected, dtype=np.float64).reshape(-1, 3).tobytes()
 
 
 @pytest.mark.parametrize(
