@@ -36,6 +36,7 @@ TARGET_ROWS = (
     "streams",
     "big-chunk",
     "many-clients-wrk",
+    "sources",
 )
 #: Peers measured in the same run whatever is installed (River's needs the ``bench`` extra).
 PEERS = ("paper's SVD update", "IncrementalPCA", "naive pinv", "batch OCFS")
