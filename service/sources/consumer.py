@@ -31,7 +31,7 @@ from service.metrics import Metrics
 from service.sources.bus import Bus, BusEntry, BusUnavailable
 from service.sources.entries import EntryShape, Rows
 from service.sources.spec import scrub
-from service.store.keys import compare_stream_ids
+from service.store.keys import compare_stream_ids, parse_stream_id
 from service.store.records import Attachment
 from service.store.redis_store import SelectorStore
 from service.store.sources import Gone, Moved, Progress, SourceStore, Target
@@ -326,7 +326,7 @@ class Consumer:
         if not cursors:
             self._appended.clear()
             return False
-        lowest = min(cursors, key=_id_key)
+        lowest = min(cursors, key=parse_stream_id)
         while self._appended and compare_stream_ids(self._appended[0], lowest) <= 0:
             self._appended.popleft()
         return len(self._appended) > self.max_pending
@@ -380,8 +380,3 @@ async def _convert(shape: EntryShape, entries: list[BusEntry]) -> Rows:
     if len(entries) * shape.width <= 20_000:
         return shape.convert(entries)
     return await asyncio.to_thread(shape.convert, entries)
-
-
-def _id_key(stream_id: str) -> tuple[int, int]:
-    ms, _, seq = stream_id.partition("-")
-    return int(ms), int(seq or 0)
