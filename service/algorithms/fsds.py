@@ -160,20 +160,17 @@ def default_block_rows(ell: int) -> int:
     the producers' chunks happened to coalesce". An update call shrinks every ``B`` rows and
     once more at its end (a partial block is not carried over: the state is the sketch alone).
 
-    Why these numbers (``benchmarks/bench_fsds_schedule.py``; table in ``benchmarks/README.md``):
+    Why these numbers (the curve: ``benchmarks/bench_fsds_schedule.py``, its table in
+    ``benchmarks/README.md``):
 
-    * Fidelity. On the five datasets of ``datasets/`` in the paper's 200-row chunks, a shrink
-      every ``ell`` rows (the former default) kept only 0.47-0.57 of the paper's per-chunk top
-      10-40 on Isolet (k = 26 next to ell = 27, where the ranking is most sensitive to the
-      shrinks), 2 ell 0.58, 4 ell 0.76-0.83; more rows per shrink also move towards the exact
-      batch GFW-p2 ranking (COIL20 top 40: 0.70 at ell, 0.83 at >= 200 rows).
-      ``MIN_BLOCK_ROWS`` = 200 is the paper's reference chunk: with ell <= 50 the default
-      shrinks exactly where 200-row chunks do, also when the service coalesces them (1.00 on
-      every dataset, where one shrink per update fell to 0.82-0.87 on Isolet).
-    * Speed. A shrink's eigenproblem costs about ``(ell + B)**2`` per row; on sparse text
-      (BASEHOCK, m = 4862, ell = 70) that is most of the update, and one shrink per 1000-row
-      chunk ran at ~7x the paper's SVD update against >= 20x for ``B <= 4 ell`` (8 ell: ~16x).
-      Dense rows (m = 26214, ell = 162) stay above 10x for every ``B`` up to a chunk.
+    * Fidelity. Shrinking more often discards more of the stream's directions: fewer rows per
+      shrink keep less of the paper's per-chunk ranking, most visibly where k is close to ell
+      (Isolet), and more rows per shrink move towards the exact batch GFW-p2 ranking.
+      ``MIN_BLOCK_ROWS`` = 200 is the paper's reference chunk: with small ell the default
+      shrinks exactly where 200-row chunks do, also when the service coalesces them.
+    * Speed. A shrink's eigenproblem costs about ``(ell + B)**2`` per row; on sparse text that
+      is most of the update, so one shrink per large chunk is several times slower than
+      ``B <= 4 ell``, while dense rows are fast for every ``B`` up to a chunk.
     """
     return max(BLOCK_ELLS * ell, MIN_BLOCK_ROWS)
 

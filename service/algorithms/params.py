@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from service.errors import InvalidParams
+from service.names import ANCHORED_NAME
 
 __all__ = [
     "VIEW_NAME",
@@ -38,8 +39,8 @@ __all__ = [
     "real_param",
 ]
 
-#: View names, anchored for JSON Schema (the service's rule: ``service.store.keys``).
-VIEW_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+#: View names, anchored for JSON Schema (the service's rule: ``service.names``).
+VIEW_NAME = ANCHORED_NAME
 
 
 def integer_param(

@@ -77,8 +77,8 @@ __all__ = [
 ]
 
 _EPS = float(np.finfo(np.float64).eps)
-#: Dense input: shrink blocks per super-block (at ell = 162: 486-row Grams; 2 was on par, 1 and 4
-#: slower).
+#: Dense input: shrink blocks per super-block: one Gram of several blocks' rows amortises the
+#: eigendecomposition (the count that measured fastest, benchmarks/README.md, FSDS update).
 _DENSE_BLOCKS_PER_SUPER = 3
 
 

@@ -18,6 +18,11 @@ from service.selectors import Selectors
 from service.selectors.results import Result
 from service.wire.media import JSON, NPY, media_type_of, require_media_type
 
+#: Names per page of a listing (``GET /v1/selectors``, ``GET /v1/streams``): by default, and at
+#: most.
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+
 #: The ``Idempotency-Key`` header: 1-256 visible ASCII characters (it becomes part of a Redis key).
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]+$"
 IDEMPOTENCY_KEY_MAX_LENGTH = 256

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from service.names import ANCHORED_NAME
+
 
 def whole_number(value: Any) -> Any:
     """An integer, or a float that is one (JSON's ``3.0`` is JSON Schema's integer 3)."""
@@ -23,8 +25,8 @@ def whole_number(value: Any) -> Any:
 #: An integer field that takes ``3`` and ``3.0``, but not ``"3"``, ``3.5`` or ``true``.
 WholeNumber = Annotated[int, BeforeValidator(whole_number)]
 
-#: A selector's name (``service.selectors.NAME_PATTERN``, anchored for JSON Schema).
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+#: A selector's (stream's, source's) name, anchored for JSON Schema (``service.names``).
+NAME_PATTERN = ANCHORED_NAME
 
 
 class ClusterIn(BaseModel):

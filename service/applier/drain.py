@@ -56,11 +56,9 @@ LINGER_SLICE = 0.1
 DIRECT_STATE_BYTES = 1024 * 1024
 #: An update expected to take at most this much CPU is computed on the event loop: handing it
 #: to a worker thread costs more (two hops, and the thread waiting for the GIL while the loop
-#: serves requests: a 0.7 ms update of a few rows took 1.9 ms there under load). 3 ms: a
-#: one-row fsds update with its two resamples (m = 1000) takes 1.4 ms, and sent to a thread it
-#: cost waited one-row POSTs 40% of their throughput (446 against 716 req/s, p50 17.8 against
-#: 11.0 ms, wrk with 8 connections); a request behind it waits at most that, less than the
-#: GIL's 5 ms switch interval it waits behind a thread's Python work.
+#: serves requests). 3 ms covers a one-row fsds update with its resamples at m = 1000; a
+#: request behind it waits at most that, less than the GIL's 5 ms switch interval it would
+#: wait behind a thread's Python work. (Measured: benchmarks/README.md, the request path.)
 INLINE_COMPUTE_SECONDS = 0.003
 
 

@@ -21,7 +21,7 @@ from service.algorithms.base import DecidesOnArrival, offers
 from service.algorithms.labels import Label, stored_classes
 from service.applier import Applier, is_applied
 from service.config import Settings
-from service.errors import ChunkRejected, Conflict, InvalidInput, NotFound, StaleMeta
+from service.errors import ChunkRejected, InvalidInput, NotFound, StaleMeta
 from service.metrics import Metrics
 from service.selectors.decisions import Decisions
 from service.selectors.reading import StateReader, seen
@@ -40,6 +40,7 @@ from service.store.codec import SCALARS_FIELD, decode_state
 from service.store.keys import INITIAL_CURSOR, log_id_belongs, parse_stream_id
 from service.store.records import AppendOutcome, DirectEntry, Head, SelectorMeta
 from service.store.redis_store import SelectorStore
+from service.store.refusals import attached_to_stream
 from service.wire.kinds import (
     Chunk,
     Columns,
@@ -213,10 +214,7 @@ class Ingest:
         once the description, which a detach changes, is read afresh)."""
         current = await self.store.get_meta(meta.name)
         if current.stream is not None:
-            raise Conflict(
-                f"selector '{meta.name}' is attached to stream '{current.stream}' and applies "
-                f"its chunks: expected them at POST /v1/streams/{current.stream}/chunks"
-            )
+            raise attached_to_stream(meta.name, current.stream)
 
     async def decode(self, kind: Kind, body: bytes, media_type: str, meta: Shaped) -> Decoded:
         """A body validated as a chunk of ``kind`` for ``meta`` (a selector, or a stream):

@@ -45,7 +45,7 @@ from service.store.records import (
 from service.store.redis_store import SelectorStore
 from service.updates import publish, state_size_problem
 from service.wire.kinds import Kind, creation_shape, kind_of
-from service.wire.media import integral
+from service.wire.media import whole_floats_as_ints
 
 log = logging.getLogger("sift.selectors")
 
@@ -151,7 +151,9 @@ class Lifecycle:
             )
         if "name" not in document or "method" not in document:
             raise InvalidInput("expected at least the fields name and method")
-        document = integral(document)  # JSON's 3.0 is the integer 3 wherever one is expected
+        document = whole_floats_as_ints(
+            document
+        )  # JSON's 3.0 is the integer 3 wherever one is expected
         name = validate_name(document["name"])
         if not isinstance(document["method"], str):
             raise InvalidInput(f"method must be a string; got {document['method']!r}")

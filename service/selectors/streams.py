@@ -60,7 +60,7 @@ from service.store.records import (
 from service.store.redis_store import SelectorStore
 from service.wire.kinds import STREAM_FIELDS, kind_of, stream_kind
 from service.wire.log import COMPRESS_FROM_BYTES, pack_payload
-from service.wire.media import integral
+from service.wire.media import whole_floats_as_ints
 
 #: Fields of a ``POST /v1/streams`` body.
 CREATE_FIELDS = (*STREAM_FIELDS, "n_features", "feature_names", "views", "n_samples", "n_objects")
@@ -104,7 +104,7 @@ class Streams:
             )
         if "name" not in document:
             raise InvalidInput("expected the field name")
-        document = integral(document)
+        document = whole_floats_as_ints(document)
         name = validate_stream_name(document["name"])
         kind, shape = stream_kind(document)
         meta = StreamMeta(

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.store.keys import NAME_PATTERN as STORED_NAME
+from service.names import ANCHORED_NAME, NAME_RULE
 
 #: Rows per chunk a source appends: by default, and at most.
 DEFAULT_BATCH_ROWS = 2000
@@ -24,9 +24,7 @@ MAX_BATCH_MS = 10_000
 
 Name = Annotated[
     str,
-    Field(
-        pattern=f"^{STORED_NAME.pattern}$", description="1-128 letters, digits, '.', '_' or '-'."
-    ),
+    Field(pattern=ANCHORED_NAME, description=NAME_RULE),
 ]
 
 

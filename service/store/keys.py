@@ -97,6 +97,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from service import names
 from service.errors import InvalidInput
 
 DEFAULT_PREFIX = "sift"
@@ -110,24 +111,19 @@ _STREAM_ID = re.compile(r"(0|[1-9][0-9]{0,19})-(0|[1-9][0-9]{0,19})")
 _U64_MAX = 2**64 - 1
 
 
-#: Names become part of Redis keys (``{name}`` is the hash tag) and of Location headers: no
-#: braces, colons, spaces or control characters. Always ``fullmatch`` (``$`` would accept a
-#: final newline).
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: Names become part of Redis keys (``{name}`` is the hash tag): ``service.names``.
+NAME_PATTERN = names.NAME_PATTERN
 
 
 def validate_name(name: Any) -> str:
     """A selector's (or view's) name: 1-128 letters, digits, '.', '_' or '-', matched whole."""
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise InvalidInput(
-            "selector name must be 1-128 characters of letters, digits, '.', '_' or '-', "
-            f"starting with a letter or digit; got {name!r}"
-        )
+        raise InvalidInput(f"selector name must be {names.NAME_RULE}; got {name!r}")
     return name
 
 
 #: What the store keys: a selector's name, or one of its partitions' (``records.partition_name``).
-STORED_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}(:p(0|[1-9][0-9]{0,3}))?")
+STORED_NAME_PATTERN = re.compile(names.NAME_TEXT + r"(:p(0|[1-9][0-9]{0,3}))?")
 
 
 def is_partition(name: str) -> bool:

@@ -28,6 +28,7 @@ from service.store.keys import (
 from service.store.records import as_text
 from service.store.redis_errors import map_redis_errors
 from service.store.redis_store import SelectorStore
+from service.store.refusals import append_refusal
 
 #: Rejected entries kept per log a source feeds (the newest; older ones only counted).
 MAX_REJECTS_KEPT = 1000
@@ -305,11 +306,9 @@ class SourceStore:
             raise Gone(f"the source's {target.kind} '{target.name}' or the source is gone")
         if status == "INCARNATION":
             raise StaleMeta(f"{target.kind} '{target.name}' was deleted and created again")
-        if status == "ATTACHED":
-            raise Conflict(
-                f"selector '{target.name}' is attached to stream '{as_text(reply[1])}': "
-                "a source feeds the stream instead"
-            )
+        refused = append_refusal(status, reply, target.kind, target.name, None)
+        if refused is not None:
+            raise refused
         if status == "CLOSING":
             raise Gone(f"stream '{target.name}' is being deleted")
         raise SiftError(f"a source's commit failed: {status}")

@@ -25,7 +25,7 @@ from service.algorithms.base import Matrix
 from service.algorithms.labels import Label, LabelledRows, labelled
 from service.errors import Inconsistent, InvalidInput, SelectorMismatch, UnsupportedMediaType, shown
 from service.wire.arrays import read_npz
-from service.wire.media import JSON, NPY, NPZ, integral, parse_json
+from service.wire.media import JSON, NPY, NPZ, parse_json, whole_floats_as_ints
 from service.wire.names import (
     FEATURE_NAMES,
     MAX_NAME_LENGTH,
@@ -142,7 +142,7 @@ def validate_labels(raw: Any, n_rows: int) -> list[Label]:
             raw = _decoded(raw)
     if not isinstance(raw, list):
         raise InvalidInput(f"labels must be a list (one per row); got {type(raw).__name__}")
-    raw = integral(raw)  # JSON's 2.0 is the integer label 2
+    raw = whole_floats_as_ints(raw)  # JSON's 2.0 is the integer label 2
     if len(raw) != n_rows:
         raise Inconsistent(f"expected {n_rows} labels (one per row); got {len(raw)}")
     for row, label in enumerate(raw):

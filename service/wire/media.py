@@ -20,8 +20,8 @@ COLUMN_MEDIA_TYPES = (JSON, NPY)
 #: Media types whose bodies inflate when decoded (a zip archive): never decoded on the event
 #: loop, whatever their size.
 INFLATING_MEDIA_TYPES = (NPZ,)
-#: Containers ``integral`` descends into: no body Sift accepts nests deeper.
-_INTEGRAL_DEPTH = 32
+#: Containers ``whole_floats_as_ints`` descends into: no body Sift accepts nests deeper.
+_WHOLE_FLOATS_DEPTH = 32
 
 
 def media_type_of(content_type: str | None) -> str:
@@ -44,19 +44,19 @@ def parse_json(body: bytes) -> Any:
         raise BadRequest(f"body is not valid JSON: {exc}") from None
 
 
-def integral(value: Any, _depth: int = 0) -> Any:
+def whole_floats_as_ints(value: Any, _depth: int = 0) -> Any:
     """``value`` with every float that is a whole number made an int, recursively (down to
-    ``_INTEGRAL_DEPTH`` levels: anything deeper is refused by whatever reads it, as it is).
+    ``_WHOLE_FLOATS_DEPTH`` levels: anything deeper is refused by whatever reads it, as it is).
 
     JSON does not tell ``3`` from ``3.0`` (JSON Schema calls both integers), but a parser
     does: parameters that must be integers accept both.
     """
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
         return int(value)
-    if _depth >= _INTEGRAL_DEPTH:
+    if _depth >= _WHOLE_FLOATS_DEPTH:
         return value
     if isinstance(value, dict):
-        return {key: integral(item, _depth + 1) for key, item in value.items()}
+        return {key: whole_floats_as_ints(item, _depth + 1) for key, item in value.items()}
     if isinstance(value, list):
-        return [integral(item, _depth + 1) for item in value]
+        return [whole_floats_as_ints(item, _depth + 1) for item in value]
     return value

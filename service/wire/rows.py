@@ -47,7 +47,7 @@ from service.errors import (
     shown,
 )
 from service.wire.arrays import read_npy, read_npz
-from service.wire.media import JSON, NPY, NPZ, integral, parse_json
+from service.wire.media import JSON, NPY, NPZ, parse_json, whole_floats_as_ints
 from service.wire.names import (
     FEATURE_NAMES,
     column_order,
@@ -219,7 +219,7 @@ def _json_integers(values: Any, what: str) -> np.ndarray:
     """A flat JSON list of integers as int64 (range checks against the shape come later)."""
     if not isinstance(values, list):
         raise InvalidInput(f"{what} must be a list; got {type(values).__name__}")
-    values = integral(values)
+    values = whole_floats_as_ints(values)
     if not _only(values, _INT_TYPES):
         j, text = _first_other(values, _INT_TYPES)
         raise InvalidInput(f"{what} must be a flat list of integers; element {j} is {text}")
@@ -279,7 +279,7 @@ def sparse_shape(raw: Any, n_features: int, label: str) -> tuple[int, int]:
     selector's width and ``MAX_CHUNK_ROWS`` before anything of that shape is built."""
     if isinstance(raw, np.ndarray) and raw.dtype.kind in "iu" and raw.shape == (2,):
         raw = raw.tolist()
-    raw = integral(raw)
+    raw = whole_floats_as_ints(raw)
     if (
         not isinstance(raw, list)
         or len(raw) != 2

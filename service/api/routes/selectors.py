@@ -8,7 +8,14 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
-from service.api.deps import SelectorName, get_principal, get_selectors, result_response
+from service.api.deps import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    SelectorName,
+    get_principal,
+    get_selectors,
+    result_response,
+)
 from service.api.guard import GuardedRoute, read_json
 from service.api.request_bodies import create_request_body
 from service.api.schemas import NAME_PATTERN, PROBLEM_RESPONSES
@@ -19,9 +26,6 @@ from service.selectors.quotas import Quotas
 from service.selectors.results import SelectorList, SelectorOut
 
 router = APIRouter(prefix="/v1/selectors", tags=["selectors"], route_class=GuardedRoute)
-#: Selectors per page of ``GET /v1/selectors``: by default, and at most.
-DEFAULT_PAGE = 100
-MAX_PAGE = 1000
 Service = Annotated[Selectors, Depends(get_selectors)]
 Caller = Annotated[Principal, Depends(get_principal)]
 

@@ -10,6 +10,8 @@ from starlette.responses import Response
 
 from service.algorithms.agreement import DEFAULT_PERSISTENCE
 from service.api.deps import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
     IdempotencyKey,
     LogId,
     body_limit,
@@ -40,9 +42,6 @@ StreamName = Annotated[
         description="The stream's name: 1-128 letters, digits, '.', '_' or '-'.",
     ),
 ]
-#: Streams per page of ``GET /v1/streams``: by default, and at most.
-DEFAULT_PAGE = 100
-MAX_PAGE = 1000
 #: Most features side by side per selector (``GET .../rankings?h=``).
 MAX_H = 1000
 

@@ -19,7 +19,7 @@ from typing import Any, cast
 from redis import exceptions as rexc
 from redis.asyncio.cluster import RedisCluster
 
-from service.errors import Conflict, IdempotencyMismatch, InvalidInput, StaleApplier, StaleMeta
+from service.errors import InvalidInput, StaleApplier, StaleMeta
 from service.store.core import PIPELINE_BATCH, UNREACHABLE, not_found
 from service.store.group_commit import GroupCommit, QueuedAppend
 from service.store.keys import (
@@ -45,6 +45,7 @@ from service.store.records import (
     pairs_from_reply,
 )
 from service.store.redis_errors import map_redis_errors
+from service.store.refusals import append_refusal
 from service.store.rooms.registry import Registry
 
 log = logging.getLogger("sift.store")
@@ -175,25 +176,9 @@ class Log(Registry):
             raise StaleMeta(f"selector '{name}' was deleted and created again; describe it again")
         if status == "ATTACHED":
             self.forget_meta(name)
-            stream = as_text(reply[1])
-            raise Conflict(
-                f"selector '{name}' is attached to stream '{stream}' and applies its chunks: "
-                f"expected them at POST /v1/streams/{stream}/chunks"
-            )
-        if status == "MISMATCH":
-            raise IdempotencyMismatch(
-                f"Idempotency-Key '{idempotency_key}' was first used with a different body"
-            )
-        if status == "NAME_TAKEN":
-            raise Conflict(
-                f"feature name '{as_text(reply[1])}' is already used by feature "
-                f"{as_text(reply[2])} of selector '{name}'; expected a new name"
-            )
-        if status == "NAME_RESERVED":
-            raise Conflict(
-                f"feature name '{as_text(reply[1])}' is reserved: 'f<i>' is the name shown for "
-                f"unnamed feature i, and this column is feature {as_text(reply[2])}"
-            )
+        refused = append_refusal(status, reply, "selector", name, idempotency_key)
+        if refused is not None:
+            raise refused
         if status == "DUP":
             return AppendOutcome(
                 log_id=as_text(reply[1]),

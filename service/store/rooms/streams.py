@@ -23,7 +23,6 @@ from redis.asyncio.cluster import RedisCluster
 from service.cache import LRU
 from service.errors import (
     Conflict,
-    IdempotencyMismatch,
     NotFound,
     SiftError,
     StaleMeta,
@@ -42,6 +41,7 @@ from service.store.records import (
     as_text,
 )
 from service.store.redis_errors import map_redis_errors
+from service.store.refusals import append_refusal
 from service.store.rooms.log import Log, check_entry
 from service.store.rooms.registry import NAMELESS_META_SECONDS
 
@@ -274,16 +274,9 @@ class Streams(Log):
                 f"stream '{name}' is being deleted and takes no more chunks (DELETE it again "
                 "with ?force=true to finish)"
             )
-        if status == "MISMATCH":
-            raise IdempotencyMismatch(
-                f"Idempotency-Key '{idempotency_key}' was first used with a different body"
-            )
-        if status in ("NAME_TAKEN", "NAME_RESERVED"):
-            what = "is already used by feature" if status == "NAME_TAKEN" else "is reserved for"
-            raise Conflict(
-                f"feature name '{as_text(reply[1])}' {what} {as_text(reply[2])} of stream "
-                f"'{name}'; expected a new name"
-            )
+        refused = append_refusal(status, reply, "stream", name, idempotency_key)
+        if refused is not None:
+            raise refused
         attached = sorted(
             (
                 Attachment.parse(raw_attached[i], raw_attached[i + 1])
