@@ -1,0 +1,116 @@
+"""Typed answers of the Sift API, as the client returns them.
+
+Each is a frozen dataclass built from the service's JSON by ``from_json`` (and, for arrays
+sent as ``.npy``, from the array and its ``Sift-*`` headers). Arrays (weights, projections,
+cluster labels, transformed rows) are numpy arrays. Every answer keeps the JSON it came from in
+``raw`` (empty for ``.npy`` answers), so fields a newer service adds are not lost.
+
+Row streams count ``rows_seen``, feature streams (``ofs``, ``iqrp``) ``features_seen``: the
+other one is ``None``; ``seen`` gives whichever the selector counts.
+"""
+
+from __future__ import annotations
+
+from siftstream.results._common import Json
+from siftstream.results.keys import (
+    ApiKey,
+    CreatedKey,
+    Health,
+    TenantQuota,
+)
+from siftstream.results.monitoring import (
+    Alert,
+    AlertEvent,
+    Baseline,
+    CreatedAlert,
+    Drift,
+    FeatureRef,
+    Moved,
+    RotatedSecret,
+)
+from siftstream.results.pushes import (
+    PushSummary,
+)
+from siftstream.results.rankings import (
+    Clustering,
+    History,
+    HistoryVersion,
+    Projection,
+    RankedFeature,
+    Stability,
+    Top,
+    Transformed,
+    Weights,
+)
+from siftstream.results.selectors import (
+    ChunkReceipt,
+    ChunkStatus,
+    ClassCount,
+    Decision,
+    FeaturePage,
+    FeaturesReceipt,
+    Merged,
+    MethodInfo,
+    Receipt,
+    SelectorInfo,
+    SelectorPage,
+)
+from siftstream.results.sources import (
+    RejectedEntry,
+    Source,
+)
+from siftstream.results.streams import (
+    Agreement,
+    StreamInfo,
+    StreamOutcome,
+    StreamPage,
+    StreamRankings,
+    StreamReceipt,
+    StreamSelectorInfo,
+)
+
+__all__ = [
+    "Agreement",
+    "Alert",
+    "AlertEvent",
+    "ApiKey",
+    "Baseline",
+    "ChunkReceipt",
+    "ChunkStatus",
+    "ClassCount",
+    "Clustering",
+    "CreatedAlert",
+    "CreatedKey",
+    "Decision",
+    "Drift",
+    "FeaturePage",
+    "FeatureRef",
+    "FeaturesReceipt",
+    "Health",
+    "History",
+    "HistoryVersion",
+    "Json",
+    "Merged",
+    "MethodInfo",
+    "Moved",
+    "Projection",
+    "PushSummary",
+    "RankedFeature",
+    "Receipt",
+    "RejectedEntry",
+    "RotatedSecret",
+    "SelectorInfo",
+    "SelectorPage",
+    "Source",
+    "Stability",
+    "StreamInfo",
+    "StreamOutcome",
+    "StreamPage",
+    "StreamRankings",
+    "StreamReceipt",
+    "StreamSelectorInfo",
+    "TenantQuota",
+    "Top",
+    "Transformed",
+    "Weights",
+]
