@@ -2,7 +2,8 @@
 
 Both expose the same operations with the same signatures and typed results
 (``siftstream.results``); ``AsyncClient``'s are coroutines. Each operation is written once,
-in ``siftstream._api.Api``; ``Operation`` makes it a method of both clients that runs it
+in a module of ``siftstream._api`` (a function of the ``Api`` settings and its
+arguments); ``Operation`` makes it a method of both clients that runs it
 with the client's driver (``siftstream._http``), which does the requests, the retries and
 the waiting.
 
@@ -22,7 +23,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import httpx
 
-from siftstream._api import Api
+from siftstream._api import Api, keys, monitoring, selectors, sources, streams
 from siftstream._http import AsyncDriver, Plan, RetryPolicy, SyncDriver
 from siftstream._inputs import DEFAULT_CHUNK_BYTES
 
@@ -54,16 +55,17 @@ def client_version() -> str:
 
 
 class Operation(Generic[P, T]):
-    """One ``Api`` operation as a method of both clients (a descriptor).
+    """One operation of ``siftstream._api`` as a method of both clients (a descriptor).
 
     On a ``Client`` it is a function with the operation's signature that runs the plan to its
     result; on an ``AsyncClient`` a coroutine function with the same signature. The operation
-    is written once, in ``Api``; the overloads give each client its exact type.
+    is written once, as a function taking the ``Api`` settings first; the overloads give
+    each client its exact type.
     """
 
     def __init__(self, plan: Callable[Concatenate[Api, P], Plan[T]]) -> None:
         self.plan = plan
-        # What help() and IDEs show of a bound operation: Api's signature without its self.
+        # What help() and IDEs show of a bound operation: its signature without the Api.
         signature = inspect.signature(plan)
         self.signature = signature.replace(parameters=list(signature.parameters.values())[1:])
 
@@ -100,62 +102,63 @@ class Operation(Generic[P, T]):
 
 
 class Operations:
-    """Every operation of the API (``Api``), for ``Client`` and ``AsyncClient`` alike."""
+    """Every operation of the API (``siftstream._api``), for ``Client`` and ``AsyncClient``
+    alike."""
 
-    health = Operation(Api.health)
-    ready = Operation(Api.ready)
-    metrics = Operation(Api.metrics)
-    methods = Operation(Api.methods)
-    create = Operation(Api.create)
-    describe = Operation(Api.describe)
-    list_page = Operation(Api.list_page)
-    list_selectors = Operation(Api.list_selectors)
-    delete = Operation(Api.delete)
-    detach = Operation(Api.detach)
-    create_stream = Operation(Api.create_stream)
-    describe_stream = Operation(Api.describe_stream)
-    stream_page = Operation(Api.stream_page)
-    list_streams = Operation(Api.list_streams)
-    delete_stream = Operation(Api.delete_stream)
-    push_stream = Operation(Api.push_stream)
-    push_stream_chunk = Operation(Api.push_stream_chunk)
-    push_stream_columns = Operation(Api.push_stream_columns)
-    stream_chunk_status = Operation(Api.stream_chunk_status)
-    stream_rankings = Operation(Api.stream_rankings)
-    create_source = Operation(Api.create_source)
-    describe_source = Operation(Api.describe_source)
-    list_sources = Operation(Api.list_sources)
-    delete_source = Operation(Api.delete_source)
-    push = Operation(Api.push)
-    push_chunk = Operation(Api.push_chunk)
-    chunk_status = Operation(Api.chunk_status)
-    push_features = Operation(Api.push_features)
-    push_feature_chunk = Operation(Api.push_feature_chunk)
-    features = Operation(Api.features)
-    top = Operation(Api.top)
-    weights = Operation(Api.weights)
-    history = Operation(Api.history)
-    drift = Operation(Api.drift)
-    set_baseline = Operation(Api.set_baseline)
-    forget_baseline = Operation(Api.forget_baseline)
-    create_alert = Operation(Api.create_alert)
-    list_alerts = Operation(Api.list_alerts)
-    rotate_alert_secret = Operation(Api.rotate_alert_secret)
-    delete_alert = Operation(Api.delete_alert)
-    alert_events = Operation(Api.alert_events)
-    redeliver_alert_event = Operation(Api.redeliver_alert_event)
-    rearm_alert = Operation(Api.rearm_alert)
-    merge = Operation(Api.merge)
-    projection = Operation(Api.projection)
-    transform = Operation(Api.transform)
-    cluster = Operation(Api.cluster)
-    export = Operation(Api.export)
-    import_selector = Operation(Api.import_selector)
-    create_key = Operation(Api.create_key)
-    list_keys = Operation(Api.list_keys)
-    revoke_key = Operation(Api.revoke_key)
-    quota = Operation(Api.quota)
-    set_quota = Operation(Api.set_quota)
+    health = Operation(keys.health)
+    ready = Operation(keys.ready)
+    metrics = Operation(keys.metrics)
+    methods = Operation(selectors.methods)
+    create = Operation(selectors.create)
+    describe = Operation(selectors.describe)
+    list_page = Operation(selectors.list_page)
+    list_selectors = Operation(selectors.list_selectors)
+    delete = Operation(selectors.delete)
+    detach = Operation(selectors.detach)
+    create_stream = Operation(streams.create_stream)
+    describe_stream = Operation(streams.describe_stream)
+    stream_page = Operation(streams.stream_page)
+    list_streams = Operation(streams.list_streams)
+    delete_stream = Operation(streams.delete_stream)
+    push_stream = Operation(streams.push_stream)
+    push_stream_chunk = Operation(streams.push_stream_chunk)
+    push_stream_columns = Operation(streams.push_stream_columns)
+    stream_chunk_status = Operation(streams.stream_chunk_status)
+    stream_rankings = Operation(streams.stream_rankings)
+    create_source = Operation(sources.create_source)
+    describe_source = Operation(sources.describe_source)
+    list_sources = Operation(sources.list_sources)
+    delete_source = Operation(sources.delete_source)
+    push = Operation(selectors.push)
+    push_chunk = Operation(selectors.push_chunk)
+    chunk_status = Operation(selectors.chunk_status)
+    push_features = Operation(selectors.push_features)
+    push_feature_chunk = Operation(selectors.push_feature_chunk)
+    features = Operation(selectors.features)
+    top = Operation(selectors.top)
+    weights = Operation(selectors.weights)
+    history = Operation(selectors.history)
+    drift = Operation(monitoring.drift)
+    set_baseline = Operation(monitoring.set_baseline)
+    forget_baseline = Operation(monitoring.forget_baseline)
+    create_alert = Operation(monitoring.create_alert)
+    list_alerts = Operation(monitoring.list_alerts)
+    rotate_alert_secret = Operation(monitoring.rotate_alert_secret)
+    delete_alert = Operation(monitoring.delete_alert)
+    alert_events = Operation(monitoring.alert_events)
+    redeliver_alert_event = Operation(monitoring.redeliver_alert_event)
+    rearm_alert = Operation(monitoring.rearm_alert)
+    merge = Operation(selectors.merge)
+    projection = Operation(selectors.projection)
+    transform = Operation(selectors.transform)
+    cluster = Operation(selectors.cluster)
+    export = Operation(selectors.export)
+    import_selector = Operation(selectors.import_selector)
+    create_key = Operation(keys.create_key)
+    list_keys = Operation(keys.list_keys)
+    revoke_key = Operation(keys.revoke_key)
+    quota = Operation(keys.quota)
+    set_quota = Operation(keys.set_quota)
 
 
 class Client(Operations):

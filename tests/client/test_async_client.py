@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from siftstream import AsyncClient, Client, NotFoundError
-from siftstream._api import Api
+from siftstream._api import OPERATION_MODULES, selectors
 from siftstream.clients import Operation, Operations
 from siftstream.results import ChunkReceipt
 from tests.support.api import make_settings, running_app
@@ -22,24 +22,27 @@ from tests.support.harness import REPO_ROOT, ServiceProcess
 
 async def test_both_clients_offer_every_operation_with_one_signature() -> None:
     operations = {
-        name
-        for name, member in vars(Api).items()
-        if inspect.isfunction(member) and not name.startswith("_")
+        name: member
+        for module in OPERATION_MODULES
+        for name, member in vars(module).items()
+        if inspect.isfunction(member)
+        and member.__module__ == module.__name__
+        and not name.startswith("_")
     }
     offered = {name for name, member in vars(Operations).items() if isinstance(member, Operation)}
-    assert offered == operations
-    for name in operations:
-        assert getattr(Client, name).plan is getattr(Api, name)
+    assert offered == set(operations)
+    for name, plan in operations.items():
+        assert getattr(Client, name).plan is plan
     with Client("http://127.0.0.1:1") as blocking:
         assert not inspect.iscoroutinefunction(blocking.top)
-        top = inspect.signature(Api.top)
+        top = inspect.signature(selectors.top)
         assert inspect.signature(blocking.top) == top.replace(
             parameters=list(top.parameters.values())[1:]
         )
         assert list(inspect.signature(blocking.push).parameters)[:3] == ["name", "data", "y"]
     async with AsyncClient("http://127.0.0.1:1") as awaiting:
         assert inspect.iscoroutinefunction(awaiting.top)
-        assert awaiting.top.__doc__ == Api.top.__doc__
+        assert awaiting.top.__doc__ == selectors.top.__doc__
 
 
 async def test_async_flow_against_the_service(service: ServiceProcess, selector_name: str) -> None:

@@ -1,0 +1,237 @@
+"""What every operation module shares: the paths, bodies and readers of answers, paging,
+and ``Api``, the settings the operations run with (see the package's docstring)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+from urllib.parse import quote
+
+import httpx
+import numpy as np
+
+from siftstream import _inputs as inputs
+from siftstream._http import Call, Steps
+from siftstream._npy import read_npy
+from siftstream.errors import (
+    PROBLEM_TYPE_PREFIX,
+    ChunkRejectedError,
+)
+from siftstream.results import (
+    ChunkReceipt,
+    ChunkStatus,
+    FeaturesReceipt,
+    StreamInfo,
+)
+
+T = TypeVar("T")
+Written = TypeVar("Written", ChunkReceipt, FeaturesReceipt)
+
+JSON_HEADERS = {"content-type": "application/json"}
+NPY_ACCEPT = {"accept": inputs.NPY}
+ARCHIVE = "application/vnd.sift.archive"
+#: How often a pending chunk's status is asked for, and for how long at most.
+POLL_SECONDS = 0.2
+PENDING_TIMEOUT_SECONDS = 600.0
+
+
+def new_key() -> str:
+    """A fresh Idempotency-Key (128 random bits)."""
+    return "sift-" + uuid.uuid4().hex
+
+
+def selector_path(name: str, *rest: str) -> str:
+    return "/".join(["/v1/selectors", quote(name, safe=""), *rest])
+
+
+def stream_path(name: str, *rest: str) -> str:
+    return "/".join(["/v1/streams", quote(name, safe=""), *rest])
+
+
+def source_path(name: str) -> str:
+    return "/v1/sources/" + quote(name, safe="")
+
+
+def _json_default(value: Any) -> Any:
+    """numpy scalars and arrays in JSON bodies (parameters taken from numpy computations)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot send {type(value).__name__} as JSON")
+
+
+def json_body(document: Any) -> bytes:
+    return json.dumps(document, default=_json_default).encode()
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    document = response.json()
+    if not isinstance(document, dict):
+        raise ValueError(f"expected a JSON object; got {type(document).__name__}")
+    return document
+
+
+def _headers_seen(response: httpx.Response) -> dict[str, int | None]:
+    """``Sift-Rows-Seen`` / ``Sift-Features-Seen`` of a ``.npy`` answer."""
+    seen: dict[str, int | None] = {}
+    for field in ("rows_seen", "features_seen"):
+        value = response.headers.get("sift-" + field.replace("_", "-"))
+        seen[field] = None if value is None else int(value)
+    return seen
+
+
+def npy_array(response: httpx.Response) -> np.ndarray:
+    """A ``.npy`` answer, parsed by the client's safe reader (never ``np.load``, never
+    unpickled)."""
+    try:
+        return read_npy(response.content, max_ndim=2)
+    except ValueError as exc:
+        raise ValueError(f"the .npy answer does not parse: {exc}") from None
+
+
+def _nothing(response: httpx.Response) -> None:
+    return None
+
+
+def _read(
+    name: str,
+    route: Sequence[str],
+    model: Callable[[dict[str, Any]], T],
+    params: Mapping[str, Any] | None = None,
+) -> Call[T]:
+    """A GET of one selector's resource whose JSON answer ``model`` reads."""
+    return Call("GET", selector_path(name, *route), lambda r: model(_json(r)), params=params)
+
+
+def _drop_none(**query: Any) -> dict[str, Any]:
+    return {key: value for key, value in query.items() if value is not None}
+
+
+class _Page(Protocol):
+    """A page of a listing: ``next`` is the ``after`` of the following one (None: the last)."""
+
+    @property
+    def next(self) -> str | None: ...
+
+
+P = TypeVar("P", bound=_Page)
+Item = TypeVar("Item")
+
+
+def _every_page(
+    page_after: Callable[[str | None], Call[P]], items_of: Callable[[P], list[Item]]
+) -> Steps[list[Item]]:
+    """Every item of a listing, following its pages from the first."""
+    found: list[Item] = []
+    after: str | None = None
+    while True:
+        page: P = yield page_after(after)
+        items = items_of(page)
+        found.extend(items)
+        if page.next is None or not items:
+            return found
+        after = page.next
+
+
+class Api:
+    """The operations of the API as calls and plans (see the module docstring).
+
+    ``chunk_bytes`` sizes the chunks that ``push`` and ``push_features`` cut large inputs into.
+    """
+
+    def __init__(self, chunk_bytes: int = inputs.DEFAULT_CHUNK_BYTES) -> None:
+        self.chunk_bytes = chunk_bytes
+
+
+def _stream_bodies(
+    stream: StreamInfo,
+    data: Any,
+    y: Any,
+    chunk_rows: int | None,
+    chunk_bytes: int,
+    feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None,
+) -> Iterator[inputs.Body]:
+    """The chunks of an input pushed to ``stream``: feature columns for a stream of them (as
+    ``push_features`` cuts them), else rows (as ``push`` does)."""
+    if stream.is_feature_stream:
+        names = feature_names if feature_names is not None else inputs.column_names(data)
+        flat = None if names is None or isinstance(names, Mapping) else list(names)
+        matrix = inputs.as_matrix(data)
+        if not isinstance(matrix, np.ndarray):
+            matrix = matrix.toarray()
+        step = chunk_rows or inputs.columns_per_chunk(matrix.shape[0], flat is not None)
+        for part in inputs.row_slices(int(matrix.shape[1]), step):
+            yield inputs.columns_body(matrix[:, part], None if flat is None else flat[part])
+        return
+    names = feature_names if feature_names is not None else _names_of(data, y)
+    for rows, labels in _row_chunks(data, y, chunk_rows, chunk_bytes):
+        yield _rows_body(rows, labels, names)
+
+
+def _names(names: Sequence[str] | Mapping[str, Sequence[str]]) -> Any:
+    if isinstance(names, Mapping):
+        return {view: [str(n) for n in items] for view, items in names.items()}
+    return [str(n) for n in names]
+
+
+def _rejected(name: str, status: ChunkStatus) -> ChunkRejectedError:
+    """The error a waiting push raises for a chunk the service set aside after a 202."""
+    problem = {
+        "type": PROBLEM_TYPE_PREFIX + "chunk-rejected",
+        "title": "Chunk rejected",
+        "status": 422,
+        "detail": f"the chunk (log id {status.log_id}) could not be applied and was set aside: "
+        f"{status.reason}",
+        "log_id": status.log_id,
+    }
+    return ChunkRejectedError(422, problem, "GET", selector_path(name, "chunks", status.log_id))
+
+
+def _rows_body(
+    rows: Any,
+    labels: Sequence[inputs.Label] | None,
+    names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+) -> inputs.Body:
+    if isinstance(rows, Mapping):
+        by_view = names if isinstance(names, Mapping) else inputs.view_names(rows)
+        return inputs.views_body(inputs.views_of(rows), by_view)
+    flat = None if isinstance(names, Mapping) else names
+    if flat is None:
+        flat = inputs.column_names(rows)
+    matrix = inputs.as_matrix(rows)
+    if labels is None:
+        return inputs.rows_body(matrix, flat)
+    return inputs.labelled_body(matrix, labels, flat)
+
+
+def _names_of(data: Any, y: Any) -> list[str] | dict[str, list[str]] | None:
+    """The feature names of pushed rows: a DataFrame's columns (without a labels column named
+    by ``y``), or every view's (all views DataFrames)."""
+    if isinstance(data, Mapping):
+        return inputs.view_names(data)
+    features, _labels = inputs.split_labels(data, y) if isinstance(y, str) else (data, None)
+    return inputs.column_names(features)
+
+
+def _row_chunks(
+    data: Any, y: Any, chunk_rows: int | None, chunk_bytes: int
+) -> Iterator[tuple[Any, list[inputs.Label] | None]]:
+    """``data`` (rows, or {view: rows}) and its labels cut into chunks of rows."""
+    if isinstance(data, Mapping):
+        views = inputs.views_of(data)
+        widest = max(views.values(), key=lambda v: v.shape[1])
+        n_rows = int(widest.shape[0])
+        step = chunk_rows or inputs.rows_per_chunk(widest, chunk_bytes // max(len(views), 1))
+        for part in inputs.row_slices(n_rows, step):
+            yield {view: rows[part] for view, rows in views.items()}, None
+        return
+    features, labels = inputs.split_labels(data, y)
+    matrix = inputs.as_matrix(features)
+    if labels is not None and len(labels) != matrix.shape[0]:
+        raise ValueError(f"expected {matrix.shape[0]} labels (one per row); got {len(labels)}")
+    step = chunk_rows or inputs.rows_per_chunk(matrix, chunk_bytes)
+    for part in inputs.row_slices(int(matrix.shape[0]), step):
+        yield matrix[part], None if labels is None else labels[part]

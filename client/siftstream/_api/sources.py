@@ -1,0 +1,109 @@
+"""Sources: the buses Sift reads into a selector or a stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from siftstream._api.core import (
+    JSON_HEADERS,
+    Api,
+    _drop_none,
+    _json,
+    _nothing,
+    json_body,
+    source_path,
+)
+from siftstream._http import Call, Steps
+from siftstream.errors import (
+    SiftClientError,
+)
+from siftstream.results import (
+    Source,
+)
+
+
+def create_source(
+    api: Api,
+    name: str,
+    kind: str,
+    url: str,
+    *,
+    into_selector: str | None = None,
+    into_stream: str | None = None,
+    key: str | None = None,
+    stream: str | None = None,
+    subject: str | None = None,
+    batch_rows: int | None = None,
+    batch_ms: int | None = None,
+    start: str | None = None,
+    label_field: str | None = None,
+) -> Steps[Source]:
+    """Create a source (admin): the service reads a bus and appends what it reads to the
+    selector ``into_selector`` or to the stream ``into_stream`` (exactly one of them, else
+    ``ValueError``), exactly once.
+
+    ``kind="redis-stream"``: the Redis stream ``key`` at ``url`` (``redis://``,
+    ``rediss://``, ``unix://``), one field per feature name in each entry.
+    ``kind="nats"``: the JetStream ``stream`` at ``url`` (``nats://``, ``tls://``), only
+    its messages on ``subject`` if given, each a JSON object keyed by feature name.
+    A labelled target takes each entry's label from ``label_field``. Entries become chunks
+    of up to ``batch_rows`` rows, or what ``batch_ms`` milliseconds gathered; ``start``:
+    ``earliest`` (the default), ``latest``, or after this position (a Redis entry id, a
+    JetStream sequence). Credentials in ``url`` are kept by the service and never shown.
+
+    A retry after a lost answer that meets "name exists" answers the source the first
+    attempt created."""
+    if (into_selector is None) == (into_stream is None):
+        raise ValueError("expected exactly one of into_selector and into_stream")
+    into = _drop_none(selector=into_selector, stream=into_stream)
+    document: dict[str, Any] = {"name": name, "kind": kind, "url": url, "into": into}
+    document.update(
+        _drop_none(
+            key=key,
+            stream=stream,
+            subject=subject,
+            batch_rows=batch_rows,
+            batch_ms=batch_ms,
+            start=start,
+            label_field=label_field,
+        )
+    )
+    created: Source | None = yield Call(
+        "POST",
+        "/v1/sources",
+        lambda r: None if r.status_code == 409 else Source.from_json(_json(r)),
+        content=json_body(document),
+        headers=JSON_HEADERS,
+        done_earlier=frozenset({409}),
+    )
+    if created is not None:
+        return created
+    existing: Source = yield describe_source(api, name)
+    if existing.kind != kind or existing.into != into:
+        raise SiftClientError(
+            f"source '{name}' exists as {existing.kind} into {existing.into_kind} "
+            f"'{existing.into_name}', not as {kind} into {into}"
+        )
+    return existing
+
+
+def describe_source(api: Api, name: str) -> Call[Source]:
+    """The source: what it reads (its URL without credentials), its state and last error,
+    its committed positions and lag, the rows it appended, and the newest entries it set
+    aside (``Source.rejected_entries``, each with its position and reason)."""
+    return Call("GET", source_path(name), lambda r: Source.from_json(_json(r)))
+
+
+def list_sources(api: Api) -> Call[list[Source]]:
+    """Every source this key may see, sorted by name, each as ``describe_source`` has it."""
+    return Call(
+        "GET",
+        "/v1/sources",
+        lambda r: [Source.from_json(s) for s in _json(r)["sources"]],
+    )
+
+
+def delete_source(api: Api, name: str) -> Call[None]:
+    """Delete a source (admin): its consumer stops within a second; what it appended stays
+    in its target. A retry that finds it gone is done."""
+    return Call("DELETE", source_path(name), _nothing, done_earlier=frozenset({404}))
