@@ -1,0 +1,81 @@
+"""``sift source create|ls|show|rm``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from siftstream.clients import Client
+from siftstream.console import CommandError, Console
+from siftstream.render import (
+    print_json,
+    source_line,
+    source_lines,
+    sources_table,
+)
+
+
+def run_source(args: argparse.Namespace, client: Client, console: Console) -> int:
+    return _SOURCE_COMMANDS[args.source_command](args, client, console)
+
+
+#: The options of ``source create`` that only one kind of bus takes.
+_KIND_OPTIONS = {"redis-stream": ("key",), "nats": ("stream", "subject")}
+
+
+def _source_create(args: argparse.Namespace, client: Client, console: Console) -> int:
+    for kind, options in _KIND_OPTIONS.items():
+        for option in options:
+            if kind != args.kind and getattr(args, option) is not None:
+                raise CommandError(f"--{option} applies to --kind {kind}")
+    created = client.create_source(
+        args.name,
+        args.kind,
+        args.bus,
+        into_selector=args.into_selector,
+        into_stream=args.into_stream,
+        key=args.key,
+        stream=args.stream,
+        subject=args.subject,
+        batch_rows=args.batch_rows,
+        batch_ms=args.batch_ms,
+        start=args.start,
+        label_field=args.label_field,
+    )
+    if args.json:
+        print_json(console.out, created.raw)
+        return 0
+    console.out.write(f"created source {source_line(created)}; start {created.start}\n")
+    return 0
+
+
+def _source_ls(args: argparse.Namespace, client: Client, console: Console) -> int:
+    sources = client.list_sources()
+    if args.json:
+        print_json(console.out, [s.raw for s in sources])
+    else:
+        console.out.write(sources_table(sources) + "\n")
+    return 0
+
+
+def _source_show(args: argparse.Namespace, client: Client, console: Console) -> int:
+    source = client.describe_source(args.name)
+    if args.json:
+        print_json(console.out, source.raw)
+    else:
+        console.out.write(source_lines(source) + "\n")
+    return 0
+
+
+def _source_rm(args: argparse.Namespace, client: Client, console: Console) -> int:
+    client.delete_source(args.name)
+    console.out.write(f"deleted source {args.name}\n")
+    return 0
+
+
+_SOURCE_COMMANDS: dict[str, Callable[[argparse.Namespace, Client, Console], int]] = {
+    "create": _source_create,
+    "ls": _source_ls,
+    "show": _source_show,
+    "rm": _source_rm,
+}
