@@ -26,7 +26,7 @@ from service.algorithms.drift import STABLE_H, baseline_h, compare, is_over, is_
 from service.algorithms.labels import labelled
 from service.algorithms.ocfs import exact_directions
 from service.algorithms.stability import assess, ranks_of, stability_index
-from service.store.records import RankedList
+from service.store.monitoring_records import RankedList
 
 #: The alert's top h (the history's default) and the stability a baseline needs (the
 #: service's default ``SIFT_BASELINE_STABILITY``).

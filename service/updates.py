@@ -46,7 +46,8 @@ from service.store.codec import (
     unpack_fields,
 )
 from service.store.keys import compare_stream_ids
-from service.store.records import CommitRecord, LogEntry, RankedList, SelectorMeta
+from service.store.monitoring_records import RankedList
+from service.store.records import CommitRecord, LogEntry, SelectorMeta
 from service.wire.kinds import Chunk, kind_of
 from service.wire.log import decode_chunk
 

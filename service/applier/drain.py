@@ -21,10 +21,10 @@ from service.applier.scheduling import LEASE_BUSY_SECONDS, NOT_THE_ENTRYS_FAULT
 from service.applier.state import Batch, DirectChunk, Hot, is_applied
 from service.errors import Conflict, SiftError, StaleApplier, Unavailable
 from service.store.codec import cut_fields, encode_state
+from service.store.monitoring_records import HistoryEntry
 from service.store.records import (
     AppendOutcome,
     Head,
-    HistoryEntry,
     Lease,
     LogEntry,
     Rejection,

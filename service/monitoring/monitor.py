@@ -42,15 +42,8 @@ from service.monitoring.destinations import DestinationPolicy
 from service.monitoring.outbox import Outbox
 from service.monitoring.webhooks import Webhooks
 from service.store.keys import is_partition
-from service.store.records import (
-    Alert,
-    Baseline,
-    Head,
-    HistoryEntry,
-    RankedList,
-    SelectorMeta,
-    default_name,
-)
+from service.store.monitoring_records import Alert, Baseline, HistoryEntry, RankedList
+from service.store.records import Head, SelectorMeta, default_name
 from service.store.redis_store import SelectorStore
 from service.updates import Update
 from service.wire.kinds import Kind, kind_of

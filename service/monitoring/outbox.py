@@ -39,7 +39,7 @@ from service.metrics import Metrics
 from service.monitoring import formats
 from service.monitoring.http_post import Outcome
 from service.monitoring.webhooks import PER_SELECTOR, Webhooks
-from service.store.records import ClaimedDelivery
+from service.store.monitoring_records import ClaimedDelivery
 from service.store.redis_store import SelectorStore
 
 log = logging.getLogger("sift.alerts")

@@ -32,7 +32,7 @@ from service.selectors.results import (
     AlertSecret,
     Redelivery,
 )
-from service.store.records import Alert, AlertState
+from service.store.monitoring_records import Alert, AlertState
 from service.store.rooms.monitoring import EVENTS_KEPT, no_alert
 
 #: Most alerts one selector may have.

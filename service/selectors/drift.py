@@ -21,7 +21,8 @@ from service.selectors.results import (
     FeatureRef,
     VersionDrift,
 )
-from service.store.records import Baseline, HistoryEntry, SelectorMeta
+from service.store.monitoring_records import Baseline, HistoryEntry
+from service.store.records import SelectorMeta
 from service.wire.kinds import Kind
 
 #: ``GET .../drift`` compares the top 10 unless asked otherwise.

@@ -16,7 +16,8 @@ from service.config import Settings
 from service.errors import Inconsistent, NotFound, SelectorMismatch, Unavailable
 from service.selectors.reading import StateReader
 from service.selectors.results import HistoryOut, HistoryVersion, RankedFeature
-from service.store.records import Head, HistoryEntry, SelectorMeta, default_name
+from service.store.monitoring_records import HistoryEntry
+from service.store.records import Head, SelectorMeta, default_name
 from service.updates import top_of
 from service.wire.kinds import Kind
 

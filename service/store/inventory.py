@@ -22,7 +22,8 @@ from service.store.keys import (
     sources_registry_key,
     streams_registry_key,
 )
-from service.store.records import Baseline, HistoryEntry, SelectorMeta
+from service.store.monitoring_records import Baseline, HistoryEntry
+from service.store.records import SelectorMeta
 from service.store.redis_errors import map_redis_errors
 from service.store.redis_store import SelectorStore
 

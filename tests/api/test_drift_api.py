@@ -11,7 +11,7 @@ import numpy as np
 
 from service.algorithms.agreement import rank_biased_overlap
 from service.algorithms.drift import compare
-from service.store.records import Baseline, HistoryEntry, RankedList
+from service.store.monitoring_records import Baseline, HistoryEntry, RankedList
 from tests.support.api import assert_problem, wait_for
 
 FEATURES = 12

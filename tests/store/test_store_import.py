@@ -8,7 +8,8 @@ import redis.asyncio as aioredis
 
 from service.errors import Conflict, NotFound
 from service.store.codec import decode_array, encode_array, encode_state
-from service.store.records import Checkpoint, HistoryEntry, RankedList, SelectorMeta
+from service.store.monitoring_records import HistoryEntry, RankedList
+from service.store.records import Checkpoint, SelectorMeta
 from service.store.redis_store import SelectorStore
 
 pytestmark = pytest.mark.asyncio

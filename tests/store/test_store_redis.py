@@ -33,14 +33,8 @@ from service.errors import (
 from service.store.codec import cut_fields, decode_state, encode_state
 from service.store.connection import RedisClient, cluster_url
 from service.store.keys import SelectorKeys, compare_stream_ids, next_stream_id
-from service.store.records import (
-    Checkpoint,
-    CommitRecord,
-    HistoryEntry,
-    Lease,
-    RankedList,
-    Rejection,
-)
+from service.store.monitoring_records import HistoryEntry, RankedList
+from service.store.records import Checkpoint, CommitRecord, Lease, Rejection
 from service.store.redis_store import SelectorStore
 from service.store.rooms.leases import holder_died
 from tests.support.store import digest, meta, published_of, state_of

@@ -15,16 +15,9 @@ from service.errors import CheckpointReplaced, CodecError, Conflict, SiftError
 from service.store.codec import join_fields
 from service.store.core import not_found
 from service.store.keys import WRITER_FIELD, StreamKeys, parse_stream_id
-from service.store.records import (
-    HEAD_FIELDS,
-    Checkpoint,
-    Head,
-    Lease,
-    Snapshot,
-    as_text,
-    head_from_reply,
-)
+from service.store.records import Checkpoint, Head, Lease, Snapshot, as_text
 from service.store.redis_errors import map_redis_errors
+from service.store.replies import HEAD_FIELDS, head_from_reply
 from service.store.rooms.registry import Registry
 
 #: How often ``snapshot`` retries when a newer checkpoint replaces the one it is reading.

@@ -21,6 +21,7 @@ from redis import exceptions as rexc
 from service.errors import CodecError, NotFound, SiftError, StaleApplier
 from service.store.core import check_state, not_found
 from service.store.keys import WRITER_FIELD, parse_stream_id
+from service.store.monitoring_records import HistoryEntry
 from service.store.records import (
     AppendOutcome,
     Checkpoint,
@@ -29,15 +30,14 @@ from service.store.records import (
     DeletionNotice,
     DirectEntry,
     Head,
-    HistoryEntry,
     Lease,
     Rejection,
     Taken,
     TakeRequest,
     as_text,
-    checkpoint_from_reply,
 )
 from service.store.redis_errors import map_redis_errors, unavailable_for
+from service.store.replies import checkpoint_from_reply
 from service.store.rooms.log import Log, check_entry, idem_record_keys
 
 log = logging.getLogger("sift.store")

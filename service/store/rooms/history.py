@@ -8,7 +8,7 @@ on its own.
 from __future__ import annotations
 
 from service.store.core import StoreCore, not_found
-from service.store.records import HistoryEntry
+from service.store.monitoring_records import HistoryEntry
 from service.store.redis_errors import map_redis_errors
 
 

@@ -32,7 +32,6 @@ from service.store.keys import (
     parse_stream_id,
 )
 from service.store.records import (
-    IDEM_FIELDS,
     AppendOutcome,
     Lease,
     LogEntry,
@@ -40,12 +39,11 @@ from service.store.records import (
     TakeRequest,
     as_opt_int,
     as_text,
-    first_outcome_from_idem,
-    log_entry_from_reply,
     pairs_from_reply,
 )
 from service.store.redis_errors import map_redis_errors
 from service.store.refusals import append_refusal
+from service.store.replies import IDEM_FIELDS, first_outcome_from_idem, log_entry_from_reply
 from service.store.rooms.registry import Registry
 
 log = logging.getLogger("sift.store")

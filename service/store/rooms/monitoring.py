@@ -14,7 +14,8 @@ from typing import Any, cast
 
 from service.errors import CodecError, Conflict, NotFound
 from service.store.core import StoreCore, not_found
-from service.store.records import Alert, AlertState, Baseline, ClaimedDelivery, as_text
+from service.store.monitoring_records import Alert, AlertState, Baseline, ClaimedDelivery
+from service.store.records import as_text
 from service.store.redis_errors import map_redis_errors
 
 #: Events kept per selector (newest first), with their delivery status.

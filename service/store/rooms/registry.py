@@ -21,16 +21,9 @@ from service.errors import CodecError, Conflict, SiftError
 from service.store.codec import cut_fields
 from service.store.core import PIPELINE_BATCH, StoreCore, check_state, not_found
 from service.store.keys import INITIAL_CURSOR, WRITER_FIELD, SelectorKeys, is_partition
-from service.store.records import (
-    HEAD_FIELDS,
-    Attached,
-    Checkpoint,
-    Head,
-    SelectorMeta,
-    as_text,
-    head_from_reply,
-)
+from service.store.records import Attached, Checkpoint, Head, SelectorMeta, as_text
 from service.store.redis_errors import map_redis_errors
+from service.store.replies import HEAD_FIELDS, head_from_reply
 
 #: A staged initial state lives at most this long if its ``create`` never finishes.
 _STAGING_TTL_MS = 3_600_000
