@@ -112,6 +112,19 @@ def setup(service: ServiceProcess, source: dict[str, Any]) -> None:
     assert answer.status_code == 201, answer.text
 
 
+def stream_source(bus: RedisProcess, **options: int) -> dict[str, Any]:
+    """Source ``s``: the bus's stream ``events`` into selector ``v``."""
+    into = {"selector": "v"}
+    return {
+        "name": "s",
+        "kind": "redis-stream",
+        "url": bus.url,
+        "key": "events",
+        "into": into,
+        **options,
+    }
+
+
 def check_exact(service: ServiceProcess, total: int, good: np.ndarray) -> None:
     """The source consumed every entry once and the state holds exactly the good ones."""
 
@@ -170,16 +183,7 @@ def test_sigkills_of_two_replicas_neither_lose_nor_double_an_entry(
 ) -> None:
     replicas = {name: spawn_service(name) for name in ("a", "b")}
     fields, good = entries(30_000, seed=5)
-    source = {
-        "name": "s",
-        "kind": "redis-stream",
-        "url": bus_redis.url,
-        "key": "events",
-        "into": {"selector": "v"},
-        "batch_rows": 500,
-        "batch_ms": 20,
-    }
-    setup(replicas["a"], source)
+    setup(replicas["a"], stream_source(bus_redis, batch_rows=500, batch_ms=20))
     writer = Writer(bus_redis.port, "events", fields)
     kills = 0
     takeovers = []
@@ -217,16 +221,7 @@ def test_the_bus_and_the_state_redis_restarted_while_consuming(
 ) -> None:
     service = spawn_service("a")
     fields, good = entries(20_000, seed=6)
-    source = {
-        "name": "s",
-        "kind": "redis-stream",
-        "url": bus_redis.url,
-        "key": "events",
-        "into": {"selector": "v"},
-        "batch_rows": 300,
-        "batch_ms": 20,
-    }
-    setup(service, source)
+    setup(service, stream_source(bus_redis, batch_rows=300, batch_ms=20))
     writer = Writer(bus_redis.port, "events", fields, slice_=200)
     time.sleep(1.0)
     bus_redis.kill()
@@ -253,16 +248,7 @@ def test_a_source_deleted_while_consuming_stops_within_a_second(
     replicas = [spawn_service("a"), spawn_service("b")]
     fields, _good = entries(40_000, seed=7)
     Writer(bus_redis.port, "events", fields, slice_=5000).done.wait(60)
-    source = {
-        "name": "s",
-        "kind": "redis-stream",
-        "url": bus_redis.url,
-        "key": "events",
-        "into": {"selector": "v"},
-        "batch_rows": 50,
-        "batch_ms": 5,
-    }
-    setup(replicas[0], source)
+    setup(replicas[0], stream_source(bus_redis, batch_rows=50, batch_ms=5))
     poll(lambda: describe(replicas[0], "s")["entries"] > 500, 30)
     # Deleted through the replica that does not consume it, when there is one.
     pid = holder_pid(redis_proc)
