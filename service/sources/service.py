@@ -80,7 +80,6 @@ class Sources:
         target = Target(spec.into.kind, spec.into.name)
         await describe_target(self.store, target, spec.label_field)
         definition = spec.definition()
-        definition["into"] = target.to_json()
         await admit()
         await self.records.create(spec.name, definition, target)
         log.info(

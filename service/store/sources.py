@@ -35,13 +35,6 @@ MAX_REJECTS_KEPT = 1000
 #: How long a status a consumer wrote stays (a consumer rewrites it every second or so).
 STATUS_TTL_MS = 30_000
 
-#: Release a lease only if this process still holds it.
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
 #: Extend a lease only if this process still holds it.
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -142,7 +135,6 @@ class SourceStore:
         self.redis = store.redis
         self.prefix = store.prefix
         self._registry = sources_registry_key(store.prefix)
-        self._release = self.redis.register_script(_RELEASE)
         self._renew = self.redis.register_script(_RENEW)
 
     # -- definitions -------------------------------------------------------------------------
@@ -330,7 +322,8 @@ class SourceStore:
 
     @map_redis_errors
     async def release_lease(self, name: str, holder: str) -> None:
-        await self._release(keys=[source_lease_key(self.prefix, name)], args=[holder])
+        # The applier's script: a lease released only by its holder.
+        await self.store._run("release_lease", [source_lease_key(self.prefix, name)], [holder])
 
     @map_redis_errors
     async def lease_holder(self, name: str) -> str | None:
