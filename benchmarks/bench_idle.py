@@ -60,7 +60,7 @@ async def create_many(url: str, count: int) -> None:
             n_features=FEATURES,
             incarnation=new_incarnation(),
         )
-        await store.create(meta, initial, published=publish(meta, state))
+        await store.registry.create(meta, initial, published=publish(meta, state))
 
     for start in range(0, count, CREATE_CONCURRENCY):
         await asyncio.gather(
@@ -73,12 +73,12 @@ async def append_behind_its_back(url: str, name: str) -> str:
     """Append one chunk to ``name`` as a replica would that then died: nobody is kicked."""
     client = aioredis.from_url(url)
     store = SelectorStore(client)
-    meta = await store.get_meta(name)
+    meta = await store.registry.get_meta(name)
     body = np.ones((1, FEATURES)).tolist()
     import orjson
 
     decoded = kind_of("rows").decode(orjson.dumps(body), "application/json", meta, 1 << 20)
-    outcome = await store.append(
+    outcome = await store.log.append(
         name, decoded.payload, decoded.items, decoded.digest, None, incarnation=meta.incarnation
     )
     await client.aclose()
@@ -89,7 +89,7 @@ async def seconds_until_applied(url: str, name: str, timeout_s: float = 60.0) ->
     client = aioredis.from_url(url)
     store = SelectorStore(client)
     started = time.monotonic()
-    while (await store.get_head(name)).version == 0:
+    while (await store.registry.get_head(name)).version == 0:
         if time.monotonic() - started > timeout_s:
             raise RuntimeError(f"{name} was not applied within {timeout_s} s")
         await asyncio.sleep(0.005)

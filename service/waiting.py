@@ -3,7 +3,7 @@
 * ``Waiters``: a POST that waits for its chunk gets a future resolved by the commit that covers
   its entry: this process's own commits (with exactly which entries they applied or rejected),
   and every other replica's, announced on one pub/sub channel that each process listens to
-  once (``SelectorStore.commit_notices``). Nobody polls the head while commits come; a waiter
+  once (``Commits.commit_notices``). Nobody polls the head while commits come; a waiter
   that hears nothing for ``FALLBACK_SECONDS`` (a notice lost while Redis restarted, say) reads
   the head once and waits again.
 * ``KnownHeads``: the heads readers last saw, kept while no notice on the same channel says

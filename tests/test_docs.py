@@ -30,7 +30,7 @@ def test_current_references_pass(hook: ModuleType) -> None:
     text = (
         "`SIFT_API_TOKEN`, `SIFT_URL` (the client's), `GET /v1/selectors/{name}/top?h=5`, "
         "`/v1/selectors/news/chunks`, `service.algorithms.METHODS`, `siftstream.Client`, "
-        "`service/store/rooms/{log,leases}.py`, `service/store/lua/*.lua`, "
+        "`service/store/parts/{log,leases}.py`, `service/store/lua/*.lua`, "
         "`tests/api/test_write_path.py::test_x`, `tests/artifacts/dashboard.png`"
     )
     assert hook.stale_references(text) == []
@@ -45,7 +45,7 @@ def test_current_references_pass(hook: ModuleType) -> None:
         ("`service.client.Client`", "service.client.Client: does not import"),
         ("`service.config.Settings.nope`", "service.config.Settings.nope: does not import"),
         ("`service/applier.py`", "service/applier.py: no such file"),
-        ("`service/store/rooms/{log,nope}.py`", "service/store/rooms/nope.py: no such file"),
+        ("`service/store/parts/{log,nope}.py`", "service/store/parts/nope.py: no such file"),
     ],
 )
 def test_each_kind_of_stale_reference_is_found(hook: ModuleType, text: str, complaint: str) -> None:

@@ -165,7 +165,7 @@ async def push_items(
     media_type = require_media_type(request.headers.get("content-type"), media_types)
     # 404 before reading a large body for nothing; the description as cached (the append
     # checks that it is still the selector's).
-    meta = await service.store.cached_meta(name)
+    meta = await service.store.registry.cached_meta(name)
     body = await read_body(request, body_limit(get_settings(request), media_type))
     receipt = await service.ingest.push(meta, route, body, media_type, idempotency_key, wait)
     return result_response(receipt.result, 200 if receipt.applied else 202)

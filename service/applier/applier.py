@@ -11,7 +11,7 @@ class Applier(Waits):
     """Drives the appliers of this process; any replica may apply any selector.
 
     Poison entries never jam a selector: an entry whose update fails because of what it holds
-    is rejected (moved aside with its reason, see ``SelectorStore.commit``) and the log goes
+    is rejected (moved aside with its reason, see ``Commits.commit``) and the log goes
     on. A failing batch of several entries is retried one entry at a time, so only the culprit
     is rejected. Failures that may not repeat (out of memory, the applying process dying) are
     counted per entry in Redis and reject it after ``max_apply_attempts``: every attempt is

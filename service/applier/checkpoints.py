@@ -120,7 +120,7 @@ class Checkpoints(Scheduling):
         if meta.stream is None:
             return
         try:
-            await self.store.release(meta.stream, meta.name, meta.incarnation, cursor)
+            await self.store.streams.release(meta.stream, meta.name, meta.incarnation, cursor)
         except Unavailable as exc:
             log.info(
                 "selector %s: stream %s not told of its checkpoint: %s", meta.name, meta.stream, exc
@@ -130,7 +130,7 @@ class Checkpoints(Scheduling):
         """Encode ``work``'s state (off the event loop) and store it as the checkpoint."""
         started = time.perf_counter()
         pieces = await asyncio.to_thread(lambda: cut_fields(encode_state(work.state)))
-        point = await self.store.checkpoint(
+        point = await self.store.checkpoints.checkpoint(
             lease, work.version, work.cursor, work.items_seen, pieces
         )
         if point is None:

@@ -72,10 +72,10 @@ class DrainLoop(Checkpoints):
         would otherwise wait for the sweeper, because its poster found the lease taken.
         """
         while True:
-            lease = await self.store.acquire_lease(name, self.settings.lease_ms)
-            if lease is None and await self.store.break_dead_lease(name):
+            lease = await self.store.leases.acquire_lease(name, self.settings.lease_ms)
+            if lease is None and await self.store.leases.break_dead_lease(name):
                 log.info("selector %s: took over the lease of a process that died", name)
-                lease = await self.store.acquire_lease(name, self.settings.lease_ms)
+                lease = await self.store.leases.acquire_lease(name, self.settings.lease_ms)
             if lease is None:
                 self._lease_busy[name] = time.monotonic() + LEASE_BUSY_SECONDS
                 await self._try_again_when_free(name)
@@ -86,8 +86,8 @@ class DrainLoop(Checkpoints):
                 head = await self._apply_all_owned(name, lease)
             finally:
                 with contextlib.suppress(Unavailable):
-                    await self.store.release_lease(lease)
-            if not self._is_current_drain(name) or not await self.store.pending(
+                    await self.store.leases.release_lease(lease)
+            if not self._is_current_drain(name) or not await self.store.log.pending(
                 name, head.cursor, 1
             ):
                 return
@@ -108,7 +108,7 @@ class DrainLoop(Checkpoints):
     async def _apply_all(self, name: str, lease: Lease, force_checkpoint: bool = False) -> Head:
         """Apply batches until the log is empty, then see to the checkpoint; returns the last
         head this applier saw."""
-        meta = await self.store.get_meta(name)
+        meta = await self.store.registry.get_meta(name)
         self._let_go.discard(name)  # the description read now is the one this drain follows
         if name in self._checkpoint_wanted:
             force_checkpoint = True
@@ -118,7 +118,7 @@ class DrainLoop(Checkpoints):
         )
         try:
             # Read the head once: from then on, each commit returns the next one.
-            head = await self.store.get_head(name)
+            head = await self.store.registry.get_head(name)
             hot = self._hot_if_current(name, head)
             # After a batch failed, entries up to its last one go one at a time.
             isolating_through: str | None = None
@@ -224,7 +224,7 @@ class DrainLoop(Checkpoints):
             if read is None:
                 slice_s = min(remaining, LINGER_SLICE)
                 read = asyncio.ensure_future(
-                    self.store.wait_for_entry(name, head.cursor, slice_s, stream)
+                    self.store.log.wait_for_entry(name, head.cursor, slice_s, stream)
                 )
                 self._linger_reads[name] = read
             arrived = self._direct_arrived.setdefault(name, asyncio.Event())
@@ -259,15 +259,15 @@ class DrainLoop(Checkpoints):
         for attempt in range(3):
             point = head.recovery_point
             try:
-                fields = await self.store.load_checkpoint(meta.name, point)
+                fields = await self.store.checkpoints.load_checkpoint(meta.name, point)
                 break
             except Conflict:
                 if attempt == 2:
                     raise
-                head = await self.store.get_head(meta.name)
+                head = await self.store.registry.get_head(meta.name)
         records = [
             record
-            for record in await self.store.commits_after(meta.name, point.version)
+            for record in await self.store.commits.commits_after(meta.name, point.version)
             if record.version <= head.version
         ]
         expected = list(range(point.version + 1, head.version + 1))
@@ -279,7 +279,9 @@ class DrainLoop(Checkpoints):
                 f"(version {point.version}) to its head (version {head.version})"
             )
         entries = (
-            await self.store.log_between(meta.name, point.cursor, head.cursor) if records else []
+            await self.store.log.log_between(meta.name, point.cursor, head.cursor)
+            if records
+            else []
         )
 
         def rebuild() -> tuple[State, int]:
@@ -340,7 +342,7 @@ class DrainLoop(Checkpoints):
         """
         if taken is None:
             request = self._take_request(meta, head.cursor, one_at_a_time)
-            attempt, entries = await self.store.take(
+            attempt, entries = await self.store.log.take(
                 lease, request.after, request.count, request.forgive, request.held, counts
             )
             if request.forgive:
@@ -512,11 +514,11 @@ class DrainLoop(Checkpoints):
         """Write the new segments, then commit the next version (head, published fields,
         commit record, history entry) in one script, and wake local waiters."""
         name = hot.meta.name
-        await self.store.put_segments(name, update.segments)
+        await self.store.checkpoints.put_segments(name, update.segments)
         items_seen = hot.head.items_seen + items
         history = self._history_entry(hot.head, items, update)
         try:
-            committed_head = await self.store.commit(
+            committed_head = await self.store.commits.commit(
                 lease,
                 expected_version=hot.head.version,
                 published=update.published,
@@ -613,8 +615,8 @@ class DrainLoop(Checkpoints):
             state = None
             if as_state:
                 state = await asyncio.to_thread(lambda: cut_fields(encode_state(update.state)))
-            await self.store.put_segments(name, update.segments)
-            result = await self.store.append_and_commit(
+            await self.store.checkpoints.put_segments(name, update.segments)
+            result = await self.store.commits.append_and_commit(
                 lease,
                 before.version,
                 before.cursor,

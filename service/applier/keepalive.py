@@ -22,7 +22,7 @@ async def keep_lease(
             await asyncio.wait_for(stop.wait(), timeout=interval)
             return
         try:
-            renewed = await store.renew_lease(lease, lease_ms)
+            renewed = await store.leases.renew_lease(lease, lease_ms)
         except Unavailable:
             continue  # Redis away: the commit will tell whether the lease survived
         if not renewed:

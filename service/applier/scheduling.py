@@ -166,7 +166,7 @@ class Scheduling(ApplierCore):
             forgiving.cancel()
         for name, holders in list(self._unproven.items()):
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.store.forgive_attempts(name, sorted(holders)), 1.0)
+                await asyncio.wait_for(self.store.log.forgive_attempts(name, sorted(holders)), 1.0)
 
     async def _drain_logged(self, name: str) -> None:
         try:
@@ -223,7 +223,7 @@ class Scheduling(ApplierCore):
         """
         if name in self._retries:
             return
-        remaining_ms = await self.store.lease_ttl_ms(name)
+        remaining_ms = await self.store.leases.lease_ttl_ms(name)
         if remaining_ms <= 0:
             return
         loop = asyncio.get_running_loop()
@@ -249,7 +249,7 @@ class Scheduling(ApplierCore):
         while name in self._unproven and time.monotonic() < deadline:
             holders = sorted(self._unproven[name])
             try:
-                await self.store.forgive_attempts(name, holders)
+                await self.store.log.forgive_attempts(name, holders)
             except Unavailable:
                 await asyncio.sleep(FORGIVE_RETRY_SECONDS)
                 continue
@@ -282,14 +282,14 @@ class Scheduling(ApplierCore):
                 # The first sweep reads every selector (what a crash left before the pending
                 # marks existed, or where marking failed); later ones only the marked.
                 if sweeps == 0:
-                    pending = await self.store.names_with_pending()
+                    pending = await self.store.log.names_with_pending()
                 else:
-                    pending = await self.store.names_marked_pending()
+                    pending = await self.store.log.names_marked_pending()
                 for name in pending:
                     self.kick(name)
                 sweeps += 1
                 if sweeps % FORGET_DELETED_EVERY_SWEEPS == 0:
-                    for name in await self.store.missing(self._hot.keys()):
+                    for name in await self.store.registry.missing(self._hot.keys()):
                         self.forget(name)
                 if unavailable:
                     log.warning("sweeps resumed: Redis answers again")

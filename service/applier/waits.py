@@ -34,8 +34,8 @@ class Waits(DrainLoop):
         """
         deadline = time.monotonic() + timeout_s
         while True:
-            head = await self.store.get_head(name)
-            if head.recovery_point.version == head.version and not await self.store.pending(
+            head = await self.store.registry.get_head(name)
+            if head.recovery_point.version == head.version and not await self.store.log.pending(
                 name, head.cursor, 1
             ):
                 return head
@@ -45,15 +45,15 @@ class Waits(DrainLoop):
                 self._checkpoint_wanted.add(name)
                 await asyncio.wait({running.task}, timeout=max(deadline - time.monotonic(), 0.0))
                 if time.monotonic() >= deadline:
-                    return await self.store.get_head(name)
+                    return await self.store.registry.get_head(name)
                 continue
-            lease = await self.store.acquire_lease(name, self.settings.lease_ms)
+            lease = await self.store.leases.acquire_lease(name, self.settings.lease_ms)
             if lease is not None:
                 try:
                     return await self._apply_all_owned(name, lease, force_checkpoint=True)
                 finally:
                     with contextlib.suppress(Unavailable):
-                        await self.store.release_lease(lease)
+                        await self.store.leases.release_lease(lease)
             if time.monotonic() >= deadline:
                 return head
             await asyncio.sleep(0.02)
@@ -108,7 +108,7 @@ class Waits(DrainLoop):
                     return await asyncio.wait_for(
                         asyncio.shield(future), min(FALLBACK_SECONDS, remaining)
                     )
-                head = await self.store.get_head(name)
+                head = await self.store.registry.get_head(name)
                 if incarnation is not None and head.incarnation != incarnation:
                     raise NotFound(
                         f"selector '{name}' was deleted (and created anew) before the chunk "
@@ -124,12 +124,12 @@ class Waits(DrainLoop):
             self.waiters.discard(name, future)
 
     async def listen_forever(self) -> None:
-        """Hear every replica's commits (``SelectorStore.commit_notices``) for the waiters of
+        """Hear every replica's commits (``Commits.commit_notices``) for the waiters of
         this process, and for its hand-over (chunks another replica applied are let go), until
         ``close``. While Redis is away, listen again every second."""
         while not self._closing:
             try:
-                async for notice in self.store.commit_notices(
+                async for notice in self.store.commits.commit_notices(
                     subscribed=lambda: self.heads.listening(True)
                 ):
                     if isinstance(notice, DeletionNotice):
@@ -159,8 +159,8 @@ class Waits(DrainLoop):
     async def settle(self, name: str, timeout_s: float) -> bool:
         """Wait (bounded) until everything appended to ``name`` so far is applied; False if
         ``timeout_s`` passed first. NotFound for a selector that does not exist."""
-        last = await self.store.last_log_id(name)
+        last = await self.store.log.last_log_id(name)
         if last is None:
-            await self.store.get_head(name)
+            await self.store.registry.get_head(name)
             return True
         return await self.wait_applied(name, last, timeout_s) is not None

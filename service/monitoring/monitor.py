@@ -164,7 +164,7 @@ class Monitor:
         now = time.monotonic()
         if cached is not None and now - cached[0] < WATCH_SECONDS:
             return cached[1], cached[2]
-        baseline, alerts = await self.store.watched(name)
+        baseline, alerts = await self.store.monitoring.watched(name)
         self._watched.put(name, (now, baseline, alerts))
         return baseline, alerts
 
@@ -189,7 +189,7 @@ class Monitor:
         )
         baseline = Baseline(entry, "auto", time.time(), version.incarnation)
         name = version.meta.name
-        if not await self.store.set_baseline(name, baseline, pin=False):
+        if not await self.store.monitoring.set_baseline(name, baseline, pin=False):
             self.changed(name)  # another replica set one, or the selector is gone
             return None
         log.info("selector %s: version %d is the baseline (stable)", name, version.version)
@@ -236,7 +236,7 @@ class Monitor:
                 "at": time.time(),
             }
             prefix = orjson.dumps(event).decode()[:-1]
-        claimed = await self.store.claim_crossing(
+        claimed = await self.store.monitoring.claim_crossing(
             meta.name,
             alert.id,
             version.incarnation,
@@ -299,7 +299,7 @@ async def feature_labels(
         }
     indices = sorted({index for _view, index in wanted})
     if kind.names_on_arrival:
-        given = await store.item_names(meta.name, indices)
+        given = await store.registry.item_names(meta.name, indices)
         labels = [g or default_name(i) for g, i in zip(given, indices, strict=True)]
     else:
         labels = [meta.feature_name(i) for i in indices]

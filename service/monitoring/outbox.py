@@ -82,7 +82,7 @@ class Outbox:
 
     async def queued(self, name: str) -> None:
         """An event of ``name`` was just put in its outbox: mark it and look at once."""
-        await self.store.mark_outbox(name, now_ms())
+        await self.store.monitoring.mark_outbox(name, now_ms())
         self._wake.set()
 
     async def run_forever(self) -> None:
@@ -93,10 +93,12 @@ class Outbox:
             try:
                 if time.monotonic() >= full_pass_at:
                     now = now_ms()
-                    for name in await self.store.names_with_outbox():
-                        await self.store.mark_outbox(name, now)
+                    for name in await self.store.monitoring.names_with_outbox():
+                        await self.store.monitoring.mark_outbox(name, now)
                     full_pass_at = time.monotonic() + FULL_PASS_SECONDS
-                for name, score in await self.store.due_outboxes(now_ms(), MARKS_PER_PASS):
+                for name, score in await self.store.monitoring.due_outboxes(
+                    now_ms(), MARKS_PER_PASS
+                ):
                     await self._claim(name, score)
                 if unavailable:
                     log.warning("alert deliveries resumed: Redis answers again")
@@ -116,9 +118,11 @@ class Outbox:
         free = PER_SELECTOR - len(in_flight)
         if free <= 0:
             return  # its attempts wake the outbox as they settle
-        gone, claimed, next_due = await self.store.claim_deliveries(name, self.lease_ms, free)
+        gone, claimed, next_due = await self.store.monitoring.claim_deliveries(
+            name, self.lease_ms, free
+        )
         if gone:
-            await self.store.remark_outbox(name, score, None)
+            await self.store.monitoring.remark_outbox(name, score, None)
             return
         for delivery in claimed:
             if delivery.event_id in in_flight:
@@ -129,7 +133,7 @@ class Outbox:
             task.add_done_callback(self._attempts.discard)
         if not in_flight:
             self._in_flight.pop(name, None)
-        await self.store.remark_outbox(name, score, next_due)
+        await self.store.monitoring.remark_outbox(name, score, next_due)
 
     async def _attempt(self, name: str, delivery: ClaimedDelivery) -> None:
         try:
@@ -138,7 +142,7 @@ class Outbox:
             status = delivery_status(outcome, delivery.attempts, done)
             backoff = self.settings.alert_backoff_seconds * 2 ** (delivery.attempts - 1)
             due = None if done else now_ms() + backoff * 1000
-            await self.store.settle_delivery(name, delivery.event_id, status, due)
+            await self.store.monitoring.settle_delivery(name, delivery.event_id, status, due)
             self.metrics.labelled(self.metrics.alert_deliveries, status["status"]).inc()
             if done and not outcome.delivered:
                 self.metrics.alert_events_failed.inc()
@@ -150,7 +154,7 @@ class Outbox:
                     outcome.text,
                 )
             if due is not None:
-                await self.store.mark_outbox(name, due)
+                await self.store.monitoring.mark_outbox(name, due)
                 asyncio.get_running_loop().call_later(backoff, self._wake.set)
         except asyncio.CancelledError:
             raise
@@ -166,7 +170,7 @@ class Outbox:
             self._wake.set()  # a slot is free: what waited for it may go
 
     async def _deliver(self, name: str, delivery: ClaimedDelivery) -> Outcome:
-        alert = await self.store.alert_or_none(name, delivery.alert_id)
+        alert = await self.store.monitoring.alert_or_none(name, delivery.alert_id)
         if alert is None:
             return Outcome("dropped")
         url, body = formats.delivery(

@@ -61,17 +61,17 @@ class Selectors:
         self.decisions = Decisions(self.reader)
         self.ingest = Ingest(store, self.reader, applier, self.decisions, settings, metrics)
         self.pivoted = Pivoted(self.reader)
-        self.rankings = Rankings(self.reader, self.pivoted, settings.history_top)
+        self.rankings = Rankings(self.reader, store.checkpoints, self.pivoted, settings.history_top)
         self.merging = Merging(self.reader, self.ingest, applier, settings)
         self.projections = Projections(self.reader, settings)
         self.clustering = Clustering(self.reader)
-        self.history = History(self.reader, applier, settings)
-        self.archives = Archives(self.reader, applier, self.history, settings)
+        self.history = History(self.reader, store.history, applier, settings)
+        self.archives = Archives(store, self.reader, applier, self.history, settings)
         self.streams = Streams(
             store, self.lifecycle, self.ingest, self.rankings, applier, settings, metrics
         )
         # Judges every commit of this process for baselines and alerts, off the commit's path.
         self.monitor = Monitor(store, settings, metrics)
         applier.observers.append(self.monitor.committed)
-        self.drift = Drift(self.reader, self.monitor, settings)
-        self.alerts = Alerts(self.drift, self.monitor, settings)
+        self.drift = Drift(self.reader, store, self.monitor, settings)
+        self.alerts = Alerts(self.drift, store.monitoring, self.monitor, settings)

@@ -33,7 +33,8 @@ from service.selectors.results import (
     Redelivery,
 )
 from service.store.monitoring_records import Alert, AlertState
-from service.store.rooms.monitoring import EVENTS_KEPT, no_alert
+from service.store.parts.monitoring import EVENTS_KEPT, no_alert
+from service.store.parts.monitoring import Monitoring as MonitoringRecords
 
 #: Most alerts one selector may have.
 MAX_ALERTS = 20
@@ -47,11 +48,14 @@ ROTATION_ATTEMPTS = 5
 
 
 class Alerts:
-    def __init__(self, drift: Drift, monitor: Monitor, settings: Settings) -> None:
+    def __init__(
+        self, drift: Drift, records: MonitoringRecords, monitor: Monitor, settings: Settings
+    ) -> None:
         self.drift = drift
+        #: The store's baselines, alerts and deliveries.
+        self.records = records
         self.monitor = monitor
         self.settings = settings
-        self.store = drift.reader.store
 
     async def create(
         self,
@@ -81,13 +85,13 @@ class Alerts:
             secret=new_secret(),
             kind=kind,
         )
-        await self.store.create_alert(name, alert, MAX_ALERTS)
+        await self.records.create_alert(name, alert, MAX_ALERTS)
         self.monitor.changed(name)
         return AlertCreated(**_shown(alert, None), secret=alert.secret)
 
     async def all(self, name: str) -> AlertList:
         await self.drift.monitored(name)
-        alerts = await self.store.alerts(name)
+        alerts = await self.records.alerts(name)
         return AlertList(
             name=name, alerts=[AlertOut(**_shown(alert, state)) for alert, state in alerts]
         )
@@ -97,12 +101,12 @@ class Alerts:
         ``ROTATION_OVERLAP_SECONDS`` (a secret rotated before that is dropped at once)."""
         await self.drift.monitored(name)
         for _ in range(ROTATION_ATTEMPTS):
-            read = await self.store.alert(name, alert_id)
+            read = await self.records.alert(name, alert_id)
             until = time.time() + ROTATION_OVERLAP_SECONDS
             rotated = dataclasses.replace(
                 read, secret=new_secret(), previous_secret=read.secret, previous_until=until
             )
-            if await self.store.replace_alert(name, read, rotated):
+            if await self.records.replace_alert(name, read, rotated):
                 self.monitor.changed(name)
                 return AlertSecret(id=alert_id, secret=rotated.secret, previous_valid_until=until)
         raise Conflict(
@@ -112,7 +116,7 @@ class Alerts:
 
     async def delete(self, name: str, alert_id: str) -> None:
         await self.drift.monitored(name)
-        await self.store.delete_alert(name, alert_id)
+        await self.records.delete_alert(name, alert_id)
         self.monitor.changed(name)
 
     async def events(
@@ -122,7 +126,7 @@ class Alerts:
         ``status``, only those whose delivery has it (of the events kept)."""
         await self.drift.monitored(name)
         wanted = DEFAULT_EVENTS if limit is None else limit
-        events = await self.store.alert_events(name, EVENTS_KEPT if status else wanted)
+        events = await self.records.alert_events(name, EVENTS_KEPT if status else wanted)
         shown = [
             AlertEventOut.model_validate({**event, "delivery": delivery})
             for event, delivery in events
@@ -134,7 +138,7 @@ class Alerts:
         """Put a kept event back in the outbox, due now, with its attempts counted afresh."""
         await self.drift.monitored(name)
         status = {"status": "pending", "attempts": 0, "updated_at": time.time()}
-        queued = await self.store.redeliver_event(name, event_id, status)
+        queued = await self.records.redeliver_event(name, event_id, status)
         if queued:
             await self.monitor.outbox.queued(name)
         return Redelivery(id=event_id, queued=queued)
@@ -143,9 +147,9 @@ class Alerts:
         """Make the alert's next version over its threshold a crossing again (an alert left
         firing by an event its receiver never got)."""
         await self.drift.monitored(name)
-        await self.store.rearm_alert(name, alert_id)
+        await self.records.rearm_alert(name, alert_id)
         self.monitor.changed(name)
-        for alert, state in await self.store.alerts(name):
+        for alert, state in await self.records.alerts(name):
             if alert.id == alert_id:
                 return AlertOut(**_shown(alert, state))
         raise no_alert(name, alert_id)

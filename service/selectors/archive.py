@@ -81,6 +81,7 @@ from service.store.codec import (
 from service.store.inventory import declared_state_bytes
 from service.store.keys import validate_name
 from service.store.records import SelectorMeta, Snapshot, new_incarnation
+from service.store.redis_store import SelectorStore
 from service.updates import UpdateFailed, compute_update, publish, state_size_problem
 from service.wire.kinds import Kind, creation_shape, kind_of
 from service.wire.names import validate_names
@@ -425,10 +426,15 @@ def _reserved(label: str, index: int) -> bool:
 
 class Archives:
     def __init__(
-        self, reader: StateReader, applier: Applier, history: History, settings: Settings
+        self,
+        store: SelectorStore,
+        reader: StateReader,
+        applier: Applier,
+        history: History,
+        settings: Settings,
     ) -> None:
+        self.store = store
         self.reader = reader
-        self.store = reader.store
         self.applier = applier
         self.history = history
         self.settings = settings
@@ -440,7 +446,7 @@ class Archives:
         StateTooLarge if the archive would exceed the archive limit; SelectorMismatch for a
         partitioned selector (its partitions are selectors of their own, not one state).
         """
-        if (await self.store.get_meta(name)).partitioned:
+        if (await self.store.registry.get_meta(name)).partitioned:
             raise SelectorMismatch(
                 f"selector '{name}' is partitioned: an archive holds one selector's state, and "
                 "its partitions learn apart (their merged answers are served, not stored)"
@@ -448,13 +454,13 @@ class Archives:
         await self._settle(name)
         # The archive holds the whole state, which a checkpoint of the current version has.
         await self.applier.checkpoint_now(name)
-        snapshot = await self.store.snapshot(name)
+        snapshot = await self.store.checkpoints.snapshot(name)
         method = get_method(snapshot.meta.method)
         segments: dict[str, bytes] = {}
         if isinstance(method, StoresSegments):
             state = await asyncio.to_thread(decode_state, snapshot.state)
             ids = method.segment_ids(state, snapshot.meta.params)
-            segments = await self.store.get_segments(name, ids)
+            segments = await self.store.checkpoints.get_segments(name, ids)
         size = sum(map(len, snapshot.state.values())) + sum(map(len, segments.values()))
         limit = self.settings.archive_limit
         if size > limit:
@@ -487,7 +493,7 @@ class Archives:
         published = await asyncio.to_thread(
             lambda: publish(restored.meta, decode_state(restored.state))
         )
-        head = await self.store.create(
+        head = await self.store.registry.create(
             restored.meta,
             restored.state,
             published=published,

@@ -23,6 +23,7 @@ from service.selectors.results import (
 )
 from service.store.monitoring_records import Baseline, HistoryEntry
 from service.store.records import SelectorMeta
+from service.store.redis_store import SelectorStore
 from service.wire.kinds import Kind
 
 #: ``GET .../drift`` compares the top 10 unless asked otherwise.
@@ -30,8 +31,11 @@ DEFAULT_H = 10
 
 
 class Drift:
-    def __init__(self, reader: StateReader, monitor: Monitor, settings: Settings) -> None:
+    def __init__(
+        self, reader: StateReader, store: SelectorStore, monitor: Monitor, settings: Settings
+    ) -> None:
         self.reader = reader
+        self.store = store
         self.monitor = monitor
         self.settings = settings
 
@@ -54,9 +58,8 @@ class Drift:
                 f"keeps per version (SIFT_HISTORY_TOP); got {h}"
             )
         meta, kind = await self.monitored(name)
-        store = self.reader.store
-        entries = await store.history(name, 2)
-        baseline = await store.baseline(name)
+        entries = await self.store.history.read(name, 2)
+        baseline = await self.store.monitoring.baseline(name)
         if baseline is not None and baseline.incarnation != meta.incarnation:
             baseline = None
         if not entries:
@@ -69,7 +72,7 @@ class Drift:
             entry = baseline.entry
             comparisons.append((entry, compare(entry.rankings, newest.rankings, h)))
         wanted = [f for _, c in comparisons for f in (*c.entered, *c.left)]
-        labels = await feature_labels(store, meta, kind, wanted)
+        labels = await feature_labels(self.store, meta, kind, wanted)
 
         def shown(features: list[tuple[str | None, int]]) -> list[FeatureRef]:
             return [FeatureRef(index=i, name=labels[(view, i)], view=view) for view, i in features]
@@ -108,12 +111,11 @@ class Drift:
     async def pin(self, name: str) -> BaselineOut:
         """Make the newest version the baseline."""
         meta, kind = await self.monitored(name)
-        store = self.reader.store
-        entries = await store.history(name, 1)
+        entries = await self.store.history.read(name, 1)
         if not entries:
             raise Conflict(f"selector '{name}' has no version to pin yet: push data first")
         baseline = Baseline(entries[0], "pinned", time.time(), meta.incarnation)
-        if not await store.set_baseline(name, baseline, pin=True):
+        if not await self.store.monitoring.set_baseline(name, baseline, pin=True):
             raise NotFound(f"selector '{name}' does not exist")
         self.monitor.changed(name)
         return self._baseline_out(name, kind, baseline)
@@ -121,7 +123,7 @@ class Drift:
     async def forget(self, name: str) -> None:
         """Drop the baseline: the next stable version becomes the baseline again."""
         await self.monitored(name)
-        await self.reader.store.forget_baseline(name)
+        await self.store.monitoring.forget_baseline(name)
         self.monitor.changed(name)
 
     @staticmethod

@@ -17,6 +17,7 @@ from service.errors import Inconsistent, NotFound, SelectorMismatch, Unavailable
 from service.selectors.reading import StateReader
 from service.selectors.results import HistoryOut, HistoryVersion, RankedFeature
 from service.store.monitoring_records import HistoryEntry
+from service.store.parts.history import History as HistoryRecords
 from service.store.records import Head, SelectorMeta, default_name
 from service.updates import top_of
 from service.wire.kinds import Kind
@@ -29,8 +30,12 @@ DEFAULT_LIMIT = 20
 
 
 class History:
-    def __init__(self, reader: StateReader, applier: Applier, settings: Settings) -> None:
+    def __init__(
+        self, reader: StateReader, records: HistoryRecords, applier: Applier, settings: Settings
+    ) -> None:
         self.reader = reader
+        #: The store's ranking history.
+        self.records = records
         self.applier = applier
         self.settings = settings
 
@@ -60,7 +65,7 @@ class History:
                 f"selector '{name}' is partitioned: each partition keeps its own history, and "
                 "merged answers are not versions of one selector"
             )
-        entries = await self.reader.store.history(name, limit)
+        entries = await self.records.read(name, limit)
         names = await self._names(meta, kind, entries, h)
         versions = [
             HistoryVersion(
@@ -91,7 +96,7 @@ class History:
         top = await asyncio.to_thread(top_of, meta, encoded_state, self.settings.history_top)
         entry = HistoryEntry(head.version, head.items_seen, head.updated_at, top)
         try:
-            await self.reader.store.record_history(meta.name, entry, self.settings.history_versions)
+            await self.records.record(meta.name, entry, self.settings.history_versions)
         except (Unavailable, NotFound) as exc:
             log.info(
                 "selector %s: version %d left out of the history: %s", meta.name, head.version, exc

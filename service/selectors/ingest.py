@@ -145,7 +145,7 @@ class Ingest:
         """Append a chunk that came to ``POST .../<route>``; answer with the version that
         contains it (200), or pending (202).
 
-        ``meta`` may be this process's cached description (``SelectorStore.cached_meta``): the
+        ``meta`` may be this process's cached description (``Registry.cached_meta``): the
         append refuses a chunk checked against an earlier incarnation of the name (StaleMeta),
         and a chunk refused against it is looked at again when the name holds another
         incarnation now; either way it is checked again against the selector the name holds.
@@ -153,9 +153,9 @@ class Ingest:
         try:
             return await self._push(meta, route, body, media_type, idempotency_key, wait)
         except StaleMeta:
-            meta = await self.store.get_meta(meta.name)
+            meta = await self.store.registry.get_meta(meta.name)
         except InvalidInput:
-            current = await self.store.get_meta(meta.name)
+            current = await self.store.registry.get_meta(meta.name)
             if current.incarnation == meta.incarnation:
                 raise
             meta = current
@@ -181,7 +181,7 @@ class Ingest:
                 # The first chunk that names its columns names a selector created without
                 # names; a chunk that named them otherwise at the same moment lost the race:
                 # decoded again against the names the selector took.
-                adopted = await self.store.adopt_feature_names(meta.name, decoded.adopt)
+                adopted = await self.store.registry.adopt_feature_names(meta.name, decoded.adopt)
                 if adopted != list(decoded.adopt):
                     meta = dataclasses.replace(meta, feature_names=adopted)
                     decoded = await self.decode(kind, body, media_type, meta)
@@ -212,7 +212,7 @@ class Ingest:
         """Conflict for a chunk pushed to a selector attached to a stream: it applies its
         stream's chunks (``APPEND`` refuses it too; this says so before the body is decoded,
         once the description, which a detach changes, is read afresh)."""
-        current = await self.store.get_meta(meta.name)
+        current = await self.store.registry.get_meta(meta.name)
         if current.stream is not None:
             raise attached_to_stream(meta.name, current.stream)
 
@@ -260,7 +260,7 @@ class Ingest:
             if direct is not None:
                 self.metrics.labelled(self.metrics.chunks_accepted, meta.method).inc()
                 return Submitted(direct, direct.applied_version, direct.items_seen, partition)
-        outcome = await self.store.append(
+        outcome = await self.store.log.append(
             name, payload, items, digest, idempotency_key, item_names, merge, meta.incarnation
         )
         if outcome.duplicate:
@@ -287,7 +287,7 @@ class Ingest:
             return Submitted(outcome, settled.version, settled.items_seen, partition)
         # Heard of from afar (or read off the head): whether it was applied, and by which
         # version exactly (a repeated request answers what the first one did), Redis says.
-        reason, record = await self.store.settled(name, outcome.log_id, idempotency_key)
+        reason, record = await self.store.log.settled(name, outcome.log_id, idempotency_key)
         if reason is not None:
             raise rejected(outcome.log_id, reason)
         version, items_seen = settled.version, settled.items_seen
@@ -402,23 +402,23 @@ class Ingest:
                     f"got {partition}"
                 )
             name = meta.partition(partition).name
-        head = await self.store.get_head(name)
+        head = await self.store.registry.get_head(name)
         # An attached selector's log ids are its stream's (they carry the stream's incarnation).
         if not _may_hold(head, log_id, meta.stream_incarnation if meta.stream else None):
             raise NotFound(f"selector '{name}' has no chunk with log id '{log_id}'")
         counts = seen(kind, head)
         reason = None
-        if not is_applied(head, log_id) and not await self.store.in_log(name, log_id):
+        if not is_applied(head, log_id) and not await self.store.log.in_log(name, log_id):
             # Applied, and its log entry covered by a checkpoint, between the two reads: look
             # again.
-            head = await self.store.get_head(name)
+            head = await self.store.registry.get_head(name)
             counts = seen(kind, head)
             if not is_applied(head, log_id):
                 raise NotFound(f"selector '{name}' has no chunk with log id '{log_id}'")
         if not is_applied(head, log_id):
             status: Literal["pending", "applied", "rejected"] = "pending"
         else:
-            reason = await self.store.rejection(name, log_id)
+            reason = await self.store.log.rejection(name, log_id)
             status = "applied" if reason is None else "rejected"
         return ChunkStatus(
             log_id=log_id,
@@ -440,7 +440,9 @@ class Ingest:
             _head, state = await self.reader.state(meta.name, [])
             known = stored_classes(state)
         else:
-            _head, fields = await self.store.read_state_fields(meta.name, [SCALARS_FIELD])
+            _head, fields = await self.store.checkpoints.read_state_fields(
+                meta.name, [SCALARS_FIELD]
+            )
             known = stored_classes(decode_state(fields)) if fields.get(SCALARS_FIELD) else []
         seen_before = {(type(label), label) for label in known}
         new = sum(1 for label in classes if (type(label), label) not in seen_before)

@@ -165,7 +165,7 @@ class Lifecycle:
         stream, start = self._stream(document)
         stream_meta = None
         if stream is not None:
-            stream_meta = await self.store.get_stream(stream)
+            stream_meta = await self.store.streams.get_stream(stream)
             document = {**document, **self._shape_from_stream(document, stream_meta, method)}
         shape = kind.shape(document, method.name)
         partitions = self._partitions(document, method)
@@ -210,17 +210,17 @@ class Lifecycle:
         if stream_meta is not None:
             return await self._create_attached(meta, stream_meta, start, initial, published)
         if not meta.partitioned:
-            head = await self.store.create(meta, initial, published=published)
+            head = await self.store.registry.create(meta, initial, published=published)
             if expires_after is not None:
-                await self.store.expire_after(name, head.updated_at + expires_after)
+                await self.store.registry.expire_after(name, head.updated_at + expires_after)
             return selector_out(meta, kind, head)
         # The name first (the description alone), so that a second create of it fails before
         # any partition exists; then each partition, a selector of its own.
-        await self.store.create_partitioned(meta)
+        await self.store.registry.create_partitioned(meta)
         for index in range(partitions):
             part = meta.partition(index)
             published = publish(part, initial_state, elide_zeros=True)
-            await self.store.create(part, initial, published=published)
+            await self.store.registry.create(part, initial, published=published)
         return selector_out(meta, kind, await self.reader.head(name))
 
     @staticmethod
@@ -283,16 +283,20 @@ class Lifecycle:
             stream_base=attached.items,
         )
         try:
-            head = await self.store.create(meta, initial, published=published, attached=attached)
+            head = await self.store.registry.create(
+                meta, initial, published=published, attached=attached
+            )
         except BaseException:
             with contextlib.suppress(Exception):
-                await self.store.detach_from_stream(stream.name, meta.name, meta.incarnation)
+                await self.store.streams.detach_from_stream(
+                    stream.name, meta.name, meta.incarnation
+                )
             raise
         if stream.feature_names is None:
             # Named by a chunk meanwhile? The names its chunks are matched to are the stream's.
-            named = (await self.store.get_stream(stream.name)).feature_names
+            named = (await self.store.streams.get_stream(stream.name)).feature_names
             if named is not None:
-                await self.store.adopt_feature_names(meta.name, named)
+                await self.store.registry.adopt_feature_names(meta.name, named)
         kind = kind_of(get_method(meta.method).chunk_kind)
         return selector_out(meta, kind, head)
 
@@ -300,12 +304,12 @@ class Lifecycle:
         """Record ``meta`` as attached to ``stream``. A stale attachment of the name (its
         selector gone: a crash between the two slots) is removed first (``reap``)."""
         try:
-            return await self.store.attach(
+            return await self.store.streams.attach(
                 stream.name, meta.name, meta.incarnation, start, stream.incarnation
             )
         except Conflict:
             await self.reap(stream.name)
-            return await self.store.attach(
+            return await self.store.streams.attach(
                 stream.name, meta.name, meta.incarnation, start, stream.incarnation
             )
 
@@ -313,8 +317,8 @@ class Lifecycle:
         """The attachments of ``stream`` whose selectors claim it; the others (a selector
         deleted, created anew, or detached, when a crash came between its slot and the
         stream's) are removed, once older than ``REAP_AFTER_MS`` (a create may be running)."""
-        attachments = await self.store.attachments(stream)
-        heads = await self.store.attached_heads([a.selector for a in attachments])
+        attachments = await self.store.streams.attachments(stream)
+        heads = await self.store.streams.attached_heads([a.selector for a in attachments])
         now_ms = time.time() * 1000
         live = []
         for attachment, head in zip(attachments, heads, strict=True):
@@ -328,7 +332,9 @@ class Lifecycle:
                 stream,
                 attachment.selector,
             )
-            await self.store.detach_from_stream(stream, attachment.selector, attachment.incarnation)
+            await self.store.streams.detach_from_stream(
+                stream, attachment.selector, attachment.incarnation
+            )
         return live
 
     async def detach(self, name: str) -> SelectorOut:
@@ -336,7 +342,7 @@ class Lifecycle:
         takes chunks directly from now on; its stream no longer waits for it nor keeps its
         log for it. Its checkpoint is first brought to its current version (everything it was
         given applied), so that it never replays from the stream again."""
-        meta = await self.store.get_meta(name)
+        meta = await self.store.registry.get_meta(name)
         if meta.stream is None:
             raise Conflict(f"selector '{name}' is not attached to a stream")
         method = get_method(meta.method)
@@ -346,17 +352,17 @@ class Lifecycle:
             head = await self.bring_up_to_date(name)
             names: dict[int, str] = {}
             if kind.names_on_arrival:
-                names = await self.store.stream_item_names_from(
+                names = await self.store.streams.stream_item_names_from(
                     meta.stream, meta.stream_base, head.items_seen
                 )
-            if await self.store.detach(meta, standalone, names):
+            if await self.store.streams.detach(meta, standalone, names):
                 break
         else:
             raise Conflict(
                 f"selector '{name}' kept applying its stream's chunks while it was detached; retry"
             )
         with contextlib.suppress(Unavailable):  # else reaped later: it claims the stream no more
-            await self.store.detach_from_stream(meta.stream, name, meta.incarnation)
+            await self.store.streams.detach_from_stream(meta.stream, name, meta.incarnation)
         self.forget(name)
         return await self.describe(name)
 
@@ -403,25 +409,27 @@ class Lifecycle:
         that have nothing pending); the names deleted. Each due selector is checked against
         its head, and deleted only if it is still idle at that commit (atomically): a chunk that
         arrives meanwhile keeps it. Any replica may do this; the first one deletes."""
-        now, due = await self.store.due_to_expire(EXPIRY_BATCH)
+        now, due = await self.store.registry.due_to_expire(EXPIRY_BATCH)
         deleted = []
         for name in due:
             try:
-                meta = await self.store.get_meta(name)
-                head = await self.store.get_head(name)
+                meta = await self.store.registry.get_meta(name)
+                head = await self.store.registry.get_head(name)
                 if meta.expires_after is None:
-                    await self.store.forget_expiry(name)
+                    await self.store.registry.forget_expiry(name)
                     continue
                 ends = head.updated_at + meta.expires_after
-                if ends <= now and await self.store.delete(name, idle_since=head.updated_at):
+                if ends <= now and await self.store.registry.delete(
+                    name, idle_since=head.updated_at
+                ):
                     log.info(
                         "selector %s expired (%g s without a commit)", name, meta.expires_after
                     )
                     deleted.append(name)
                 else:  # written to since, or busy: look again when it would end
-                    await self.store.expire_after(name, max(ends, now + 1.0))
+                    await self.store.registry.expire_after(name, max(ends, now + 1.0))
             except NotFound:
-                await self.store.forget_expiry(name)
+                await self.store.registry.forget_expiry(name)
         return deleted
 
     async def expire_forever(self, interval_s: float, stop: asyncio.Event) -> None:
@@ -453,7 +461,7 @@ class Lifecycle:
         }
         # Entries appended and not yet committed past (counted on the head, in one read).
         scalars["pending_entries"] = sum(
-            [await self.store.pending_count(part) for part in self._stored_names(meta)]
+            [await self.store.log.pending_count(part) for part in self._stored_names(meta)]
         )
         return selector_out(meta, kind, head, **shown, state=scalars)
 
@@ -474,7 +482,7 @@ class Lifecycle:
         unreadable = []
         for name in names.names:
             try:
-                meta = await self.store.get_meta(name)
+                meta = await self.store.registry.get_meta(name)
                 head = await self.reader.head(name)
                 described.append(
                     selector_out(meta, kind_of(get_method(meta.method).chunk_kind), head)
@@ -490,12 +498,12 @@ class Lifecycle:
         return SelectorList(selectors=described, next=names.next, unreadable=unreadable)
 
     async def delete(self, name: str) -> None:
-        meta = await self.store.get_meta(name)
+        meta = await self.store.registry.get_meta(name)
         for part in self._stored_names(meta):
             if part != name:
                 with contextlib.suppress(NotFound):  # a partition a failed create never made
-                    await self.store.delete(part)
-        await self.store.delete(name)
+                    await self.store.registry.delete(part)
+        await self.store.registry.delete(name)
         await self._detached(meta)
 
     async def _detached(self, meta: SelectorMeta) -> None:
@@ -503,4 +511,6 @@ class Lifecycle:
         ``reap`` removes what a failure here leaves)."""
         if meta.stream is not None:
             with contextlib.suppress(Unavailable):
-                await self.store.detach_from_stream(meta.stream, meta.name, meta.incarnation)
+                await self.store.streams.detach_from_stream(
+                    meta.stream, meta.name, meta.incarnation
+                )

@@ -31,6 +31,7 @@ from service.selectors.pivoted import Pivoted, selecting
 from service.selectors.reading import Seen, StateReader, seen
 from service.selectors.results import RankedFeature, StabilityOut, TopOut, WeightsOut
 from service.store.codec import decode_array
+from service.store.parts.checkpoints import Checkpoints
 from service.store.records import Head, SelectorMeta, default_name
 from service.updates import (
     RANKING_INDEX_FIELD,
@@ -82,8 +83,12 @@ class Rankings:
     once per version and arguments (off the event loop), then served from memory: a reader
     costs two small Redis reads (the description and the head) while chunks stream in."""
 
-    def __init__(self, reader: StateReader, pivoted: Pivoted, published_top: int) -> None:
+    def __init__(
+        self, reader: StateReader, checkpoints: Checkpoints, pivoted: Pivoted, published_top: int
+    ) -> None:
         self.reader = reader
+        #: The store's state reads (the published top, read alone).
+        self.checkpoints = checkpoints
         self.pivoted = pivoted
         #: How many top features each version publishes (``SIFT_HISTORY_TOP``).
         self.published_top = published_top
@@ -167,7 +172,7 @@ class Rankings:
         holds ``h``, else from every score (a partitioned selector's merged scores, say)."""
         raw: dict[str, bytes] = {}
         if not meta.partitioned:
-            head, raw = await self.reader.store.read_state_fields(meta.name, PUBLISHED_TOP)
+            head, raw = await self.checkpoints.read_state_fields(meta.name, PUBLISHED_TOP)
         if RANKING_INDEX_FIELD in raw and RANKING_SCORE_FIELD in raw:
             indices, scores = (
                 decode_array(raw[f]) for f in (RANKING_INDEX_FIELD, RANKING_SCORE_FIELD)

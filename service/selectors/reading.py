@@ -56,13 +56,13 @@ class StateReader:
         self._merged: LRU[tuple[str, str], State] = LRU(MERGED_CACHED)
 
     async def meta(self, name: str) -> SelectorMeta:
-        return await self.store.get_meta(name)
+        return await self.store.registry.get_meta(name)
 
     async def head(self, name: str) -> Head:
-        meta = await self.store.get_meta(name)
+        meta = await self.store.registry.get_meta(name)
         if meta.partitioned:
             return (await self.merged(meta))[0]
-        return await self.store.get_head(name)
+        return await self.store.registry.get_head(name)
 
     def _may_refresh(self, partition: str) -> bool:
         """Whether a reader may bring ``partition``'s checkpoint up to date now (once a second
@@ -74,7 +74,10 @@ class StateReader:
         return True
 
     async def partition_heads(self, meta: SelectorMeta) -> list[Head]:
-        return [await self.store.get_head(meta.partition(i).name) for i in range(meta.partitions)]
+        return [
+            await self.store.registry.get_head(meta.partition(i).name)
+            for i in range(meta.partitions)
+        ]
 
     async def merged(self, meta: SelectorMeta) -> tuple[Head, State]:
         """A partitioned selector as one: every partition's summary merged by the method
@@ -115,7 +118,7 @@ class StateReader:
         else:
             heads = []
             for part in names:
-                head, raw = await self.store.read_state_fields(part, fields)
+                head, raw = await self.store.checkpoints.read_state_fields(part, fields)
                 heads.append(head)
                 summaries.append(raw)
             combined = _combined(heads)
@@ -138,7 +141,7 @@ class StateReader:
         second per partition), and their combination."""
         heads = []
         for part in names:
-            head = await self.store.get_head(part)
+            head = await self.store.registry.get_head(part)
             if head.recovery_point.version < head.version and self._may_refresh(part):
                 head = await self.bring_up_to_date(part)
             point = head.recovery_point
@@ -153,18 +156,18 @@ class StateReader:
         self, part: str, at: Head, fields: Sequence[str]
     ) -> dict[str, bytes]:
         assert at.checkpoint is not None
-        stored = await self.store.load_checkpoint(part, at.checkpoint)
+        stored = await self.store.checkpoints.load_checkpoint(part, at.checkpoint)
         return {f: v for f, v in stored.items() if f in fields}
 
     async def current(self, name: str) -> tuple[SelectorMeta, AnyMethod, Kind, Head]:
         """``described``, and the head (a partitioned selector's merged one): from memory when
         no commit was announced since this process last read it (``KnownHeads``), else usually
-        one round trip (``SelectorStore.meta_and_head``)."""
-        meta: SelectorMeta | None = self.store.trusted_meta(name)
+        one round trip (``Registry.meta_and_head``)."""
+        meta: SelectorMeta | None = self.store.registry.trusted_meta(name)
         head = self.heads.get(name)
         if meta is None or head is None or head.incarnation != meta.incarnation:
             mark = self.heads.mark()
-            meta, read = await self.store.meta_and_head(name)
+            meta, read = await self.store.registry.meta_and_head(name)
             if read is None:
                 head = (await self.merged(meta))[0]
             else:
@@ -175,7 +178,7 @@ class StateReader:
 
     async def described(self, name: str) -> tuple[SelectorMeta, AnyMethod, Kind]:
         """The selector's description, its method and its method's chunk kind."""
-        meta = await self.store.get_meta(name)
+        meta = await self.store.registry.get_meta(name)
         method = get_method(meta.method)
         return meta, method, kind_of(method.chunk_kind)
 
@@ -188,11 +191,11 @@ class StateReader:
         read for one answer only).
         """
         wanted = tuple(fields)
-        meta = await self.store.get_meta(name)
+        meta = await self.store.registry.get_meta(name)
         if meta.partitioned:
             head, state = await self.merged(meta)
             return head, {f: np.asarray(state[f]) for f in wanted}
-        head = await self.store.get_head(name)
+        head = await self.store.registry.get_head(name)
         cached = self._arrays.get((name, head.state_key, wanted))
         if cached is not None:
             return head, cached
@@ -207,7 +210,7 @@ class StateReader:
 
     async def state(self, name: str, fields: Sequence[str]) -> tuple[Head, State]:
         """The scalars and the named array fields of the committed state, decoded."""
-        meta = await self.store.get_meta(name)
+        meta = await self.store.registry.get_meta(name)
         if meta.partitioned:
             head, merged = await self.merged(meta)
             wanted = set(fields)
@@ -221,12 +224,12 @@ class StateReader:
         """Encoded fields of the current version with its head: published ones as they are,
         and (if any is asked for) the method's checkpoint-served ones from a checkpoint brought
         up to date (the answer is then that checkpoint's version)."""
-        meta = await self.store.get_meta(name)
+        meta = await self.store.registry.get_meta(name)
         served = get_method(meta.method).served_from_checkpoints
         if not any(served_from_checkpoint(served, f) for f in fields):
-            return await self.store.read_state_fields(name, fields)
+            return await self.store.checkpoints.read_state_fields(name, fields)
         await self.bring_up_to_date(name)
-        snapshot = await self.store.snapshot(name)
+        snapshot = await self.store.checkpoints.snapshot(name)
         return snapshot.head, {f: v for f, v in snapshot.state.items() if f in fields}
 
     async def item_names(self, meta: SelectorMeta, kind: Kind, indices: Sequence[int]) -> list[str]:
@@ -236,9 +239,9 @@ class StateReader:
             return [meta.feature_name(i) for i in indices]
         if meta.stream is not None:
             at = [kind.stream_feature(i, meta.stream_base) for i in indices]
-            given = await self.store.stream_item_names(meta.stream, at)
+            given = await self.store.streams.stream_item_names(meta.stream, at)
         else:
-            given = await self.store.item_names(meta.name, indices)
+            given = await self.store.registry.item_names(meta.name, indices)
         return [g or default_name(i) for g, i in zip(given, indices, strict=True)]
 
     def segment_reader(self, name: str) -> Callable[[str], np.ndarray]:
@@ -246,7 +249,7 @@ class StateReader:
         loop = asyncio.get_running_loop()
 
         async def fetch(segment_id: str) -> bytes:
-            return await self.store.get_segment(name, segment_id)
+            return await self.store.checkpoints.get_segment(name, segment_id)
 
         def read(segment_id: str) -> np.ndarray:
             future = asyncio.run_coroutine_threadsafe(fetch(segment_id), loop)

@@ -117,21 +117,21 @@ class Streams:
             views=shape.views,
             feature_names=shape.feature_names,
         )
-        await self.store.create_stream(meta)
-        return self._out(meta, await self.store.stream_head(name))
+        await self.store.streams.create_stream(meta)
+        return self._out(meta, await self.store.streams.stream_head(name))
 
     async def describe(self, name: str, visible: Callable[[str], bool]) -> StreamOut:
         """The stream, its log, and the attached selectors ``visible`` lets the caller see."""
-        meta = await self.store.get_stream(name)
-        head = await self.store.stream_head(name)
+        meta = await self.store.streams.get_stream(name)
+        head = await self.store.streams.stream_head(name)
         selectors = []
         for attachment in await self.lifecycle.reap(name):
             if not visible(attachment.selector):
                 continue
             try:
-                selector = await self.store.get_meta(attachment.selector)
-                at = await self.store.get_head(attachment.selector)
-                pending = await self.store.pending_count(attachment.selector)
+                selector = await self.store.registry.get_meta(attachment.selector)
+                at = await self.store.registry.get_head(attachment.selector)
+                pending = await self.store.log.pending_count(attachment.selector)
             except NotFound:
                 continue
             selectors.append(
@@ -152,7 +152,7 @@ class Streams:
     ) -> StreamList:
         """At most ``limit`` streams after the name ``after``, sorted, among those ``visible``
         accepts."""
-        names = [n for n in await self.store.list_streams() if visible(n)]
+        names = [n for n in await self.store.streams.list_streams() if visible(n)]
         if after is not None:
             names = [n for n in names if n > after]
         shown, rest = names[:limit], names[limit:]
@@ -160,7 +160,10 @@ class Streams:
         for name in shown:
             try:
                 out.append(
-                    self._out(await self.store.get_stream(name), await self.store.stream_head(name))
+                    self._out(
+                        await self.store.streams.get_stream(name),
+                        await self.store.streams.stream_head(name),
+                    )
                 )
             except NotFound:  # deleted between listing and reading
                 continue
@@ -170,7 +173,7 @@ class Streams:
         """Delete a stream. With selectors attached: 409 naming them, unless ``force``, which
         detaches them first (each keeps its state and becomes a standalone selector; the
         stream takes no chunk and no attachment meanwhile)."""
-        await self.store.get_stream(name)  # 404 first
+        await self.store.streams.get_stream(name)  # 404 first
         attached = await self.lifecycle.reap(name)
         if attached and not force:
             names = [a.selector for a in attached if visible(a.selector)]
@@ -185,13 +188,13 @@ class Streams:
             )
         if attached:
             await self._refuse_hidden(name, [a.selector for a in attached], visible)
-            names = await self.store.close_stream(name)
+            names = await self.store.streams.close_stream(name)
             await self._refuse_hidden(name, names, visible)
             for selector in names:
                 with contextlib.suppress(NotFound):
                     await self.lifecycle.detach(selector)
             await self.lifecycle.reap(name)  # what a detach left to it (its selector gone)
-        await self.store.delete_stream(name)
+        await self.store.streams.delete_stream(name)
 
     @staticmethod
     async def _refuse_hidden(
@@ -241,13 +244,13 @@ class Streams:
 
         The chunk is checked by the stream's kind exactly as a selector of that shape checks
         it; a labelled stream also keeps each labelled selector within its class budget."""
-        meta = await self.store.cached_stream(name)
+        meta = await self.store.streams.cached_stream(name)
         try:
             return await self._push(meta, body, media_type, idempotency_key, wait, visible)
         except StaleMeta:  # the name was deleted and created again since it was cached
-            meta = await self.store.get_stream(name)
+            meta = await self.store.streams.get_stream(name)
         except InvalidInput:
-            current = await self.store.get_stream(name)
+            current = await self.store.streams.get_stream(name)
             if current.incarnation == meta.incarnation:
                 raise
             meta = current
@@ -266,7 +269,7 @@ class Streams:
         try:
             decoded = await self.ingest.decode(kind, body, media_type, meta)
             if decoded.adopt is not None:
-                adopted = await self.store.adopt_stream_names(meta.name, decoded.adopt)
+                adopted = await self.store.streams.adopt_stream_names(meta.name, decoded.adopt)
                 await self._name_selectors(meta.name, adopted)
                 if adopted != list(decoded.adopt):
                     meta = dataclasses.replace(meta, feature_names=adopted)
@@ -280,7 +283,7 @@ class Streams:
         payload = decoded.payload
         if not wait and len(payload) >= COMPRESS_FROM_BYTES:
             payload = await asyncio.to_thread(pack_payload, payload)
-        outcome, attached = await self.store.append_to_stream(
+        outcome, attached = await self.store.streams.append_to_stream(
             meta.name,
             payload,
             decoded.items,
@@ -310,9 +313,9 @@ class Streams:
         """The attached selectors whose method takes the stream's labels (their classes are
         bounded, ``Ingest.check_class_budget``)."""
         out = []
-        for attachment in await self.store.attachments(meta.name):
+        for attachment in await self.store.streams.attachments(meta.name):
             with contextlib.suppress(NotFound):
-                selector = await self.store.cached_meta(attachment.selector)
+                selector = await self.store.registry.cached_meta(attachment.selector)
                 if get_method(selector.method).chunk_kind == meta.kind:
                     out.append(selector)
         return out
@@ -320,9 +323,9 @@ class Streams:
     async def _name_selectors(self, stream: str, names: list[str]) -> None:
         """The names a stream took from its first named chunk, for the selectors attached
         to it (best effort: a selector attached afterwards copies them when created)."""
-        for attachment in await self.store.attachments(stream):
+        for attachment in await self.store.streams.attachments(stream):
             with contextlib.suppress(NotFound, Unavailable):
-                await self.store.adopt_feature_names(attachment.selector, names)
+                await self.store.registry.adopt_feature_names(attachment.selector, names)
 
     async def _outcomes(
         self,
@@ -360,18 +363,18 @@ class Streams:
         ``fresh``: the entry was just appended (no head is read before waiting for it)."""
         name = attachment.selector
         try:
-            meta = await self.store.cached_meta(name)
+            meta = await self.store.registry.cached_meta(name)
             if meta.incarnation != attachment.incarnation:
-                meta = await self.store.get_meta(name)
+                meta = await self.store.registry.get_meta(name)
                 if meta.incarnation != attachment.incarnation:
                     return None
             kind = kind_of(get_method(meta.method).chunk_kind)
-            head = None if fresh else await self.store.get_head(name)
+            head = None if fresh else await self.store.registry.get_head(name)
             version = items_seen = 0
             reason: str | None = None
             if head is not None and is_applied(head, log_id):
                 version, items_seen = head.version, head.items_seen
-                reason = await self.store.rejection(name, log_id)
+                reason = await self.store.log.rejection(name, log_id)
             else:
                 if not wait:
                     return StreamChunkSelector(name=name, method=meta.method, status="pending")
@@ -382,7 +385,7 @@ class Streams:
                     return StreamChunkSelector(name=name, method=meta.method, status="pending")
                 version, items_seen, reason = settled.version, settled.items_seen, settled.rejected
                 if reason is None:  # heard of from afar: its record says
-                    reason, _record = await self.store.settled(name, log_id, None)
+                    reason, _record = await self.store.log.settled(name, log_id, None)
         except NotFound:
             return None
         counts = counted(kind, items_seen)
@@ -399,15 +402,17 @@ class Streams:
         self, name: str, log_id: str, visible: Callable[[str], bool]
     ) -> StreamChunkOut:
         """Where a pushed chunk is in each selector that applies it (as a push's answer)."""
-        meta = await self.store.get_stream(name)
-        head = await self.store.stream_head(name)
+        meta = await self.store.streams.get_stream(name)
+        head = await self.store.streams.stream_head(name)
         if (
             not log_id_belongs(meta.incarnation, log_id)
             or compare_stream_ids(log_id, head.last_id) > 0
         ):
             raise NotFound(f"stream '{name}' has no chunk with log id '{log_id}'")
         covered = [
-            a for a in await self.store.attachments(name) if compare_stream_ids(a.start, log_id) < 0
+            a
+            for a in await self.store.streams.attachments(name)
+            if compare_stream_ids(a.start, log_id) < 0
         ]
         outcome = AppendOutcome(log_id, False, None, None)
         answer = await self._outcomes(name, outcome, 0, covered, False, visible)
@@ -423,7 +428,7 @@ class Streams:
         ``p``); for multi-view streams, per view."""
         if h < 1:
             raise InvalidInput(f"h must be at least 1; got {h}")
-        await self.store.get_stream(name)
+        await self.store.streams.get_stream(name)
         attached = [a for a in await self.lifecycle.reap(name) if visible(a.selector)]
         if len(attached) > MAX_SIDE_BY_SIDE:
             raise InvalidInput(
@@ -451,7 +456,7 @@ class Streams:
     async def _top_in_stream(self, name: str, h: int) -> TopOut:
         """A selector's top h with its features indexed as its stream indexes them."""
         top = await self.ranker.top(name, h)
-        meta = await self.store.cached_meta(name)
+        meta = await self.store.registry.cached_meta(name)
         kind = kind_of(get_method(meta.method).chunk_kind)
         features = [
             feature.model_copy(

@@ -72,12 +72,12 @@ async def describe_target(store: SelectorStore, target: Target, label_field: str
     source cannot feed it."""
     shaped: Shaped
     if target.kind == "stream":
-        stream = await store.get_stream(target.name)
+        stream = await store.streams.get_stream(target.name)
         kind, shaped, incarnation = kind_of(stream.kind), stream, stream.incarnation
-        attachments = await store.attachments(target.name)
+        attachments = await store.streams.attachments(target.name)
         selectors = [(a.selector, a.incarnation) for a in attachments]
     else:
-        meta = await store.get_meta(target.name)
+        meta = await store.registry.get_meta(target.name)
         if meta.partitioned:
             raise CannotFeed(
                 f"selector '{target.name}' has partitions: a source feeds a selector "
@@ -322,7 +322,7 @@ class Consumer:
         cursors = []
         for selector, _incarnation in self._feeding.selectors:
             with contextlib.suppress(NotFound):
-                cursors.append((await self.store.get_head(selector)).cursor)
+                cursors.append((await self.store.registry.get_head(selector)).cursor)
         if not cursors:
             self._appended.clear()
             return False

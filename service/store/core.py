@@ -1,10 +1,10 @@
-"""What every room of the store shares (``StoreCore``): the Redis client, the Lua scripts and
-their loading, the key layout, and the ways of talking to Redis: a script (``_run``), a script
-a client is told about, acknowledged by replicas (``_run_acknowledged``), and one read per key
+"""What every part of the store shares (``StoreCore``): the Redis client, the Lua scripts and
+their loading, the key layout, and the ways of talking to Redis: a script (``run``), a script
+a client is told about, acknowledged by replicas (``run_acknowledged``), and one read per key
 across a cluster's masters (``read_each``).
 
-``SelectorStore`` (``service.store.redis_store``) sets the attributes declared here; its rooms
-(``service.store.rooms``) derive from ``StoreCore``.
+``SelectorStore`` (``service.store.redis_store``) is a ``StoreCore`` holding its parts
+(``service.store.parts``), each a ``Room`` on the same core.
 """
 
 from __future__ import annotations
@@ -18,8 +18,18 @@ from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
 from service.errors import InvalidInput, NotFound, Unavailable
+from service.store import scripts
 from service.store.connection import ClusterStatus, RedisClient, cluster_status
-from service.store.keys import WRITER_FIELD, SelectorKeys
+from service.store.keys import (
+    DEFAULT_PREFIX,
+    WRITER_FIELD,
+    SelectorKeys,
+    commits_channel,
+    expiring_key,
+    outboxes_key,
+    pending_key,
+    registry_key,
+)
 from service.store.redis_errors import is_outage, map_redis_errors
 
 #: Keys read per pipeline by registry-wide reads (and log entries per read of ``log_between``).
@@ -27,7 +37,7 @@ PIPELINE_BATCH = 256
 #: Tries of a write followed by WAIT that found its slot elsewhere, or its script unloaded.
 _ACKNOWLEDGE_ATTEMPTS = 3
 
-#: The reply ``SelectorStore.read_each`` gives for a key whose master did not answer.
+#: The reply ``StoreCore.read_each`` gives for a key whose master did not answer.
 UNREACHABLE: Any = object()
 
 
@@ -51,22 +61,50 @@ def check_state(state: Mapping[str, bytes]) -> dict[str, bytes]:
 
 
 class StoreCore:
-    """The client, the scripts and the keys every room uses; set by ``SelectorStore``."""
+    """The client, the scripts and the keys every part of the store uses."""
 
-    redis: RedisClient
-    prefix: str
-    idempotency_ttl_ms: int
-    idempotency_max_records: int
-    wait_replicas: int
-    wait_ms: int
-    #: Keys shared by every selector: the registry of names, the selectors due for expiry,
-    #: the pending set, the outbox marks, and the channel of commit notices.
-    _registry: str
-    _expiring: str
-    _pending: str
-    _outboxes: str
-    _commits_channel: str
-    _scripts: dict[str, AsyncScript]
+    def __init__(
+        self,
+        redis: RedisClient,
+        prefix: str = DEFAULT_PREFIX,
+        idempotency_ttl_s: int = 86400,
+        idempotency_max_records: int = 100_000,
+        *,
+        wait_replicas: int = 0,
+        wait_ms: int = 1000,
+    ) -> None:
+        """``wait_replicas`` > 0: every write that a client is told about (a chunk appended, a
+        version committed, a checkpoint, a creation) is followed by ``WAIT wait_replicas
+        wait_ms`` on the same connection, and is answered Unavailable unless that many
+        replicas of the selector's master have it (``run_acknowledged``)."""
+        if redis.get_encoder().decode_responses:
+            raise ValueError("SelectorStore needs a Redis client with decode_responses=False")
+        if wait_replicas < 0 or wait_ms < 1:
+            raise ValueError(
+                f"need wait_replicas >= 0 and wait_ms >= 1; got {wait_replicas}, {wait_ms}"
+            )
+        if not prefix or "{" in prefix or "}" in prefix:
+            raise ValueError(f"key prefix must be non-empty and free of braces, got {prefix!r}")
+        if idempotency_ttl_s < 1:
+            raise ValueError(f"idempotency_ttl_s must be >= 1, got {idempotency_ttl_s}")
+        if idempotency_max_records < 1:
+            raise ValueError(f"idempotency_max_records must be >= 1, got {idempotency_max_records}")
+        self.redis = redis
+        self.prefix = prefix
+        self.idempotency_ttl_ms = int(idempotency_ttl_s) * 1000
+        self.idempotency_max_records = int(idempotency_max_records)
+        self.wait_replicas = int(wait_replicas)
+        self.wait_ms = int(wait_ms)
+        #: Keys shared by every selector: the registry of names, the selectors due for expiry,
+        #: the pending set, the outbox marks, and the channel of commit notices.
+        self.registry_key = registry_key(prefix)
+        self.expiring_key = expiring_key(prefix)
+        self.pending_key = pending_key(prefix)
+        self.outboxes_key = outboxes_key(prefix)
+        self.commits_channel = commits_channel(prefix)
+        self._scripts: dict[str, AsyncScript] = {
+            name: redis.register_script(text) for name, text in scripts.ALL.items()
+        }
 
     def keys(self, name: str) -> SelectorKeys:
         """The keys of selector ``name`` (raises InvalidInput for a name with braces)."""
@@ -84,13 +122,13 @@ class StoreCore:
             out.append(name)
         return out
 
-    async def _run(self, script: str, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
+    async def run(self, script: str, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
         return await self._scripts[script](keys=list(keys), args=list(args))
 
-    async def _run_acknowledged(
+    async def run_acknowledged(
         self, script: str, keys: Sequence[str], args: Sequence[Any] = ()
     ) -> Any:
-        """``_run`` for a write a client is told about. With ``wait_replicas`` set, the script
+        """``run`` for a write a client is told about. With ``wait_replicas`` set, the script
         and a ``WAIT`` go in one pipeline on one connection (WAIT counts the replicas that have
         everything *its connection* wrote, so it must follow the write there; in a cluster,
         on the master of the selector's slot). Fewer replicas than asked within ``wait_ms``:
@@ -99,7 +137,7 @@ class StoreCore:
         acknowledged.
         """
         if not self.wait_replicas:
-            return await self._run(script, keys, args)
+            return await self.run(script, keys, args)
         registered = self._scripts[script]
         for _ in range(_ACKNOWLEDGE_ATTEMPTS):
             evalsha = ("EVALSHA", registered.sha, len(keys), *keys, *args)
@@ -188,7 +226,7 @@ class StoreCore:
                 raise failure
         return out
 
-    async def _write_pieces(
+    async def write_pieces(
         self, key: str, pieces: Mapping[str, bytes | memoryview], ttl_ms: int | None = None
     ) -> None:
         """Write a state cut in pieces (``codec.cut_fields``) into hash ``key``, one piece per
@@ -238,3 +276,10 @@ class StoreCore:
                         "SCRIPT LOAD", script.script, target_nodes=node
                     )
         return status
+
+
+class Room:
+    """A part of the store: one concern, on the core's client, scripts and keys."""
+
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core

@@ -144,7 +144,7 @@ class Inventory:
                     continue
                 entries, applied, state_key = reply
                 if entries is None:  # a head of the earlier layout: its log is what is pending
-                    pending = await self.store.pending_count(name)
+                    pending = await self.store.log.pending_count(name)
                 else:
                     pending = max(int(entries) - int(applied or 0), 0)
                 found.append((name, pending, _text(state_key)))

@@ -369,7 +369,7 @@ class Taken:
 
 @dataclass
 class TakeRequest:
-    """An applier's ``take`` of the entries after ``after`` (see ``SelectorStore.take``), when
+    """An applier's ``take`` of the entries after ``after`` (see ``Log.take``), when
     it goes along with a commit: the commit fills in ``taken``."""
 
     after: str
@@ -471,7 +471,7 @@ class Snapshot:
     """A selector as committed at one version, read consistently: its description, the head,
     every encoded state field, and the names items were given on arrival (index -> name, for
     the items the head counts). Segments are immutable, so they are read separately
-    (``SelectorStore.get_segments``) by the ids the state refers to."""
+    (``Checkpoints.get_segments``) by the ids the state refers to."""
 
     meta: SelectorMeta
     head: Head

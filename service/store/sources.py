@@ -244,7 +244,7 @@ class SourceStore:
         ]
         clustered = isinstance(self.redis, RedisCluster)
         if not clustered:
-            script_keys.append(self.store._pending)
+            script_keys.append(self.store.pending_key)
         now = time.time()
         args: list[Any] = [
             name,
@@ -276,7 +276,7 @@ class SourceStore:
                 raise ValueError("rows without a payload")
             mark = "*" if target.kind == "stream" else target.name
             args += [payload, incarnation, mark]
-        reply = await self.store._run_acknowledged("source_append", script_keys, args)
+        reply = await self.store.run_acknowledged("source_append", script_keys, args)
         status = as_text(reply[0])
         if status == "OK":
             raw_attached = reply[2] or []
@@ -287,9 +287,9 @@ class SourceStore:
             if clustered and rows > 0:
                 # The pending set is in another slot: marked after, as appends do.
                 for selector in [target.name] if target.kind == "selector" else []:
-                    self.store._mark_pending(selector)
+                    self.store.log.mark_pending(selector)
                 for selector, _ in attached:
-                    self.store._mark_pending(selector)
+                    self.store.log.mark_pending(selector)
             log_id = as_text(reply[1]) or None
             return Committed(log_id, attached)
         if status == "MOVED":
@@ -323,7 +323,7 @@ class SourceStore:
     @map_redis_errors
     async def release_lease(self, name: str, holder: str) -> None:
         # The applier's script: a lease released only by its holder.
-        await self.store._run("release_lease", [source_lease_key(self.prefix, name)], [holder])
+        await self.store.run("release_lease", [source_lease_key(self.prefix, name)], [holder])
 
     @map_redis_errors
     async def lease_holder(self, name: str) -> str | None:

@@ -10,7 +10,7 @@ scikit-learn matches ``feature_names_in_`` and a feature store matches its schem
   names; nothing of the chunk is applied.
 
 A selector created without names takes the names of the first chunk that carries them (its
-chunk kind says ``adopt``; ``SelectorStore.adopt_feature_names`` sets them once, atomically);
+chunk kind says ``adopt``; ``Registry.adopt_feature_names`` sets them once, atomically);
 from then on, the same rule. A chunk without names (a ``.npy``, a JSON list of rows) is
 positional, as ever.
 """

@@ -354,7 +354,7 @@ async def test_an_event_whose_mark_was_lost_is_found_by_the_full_pass(app_factor
     with webhook_receiver() as receiver:
         async with app_factory(alert_private=LOOPBACK, alert_backoff_seconds=0.05) as (app, http):
             store = app.state.selectors.store
-            marked = store.mark_outbox
+            marked = store.monitoring.mark_outbox
             failed: list[str] = []
 
             async def mark_once_failing(name: str, due_ms: float) -> None:
@@ -363,7 +363,7 @@ async def test_an_event_whose_mark_was_lost_is_found_by_the_full_pass(app_factor
                     raise Unavailable("Redis went away between the claim and its mark")
                 await marked(name, due_ms)
 
-            monkeypatch.setattr(store, "mark_outbox", mark_once_failing)
+            monkeypatch.setattr(store.monitoring, "mark_outbox", mark_once_failing)
             await crossing_scenario(http, receiver, rng)
             for _ in range(12):
                 await push(http, "s", rows(rng, 400, AFTER))

@@ -150,13 +150,13 @@ async def test_entry_that_keeps_killing_its_applier_is_rejected(client, redis_cl
     await client.post("/v1/selectors", json={"name": "k", "method": "fsds", "n_features": 3})
     store = SelectorStore(redis_client)
     payload = encode_matrix(np.array([[0.0, 1.0, 0.0]]))
-    entry = await store.append("k", payload, 1, hashlib.sha256(payload).hexdigest(), None)
+    entry = await store.log.append("k", payload, 1, hashlib.sha256(payload).hexdigest(), None)
     # Three appliers took the entry and died before committing, as processes killed by its
     # update would (their leases lapse); the next one must not try a fourth time.
     for expected in (1, 2, 3):
-        lease = await store.acquire_lease("k", 10_000)
+        lease = await store.leases.acquire_lease("k", 10_000)
         assert lease is not None
-        attempt, entries = await store.take(lease, "0-0", 8)
+        attempt, entries = await store.log.take(lease, "0-0", 8)
         assert attempt == expected and entries[0].log_id == entry.log_id
         await redis_client.delete(SelectorKeys("sift", "k").lease)
     ok = await client.post("/v1/selectors/k/chunks", json=[[1.0, 0.0, 0.0]])
@@ -173,19 +173,19 @@ async def test_attempts_taken_back_by_live_appliers_do_not_count(client, redis_c
     await client.post("/v1/selectors", json={"name": "f", "method": "fsds", "n_features": 3})
     store = SelectorStore(redis_client)
     payload = encode_matrix(np.array([[0.0, 1.0, 0.0]]))
-    entry = await store.append("f", payload, 1, hashlib.sha256(payload).hexdigest(), None)
+    entry = await store.log.append("f", payload, 1, hashlib.sha256(payload).hexdigest(), None)
     holders: list[str] = []
     for expected in (1, 2, 3, 3):
-        lease = await store.acquire_lease("f", 10_000)
+        lease = await store.leases.acquire_lease("f", 10_000)
         assert lease is not None
         # The last one carries the word of the one before it that its attempt was no fault.
         forgive = holders[-1:] if expected == len(holders) else []
-        attempt, _entries = await store.take(lease, "0-0", 8, forgive=forgive)
+        attempt, _entries = await store.log.take(lease, "0-0", 8, forgive=forgive)
         assert attempt == expected
         holders.append(lease.holder)
         await redis_client.delete(SelectorKeys("sift", "f").lease)
-    await store.forgive_attempts("f", holders)
-    await store.forgive_attempts("f", holders)  # said twice: taken back once
+    await store.log.forgive_attempts("f", holders)
+    await store.log.forgive_attempts("f", holders)  # said twice: taken back once
     assert await redis_client.hget(SelectorKeys("sift", "f").attempts, entry.log_id) == b"0"
     ok = await client.post("/v1/selectors/f/chunks", json=[[1.0, 0.0, 0.0]])
     assert ok.status_code == 200, ok.text
@@ -197,11 +197,11 @@ async def test_attempts_taken_back_by_live_appliers_do_not_count(client, redis_c
 async def test_a_reader_without_the_lease_takes_nothing(client, redis_client):
     await client.post("/v1/selectors", json={"name": "t", "method": "fsds", "n_features": 3})
     store = SelectorStore(redis_client)
-    lease = await store.acquire_lease("t", 10_000)
+    lease = await store.leases.acquire_lease("t", 10_000)
     assert lease is not None
     await redis_client.delete(SelectorKeys("sift", "t").lease)  # lapsed
     with pytest.raises(StaleApplier):
-        await store.take(lease, "0-0", 8)
+        await store.log.take(lease, "0-0", 8)
 
 
 async def test_rejected_columns_keep_the_indices_of_later_ones(app_factory):
@@ -259,8 +259,8 @@ async def test_a_take_that_does_not_count_writes_nothing(client, redis_client):
     await client.post("/v1/selectors", json={"name": "w", "method": "fsds", "n_features": 3})
     store = SelectorStore(redis_client)
     payload = encode_matrix(np.array([[0.0, 1.0, 0.0]]))
-    entry = await store.append("w", payload, 1, hashlib.sha256(payload).hexdigest(), None)
-    lease = await store.acquire_lease("w", 10_000)
+    entry = await store.log.append("w", payload, 1, hashlib.sha256(payload).hexdigest(), None)
+    lease = await store.leases.acquire_lease("w", 10_000)
     assert lease is not None
     attempts_key = SelectorKeys("sift", "w").attempts
 
@@ -268,10 +268,10 @@ async def test_a_take_that_does_not_count_writes_nothing(client, redis_client):
         return int((await redis_client.info("persistence"))["rdb_changes_since_last_save"])
 
     before = await writes()
-    attempt, entries = await store.take(lease, "0-0", 8, counts=False)
+    attempt, entries = await store.log.take(lease, "0-0", 8, counts=False)
     assert (attempt, [e.log_id for e in entries]) == (1, [entry.log_id])
     assert await writes() == before and not await redis_client.exists(attempts_key)
     # A counted take records it; a take that does not count then reports it, one more.
-    assert (await store.take(lease, "0-0", 8))[0] == 1
-    assert (await store.take(lease, "0-0", 8, counts=False))[0] == 2
+    assert (await store.log.take(lease, "0-0", 8))[0] == 1
+    assert (await store.log.take(lease, "0-0", 8, counts=False))[0] == 2
     assert await redis_client.hget(attempts_key, entry.log_id) == b"1"

@@ -32,14 +32,14 @@ def direct_calls(app: Any) -> list[int]:
     """Counts the direct commits of ``app``'s store (the script runs for real)."""
     store = app.state.selectors.store
     calls = [0]
-    real = store.append_and_commit
+    real = store.commits.append_and_commit
 
     async def counted(*args: Any, **kwargs: Any) -> Any:
         result = await real(*args, **kwargs)
         calls[0] += not isinstance(result, str)
         return result
 
-    store.append_and_commit = counted
+    store.commits.append_and_commit = counted
     return calls
 
 
@@ -104,7 +104,7 @@ async def test_a_direct_commit_writes_nothing_unless_it_may(client, redis_client
     not the caller's."""
     await client.post("/v1/selectors", json={"name": "r", "method": "variance", "n_features": 2})
     store = SelectorStore(redis_client)
-    meta = await store.get_meta("r")
+    meta = await store.registry.get_meta("r")
     keys = SelectorKeys("sift", "r")
 
     def entry(values: list[float], key: str | None) -> DirectEntry:
@@ -119,29 +119,29 @@ async def test_a_direct_commit_writes_nothing_unless_it_may(client, redis_client
             await redis_client.info("persistence"),
         )
 
-    lease = await store.acquire_lease("r", 10_000)
+    lease = await store.leases.acquire_lease("r", 10_000)
     assert lease is not None
-    head = await store.get_head("r")
+    head = await store.registry.get_head("r")
     published = {"__placeholder__": encode_matrix(np.zeros((1, 1)))}
     # Pending: an entry appended by someone else that the update did not follow.
-    await store.append("r", entry([1.0, 2.0], "first").payload, 1, "ab" * 32, "first")
+    await store.log.append("r", entry([1.0, 2.0], "first").payload, 1, "ab" * 32, "first")
     before = await redis_client.xlen(keys.log)
-    refused = await store.append_and_commit(
+    refused = await store.commits.append_and_commit(
         lease, head.version, head.cursor, published, 1, [entry([3.0, 4.0], "second")]
     )
     assert refused == "pending"
     assert await redis_client.xlen(keys.log) == before
     assert not await redis_client.exists(keys.idem("second"))
     # Once it is committed past, a key seen before refuses.
-    await redis_client.hset(keys.head, mapping={"cursor": (await store.last_log_id("r"))})
-    head = await store.get_head("r")
-    refused = await store.append_and_commit(
+    await redis_client.hset(keys.head, mapping={"cursor": (await store.log.last_log_id("r"))})
+    head = await store.registry.get_head("r")
+    refused = await store.commits.append_and_commit(
         lease, head.version, head.cursor, published, 2, [entry([1.0, 2.0], "first")]
     )
     assert refused == "idempotency key seen before"
     # Another holder's lease refuses.
     await redis_client.set(keys.lease, "someone else")
-    refused = await store.append_and_commit(
+    refused = await store.commits.append_and_commit(
         lease, head.version, head.cursor, published, 2, [entry([5.0, 6.0], None)]
     )
     assert refused == "lease"

@@ -133,7 +133,7 @@ async def test_a_name_created_again_does_not_inherit_the_baseline(client, store)
     await create(client)
     await push(client, "s", np.random.default_rng(1).standard_normal((50, FEATURES)) * SCALE)
     assert (await client.post("/v1/selectors/s/baseline")).status_code == 200
-    old = await store.get_meta("s")
+    old = await store.registry.get_meta("s")
     hook = {"url": "http://hooks.example.invalid/x", "threshold": 0.5}
     assert (await client.post("/v1/selectors/s/alerts", json=hook)).status_code == 201
     assert (await client.delete("/v1/selectors/s")).status_code == 204
@@ -144,8 +144,8 @@ async def test_a_name_created_again_does_not_inherit_the_baseline(client, store)
     # A monitor of the earlier selector, late: its baseline is not written into the new one.
     entry = HistoryEntry(1, 50, 0.0, [RankedList(None, [0, 1, 2], [3.0, 2.0, 1.0])])
     stale = Baseline(entry, "auto", 0.0, old.incarnation)
-    assert not await store.set_baseline("s", stale, pin=False)
-    assert not await store.set_baseline("s", stale, pin=True)
+    assert not await store.monitoring.set_baseline("s", stale, pin=False)
+    assert not await store.monitoring.set_baseline("s", stale, pin=True)
     assert (await drift(client))["baseline"] is None
 
 

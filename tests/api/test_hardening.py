@@ -123,21 +123,21 @@ async def test_creation_refuses_states_that_would_not_fit(client, body, fragment
 async def test_idempotency_records_are_bounded_per_selector(redis_client):
     store = SelectorStore(redis_client, idempotency_max_records=3)
     await create_selector_in(store, "s")
-    outcomes = [await store.append("s", b"p%d" % i, 1, f"d{i}", f"key-{i}") for i in range(5)]
+    outcomes = [await store.log.append("s", b"p%d" % i, 1, f"d{i}", f"key-{i}") for i in range(5)]
     kept = await redis_client.zrange(SelectorKeys("sift", "s").idems, 0, -1)
     assert len(kept) == 3
     idem_keys = [k async for k in redis_client.scan_iter(match="sift:{s}:idem:*")]
     assert len(idem_keys) == 3
     # The newest keys are still recognised; the oldest was forgotten (a retry is a new chunk).
-    again = await store.append("s", b"p4", 1, "d4", "key-4")
+    again = await store.log.append("s", b"p4", 1, "d4", "key-4")
     assert again.duplicate and again.log_id == outcomes[4].log_id
-    forgotten = await store.append("s", b"p0", 1, "d0", "key-0")
+    forgotten = await store.log.append("s", b"p0", 1, "d0", "key-0")
     assert not forgotten.duplicate
 
 
 async def create_selector_in(store: SelectorStore, name: str) -> None:
     meta = SelectorMeta(name, "fsds", {}, 0.0, n_features=3)
-    await store.create(meta, encode_state({"x": np.zeros(1)}))
+    await store.registry.create(meta, encode_state({"x": np.zeros(1)}))
 
 
 async def test_idempotency_keys_are_visible_ascii(client):

@@ -137,7 +137,7 @@ async def test_redis_blocks_and_memory_give_the_same_answer_and_skipped_blocks_a
             await asyncio.sleep(0.02)
         reader = app.state.selectors.reader
         head = await reader.head("cols")
-        _, raw = await reader.store.read_state_fields("cols", ["tail"])
+        _, raw = await reader.store.checkpoints.read_state_fields("cols", ["tail"])
         tail = decode_array(raw["tail"])
         bounds = [(b * BLOCK, (b + 1) * BLOCK) for b in range(7)] + [(56, 61)]
         assert head.items_seen == 61

@@ -164,7 +164,7 @@ async def test_selector_gauges_come_from_redis(app_factory: Any, store: Selector
         rows = np.random.default_rng(0).standard_normal((40, 50)).tolist()
         assert (await http.post("/v1/selectors/g1/chunks", json=rows)).status_code == 200
         for n in range(2):
-            await store.append("g2", b"pending", 1, hashlib.sha256(b"%d" % n).hexdigest(), None)
+            await store.log.append("g2", b"pending", 1, hashlib.sha256(b"%d" % n).hexdigest(), None)
         text = (await http.get("/metrics")).text
         described = {n: (await http.get(f"/v1/selectors/{n}")).json() for n in ("g1", "g2")}
     assert samples(text, "sift_selectors") == {"": 2.0}

@@ -44,7 +44,7 @@ async def test_an_entry_appended_behind_the_back_is_applied_and_its_mark_removed
         await create_selector(http, "busy", 3)
         await wait_for(lambda: _no_marks(redis_client))  # creating marks nothing for long
         # An entry nobody waits for and no applier of this process was told about.
-        await store.append("busy", ROW, 1, digest(b"1"), None)
+        await store.log.append("busy", ROW, 1, digest(b"1"), None)
 
         async def applied() -> bool:
             return await rows_seen(http, "busy") == 1
@@ -68,14 +68,14 @@ async def test_a_mark_set_again_after_it_was_read_is_kept(
 ) -> None:
     async with app_factory(sweep_interval_seconds=3600) as (_, http):
         await create_selector(http, "s", 3)
-        await store.append("s", ROW, 1, digest(b"a"), None)
+        await store.log.append("s", ROW, 1, digest(b"a"), None)
         # (In a cluster the mark follows the append, in the background.)
         await wait_for(lambda: _marked(redis_client, "s"))
         read_score = await redis_client.zscore(PENDING, "s")
         await redis_client.zadd(PENDING, {"s": read_score + 5})  # a later append marked it
-        removed = await store._run("unmark_pending", [PENDING], ["s", f"{read_score:.0f}"])
+        removed = await store.run("unmark_pending", [PENDING], ["s", f"{read_score:.0f}"])
         assert removed == 0 and await redis_client.zscore(PENDING, "s") == read_score + 5
-        removed = await store._run("unmark_pending", [PENDING], ["s", f"{read_score + 5:.0f}"])
+        removed = await store.run("unmark_pending", [PENDING], ["s", f"{read_score + 5:.0f}"])
         assert removed == 1 and await redis_client.zscore(PENDING, "s") is None
 
 
@@ -87,7 +87,7 @@ async def test_only_the_first_sweep_reads_every_selector(
         await wait_for(lambda: _no_marks(redis_client))
         # An entry whose mark was lost (a crash between append and mark, in a cluster): the
         # running process's sweeps, which read marks, do not see it ...
-        await store.append("unmarked", ROW, 1, digest(b"u"), None)
+        await store.log.append("unmarked", ROW, 1, digest(b"u"), None)
         await wait_for(lambda: _marked(redis_client, "unmarked"))
         await redis_client.zrem(PENDING, "unmarked")
         await asyncio.sleep(0.5)  # ten sweeps

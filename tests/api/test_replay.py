@@ -95,8 +95,8 @@ async def replayed_versions(http: httpx.AsyncClient) -> float:
 
 async def checkpointed(store: SelectorStore, name: str) -> dict[str, bytes]:
     """The encoded whole state of the selector's current checkpoint."""
-    head = await store.get_head(name)
-    return await store.load_checkpoint(name, head.recovery_point)
+    head = await store.registry.get_head(name)
+    return await store.checkpoints.load_checkpoint(name, head.recovery_point)
 
 
 async def everything(http: httpx.AsyncClient, name: str, method: str) -> dict[str, Any]:
@@ -149,9 +149,9 @@ async def test_a_restarted_app_replays_every_method_exactly(
             await push(http, "re", method, i)
         # An export brings the checkpoint to the current version: the applier's own state.
         await export(http, "re")
-        head = await store.get_head("re")
+        head = await store.registry.get_head("re")
         assert head.checkpoint is not None and head.checkpoint.version == head.version == before
-        meta = await store.get_meta("re")
+        meta = await store.registry.get_meta("re")
         held = hot_state(app, "re")
         assert held is not None
         assert await checkpointed(store, "re") == encode_state(held)
@@ -165,12 +165,12 @@ async def test_a_restarted_app_replays_every_method_exactly(
             reference.append(answered(await push(http, "ref", method, i)))
 
     # Versions accumulated after the checkpoint: only the log and the commit records hold them.
-    head = await store.get_head("re")
+    head = await store.registry.get_head("re")
     assert head.checkpoint is not None
     assert (head.checkpoint.version, head.version) == (before, before + during)
-    records = await store.commits_after("re", head.checkpoint.version)
+    records = await store.commits.commits_after("re", head.checkpoint.version)
     assert [r.version for r in records] == list(range(before + 1, before + during + 1))
-    replayable = await store.log_between("re", head.checkpoint.cursor, head.cursor)
+    replayable = await store.log.log_between("re", head.checkpoint.cursor, head.cursor)
     assert len(replayable) == during
 
     async with running_app(rare(redis_url)) as (app, http):
@@ -187,14 +187,14 @@ async def test_a_restarted_app_replays_every_method_exactly(
         replayed = await everything(http, "re", method)
         if get_method(method).served_from_checkpoints:
             # Its reads of checkpoint-served fields brought the checkpoint to the head.
-            head = await store.get_head("re")
+            head = await store.registry.get_head("re")
             assert head.recovery_point.version == head.version == total
         assert replayed == await everything(http, "ref", method)
 
         # A checkpoint forced now (an export) holds the rebuilt applier's state, which is the
         # in-process state: replayed exactly, and exactly what it went on from.
         await export(http, "re")
-        head = await store.get_head("re")
+        head = await store.registry.get_head("re")
         assert head.checkpoint is not None and head.checkpoint.version == head.version == total
         held = hot_state(app, "re")
         assert held is not None
@@ -221,7 +221,7 @@ async def test_an_applier_with_room_for_one_state_rebuilds_the_other_exactly(
             assert hot_state(app, "a") is None  # b's state took the only place
         # Push i of each replayed the i versions before it.
         assert await replayed_versions(http) == pushes * (pushes - 1)
-        meta = await store.get_meta("a")
+        meta = await store.registry.get_meta("a")
         expected = get_method(method).weights(
             run_in_process(meta, [[body] for body in bodies]), meta.params
         )
@@ -266,7 +266,7 @@ async def test_rejected_columns_replay_as_their_placeholder(
                     rejected_id = response.json()["log_id"]
         for i in range(3, 5):
             assert (await push_columns(http, "ref", i)).status_code == 200
-    records = await store.commits_after("re", 0)
+    records = await store.commits.commits_after("re", 0)
     assert [r.rejected for r in records] == [False, True, False]
     assert records[1].cursor == rejected_id
 
@@ -282,7 +282,7 @@ async def test_rejected_columns_replay_as_their_placeholder(
         assert await everything(http, "re", "ofs") == await everything(http, "ref", "ofs")
         np.testing.assert_array_equal(await weights(http, "re"), await weights(http, "ref"))
 
-    meta = await store.get_meta("re")
+    meta = await store.registry.get_meta("re")
     zeros = {"columns": np.zeros((10, n)).tolist()}
     expected = run_in_process(meta, [[bodies[0]], [zeros], *[[b] for b in bodies[2:]]])
     assert await checkpointed_after_export(redis_url, store, "re") == encode_state(expected)
@@ -292,9 +292,9 @@ async def checkpointed_after_export(redis_url: str, store: SelectorStore, name: 
     """The whole state of ``name`` at its head, written by a forced checkpoint of a new app."""
     async with running_app(rare(redis_url)) as (_app, http):
         await export(http, name)
-    head = await store.get_head(name)
+    head = await store.registry.get_head(name)
     assert head.recovery_point.version == head.version
-    return await store.load_checkpoint(name, head.recovery_point)
+    return await store.checkpoints.load_checkpoint(name, head.recovery_point)
 
 
 async def test_rejected_rows_replay_as_nothing(redis_url: str, redis_client: Any) -> None:
@@ -323,7 +323,7 @@ async def test_rejected_rows_replay_as_nothing(redis_url: str, redis_client: Any
                 response = await http.post(f"/v1/selectors/{name}/chunks", json=bodies[i])
                 assert response.status_code == (422 if i == 1 else 200), response.text
         assert (await http.post("/v1/selectors/ref/chunks", json=bodies[3])).status_code == 200
-    assert [r.rejected for r in await store.commits_after("re", 0)] == [False, True, False]
+    assert [r.rejected for r in await store.commits.commits_after("re", 0)] == [False, True, False]
 
     async with running_app(rare(redis_url, **limits)) as (_app, http):
         response = await http.post("/v1/selectors/re/chunks", json=bodies[3])
@@ -333,7 +333,7 @@ async def test_rejected_rows_replay_as_nothing(redis_url: str, redis_client: Any
         assert [(c["label"], c["count"]) for c in described["classes"]] == [(0, 7), (1, 5)]
         assert await everything(http, "re", "ocfs") == await everything(http, "ref", "ocfs")
         np.testing.assert_array_equal(await weights(http, "re"), await weights(http, "ref"))
-    meta = await store.get_meta("re")
+    meta = await store.registry.get_meta("re")
     expected = run_in_process(meta, [[bodies[0]], [bodies[2]], [bodies[3]]])
     assert await checkpointed_after_export(redis_url, store, "re") == encode_state(expected)
 
@@ -354,9 +354,9 @@ async def test_a_merge_replays_as_a_merge(redis_url: str, redis_client: Any) -> 
             assert merged.status_code == 200, merged.text
             await push(http, name, method, 1)
         await push(http, "ref", method, 2)
-    records = await store.commits_after("re", 0)
+    records = await store.commits.commits_after("re", 0)
     assert len(records) == 3
-    assert [e.merge for e in await store.log_between("re", "0-0", records[-1].cursor)] == [
+    assert [e.merge for e in await store.log.log_between("re", "0-0", records[-1].cursor)] == [
         False,
         True,
         False,
@@ -369,7 +369,7 @@ async def test_a_merge_replays_as_a_merge(redis_url: str, redis_client: Any) -> 
         assert await everything(http, "re", method) == await everything(http, "ref", method)
 
     # In process: the source's state, its summary merged in between the chunks.
-    meta = await store.get_meta("re")
+    meta = await store.registry.get_meta("re")
     source = run_in_process(meta, [[SCENARIOS[method].chunk(i)] for i in (10, 11)])
     fields = summary_fields_of(offered, meta.params)
     summary = {f: v for f, v in source.items() if f in fields or not isinstance(v, np.ndarray)}
@@ -400,13 +400,13 @@ async def test_coalesced_batches_replay_as_the_same_batches(
 
         async def blocked() -> bool:
             nonlocal blocker
-            blocker = await store.acquire_lease("fs", 60_000)
+            blocker = await store.leases.acquire_lease("fs", 60_000)
             return blocker is not None
 
         await wait_for(blocked)  # the applier lets go of the lease once its drain is done
         assert blocker is not None
         accepted = [await push(http, "fs", method, i, wait=False) for i in range(1, 5)]
-        await store.release_lease(blocker)
+        await store.leases.release_lease(blocker)
 
         async def settled() -> bool:
             described = (await http.get("/v1/selectors/fs")).json()
@@ -414,11 +414,11 @@ async def test_coalesced_batches_replay_as_the_same_batches(
 
         await wait_for(settled)
         coalesced = await weights(http, "fs")
-    assert await store.commits_after("fs", 0) == [
+    assert await store.commits.commits_after("fs", 0) == [
         CommitRecord(1, first["log_id"], False),
         CommitRecord(2, accepted[-1]["log_id"], False),
     ]
-    meta = await store.get_meta("fs")
+    meta = await store.registry.get_meta("fs")
     batches = [[bodies[0]], bodies[1:5]]
     method_ = get_method(method)
     np.testing.assert_array_equal(
@@ -488,11 +488,11 @@ async def test_an_app_takes_over_a_selector_of_the_earlier_layout(
             return bool(described["state"]["pending_entries"] == 0)
 
         await wait_for(settled)  # the sweeper found the pending entries and applied them
-        adopted = (await store.get_head("old")).checkpoint
+        adopted = (await store.registry.get_head("old")).checkpoint
         assert adopted is not None and not adopted.cut
         assert (adopted.key, adopted.version, adopted.items_seen) == (state_key, 2, sum(rows[:2]))
         # Both pending entries went into one update (the method coalesces).
-        assert await store.commits_after("old", 2) == [CommitRecord(3, pending[-1], False)]
+        assert await store.commits.commits_after("old", 2) == [CommitRecord(3, pending[-1], False)]
         answer = await push(http, "old", method, 4)
         assert (answer["version"], answer["rows_seen"]) == (4, sum(rows))
         expected = run_in_process(meta, [[bodies[0]], [bodies[1]], bodies[2:4], [bodies[4]]])
@@ -500,10 +500,10 @@ async def test_an_app_takes_over_a_selector_of_the_earlier_layout(
             await weights(http, "old"), get_method(method).weights(expected, meta.params)
         )
         await export(http, "old")
-    point = (await store.get_head("old")).checkpoint
+    point = (await store.registry.get_head("old")).checkpoint
     assert point is not None and point.cut and point.version == 4
     assert not await redis_client.exists(state_key)
-    assert await store.load_checkpoint("old", point) == encode_state(expected)
+    assert await store.checkpoints.load_checkpoint("old", point) == encode_state(expected)
 
 
 async def test_checkpoints_written_while_applying_goes_on_replay_exactly(
@@ -541,21 +541,21 @@ async def test_checkpoints_written_while_applying_goes_on_replay_exactly(
             # The drain of the previous round lets its lease go right after its last commit.
             blocker = None
             while blocker is None:
-                blocker = await store.acquire_lease("fs", 60_000)
+                blocker = await store.leases.acquire_lease("fs", 60_000)
                 await asyncio.sleep(0 if blocker else 0.05)
             for i in range(chunks, chunks + per_round):
                 await push(http, "fs", method, i, wait=False)
             chunks += per_round
-            await store.release_lease(blocker)
+            await store.leases.release_lease(blocker)
             await wait_for(settled)
             if await log_checkpoints() >= 2:
                 break
         assert await log_checkpoints() >= 2
         held = hot_state(app, "fs")
         assert held is not None
-    head = await store.get_head("fs")
+    head = await store.registry.get_head("fs")
     assert head.version == chunks and head.recovery_point.version >= 1
-    meta = await store.get_meta("fs")
+    meta = await store.registry.get_meta("fs")
     last = SCENARIOS[method].chunk(chunks)
     expected = without_segments(get_method(method).update(held, meta.params, chunk_of(meta, last)))
 

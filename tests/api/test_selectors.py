@@ -179,9 +179,9 @@ async def test_an_expiry_never_deletes_a_selector_written_since(client, store):
         "/v1/selectors",
         json={"name": "raced", "method": "variance", "n_features": 2, "expires_after": 3600},
     )
-    idle_since = (await store.get_head("raced")).updated_at
+    idle_since = (await store.registry.get_head("raced")).updated_at
     await client.post("/v1/selectors/raced/chunks", json=[[1.0, 2.0]])
-    assert await store.delete("raced", idle_since=idle_since) is False
+    assert await store.registry.delete("raced", idle_since=idle_since) is False
     assert (await client.get("/v1/selectors/raced")).status_code == 200
 
 

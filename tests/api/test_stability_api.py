@@ -144,7 +144,7 @@ async def test_selectors_from_before_resamples_answer_null_and_keep_working(clie
     params' key removed). It is imported, stored as it was, applied, exported again and
     merged as before, and answers stability null."""
     await filled(client, "variance", "zero", resamples=0)
-    assert (await store.get_meta("zero")).params == {"ddof": 0, "resamples": 0}
+    assert (await store.registry.get_meta("zero")).params == {"ddof": 0, "resamples": 0}
     assert (await top(client, "zero", 3))["stability"] is None
     exported = await client.get("/v1/selectors/zero/export")
     assert exported.status_code == 200
@@ -157,9 +157,9 @@ async def test_selectors_from_before_resamples_answer_null_and_keep_working(clie
     )
     assert imported.status_code == 201, imported.text
     assert imported.json()["params"] == {"ddof": 0}
-    stored = await store.get_meta("old")
+    stored = await store.registry.get_meta("old")
     assert stored.params == {"ddof": 0}  # what the earlier release stored
-    snapshot = await store.snapshot("old")
+    snapshot = await store.checkpoints.snapshot("old")
     assert {"mean", "m2", "variance"} <= set(snapshot.state)
     assert not [field for field in snapshot.state if "resample" in field]
     assert (await top(client, "old", 3))["stability"] is None

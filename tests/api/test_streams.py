@@ -533,9 +533,9 @@ async def test_a_chunk_nobody_kicked_is_found_by_the_sweeper(app_factory, redis_
         await attach(client, "v2", "variance")
         await asyncio.sleep(0.5)  # several sweeps: from now on they read the pending marks only
         other = SelectorStore(redis_client, prefix="sift")
-        stream = await other.get_stream("st")
+        stream = await other.streams.get_stream("st")
         payload = encode_matrix(np.ones((3, 6)))
-        outcome, attached = await other.append_to_stream(
+        outcome, attached = await other.streams.append_to_stream(
             "st", payload, 3, "digest", None, stream.incarnation
         )
         assert [a.selector for a in attached] == ["v1", "v2"]

@@ -131,7 +131,7 @@ async def test_entries_left_in_the_log_are_recovered_at_start(redis_url, redis_c
         await create_selector(http, "crash", 3)
     store = SelectorStore(redis_client)
     payload = encode_matrix(np.array([[1.0, 2.0, 3.0]]))
-    await store.append("crash", payload, 1, hashlib.sha256(payload).hexdigest(), None)
+    await store.log.append("crash", payload, 1, hashlib.sha256(payload).hexdigest(), None)
     async with running_app(make_settings(redis_url)) as (_, http):
 
         async def recovered() -> bool:
@@ -145,7 +145,7 @@ async def test_pending_entries_are_coalesced_into_one_version(app_factory, redis
     async with app_factory() as (app, http):
         await create_selector(http, "pile", 4)
         store = app.state.selectors.store
-        lease = await store.acquire_lease("pile", 60_000)
+        lease = await store.leases.acquire_lease("pile", 60_000)
         assert lease is not None
         for i in range(5):
             response = await http.post(
@@ -153,7 +153,7 @@ async def test_pending_entries_are_coalesced_into_one_version(app_factory, redis
             )
             assert response.status_code == 202
         assert (await http.get("/v1/selectors/pile")).json()["version"] == 0
-        await store.release_lease(lease)
+        await store.leases.release_lease(lease)
 
         async def applied() -> bool:
             return bool((await http.get("/v1/selectors/pile")).json()["rows_seen"] == 5)

@@ -99,7 +99,7 @@ async def test_a_cluster_nobody_answers_for_is_a_503_without_its_address() -> No
     store = SelectorStore(connect(f"redis+cluster://127.0.0.1:{port}"))
     try:
         with pytest.raises(Unavailable) as caught:
-            await store.get_head("anything")
+            await store.registry.get_head("anything")
     finally:
         await store.redis.aclose()
     assert caught.value.retry_after >= 1

@@ -208,13 +208,13 @@ async def test_a_checkpoint_of_megabytes_never_sends_a_value_over_a_piece(
         }
     )
     assert sum(map(len, whole.values())) > 7 * 1024**2
-    await store.create(meta(), encode_state({"n": 0}))
-    lease = await store.acquire_lease("s1", 60_000)
+    await store.registry.create(meta(), encode_state({"n": 0}))
+    lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
-    await store.commit(lease, 0, encode_state({"n": 7}), "0-0", 7, [], entries=0)
+    await store.commits.commit(lease, 0, encode_state({"n": 7}), "0-0", 7, [], entries=0)
 
     sent.commands.clear()
-    point = await store.checkpoint(lease, 1, "0-0", 7, cut_fields(whole))
+    point = await store.checkpoints.checkpoint(lease, 1, "0-0", 7, cut_fields(whole))
     assert point is not None
     largest = max(max(sizes, default=0) for _name, sizes in sent.commands)
     assert largest <= PIECE_BYTES
@@ -225,10 +225,10 @@ async def test_a_checkpoint_of_megabytes_never_sends_a_value_over_a_piece(
     # As stored: no field over a piece, and the state comes back exactly.
     for name in await redis_client.hkeys(point.key):
         assert await redis_client.hstrlen(point.key, name) <= PIECE_BYTES
-    assert await store.load_checkpoint("s1", point) == whole
+    assert await store.checkpoints.load_checkpoint("s1", point) == whole
     # Read back a few pieces per command, too.
     sent.commands.clear()
-    assert await store.load_checkpoint("s1", point) == whole
+    assert await store.checkpoints.load_checkpoint("s1", point) == whole
     assert len(sent.named("HMGET")) >= pieces // 4
 
 
@@ -249,17 +249,17 @@ class Versions:
 
 
 async def three_versions(store: SelectorStore) -> Versions:
-    created = await store.create(meta(), state_of(0))
+    created = await store.registry.create(meta(), state_of(0))
     entries = []
     for i in range(5):
         payload = f"chunk {i}".encode()
-        entries.append((await store.append("s1", payload, i + 1, digest(payload), None)).log_id)
-    lease = await store.acquire_lease("s1", 60_000)
+        entries.append((await store.log.append("s1", payload, i + 1, digest(payload), None)).log_id)
+    lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
-    await store.commit(lease, 0, published_of(1), entries[1], 3, [], entries=2)
+    await store.commits.commit(lease, 0, published_of(1), entries[1], 3, [], entries=2)
     rejected = [Rejection(entries[2], '{"reason":"no"}')]
-    await store.commit(lease, 1, published_of(2), entries[2], 3, [], rejected, entries=1)
-    head = await store.commit(lease, 2, published_of(3), entries[3], 7, [], entries=1)
+    await store.commits.commit(lease, 1, published_of(2), entries[2], 3, [], rejected, entries=1)
+    head = await store.commits.commit(lease, 2, published_of(3), entries[3], 7, [], entries=1)
     assert head.checkpoint == created.checkpoint
     return Versions(lease, entries, head, [0, 3, 3, 7])
 
@@ -271,17 +271,17 @@ async def test_checkpoint_replaces_the_recovery_point_and_drops_exactly_what_it_
     e = v.entries
     first = v.head.checkpoint
     assert first is not None and first.version == 0
-    assert await store.commits_after("s1", 0) == [
+    assert await store.commits.commits_after("s1", 0) == [
         CommitRecord(1, e[1], False),
         CommitRecord(2, e[2], True),
         CommitRecord(3, e[3], False),
     ]
     assert await log_ids(redis_client) == e
 
-    point = await store.checkpoint(v.lease, 2, e[2], v.seen[2], cut_fields(state_of(2)))
+    point = await store.checkpoints.checkpoint(v.lease, 2, e[2], v.seen[2], cut_fields(state_of(2)))
     assert point is not None and point == Checkpoint(point.key, 2, e[2], v.seen[2]) and point.cut
     assert point.key.startswith(f"sift:{{s1}}:ckpt:2:{v.lease.token}:")
-    head = await store.get_head("s1")
+    head = await store.registry.get_head("s1")
     # The head itself does not move: only what it recovers from.
     assert (head.version, head.cursor, head.items_seen, head.state_key) == (
         3,
@@ -292,20 +292,22 @@ async def test_checkpoint_replaces_the_recovery_point_and_drops_exactly_what_it_
     assert head.checkpoint == point and head.recovery_point == point
     # The log after the checkpoint's cursor, and the commit records after its version, stay.
     assert await log_ids(redis_client) == e[3:]
-    assert await store.commits_after("s1", 0) == [CommitRecord(3, e[3], False)]
-    assert [x.log_id for x in await store.log_between("s1", point.cursor, head.cursor)] == [e[3]]
+    assert await store.commits.commits_after("s1", 0) == [CommitRecord(3, e[3], False)]
+    assert [x.log_id for x in await store.log.log_between("s1", point.cursor, head.cursor)] == [
+        e[3]
+    ]
     # Older checkpoints are gone; this one holds the state.
     assert not await redis_client.exists(first.key)
     assert await keys_of(redis_client, "ckpt:*") == {point.key}
     assert await redis_client.smembers(KEYS.checkpoints) == {point.key.encode()}
-    assert await store.load_checkpoint("s1", point) == state_of(2)
+    assert await store.checkpoints.load_checkpoint("s1", point) == state_of(2)
     with pytest.raises(Conflict, match="re-read the head"):
-        await store.load_checkpoint("s1", first)
+        await store.checkpoints.load_checkpoint("s1", first)
     # What is pending is still pending.
-    assert await store.pending_count("s1") == 1
-    assert await store.last_log_id("s1") == e[4]
-    assert await store.names_with_pending() == ["s1"]
-    assert (await store.read_state_fields("s1", ["__scalars__"]))[1] == {
+    assert await store.log.pending_count("s1") == 1
+    assert await store.log.last_log_id("s1") == e[4]
+    assert await store.log.names_with_pending() == ["s1"]
+    assert (await store.checkpoints.read_state_fields("s1", ["__scalars__"]))[1] == {
         SCALARS_FIELD: published_of(3)[SCALARS_FIELD]
     }
 
@@ -313,21 +315,24 @@ async def test_checkpoint_replaces_the_recovery_point_and_drops_exactly_what_it_
     orphan = KEYS.checkpoint(3, v.lease.token - 1, "deadbeef")
     await redis_client.hset(orphan, "mean", b"partial")
     await redis_client.sadd(KEYS.checkpoints, orphan)
-    third = await store.checkpoint(v.lease, 3, e[3], 7, cut_fields(state_of(3)))
+    third = await store.checkpoints.checkpoint(v.lease, 3, e[3], 7, cut_fields(state_of(3)))
     assert third is not None and not await redis_client.exists(orphan)
     assert await redis_client.smembers(KEYS.checkpoints) == {third.key.encode()}
     assert await log_ids(redis_client) == e[4:]
-    assert await store.commits_after("s1", 0) == []
-    assert await store.log_between("s1", third.cursor, head.cursor) == []
+    assert await store.commits.commits_after("s1", 0) == []
+    assert await store.log.log_between("s1", third.cursor, head.cursor) == []
 
     # Everything applied and checkpointed: the log is empty, yet the head still knows its end.
-    last = await store.commit(v.lease, 3, published_of(4), e[4], 12, [], entries=1)
-    assert await store.checkpoint(v.lease, 4, e[4], 12, cut_fields(state_of(4))) is not None
+    last = await store.commits.commit(v.lease, 3, published_of(4), e[4], 12, [], entries=1)
+    assert (
+        await store.checkpoints.checkpoint(v.lease, 4, e[4], 12, cut_fields(state_of(4)))
+        is not None
+    )
     assert await redis_client.xlen(KEYS.log) == 0
-    assert await store.last_log_id("s1") == e[4] and last.cursor == e[4]
-    assert await store.pending_count("s1") == 0
-    assert await store.names_with_pending() == []
-    snapshot = await store.snapshot("s1")
+    assert await store.log.last_log_id("s1") == e[4] and last.cursor == e[4]
+    assert await store.log.pending_count("s1") == 0
+    assert await store.log.names_with_pending() == []
+    snapshot = await store.checkpoints.snapshot("s1")
     assert snapshot.state == state_of(4)
     assert (snapshot.head.version, snapshot.head.cursor, snapshot.head.items_seen) == (4, e[4], 12)
 
@@ -337,13 +342,15 @@ async def test_checkpoint_trims_the_log_at_the_exact_entry(
 ) -> None:
     """Entries of one millisecond differ only in their sequence number: the trim keeps the
     one right after the cursor."""
-    await store.create(meta(), state_of(0))
+    await store.registry.create(meta(), state_of(0))
     for entry_id in ("9-0", "9-1", "9-2", "10-0"):
         await redis_client.xadd(KEYS.log, {"payload": b"p", "rows": 1}, id=entry_id)
-    lease = await store.acquire_lease("s1", 60_000)
+    lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
-    await store.commit(lease, 0, published_of(1), "9-1", 2, [], entries=2)
-    assert await store.checkpoint(lease, 1, "9-1", 2, cut_fields(state_of(1))) is not None
+    await store.commits.commit(lease, 0, published_of(1), "9-1", 2, [], entries=2)
+    assert (
+        await store.checkpoints.checkpoint(lease, 1, "9-1", 2, cut_fields(state_of(1))) is not None
+    )
     assert await log_ids(redis_client) == ["9-2", "10-0"]
 
 
@@ -356,41 +363,46 @@ async def test_checkpoint_is_refused_without_the_lease_or_out_of_order(
     assert first is not None
 
     async def untouched() -> None:
-        head = await store.get_head("s1")
+        head = await store.registry.get_head("s1")
         assert head.checkpoint == first and head.version == 3
         assert await log_ids(redis_client) == e
-        assert len(await store.commits_after("s1", 0)) == 3
+        assert len(await store.commits.commits_after("s1", 0)) == 3
         # The refused checkpoint's pieces were removed again.
         assert await keys_of(redis_client, "ckpt:*") == {first.key}
         assert await redis_client.smembers(KEYS.checkpoints) == {first.key.encode()}
-        assert await store.load_checkpoint("s1", first) == state_of(0)
+        assert await store.checkpoints.load_checkpoint("s1", first) == state_of(0)
 
-    await store.release_lease(v.lease)  # without the lease
-    assert await store.checkpoint(v.lease, 2, e[2], 3, cut_fields(state_of(2))) is None
+    await store.leases.release_lease(v.lease)  # without the lease
+    assert await store.checkpoints.checkpoint(v.lease, 2, e[2], 3, cut_fields(state_of(2))) is None
     await untouched()
-    lease = await store.acquire_lease("s1", 60_000)
+    lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
     stale = Lease("s1", lease.token - 1, lease.holder)  # the right holder, a stale fence
-    assert await store.checkpoint(stale, 2, e[2], 3, cut_fields(state_of(2))) is None
+    assert await store.checkpoints.checkpoint(stale, 2, e[2], 3, cut_fields(state_of(2))) is None
     await untouched()
     with pytest.raises(SiftError, match="ahead of its head"):  # a version not committed
-        await store.checkpoint(lease, 4, e[3], 7, cut_fields(state_of(4)))
+        await store.checkpoints.checkpoint(lease, 4, e[3], 7, cut_fields(state_of(4)))
     await untouched()
     with pytest.raises(SiftError, match="ahead of its head"):  # entries not applied
-        await store.checkpoint(lease, 3, e[4], 7, cut_fields(state_of(3)))
+        await store.checkpoints.checkpoint(lease, 3, e[4], 7, cut_fields(state_of(3)))
     await untouched()
-    assert await store.checkpoint(lease, 0, "0-0", 0, cut_fields(state_of(0))) is None  # not newer
+    assert (
+        await store.checkpoints.checkpoint(lease, 0, "0-0", 0, cut_fields(state_of(0))) is None
+    )  # not newer
     await untouched()
 
-    point = await store.checkpoint(lease, 2, e[2], 3, cut_fields(state_of(2)))
+    point = await store.checkpoints.checkpoint(lease, 2, e[2], 3, cut_fields(state_of(2)))
     assert point is not None
     for older in (1, 2):  # a slower writer's checkpoint never replaces a newer one
         assert (
-            await store.checkpoint(lease, older, e[older], 3, cut_fields(state_of(older))) is None
+            await store.checkpoints.checkpoint(
+                lease, older, e[older], 3, cut_fields(state_of(older))
+            )
+            is None
         )
-    assert (await store.get_head("s1")).checkpoint == point
+    assert (await store.registry.get_head("s1")).checkpoint == point
     assert await keys_of(redis_client, "ckpt:*") == {point.key}
-    assert await store.load_checkpoint("s1", point) == state_of(2)
+    assert await store.checkpoints.load_checkpoint("s1", point) == state_of(2)
 
 
 async def test_the_checkpoint_script_refuses_pieces_that_are_not_there(
@@ -403,7 +415,7 @@ async def test_the_checkpoint_script_refuses_pieces_that_are_not_there(
     script = scripts.ALL["checkpoint"]
     reply = await redis_client.eval(script, len(keys) + 1, *keys, never_written, *args)
     assert reply == [b"MISSING"]
-    assert (await store.get_head("s1")).checkpoint == v.head.checkpoint
+    assert (await store.registry.get_head("s1")).checkpoint == v.head.checkpoint
 
 
 # -- replay primitives -----------------------------------------------------------------------
@@ -414,13 +426,13 @@ async def test_log_between_reads_past_one_batch_in_bounded_reads(
     recorded: tuple[SelectorStore, Sent],
 ) -> None:
     store, sent = recorded
-    await store.create(meta(), {})
+    await store.registry.create(meta(), {})
     ids = []
     for i in range(600):
         payload = f"p{i}".encode()
-        ids.append((await store.append("s1", payload, 2, digest(payload), f"k{i}")).log_id)
+        ids.append((await store.log.append("s1", payload, 2, digest(payload), f"k{i}")).log_id)
     sent.commands.clear()
-    everything = await store.log_between("s1", "0-0", ids[-1])
+    everything = await store.log.log_between("s1", "0-0", ids[-1])
     assert [entry.log_id for entry in everything] == ids
     assert len(sent.named("XRANGE")) == 3  # 256 + 256 + 88
     entry = everything[300]
@@ -430,12 +442,12 @@ async def test_log_between_reads_past_one_batch_in_bounded_reads(
         600,
         KEYS.idem("k300"),
     )
-    assert [e.log_id for e in await store.log_between("s1", ids[9], ids[299])] == ids[10:300]
-    assert [e.log_id for e in await store.log_between("s1", ids[0], ids[256])] == ids[1:257]
-    assert await store.log_between("s1", ids[5], ids[5]) == []
-    assert await store.log_between("s1", ids[-1], ids[-1]) == []
+    assert [e.log_id for e in await store.log.log_between("s1", ids[9], ids[299])] == ids[10:300]
+    assert [e.log_id for e in await store.log.log_between("s1", ids[0], ids[256])] == ids[1:257]
+    assert await store.log.log_between("s1", ids[5], ids[5]) == []
+    assert await store.log.log_between("s1", ids[-1], ids[-1]) == []
     with pytest.raises(ValueError):
-        await store.log_between("s1", "0-0", "latest")
+        await store.log.log_between("s1", "0-0", "latest")
 
 
 async def test_commits_after_reads_the_records_in_order(
@@ -449,36 +461,43 @@ async def test_commits_after_reads_the_records_in_order(
         CommitRecord(3, e[3], False),
     ]
     for after in range(4):
-        assert await store.commits_after("s1", after) == records[after:]
-    assert await store.commits_after("nobody", 0) == []
+        assert await store.commits.commits_after("s1", after) == records[after:]
+    assert await store.commits.commits_after("nobody", 0) == []
     await redis_client.rpush(KEYS.commits, b"[4,")
     with pytest.raises(CodecError, match="commit record of 's1' does not parse"):
-        await store.commits_after("s1", 0)
+        await store.commits.commits_after("s1", 0)
 
 
 async def test_pending_count_last_log_id_and_names_with_pending(
     store: SelectorStore, redis_client: aioredis.Redis
 ) -> None:
     for name in ("quiet", "busy"):
-        await store.create(meta(name), state_of(0))
-    assert await store.pending_count("busy") == 0 and await store.last_log_id("busy") is None
-    assert await store.names_with_pending() == []
-    ids = [(await store.append("busy", b"p", 1, digest(b"p"), None)).log_id for _ in range(4)]
-    assert await store.pending_count("busy") == 4 and await store.last_log_id("busy") == ids[-1]
-    assert await store.names_with_pending() == ["busy"]
-    lease = await store.acquire_lease("busy", 60_000)
+        await store.registry.create(meta(name), state_of(0))
+    assert (
+        await store.log.pending_count("busy") == 0 and await store.log.last_log_id("busy") is None
+    )
+    assert await store.log.names_with_pending() == []
+    ids = [(await store.log.append("busy", b"p", 1, digest(b"p"), None)).log_id for _ in range(4)]
+    assert (
+        await store.log.pending_count("busy") == 4
+        and await store.log.last_log_id("busy") == ids[-1]
+    )
+    assert await store.log.names_with_pending() == ["busy"]
+    lease = await store.leases.acquire_lease("busy", 60_000)
     assert lease is not None
-    await store.commit(lease, 0, published_of(1), ids[2], 3, [], entries=3)
-    assert await store.pending_count("busy") == 1
-    assert await store.names_with_pending() == ["busy"]
-    await store.commit(
+    await store.commits.commit(lease, 0, published_of(1), ids[2], 3, [], entries=3)
+    assert await store.log.pending_count("busy") == 1
+    assert await store.log.names_with_pending() == ["busy"]
+    await store.commits.commit(
         lease, 1, published_of(1), ids[3], 3, [], [Rejection(ids[3], "r")], entries=1
     )
-    assert await store.pending_count("busy") == 0
-    assert await store.names_with_pending() == []
+    assert await store.log.pending_count("busy") == 0
+    assert await store.log.names_with_pending() == []
     assert await redis_client.xlen(SelectorKeys("sift", "busy").log) == 4  # the log stays
-    assert await store.last_log_id("busy") == ids[-1]
-    assert await store.pending_count("quiet") == 0 and await store.last_log_id("quiet") is None
+    assert await store.log.last_log_id("busy") == ids[-1]
+    assert (
+        await store.log.pending_count("quiet") == 0 and await store.log.last_log_id("quiet") is None
+    )
 
 
 # -- the earlier layout ------------------------------------------------------------------------
@@ -520,81 +539,85 @@ async def test_a_selector_of_the_earlier_layout_recovers_from_its_whole_state(
     store: SelectorStore, redis_client: aioredis.Redis
 ) -> None:
     state_key, pending = await earlier_layout(redis_client, "s1")
-    head = await store.get_head("s1")
+    head = await store.registry.get_head("s1")
     assert head.checkpoint is None
     assert head.recovery_point == Checkpoint(state_key, 3, OLD_CURSOR, 6, cut=False)
     # Its whole-state hash is read as it is (no manifest, the writer field dropped).
-    assert await store.load_checkpoint("s1", head.recovery_point) == state_of(3)
-    snapshot = await store.snapshot("s1")
+    assert await store.checkpoints.load_checkpoint("s1", head.recovery_point) == state_of(3)
+    snapshot = await store.checkpoints.snapshot("s1")
     assert snapshot.state == state_of(3) and snapshot.head.version == 3
-    assert (await store.read_state_fields("s1", ["mean", "m2", "__scalars__"]))[1] == state_of(3)
+    assert (await store.checkpoints.read_state_fields("s1", ["mean", "m2", "__scalars__"]))[
+        1
+    ] == state_of(3)
     # Its log holds exactly the pending entries.
-    assert await store.pending_count("s1") == 2
-    assert await store.last_log_id("s1") == pending[-1]
-    assert await store.names_with_pending() == ["s1"]
-    assert [e.log_id for e in await store.pending("s1", head.cursor, 10)] == pending
+    assert await store.log.pending_count("s1") == 2
+    assert await store.log.last_log_id("s1") == pending[-1]
+    assert await store.log.names_with_pending() == ["s1"]
+    assert [e.log_id for e in await store.log.pending("s1", head.cursor, 10)] == pending
 
     # APPEND starts counting from what was pending.
-    appended = await store.append("s1", b"row 8", 1, digest(b"row 8"), "k8")
+    appended = await store.log.append("s1", b"row 8", 1, digest(b"row 8"), "k8")
     assert appended.first == 8
     assert await redis_client.hmget(KEYS.head, ["entries", "applied", "last_id"]) == [
         b"3",
         b"0",
         appended.log_id.encode(),
     ]
-    assert await store.pending_count("s1") == 3
+    assert await store.log.pending_count("s1") == 3
 
     # The first COMMIT adopts the whole-state hash as the checkpoint instead of deleting it.
-    lease = await store.acquire_lease("s1", 60_000)
+    lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
-    head4 = await store.commit(lease, 3, published_of(4), pending[0], 7, [], entries=1)
+    head4 = await store.commits.commit(lease, 3, published_of(4), pending[0], 7, [], entries=1)
     adopted = Checkpoint(state_key, 3, OLD_CURSOR, 6, cut=False)
     assert head4.checkpoint == adopted and head4.recovery_point == adopted
-    assert await store.get_head("s1") == head4
+    assert await store.registry.get_head("s1") == head4
     assert await redis_client.exists(state_key)
     assert await redis_client.smembers(KEYS.blobs) == {head4.state_key.encode()}
     assert await redis_client.smembers(KEYS.checkpoints) == {state_key.encode()}
-    assert await store.load_checkpoint("s1", adopted) == state_of(3)
-    assert (await store.read_state_fields("s1", ["mean", "__scalars__"]))[1] == published_of(4)
-    assert await store.pending_count("s1") == 2
-    assert await store.commits_after("s1", 3) == [CommitRecord(4, pending[0], False)]
-    assert [e.log_id for e in await store.log_between("s1", OLD_CURSOR, head4.cursor)] == [
+    assert await store.checkpoints.load_checkpoint("s1", adopted) == state_of(3)
+    assert (await store.checkpoints.read_state_fields("s1", ["mean", "__scalars__"]))[
+        1
+    ] == published_of(4)
+    assert await store.log.pending_count("s1") == 2
+    assert await store.commits.commits_after("s1", 3) == [CommitRecord(4, pending[0], False)]
+    assert [e.log_id for e in await store.log.log_between("s1", OLD_CURSOR, head4.cursor)] == [
         pending[0]
     ]
     # ... and the next commit keeps it too.
-    head5 = await store.commit(lease, 4, published_of(5), pending[1], 8, [], entries=1)
+    head5 = await store.commits.commit(lease, 4, published_of(5), pending[1], 8, [], entries=1)
     assert head5.checkpoint == adopted and await redis_client.exists(state_key)
-    assert await store.pending_count("s1") == 1
+    assert await store.log.pending_count("s1") == 1
 
     # The first checkpoint in pieces replaces it, with what it covers.
-    point = await store.checkpoint(lease, 5, pending[1], 8, cut_fields(state_of(5)))
+    point = await store.checkpoints.checkpoint(lease, 5, pending[1], 8, cut_fields(state_of(5)))
     assert point is not None and point.cut
     assert not await redis_client.exists(state_key)
-    assert (await store.get_head("s1")).checkpoint == point
+    assert (await store.registry.get_head("s1")).checkpoint == point
     assert await redis_client.hget(KEYS.head, "checkpoint_layout") is None
     assert await redis_client.smembers(KEYS.checkpoints) == {point.key.encode()}
     assert await log_ids(redis_client) == [appended.log_id]
-    assert await store.commits_after("s1", 0) == []
-    assert await store.load_checkpoint("s1", point) == state_of(5)
-    assert await store.pending_count("s1") == 1
+    assert await store.commits.commits_after("s1", 0) == []
+    assert await store.checkpoints.load_checkpoint("s1", point) == state_of(5)
+    assert await store.log.pending_count("s1") == 1
 
 
 async def test_an_earlier_layout_committed_before_any_append_counts_its_pending_entries(
     store: SelectorStore, redis_client: aioredis.Redis
 ) -> None:
     state_key, pending = await earlier_layout(redis_client, "s1")
-    lease = await store.acquire_lease("s1", 60_000)
+    lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
-    head = await store.commit(lease, 3, published_of(4), pending[0], 7, [], entries=1)
+    head = await store.commits.commit(lease, 3, published_of(4), pending[0], 7, [], entries=1)
     assert head.recovery_point == Checkpoint(state_key, 3, OLD_CURSOR, 6, cut=False)
-    assert await store.pending_count("s1") == 1
+    assert await store.log.pending_count("s1") == 1
     # No APPEND wrote the head's last_id: the log's newest entry says what came last.
-    assert await store.last_log_id("s1") == pending[1]
-    assert await store.names_with_pending() == ["s1"]
-    await store.commit(lease, 4, published_of(5), pending[1], 8, [], entries=1)
-    assert await store.pending_count("s1") == 0
-    assert await store.names_with_pending() == []
-    assert await store.load_checkpoint("s1", head.recovery_point) == state_of(3)
+    assert await store.log.last_log_id("s1") == pending[1]
+    assert await store.log.names_with_pending() == ["s1"]
+    await store.commits.commit(lease, 4, published_of(5), pending[1], 8, [], entries=1)
+    assert await store.log.pending_count("s1") == 0
+    assert await store.log.names_with_pending() == []
+    assert await store.checkpoints.load_checkpoint("s1", head.recovery_point) == state_of(3)
     # Deleting it removes every key, the adopted checkpoint included.
-    await store.delete("s1")
+    await store.registry.delete("s1")
     assert await keys_of(redis_client, "*") == set()

@@ -50,20 +50,20 @@ async def test_uncommitted_entries_survive_restart_and_crash(
     checkpoint (which replay needs), and every pending entry."""
     client = aioredis.from_url(restartable_redis.start())
     store = SelectorStore(client)
-    await store.create(META, encode_state({"count": 0}))
-    e1 = await store.append("s1", b"one", 1, digest(b"one"), "k1")
-    e2 = await store.append("s1", b"two", 1, digest(b"two"), "k2")
-    e3 = await store.append("s1", b"three", 1, digest(b"three"), None)
-    lease = await store.acquire_lease("s1", 60_000)
+    await store.registry.create(META, encode_state({"count": 0}))
+    e1 = await store.log.append("s1", b"one", 1, digest(b"one"), "k1")
+    e2 = await store.log.append("s1", b"two", 1, digest(b"two"), "k2")
+    e3 = await store.log.append("s1", b"three", 1, digest(b"three"), None)
+    lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
-    await store.commit(
+    await store.commits.commit(
         lease, 0, encode_state({"count": 1}), e1.log_id, 1, [META_KEYS.idem("k1")], entries=1
     )
-    point = await store.checkpoint(
+    point = await store.checkpoints.checkpoint(
         lease, 1, e1.log_id, 1, cut_fields(encode_state({"count": 1, "n": 1}))
     )
     assert point is not None
-    committed = await store.commit(
+    committed = await store.commits.commit(
         lease, 1, encode_state({"count": 2}), e2.log_id, 2, [META_KEYS.idem("k2")], entries=1
     )
     await client.aclose()
@@ -71,33 +71,45 @@ async def test_uncommitted_entries_survive_restart_and_crash(
     restartable_redis.stop()  # graceful: SHUTDOWN flushes the AOF
     client = aioredis.from_url(restartable_redis.start())
     store = SelectorStore(client)
-    head = await store.get_head("s1")
+    head = await store.registry.get_head("s1")
     assert head == committed and head.version == 2 and head.cursor == e2.log_id
     assert head.checkpoint == point
-    assert (await store.read_state_fields("s1", ["__scalars__"]))[1] == encode_state({"count": 2})
-    assert decode_state(await store.load_checkpoint("s1", point)) == {"count": 1, "n": 1}
-    assert await store.commits_after("s1", point.version) == [CommitRecord(2, e2.log_id, False)]
-    assert [e.log_id for e in await store.log_between("s1", point.cursor, head.cursor)] == [
+    assert (await store.checkpoints.read_state_fields("s1", ["__scalars__"]))[1] == encode_state(
+        {"count": 2}
+    )
+    assert decode_state(await store.checkpoints.load_checkpoint("s1", point)) == {
+        "count": 1,
+        "n": 1,
+    }
+    assert await store.commits.commits_after("s1", point.version) == [
+        CommitRecord(2, e2.log_id, False)
+    ]
+    assert [e.log_id for e in await store.log.log_between("s1", point.cursor, head.cursor)] == [
         e2.log_id
     ]
-    assert await store.get_meta("s1") == META
-    assert [e.log_id for e in await store.pending("s1", head.cursor, 10)] == [e3.log_id]
-    assert await store.names_with_pending() == ["s1"]
-    assert await store.pending_count("s1") == 1
-    assert (await store.append("s1", b"two", 1, digest(b"two"), "k2")).log_id == e2.log_id
-    e4 = await store.append("s1", b"four", 1, digest(b"four"), None)
+    assert await store.registry.get_meta("s1") == META
+    assert [e.log_id for e in await store.log.pending("s1", head.cursor, 10)] == [e3.log_id]
+    assert await store.log.names_with_pending() == ["s1"]
+    assert await store.log.pending_count("s1") == 1
+    assert (await store.log.append("s1", b"two", 1, digest(b"two"), "k2")).log_id == e2.log_id
+    e4 = await store.log.append("s1", b"four", 1, digest(b"four"), None)
     await client.aclose()
 
     restartable_redis.kill()  # crash: no SHUTDOWN, appendfsync=always keeps what was acked
     client = aioredis.from_url(restartable_redis.start())
     store = SelectorStore(client)
-    pending = await store.pending("s1", head.cursor, 10)
+    pending = await store.log.pending("s1", head.cursor, 10)
     assert [e.log_id for e in pending] == [e3.log_id, e4.log_id]
     assert pending[-1].payload == b"four"
-    assert await store.pending_count("s1") == 2 and await store.last_log_id("s1") == e4.log_id
-    assert await store.get_head("s1") == head
-    assert decode_state(await store.load_checkpoint("s1", point)) == {"count": 1, "n": 1}
-    assert await store.list_names() == ["s1"]
+    assert (
+        await store.log.pending_count("s1") == 2 and await store.log.last_log_id("s1") == e4.log_id
+    )
+    assert await store.registry.get_head("s1") == head
+    assert decode_state(await store.checkpoints.load_checkpoint("s1", point)) == {
+        "count": 1,
+        "n": 1,
+    }
+    assert await store.registry.list_names() == ["s1"]
     await client.aclose()
 
 

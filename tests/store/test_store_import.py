@@ -28,7 +28,7 @@ async def keys_of(client: aioredis.Redis, name: str) -> set[str]:
 
 
 async def test_create_at_a_head_with_segments_and_names(store: SelectorStore):
-    head = await store.create(
+    head = await store.registry.create(
         meta("imp"),
         STATE,
         version=7,
@@ -40,55 +40,55 @@ async def test_create_at_a_head_with_segments_and_names(store: SelectorStore):
     # The imported state is the first checkpoint, at the archive's head.
     assert head.checkpoint is not None
     assert head.checkpoint == Checkpoint(head.checkpoint.key, 7, "0-0", 3)
-    assert await store.get_head("imp") == head
-    snapshot = await store.snapshot("imp")
+    assert await store.registry.get_head("imp") == head
+    snapshot = await store.checkpoints.snapshot("imp")
     # A snapshot is the checkpoint's version, read from the checkpoint.
     assert (snapshot.head.version, snapshot.head.cursor, snapshot.head.items_seen) == (7, "0-0", 3)
     assert snapshot.head.state_key == head.recovery_point.key
     assert snapshot.head.checkpoint == head.checkpoint
     assert snapshot.state == STATE
     # Readers read what the first version publishes (by default, the whole state).
-    assert (await store.read_state_fields("imp", list(STATE)))[1] == STATE
+    assert (await store.checkpoints.read_state_fields("imp", list(STATE)))[1] == STATE
     assert snapshot.item_names == {0: "age", 2: "bmi"}
-    segments = await store.get_segments("imp", ["colblock:0"])
+    segments = await store.checkpoints.get_segments("imp", ["colblock:0"])
     np.testing.assert_array_equal(decode_array(segments["colblock:0"]), np.ones((2, 2)))
     # The next item appended is numbered after the imported ones, and names stay taken.
-    outcome = await store.append("imp", b"payload", 1, "d", None, ["sbp"])
+    outcome = await store.log.append("imp", b"payload", 1, "d", None, ["sbp"])
     assert outcome.first == 3
     with pytest.raises(Conflict, match="already used"):
-        await store.append("imp", b"payload", 1, "e", None, ["age"])
+        await store.log.append("imp", b"payload", 1, "e", None, ["age"])
 
 
 async def test_an_import_over_a_taken_name_leaves_nothing_behind(
     store: SelectorStore, redis_client: aioredis.Redis
 ):
-    await store.create(meta("taken"), STATE)
+    await store.registry.create(meta("taken"), STATE)
     before = await keys_of(redis_client, "taken")
     with pytest.raises(Conflict, match="already exists"):
-        await store.create(
+        await store.registry.create(
             meta("taken"), STATE, version=2, items_seen=3, segments=SEGMENTS, item_names={0: "x"}
         )
     assert await keys_of(redis_client, "taken") == before  # no staged state, names, segments
-    assert (await store.get_head("taken")).version == 0
+    assert (await store.registry.get_head("taken")).version == 0
 
 
 async def test_history_is_capped_and_never_written_for_a_gone_or_younger_selector(
     store: SelectorStore, redis_client: aioredis.Redis
 ):
-    await store.create(meta("h"), STATE, version=5)
+    await store.registry.create(meta("h"), STATE, version=5)
 
     def entry(version: int) -> HistoryEntry:
         return HistoryEntry(version, 10 * version, 1.5, [RankedList(None, [1, 0], [2.0, 1.0])])
 
     for version in (3, 4, 5):
-        assert await store.record_history("h", entry(version), keep=2)
+        assert await store.history.record("h", entry(version), keep=2)
     # A selector at version 5 never records a later version: that commit belonged to another
     # incarnation of the name.
-    assert not await store.record_history("h", entry(6), keep=2)
-    assert [e.version for e in await store.history("h", 10)] == [5, 4]
-    assert await store.history("h", 1) == [entry(5)]
-    await store.delete("h")
-    assert not await store.record_history("h", entry(5), keep=2)
+    assert not await store.history.record("h", entry(6), keep=2)
+    assert [e.version for e in await store.history.read("h", 10)] == [5, 4]
+    assert await store.history.read("h", 1) == [entry(5)]
+    await store.registry.delete("h")
+    assert not await store.history.record("h", entry(5), keep=2)
     assert await keys_of(redis_client, "h") == set()
     with pytest.raises(NotFound):
-        await store.history("h", 1)
+        await store.history.read("h", 1)

@@ -39,9 +39,9 @@ async def attached_selector(
 ) -> SelectorMeta:
     """A selector attached to ``stream`` as the service attaches one: the attachment first
     (where it starts), then the selector created there."""
-    described = await store.get_stream(stream)
+    described = await store.streams.get_stream(stream)
     incarnation = f"inc-{name}"
-    attached = await store.attach(stream, name, incarnation, start, described.incarnation)
+    attached = await store.streams.attach(stream, name, incarnation, start, described.incarnation)
     meta = SelectorMeta(
         name=name,
         method="fsds",
@@ -53,14 +53,14 @@ async def attached_selector(
         stream_incarnation=attached.stream_incarnation,
         stream_base=attached.items,
     )
-    await store.create(meta, state_of(0), published=published_of(0), attached=attached)
+    await store.registry.create(meta, state_of(0), published=published_of(0), attached=attached)
     return meta
 
 
 async def push(store: SelectorStore, value: float, key: str | None = None, stream: str = "st"):
-    described = await store.get_stream(stream)
+    described = await store.streams.get_stream(stream)
     payload = chunk(value)
-    return await store.append_to_stream(
+    return await store.streams.append_to_stream(
         stream, payload, 2, digest(payload), key, described.incarnation
     )
 
@@ -68,18 +68,18 @@ async def push(store: SelectorStore, value: float, key: str | None = None, strea
 async def apply_all(store: SelectorStore, meta: SelectorMeta) -> tuple[Lease, list[str]]:
     """Take every pending entry of ``meta`` under its lease and commit them one by one; the
     lease and the ids applied."""
-    lease = await store.acquire_lease(meta.name, 5000)
+    lease = await store.leases.acquire_lease(meta.name, 5000)
     assert lease is not None and lease.stream == meta.stream
-    head = await store.get_head(meta.name)
+    head = await store.registry.get_head(meta.name)
     applied = []
     while True:
-        attempt, entries = await store.take(lease, head.cursor, 10)
+        attempt, entries = await store.log.take(lease, head.cursor, 10)
         if not entries:
             break
         assert attempt == 1
         for entry in entries:
             assert entry.idem_record is None  # the stream's record is in another slot
-            head = await store.commit(
+            head = await store.commits.commit(
                 lease,
                 head.version,
                 published_of(head.version + 1),
@@ -93,20 +93,20 @@ async def apply_all(store: SelectorStore, meta: SelectorMeta) -> tuple[Lease, li
 
 
 async def test_a_stream_is_created_once_and_described(store: SelectorStore) -> None:
-    await store.create_stream(stream_meta())
+    await store.streams.create_stream(stream_meta())
     with pytest.raises(Conflict):
-        await store.create_stream(stream_meta(incarnation="other"))
-    described = await store.get_stream("st")
+        await store.streams.create_stream(stream_meta(incarnation="other"))
+    described = await store.streams.get_stream("st")
     assert described.kind == "rows" and described.size == 3 and described.incarnation == "5eed"
-    head = await store.stream_head("st")
+    head = await store.streams.stream_head("st")
     assert (head.entries, head.appended, head.last_id, head.length) == (0, 0, "0-0", 0)
-    assert await store.list_streams() == ["st"]
+    assert await store.streams.list_streams() == ["st"]
     with pytest.raises(NotFound):
-        await store.get_stream("nothing")
+        await store.streams.get_stream("nothing")
 
 
 async def test_an_append_answers_the_selectors_that_will_apply_it(store: SelectorStore) -> None:
-    await store.create_stream(stream_meta())
+    await store.streams.create_stream(stream_meta())
     outcome, attached = await push(store, 1.0)
     assert attached == [] and not outcome.duplicate
     # The stream's log ids carry the stream's incarnation, as a selector's carry its own.
@@ -126,27 +126,27 @@ async def test_an_append_answers_the_selectors_that_will_apply_it(store: Selecto
     _, applied_b = await apply_all(store, b)
     assert applied_a == [second.log_id]
     assert applied_b == [outcome.log_id, second.log_id]
-    assert (await store.get_head("a")).items_seen == 2
-    assert (await store.get_head("b")).items_seen == 4
-    assert await store.pending_count("a") == 0 and await store.pending_count("b") == 0
+    assert (await store.registry.get_head("a")).items_seen == 2
+    assert (await store.registry.get_head("b")).items_seen == 4
+    assert await store.log.pending_count("a") == 0 and await store.log.pending_count("b") == 0
     await push(store, 4.0)
-    assert await store.pending_count("a") == 1
-    assert len(await store.pending("a", (await store.get_head("a")).cursor, 5)) == 1
-    assert await store.names_with_pending() == ["a", "b"]
+    assert await store.log.pending_count("a") == 1
+    assert len(await store.log.pending("a", (await store.registry.get_head("a")).cursor, 5)) == 1
+    assert await store.log.names_with_pending() == ["a", "b"]
 
 
 async def test_appends_to_an_attached_selector_are_refused(store: SelectorStore) -> None:
-    await store.create_stream(stream_meta())
+    await store.streams.create_stream(stream_meta())
     await attached_selector(store, "a")
     payload = chunk(1.0)
     with pytest.raises(Conflict, match="attached to stream 'st'"):
-        await store.append("a", payload, 2, digest(payload), None)
+        await store.log.append("a", payload, 2, digest(payload), None)
 
 
 async def test_the_log_is_trimmed_only_past_every_selectors_checkpoint(
     store: SelectorStore,
 ) -> None:
-    await store.create_stream(stream_meta())
+    await store.streams.create_stream(stream_meta())
     fast = await attached_selector(store, "fast")
     slow = await attached_selector(store, "slow")
     ids = [(await push(store, float(i)))[0].log_id for i in range(4)]
@@ -154,41 +154,41 @@ async def test_the_log_is_trimmed_only_past_every_selectors_checkpoint(
     assert applied == ids
     # The fast selector's checkpoint covers everything; the slow one has applied nothing: the
     # log keeps every entry for it.
-    assert await store.release("st", "fast", fast.incarnation, ids[-1]) == "0-0"
-    assert (await store.stream_head("st")).length == 4
+    assert await store.streams.release("st", "fast", fast.incarnation, ids[-1]) == "0-0"
+    assert (await store.streams.stream_head("st")).length == 4
     # The slow selector takes and applies all of it afterwards, exactly once.
     _lease, applied = await apply_all(store, slow)
     assert applied == ids
-    assert await store.release("st", "slow", slow.incarnation, ids[1]) == ids[1]
-    head = await store.stream_head("st")
+    assert await store.streams.release("st", "slow", slow.incarnation, ids[1]) == ids[1]
+    head = await store.streams.stream_head("st")
     assert head.length == 2 and head.trimmed == ids[1]
     # A report from another incarnation of the name (an old selector's), or one that goes back,
     # changes nothing.
-    assert await store.release("st", "slow", "someone-else", ids[3]) == ids[1]
-    assert await store.release("st", "slow", slow.incarnation, ids[0]) == ids[1]
+    assert await store.streams.release("st", "slow", "someone-else", ids[3]) == ids[1]
+    assert await store.streams.release("st", "slow", slow.incarnation, ids[0]) == ids[1]
     # A selector that detaches holds nothing back any more.
-    await store.detach_from_stream("st", "slow", slow.incarnation)
-    assert (await store.stream_head("st")).length == 0
+    await store.streams.detach_from_stream("st", "slow", slow.incarnation)
+    assert (await store.streams.stream_head("st")).length == 0
     # "start" now means what the stream still holds: nothing before the trim point.
     late = await attached_selector(store, "late", "start")
-    assert (await store.get_head("late")).cursor == ids[3]
+    assert (await store.registry.get_head("late")).cursor == ids[3]
     assert late.stream_base == 8
 
 
 async def test_a_stream_with_selectors_attached_is_not_deleted(store: SelectorStore) -> None:
-    await store.create_stream(stream_meta())
+    await store.streams.create_stream(stream_meta())
     a = await attached_selector(store, "a")
     with pytest.raises(Conflict) as refused:
-        await store.delete_stream("st")
+        await store.streams.delete_stream("st")
     assert refused.value.extra == {"selectors": ["a"]}
-    assert await store.close_stream("st") == ["a"]
+    assert await store.streams.close_stream("st") == ["a"]
     with pytest.raises(Conflict, match="being deleted"):
         await push(store, 1.0)
     with pytest.raises(Conflict, match="being deleted"):
-        await store.attach("st", "b", "x", "now", "")
-    await store.detach_from_stream("st", "a", a.incarnation)
-    assert await store.delete_stream("st") is True
-    assert await store.list_streams() == []
+        await store.streams.attach("st", "b", "x", "now", "")
+    await store.streams.detach_from_stream("st", "a", a.incarnation)
+    assert await store.streams.delete_stream("st") is True
+    assert await store.streams.list_streams() == []
     assert not await store.redis.exists(*_stream_keys("st"))
 
 
@@ -200,47 +200,49 @@ def _stream_keys(name: str) -> list[str]:
 async def test_a_stream_created_again_feeds_no_selector_of_the_old_one(
     store: SelectorStore,
 ) -> None:
-    await store.create_stream(stream_meta())
+    await store.streams.create_stream(stream_meta())
     a = await attached_selector(store, "a")
     await push(store, 1.0)
-    await store.close_stream("st")
-    await store.detach_from_stream("st", "a", a.incarnation)
-    await store.delete_stream("st")
-    await store.create_stream(stream_meta(incarnation="new"))
+    await store.streams.close_stream("st")
+    await store.streams.detach_from_stream("st", "a", a.incarnation)
+    await store.streams.delete_stream("st")
+    await store.streams.create_stream(stream_meta(incarnation="new"))
     await push(store, 2.0)
     # "a" still claims the old stream (a crash between the slots): it is fed nothing.
     lease, applied = await apply_all(store, a)
     assert applied == []
-    assert await store.pending("a", "0-0", 5) == []
-    assert await store.pending_count("a") == 0
-    assert await store.last_log_id("a") is None
-    await store.release_lease(lease)
+    assert await store.log.pending("a", "0-0", 5) == []
+    assert await store.log.pending_count("a") == 0
+    assert await store.log.last_log_id("a") is None
+    await store.leases.release_lease(lease)
 
 
 async def test_detach_needs_a_current_checkpoint_and_fences_the_applier(
     store: SelectorStore,
 ) -> None:
-    await store.create_stream(stream_meta())
+    await store.streams.create_stream(stream_meta())
     a = await attached_selector(store, "a")
     await push(store, 1.0)
     lease, _applied = await apply_all(store, a)
     standalone = dataclasses.replace(a, stream=None, stream_incarnation="", stream_base=0)
     # Version 1 is committed, the checkpoint is still version 0: not yet.
-    assert await store.detach(a, standalone, {}) is False
-    head = await store.get_head("a")
-    assert await store.checkpoint(lease, 1, head.cursor, head.items_seen, cut_fields(state_of(1)))
-    assert await store.detach(a, standalone, {0: "x0"}) is True
-    assert (await store.get_meta("a")).stream is None
-    assert await store.item_names("a", [0, 1]) == ["x0", None]
+    assert await store.streams.detach(a, standalone, {}) is False
+    head = await store.registry.get_head("a")
+    assert await store.checkpoints.checkpoint(
+        lease, 1, head.cursor, head.items_seen, cut_fields(state_of(1))
+    )
+    assert await store.streams.detach(a, standalone, {0: "x0"}) is True
+    assert (await store.registry.get_meta("a")).stream is None
+    assert await store.registry.item_names("a", [0, 1]) == ["x0", None]
     # The applier that held the lease reads the stream no more, and cannot commit.
     with pytest.raises(StaleApplier):
-        await store.take(lease, head.cursor, 5)
+        await store.log.take(lease, head.cursor, 5)
     with pytest.raises(StaleApplier):
-        await store.commit(lease, 1, published_of(2), head.cursor, 2, [], entries=0)
+        await store.commits.commit(lease, 1, published_of(2), head.cursor, 2, [], entries=0)
     # Standalone now: pushed to directly, with log ids after its cursor.
     payload = chunk(5.0)
-    outcome = await store.append("a", payload, 2, digest(payload), None)
+    outcome = await store.log.append("a", payload, 2, digest(payload), None)
     assert compare_stream_ids(outcome.log_id, head.cursor) > 0
-    assert await store.pending_count("a") == 1
+    assert await store.log.pending_count("a") == 1
     with pytest.raises(Conflict, match="not attached"):
-        await store.detach(a, standalone, {})
+        await store.streams.detach(a, standalone, {})

@@ -146,7 +146,7 @@ async def push_stream_chunk(
     cannot apply is that selector's rejection (its status says why); 422 ``chunk-rejected``
     only when every selector set it aside.
     """
-    meta = await service.store.cached_stream(name)
+    meta = await service.store.streams.cached_stream(name)
     media_type = require_media_type(
         request.headers.get("content-type"), kind_of(meta.kind).media_types
     )

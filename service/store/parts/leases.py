@@ -1,4 +1,4 @@
-"""The leases room of the store: the applier lease of each selector.
+"""The leases part of the store: the applier lease of each selector.
 
 One applier at a time holds a selector's lease; its fencing token increases on every
 acquisition, so that a commit of an applier that lost its lease is refused. A lease holder is
@@ -11,7 +11,7 @@ import os
 import secrets
 import socket
 
-from service.store.core import StoreCore, not_found
+from service.store.core import Room, not_found
 from service.store.records import Lease, as_text
 from service.store.redis_errors import map_redis_errors
 
@@ -42,15 +42,17 @@ def holder_died(holder: str) -> bool:
     return False
 
 
-class Leases(StoreCore):
+class Leases(Room):
     """The applier lease: acquire, renew, release, break a dead holder's."""
 
     @map_redis_errors
     async def acquire_lease(self, name: str, ttl_ms: int) -> Lease | None:
         """Take the applier lease if free; None if someone holds it."""
-        k = self.keys(name)
+        k = self.core.keys(name)
         holder = _holder_id()
-        reply = await self._run("acquire_lease", [k.head, k.lease, k.fence], [holder, int(ttl_ms)])
+        reply = await self.core.run(
+            "acquire_lease", [k.head, k.lease, k.fence], [holder, int(ttl_ms)]
+        )
         status = as_text(reply[0])
         if status == "NOTFOUND":
             raise not_found(name)
@@ -70,22 +72,22 @@ class Leases(StoreCore):
     async def break_dead_lease(self, name: str) -> bool:
         """Remove the lease of ``name`` if its holder is a process of this machine that died
         (``holder_died``); whether it did."""
-        k = self.keys(name)
-        holder = await self.redis.get(k.lease)
+        k = self.core.keys(name)
+        holder = await self.core.redis.get(k.lease)
         if holder is None or not holder_died(as_text(holder)):
             return False
-        return bool(await self._run("release_lease", [k.lease], [as_text(holder)]))
+        return bool(await self.core.run("release_lease", [k.lease], [as_text(holder)]))
 
     @map_redis_errors
     async def lease_ttl_ms(self, name: str) -> int:
         """Milliseconds left on the applier lease of ``name`` (0 or less: nobody holds it)."""
-        return int(await self.redis.pttl(self.keys(name).lease))
+        return int(await self.core.redis.pttl(self.core.keys(name).lease))
 
     @map_redis_errors
     async def renew_lease(self, lease: Lease, ttl_ms: int) -> bool:
         """Extend the lease; False if it was lost (expired or taken over)."""
-        k = self.keys(lease.name)
-        reply = await self._run(
+        k = self.core.keys(lease.name)
+        reply = await self.core.run(
             "renew_lease", [k.lease, k.fence], [lease.holder, lease.token, int(ttl_ms)]
         )
         return bool(reply)
@@ -93,5 +95,5 @@ class Leases(StoreCore):
     @map_redis_errors
     async def release_lease(self, lease: Lease) -> None:
         """Give the lease back (a no-op if it is no longer ours)."""
-        k = self.keys(lease.name)
-        await self._run("release_lease", [k.lease], [lease.holder])
+        k = self.core.keys(lease.name)
+        await self.core.run("release_lease", [k.lease], [lease.holder])

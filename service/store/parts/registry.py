@@ -1,4 +1,4 @@
-"""The registry room of the store: which selectors exist and what they are.
+"""The registry part of the store: which selectors exist and what they are.
 
 Creating a selector (its initial state staged first, then put into place by one script; an
 import's segments and item names with it), a partitioned selector's claim on its name, the
@@ -19,7 +19,7 @@ from typing import Any
 from service.cache import LRU
 from service.errors import CodecError, Conflict, SiftError
 from service.store.codec import cut_fields
-from service.store.core import PIPELINE_BATCH, StoreCore, check_state, not_found
+from service.store.core import PIPELINE_BATCH, Room, StoreCore, check_state, not_found
 from service.store.keys import INITIAL_CURSOR, WRITER_FIELD, SelectorKeys, is_partition
 from service.store.records import Attached, Checkpoint, Head, SelectorMeta, as_text
 from service.store.redis_errors import map_redis_errors
@@ -40,13 +40,14 @@ def _redis_time_text(seconds: float) -> str:
     return f"{seconds:.6f}"
 
 
-class Registry(StoreCore):
+class Registry(Room):
     """Selectors: create, describe, list, delete, expire."""
 
     _feature_names: LRU[tuple[str, float, str], list[str]]
     _metas: LRU[str, tuple[SelectorMeta, float]]
 
-    def _init_registry(self) -> None:
+    def __init__(self, core: StoreCore) -> None:
+        super().__init__(core)
         # Feature names by selector incarnation: set once, never changed (``get_meta``).
         self._feature_names = LRU(_FEATURE_NAMES_CACHED)
         # Descriptions as last read, and when (``cached_meta``).
@@ -79,7 +80,7 @@ class Registry(StoreCore):
         """
         if version < 0 or items_seen < 0:
             raise ValueError(f"version and items_seen must be >= 0; got {version}, {items_seen}")
-        k = self.keys(meta.name)
+        k = self.core.keys(meta.name)
         state = check_state(initial_state)
         shown = state if published is None else check_state(published)
         names_json = "" if meta.feature_names is None else json.dumps(meta.feature_names)
@@ -91,10 +92,10 @@ class Registry(StoreCore):
         staged: list[Any] = [_STAGING_TTL_MS, WRITER_FIELD, b"create"]
         for field, value in shown.items():
             staged += [field, value]
-        await self._run("stage", [staging], staged)
+        await self.core.run("stage", [staging], staged)
         checkpoint_key = k.checkpoint(int(version), 0, nonce)
         pieces = await asyncio.to_thread(cut_fields, state)
-        await self._write_pieces(checkpoint_key, pieces, ttl_ms=_STAGING_TTL_MS)
+        await self.core.write_pieces(checkpoint_key, pieces, ttl_ms=_STAGING_TTL_MS)
         keys = [k.meta, k.head, k.names, staging, k.state(0, 0, nonce), k.blobs]
         keys += [checkpoint_key, k.checkpoints]
         args: list[Any] = [meta.to_json(), names_json, meta.incarnation]
@@ -109,14 +110,14 @@ class Registry(StoreCore):
             args += [cursor, attached.entries, meta.stream, meta.stream_incarnation]
         # Registered before and after the script, so that a delete racing with this create
         # can never leave the new selector out of the registry (see ``delete``).
-        await self.redis.sadd(self._registry, meta.name)
-        reply = await self._run_acknowledged("create", keys, args)
+        await self.core.redis.sadd(self.core.registry_key, meta.name)
+        reply = await self.core.run_acknowledged("create", keys, args)
         status = as_text(reply[0])
         if status == "CONFLICT":
             raise Conflict(f"selector '{meta.name}' already exists")
         if status != "OK":
             raise SiftError(f"creating selector '{meta.name}' failed: {status}")
-        await self.redis.sadd(self._registry, meta.name)
+        await self.core.redis.sadd(self.core.registry_key, meta.name)
         return Head(
             version=int(version),
             cursor=cursor,
@@ -137,7 +138,7 @@ class Registry(StoreCore):
         """Stage an import's item names and segments (short TTL) for ``CREATE`` to rename into
         place; returns the keys the script takes after the eight of every create."""
         by_name, by_index = k.staging(f"{nonce}:fname"), k.staging(f"{nonce}:findex")
-        pipe = self.redis.pipeline(transaction=False)
+        pipe = self.core.redis.pipeline(transaction=False)
         if item_names:
             pipe.hset(by_name, mapping={n: str(i) for i, n in item_names.items()})
             pipe.hset(by_index, mapping={str(i): n for i, n in item_names.items()})
@@ -148,7 +149,7 @@ class Registry(StoreCore):
         for number, (segment_id, payload) in enumerate(segments.items()):
             staged = k.staging(f"{nonce}:segment:{number}")
             # One segment per round trip: each may be tens of MiB.
-            await self.redis.set(staged, payload, px=_STAGING_TTL_MS)
+            await self.core.redis.set(staged, payload, px=_STAGING_TTL_MS)
             keys += [staged, k.segment(segment_id)]
         return keys
 
@@ -197,8 +198,8 @@ class Registry(StoreCore):
         the first chunk that named its columns: ``adopt_feature_names``) for one incarnation of
         a name: they are read and parsed once, then kept.
         """
-        k = self.keys(name)
-        pipe = self.redis.pipeline(transaction=False)
+        k = self.core.keys(name)
+        pipe = self.core.redis.pipeline(transaction=False)
         pipe.get(k.meta)
         pipe.strlen(k.names)
         raw_meta, names_length = await pipe.execute()
@@ -209,7 +210,7 @@ class Registry(StoreCore):
             incarnation = (name, meta.created_at, meta.incarnation)
             known = self._feature_names.get(incarnation)
             if known is None:
-                known = self._parse_names(name, await self.redis.get(k.names))
+                known = self._parse_names(name, await self.core.redis.get(k.names))
                 self._feature_names.put(incarnation, known)
             meta = dataclasses.replace(meta, feature_names=known)
         self._metas.put(name, (meta, time.monotonic()))
@@ -227,14 +228,14 @@ class Registry(StoreCore):
         """Give selector ``name`` (created without feature names) these names, unless it has
         names already (another chunk gave them first: names never change once set); the names
         it has now. NotFound if it does not exist."""
-        k = self.keys(name)
-        pipe = self.redis.pipeline(transaction=False)
+        k = self.core.keys(name)
+        pipe = self.core.redis.pipeline(transaction=False)
         pipe.exists(k.meta)
         pipe.set(k.names, json.dumps(list(names)), nx=True)
         pipe.get(k.names)
         exists, _set, raw = await pipe.execute()
         if not exists:
-            await self.redis.delete(k.names)  # deleted meanwhile: leave nothing behind
+            await self.core.redis.delete(k.names)  # deleted meanwhile: leave nothing behind
             raise not_found(name)
         self.forget_meta(name)  # named now: read again on the next write
         return self._parse_names(name, raw)
@@ -244,21 +245,23 @@ class Registry(StoreCore):
         """Names given on arrival to the features at ``indices`` (None where unnamed)."""
         if not indices:
             return []
-        values = await self.redis.hmget(self.keys(name).feature_name, [str(i) for i in indices])
+        values = await self.core.redis.hmget(
+            self.core.keys(name).feature_name, [str(i) for i in indices]
+        )
         return [None if v is None else as_text(v) for v in values]
 
     @map_redis_errors
     async def create_partitioned(self, meta: SelectorMeta) -> None:
         """Claim ``meta.name`` for a partitioned selector: its description alone (each partition
         is created as a selector of its own, ``meta.partition(i)``). Conflict if it is taken."""
-        k = self.keys(meta.name)
-        if await self.redis.exists(k.head):
+        k = self.core.keys(meta.name)
+        if await self.core.redis.exists(k.head):
             raise Conflict(f"selector '{meta.name}' already exists")
-        await self.redis.sadd(self._registry, meta.name)
-        if not await self.redis.set(k.meta, meta.to_json(), nx=True):
+        await self.core.redis.sadd(self.core.registry_key, meta.name)
+        if not await self.core.redis.set(k.meta, meta.to_json(), nx=True):
             raise Conflict(f"selector '{meta.name}' already exists")
         if meta.feature_names is not None:
-            await self.redis.set(k.names, json.dumps(meta.feature_names))
+            await self.core.redis.set(k.names, json.dumps(meta.feature_names))
 
     @map_redis_errors
     async def list_names(self) -> list[str]:
@@ -266,14 +269,14 @@ class Registry(StoreCore):
         and so are partitions: they show as their selector)."""
         names = sorted(
             n
-            for n in (as_text(n) for n in await self.redis.smembers(self._registry))
+            for n in (as_text(n) for n in await self.core.redis.smembers(self.core.registry_key))
             if not is_partition(n)
         )
         out: list[str] = []
         for start in range(0, len(names), PIPELINE_BATCH):
-            valid = self.keyed(names[start : start + PIPELINE_BATCH])
-            metas = [self.keys(n).meta for n in valid]
-            exists = await self.read_each(metas, lambda pipe, key: pipe.exists(key))
+            valid = self.core.keyed(names[start : start + PIPELINE_BATCH])
+            metas = [self.core.keys(n).meta for n in valid]
+            exists = await self.core.read_each(metas, lambda pipe, key: pipe.exists(key))
             # A selector whose master is down is listed: the registry says it exists.
             out.extend(n for n, e in zip(valid, exists, strict=True) if e)
         return out
@@ -282,8 +285,8 @@ class Registry(StoreCore):
     async def missing(self, names: Sequence[str]) -> list[str]:
         """Those of ``names`` that are no selector (any more); one whose master is down is
         not known to be gone."""
-        heads = [self.keys(name).head for name in names]
-        found = await self.read_each(heads, lambda pipe, key: pipe.exists(key))
+        heads = [self.core.keys(name).head for name in names]
+        found = await self.core.read_each(heads, lambda pipe, key: pipe.exists(key))
         return [name for name, exists in zip(names, found, strict=True) if not exists]
 
     @map_redis_errors
@@ -291,8 +294,8 @@ class Registry(StoreCore):
         """Remove every key of the selector atomically, then its registry entry. With
         ``idle_since`` (an expiry), only if its last commit is still that one and nothing is
         pending; whether it was removed. NotFound if it does not exist."""
-        k = self.keys(name)
-        existed = await self._run(
+        k = self.core.keys(name)
+        existed = await self.core.run(
             "delete",
             [
                 *(k.meta, k.head, k.names, k.log, k.lease, k.fence, k.blobs, k.idems),
@@ -303,20 +306,20 @@ class Registry(StoreCore):
             ],
             [
                 "" if idle_since is None else _redis_time_text(idle_since),
-                self._commits_channel,
+                self.core.commits_channel,
                 name,
             ],
         )
         if existed == -1:
             return False
         self.forget_meta(name)
-        await self.redis.srem(self._registry, name)
-        await self.redis.zrem(self._expiring, name)
+        await self.core.redis.srem(self.core.registry_key, name)
+        await self.core.redis.zrem(self.core.expiring_key, name)
         # Its pending mark, if any, goes at the next sweep (a new selector of the name may
         # have marked it already).
         # A create of the same name may have run between the script and SREM.
-        if await self.redis.exists(k.meta):
-            await self.redis.sadd(self._registry, name)
+        if await self.core.redis.exists(k.meta):
+            await self.core.redis.sadd(self.core.registry_key, name)
         if not existed:
             raise not_found(name)
         return True
@@ -327,28 +330,28 @@ class Registry(StoreCore):
     async def expire_after(self, name: str, when: float) -> None:
         """Note that ``name`` (a selector created with ``expires_after``) is due to be looked at
         for expiry at ``when`` (Redis time, seconds)."""
-        await self.redis.zadd(self._expiring, {name: when})
+        await self.core.redis.zadd(self.core.expiring_key, {name: when})
 
     @map_redis_errors
     async def due_to_expire(self, limit: int) -> tuple[float, list[str]]:
         """Redis's time now, and up to ``limit`` selectors due to be looked at for expiry."""
-        seconds, micros = await self.redis.time()
+        seconds, micros = await self.core.redis.time()
         now = seconds + micros / 1e6
-        due: list[Any] = await self.redis.zrangebyscore(
-            self._expiring, "-inf", now, start=0, num=limit
+        due: list[Any] = await self.core.redis.zrangebyscore(
+            self.core.expiring_key, "-inf", now, start=0, num=limit
         )
         return now, [as_text(name) for name in due]
 
     @map_redis_errors
     async def forget_expiry(self, name: str) -> None:
-        await self.redis.zrem(self._expiring, name)
+        await self.core.redis.zrem(self.core.expiring_key, name)
 
     # -- the head ----------------------------------------------------------------------------
 
     @map_redis_errors
     async def get_head(self, name: str) -> Head:
-        k = self.keys(name)
-        values = await self.redis.hmget(k.head, list(HEAD_FIELDS))
+        k = self.core.keys(name)
+        values = await self.core.redis.hmget(k.head, list(HEAD_FIELDS))
         if values[0] is None:
             raise not_found(name)
         return head_from_reply(values)

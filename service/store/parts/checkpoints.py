@@ -1,4 +1,4 @@
-"""The checkpoints room of the store: a selector's state beyond what readers read of a version.
+"""The checkpoints part of the store: a selector's state beyond what readers read of a version.
 
 Checkpoints (the whole state of one version, written piece by piece, then made current by one
 script that trims what it covers), immutable segments the state refers to, a consistent
@@ -13,12 +13,12 @@ from typing import Any
 
 from service.errors import CheckpointReplaced, CodecError, Conflict, SiftError
 from service.store.codec import join_fields
-from service.store.core import not_found
+from service.store.core import Room, StoreCore, not_found
 from service.store.keys import WRITER_FIELD, StreamKeys, parse_stream_id
+from service.store.parts.registry import Registry
 from service.store.records import Checkpoint, Head, Lease, Snapshot, as_text
 from service.store.redis_errors import map_redis_errors
 from service.store.replies import HEAD_FIELDS, head_from_reply
-from service.store.rooms.registry import Registry
 
 #: How often ``snapshot`` retries when a newer checkpoint replaces the one it is reading.
 _SNAPSHOT_ATTEMPTS = 5
@@ -26,9 +26,13 @@ _SNAPSHOT_ATTEMPTS = 5
 _PIECES_PER_READ = 4
 
 
-class Checkpoints(Registry):
-    """Checkpoints, segments and state reads. (A registry room too: reads follow the head, and
-    a snapshot holds the description.)"""
+class Checkpoints(Room):
+    """Checkpoints, segments and state reads. (Reads follow the registry's head, and a snapshot
+    holds the description.)"""
+
+    def __init__(self, core: StoreCore, registry: Registry) -> None:
+        super().__init__(core)
+        self.registry = registry
 
     @map_redis_errors
     async def checkpoint(
@@ -50,13 +54,13 @@ class Checkpoints(Registry):
         selector was deleted.
         """
         parse_stream_id(cursor)
-        k = self.keys(lease.name)
+        k = self.core.keys(lease.name)
         key = k.checkpoint(version, lease.token, secrets.token_hex(8))
         # Registered first, so that a crash before the flip leaves an orphan the next
         # checkpoint removes.
-        await self.redis.sadd(k.checkpoints, key)
-        await self._write_pieces(key, pieces)
-        reply = await self._run_acknowledged(
+        await self.core.redis.sadd(k.checkpoints, key)
+        await self.core.write_pieces(key, pieces)
+        reply = await self.core.run_acknowledged(
             "checkpoint",
             [k.head, k.lease, k.fence, k.checkpoints, k.log, k.commits, key],
             [lease.holder, lease.token, int(version), cursor, int(items_seen)],
@@ -64,8 +68,8 @@ class Checkpoints(Registry):
         status = as_text(reply[0])
         if status == "OK":
             return Checkpoint(key, int(version), cursor, int(items_seen))
-        await self.redis.unlink(key)
-        await self.redis.srem(k.checkpoints, key)
+        await self.core.redis.unlink(key)
+        await self.core.redis.srem(k.checkpoints, key)
         if status == "NOTFOUND":
             raise not_found(lease.name)
         if status == "AHEAD":
@@ -83,17 +87,17 @@ class Checkpoints(Registry):
         one reply. Raises Conflict if a newer checkpoint replaced it meanwhile (re-read the
         head), CodecError if it is damaged, NotFound if the selector is gone.
         """
-        fields = [as_text(f) for f in await self.redis.hkeys(checkpoint.key)]
+        fields = [as_text(f) for f in await self.core.redis.hkeys(checkpoint.key)]
         stored: dict[str, bytes] = {}
         for start in range(0, len(fields), _PIECES_PER_READ):
             wanted = fields[start : start + _PIECES_PER_READ]
-            values: list[Any] = await self.redis.hmget(checkpoint.key, wanted)
+            values: list[Any] = await self.core.redis.hmget(checkpoint.key, wanted)
             if any(value is None for value in values):
                 fields = []  # replaced while it was read
                 break
             stored.update(zip(wanted, values, strict=True))
         if not fields:
-            current = await self.get_head(name)
+            current = await self.registry.get_head(name)
             if current.recovery_point.key != checkpoint.key:
                 raise CheckpointReplaced(
                     f"checkpoint of version {checkpoint.version} of selector '{name}' was "
@@ -107,9 +111,9 @@ class Checkpoints(Registry):
     async def snapshot(self, name: str) -> Snapshot:
         """The selector as of its last checkpoint: description, head of that version, every
         state field and the names of the items it counts, read consistently."""
-        meta = await self.get_meta(name)
+        meta = await self.registry.get_meta(name)
         for attempt in range(_SNAPSHOT_ATTEMPTS):
-            head = await self.get_head(name)
+            head = await self.registry.get_head(name)
             point = head.recovery_point
             try:
                 state = await self.load_checkpoint(name, point)
@@ -120,10 +124,10 @@ class Checkpoints(Registry):
         at = Head(point.version, point.cursor, point.items_seen, point.key, head.updated_at, point)
         # Names are registered when items are appended: keep only those the state counts. A
         # selector attached to a stream numbers the stream's items from its ``stream_base``.
-        base, source = 0, self.keys(name)
+        base, source = 0, self.core.keys(name)
         if meta.stream is not None:
-            base, source = meta.stream_base, StreamKeys(self.prefix, meta.stream)
-        names: dict[Any, Any] = await self.redis.hgetall(source.feature_name)
+            base, source = meta.stream_base, StreamKeys(self.core.prefix, meta.stream)
+        names: dict[Any, Any] = await self.core.redis.hgetall(source.feature_name)
         item_names = {
             int(i) - base: as_text(n)
             for i, n in names.items()
@@ -143,11 +147,11 @@ class Checkpoints(Registry):
         """
         if not segments:
             return
-        k = self.keys(name)
+        k = self.core.keys(name)
         # Registered before it is written (like a checkpoint), so that no segment is ever left
         # out of the set that ``delete`` removes. Not a MULTI: redis-py's cluster client runs
         # transactions on an event loop of their own, which breaks its connections.
-        pipe = self.redis.pipeline(transaction=False)
+        pipe = self.core.redis.pipeline(transaction=False)
         for segment_id, payload in segments.items():
             pipe.sadd(k.segments, k.segment(segment_id))
             pipe.set(k.segment(segment_id), payload, nx=True)
@@ -155,9 +159,9 @@ class Checkpoints(Registry):
 
     @map_redis_errors
     async def get_segment(self, name: str, segment_id: str) -> bytes:
-        payload = await self.redis.get(self.keys(name).segment(segment_id))
+        payload = await self.core.redis.get(self.core.keys(name).segment(segment_id))
         if payload is None:
-            if not await self.redis.exists(self.keys(name).head):
+            if not await self.core.redis.exists(self.core.keys(name).head):
                 raise not_found(name)
             raise CodecError(f"segment '{segment_id}' of selector '{name}' is missing")
         if isinstance(payload, str):  # pragma: no cover - the store requires a bytes client
@@ -184,8 +188,8 @@ class Checkpoints(Registry):
         Fields the state does not have are absent from the answer.
         """
         wanted = [str(f) for f in fields]
-        k = self.keys(name)
-        reply = await self._run("read_fields", [k.head], wanted)
+        k = self.core.keys(name)
+        reply = await self.core.run("read_fields", [k.head], wanted)
         status = as_text(reply[0])
         if status == "NOTFOUND":
             raise not_found(name)

@@ -1,4 +1,4 @@
-"""The history room of the store: each selector's ranking history, one entry (the top
+"""The history part of the store: each selector's ranking history, one entry (the top
 features) per committed version, newest first, bounded in length.
 
 A commit may add its entry in the same script (``Commits.commit``); ``record_history`` adds one
@@ -7,33 +7,33 @@ on its own.
 
 from __future__ import annotations
 
-from service.store.core import StoreCore, not_found
+from service.store.core import Room, not_found
 from service.store.monitoring_records import HistoryEntry
 from service.store.redis_errors import map_redis_errors
 
 
-class History(StoreCore):
+class History(Room):
     """The ranking history: record an entry, read the newest."""
 
     @map_redis_errors
-    async def record_history(self, name: str, entry: HistoryEntry, keep: int) -> bool:
+    async def record(self, name: str, entry: HistoryEntry, keep: int) -> bool:
         """Add ``entry`` as the newest of the selector's history, keeping the ``keep`` newest.
 
         False (nothing written) if the selector is gone or was created anew at an earlier
         version since the entry's commit.
         """
-        k = self.keys(name)
-        reply = await self._run(
+        k = self.core.keys(name)
+        reply = await self.core.run(
             "record_history", [k.head, k.history], [entry.to_json(), entry.version, int(keep)]
         )
         return bool(reply)
 
     @map_redis_errors
-    async def history(self, name: str, limit: int) -> list[HistoryEntry]:
+    async def read(self, name: str, limit: int) -> list[HistoryEntry]:
         """The newest ``limit`` history entries, newest version first."""
-        k = self.keys(name)
+        k = self.core.keys(name)
         # One round trip; a delete racing it may leave an empty list for a head still seen.
-        pipe = self.redis.pipeline(transaction=False)
+        pipe = self.core.redis.pipeline(transaction=False)
         pipe.exists(k.head)
         pipe.lrange(k.history, 0, max(limit, 1) - 1)
         exists, raw = await pipe.execute()

@@ -1,4 +1,4 @@
-"""The commits room of the store: making a selector's next version, the commit records
+"""The commits part of the store: making a selector's next version, the commit records
 replay reads, and the notices of commits every replica hears.
 
 A commit writes the new state into a fresh hash, then flips the head to it in one
@@ -19,9 +19,10 @@ from typing import Any
 from redis import exceptions as rexc
 
 from service.errors import CodecError, NotFound, SiftError, StaleApplier
-from service.store.core import check_state, not_found
+from service.store.core import Room, StoreCore, check_state, not_found
 from service.store.keys import WRITER_FIELD, parse_stream_id
 from service.store.monitoring_records import HistoryEntry
+from service.store.parts.log import Log, check_entry, idem_record_keys
 from service.store.records import (
     AppendOutcome,
     Checkpoint,
@@ -38,7 +39,6 @@ from service.store.records import (
 )
 from service.store.redis_errors import map_redis_errors, unavailable_for
 from service.store.replies import checkpoint_from_reply
-from service.store.rooms.log import Log, check_entry, idem_record_keys
 
 log = logging.getLogger("sift.store")
 
@@ -49,9 +49,13 @@ REJECTIONS_KEPT = 10_000
 NOTICE_POLL_SECONDS = 1.0
 
 
-class Commits(Log):
-    """New versions (``commit``), the commit records and the commit notices. (A log room too:
-    a commit may carry the applier's next ``take``.)"""
+class Commits(Room):
+    """New versions (``commit``), the commit records and the commit notices. (A commit may
+    carry the applier's next ``take`` from the log.)"""
+
+    def __init__(self, core: StoreCore, log: Log) -> None:
+        super().__init__(core)
+        self.log = log
 
     @map_redis_errors
     async def commit(
@@ -99,10 +103,10 @@ class Commits(Log):
             history_kept,
         )
         # A selector that reads a stream takes from another slot: not in this round trip.
-        if then_take is not None and not self.wait_replicas and lease.stream is None:
+        if then_take is not None and not self.core.wait_replicas and lease.stream is None:
             reply, taken = await self._commit_then_take(lease, keys, args, then_take)
         else:
-            reply, taken = await self._run_acknowledged("commit", keys, args), None
+            reply, taken = await self.core.run_acknowledged("commit", keys, args), None
         head = self._committed(reply, lease, expected_version, cursor, items_seen, state_key)
         if then_take is not None:
             then_take.taken = taken
@@ -136,7 +140,7 @@ class Commits(Log):
         """
         if not entries:
             raise ValueError("append_and_commit needs at least one entry")
-        k = self.keys(lease.name)
+        k = self.core.keys(lease.name)
         keys, commit_args, state_key = self._commit_call(
             lease,
             expected_version,
@@ -160,7 +164,7 @@ class Commits(Log):
                 [] if entry.idempotency_key is None else idem_record_keys(k, entry.idempotency_key)
             )
             keys += record_keys
-            entry_args += self._entry_args(
+            entry_args += self.log.entry_args(
                 record_keys,
                 entry.payload if checkpoint is None else b"",
                 entry.items,
@@ -176,7 +180,7 @@ class Commits(Log):
             pieces += [field, value]
         pieces_at = pairs_at + len(pairs) if pieces else 0
         args = [*scalars, len(entries), pairs_at, pieces_at, *entry_args, *pairs, *pieces]
-        reply = await self._run_acknowledged("append_commit", keys, args)
+        reply = await self.core.run_acknowledged("append_commit", keys, args)
         status = as_text(reply[0])
         if status == "NOTFOUND":
             raise not_found(lease.name)
@@ -218,7 +222,7 @@ class Commits(Log):
         if items_seen < 0:
             raise ValueError(f"items_seen must be >= 0, got {items_seen}")
         fields = check_state(published)
-        k = self.keys(lease.name)
+        k = self.core.keys(lease.name)
         state_key = k.state(expected_version + 1, lease.token, secrets.token_hex(8))
         keys = [k.head, k.lease, k.fence, k.blobs, k.commits, state_key]
         keys += [k.rejected, k.rejected_order, k.attempts, k.checkpoints, k.history, k.log]
@@ -245,7 +249,7 @@ class Commits(Log):
             REJECTIONS_KEPT,
             history_json,
             max(int(history_kept), 1),
-            self._commits_channel,
+            self.core.commits_channel,
             lease.name,
         ]
         for field, value in fields.items():
@@ -300,28 +304,28 @@ class Commits(Log):
     ) -> tuple[Any, Taken | None]:
         """The commit script and then the take script, pipelined on one connection (in a
         cluster, on the master of the selector's slot: every key has its hash tag)."""
-        take_keys, take_args = self._take_call(lease, then_take)
-        commit, take = self._scripts["commit"], self._scripts["take"]
-        pipe = self.redis.pipeline(transaction=False)
+        take_keys, take_args = self.log.take_call(lease, then_take)
+        commit, take = self.core._scripts["commit"], self.core._scripts["take"]
+        pipe = self.core.redis.pipeline(transaction=False)
         pipe.execute_command("EVALSHA", commit.sha, len(keys), *keys, *args)
         pipe.execute_command("EVALSHA", take.sha, len(take_keys), *take_keys, *take_args)
         reply, took = await pipe.execute(raise_on_error=False)
         if isinstance(reply, rexc.NoScriptError):  # not run: run both the usual way
-            await self.ensure_scripts()
-            return await self._run("commit", keys, args), None
+            await self.core.ensure_scripts()
+            return await self.core.run("commit", keys, args), None
         if isinstance(reply, Exception):
             raise reply
         if isinstance(took, Exception):
             return reply, None
         try:
-            return reply, self._taken(lease, took)
+            return reply, self.log.taken_from(lease, took)
         except (StaleApplier, NotFound):
             return reply, None  # the applier's own take says so
 
     @map_redis_errors
     async def commits_after(self, name: str, version: int) -> list[CommitRecord]:
         """The commit records of the versions after ``version``, oldest first."""
-        raw = await self.redis.lrange(self.keys(name).commits, 0, -1)
+        raw = await self.core.redis.lrange(self.core.keys(name).commits, 0, -1)
         records = []
         for item in raw:
             try:
@@ -342,10 +346,10 @@ class Commits(Log):
         breaks (``Unavailable``: subscribe again; what was announced meanwhile is not heard).
         ``subscribed`` is called once the subscription holds: from then on nothing announced
         is missed while the iteration goes on."""
-        pubsub = self.redis.pubsub()
+        pubsub = self.core.redis.pubsub()
         try:
             try:
-                await pubsub.subscribe(self._commits_channel)
+                await pubsub.subscribe(self.core.commits_channel)
                 if subscribed is not None:
                     # Once Redis confirms: a notice published before it would not be heard.
                     while True:

@@ -1,4 +1,4 @@
-"""The monitoring room of the store: each selector's baseline (the version drift is measured
+"""The monitoring part of the store: each selector's baseline (the version drift is measured
 against), its alerts, their judgement of the last version, and the events they raised.
 
 Every key carries the selector's hash tag (one slot) and is deleted with the selector. What
@@ -13,7 +13,7 @@ import json
 from typing import Any, cast
 
 from service.errors import CodecError, Conflict, NotFound
-from service.store.core import StoreCore, not_found
+from service.store.core import Room, not_found
 from service.store.monitoring_records import Alert, AlertState, Baseline, ClaimedDelivery
 from service.store.records import as_text
 from service.store.redis_errors import map_redis_errors
@@ -24,22 +24,22 @@ EVENTS_KEPT = 100
 OUTBOX_SCAN_BATCH = 500
 
 
-class Monitoring(StoreCore):
+class Monitoring(Room):
     """Baselines, alerts, alert events and their outbox."""
 
     # -- baseline ------------------------------------------------------------------------------
 
     @map_redis_errors
     async def baseline(self, name: str) -> Baseline | None:
-        raw = await self.redis.get(self.keys(name).baseline)
+        raw = await self.core.redis.get(self.core.keys(name).baseline)
         return None if raw is None else Baseline.from_json(raw)
 
     @map_redis_errors
     async def set_baseline(self, name: str, baseline: Baseline, pin: bool) -> bool:
         """Make ``baseline`` the selector's (``pin``), or only if it has none (automatic);
         whether it was written (never into another incarnation's keys)."""
-        k = self.keys(name)
-        reply = await self._run(
+        k = self.core.keys(name)
+        reply = await self.core.run(
             "set_baseline",
             [k.head, k.baseline],
             [
@@ -54,15 +54,15 @@ class Monitoring(StoreCore):
     @map_redis_errors
     async def forget_baseline(self, name: str) -> bool:
         """Drop the baseline (the next stable version becomes the baseline again)."""
-        return bool(await self.redis.delete(self.keys(name).baseline))
+        return bool(await self.core.redis.delete(self.core.keys(name).baseline))
 
     # -- alerts --------------------------------------------------------------------------------
 
     @map_redis_errors
     async def watched(self, name: str) -> tuple[Baseline | None, list[Alert]]:
         """The baseline and the alerts, in one round trip (what a monitor reads per commit)."""
-        k = self.keys(name)
-        pipe = self.redis.pipeline(transaction=False)
+        k = self.core.keys(name)
+        pipe = self.core.redis.pipeline(transaction=False)
         pipe.get(k.baseline)
         pipe.hvals(k.alerts)
         raw_baseline, raw_alerts = await pipe.execute()
@@ -73,9 +73,11 @@ class Monitoring(StoreCore):
     async def create_alert(self, name: str, alert: Alert, most: int) -> None:
         """Add ``alert``: NotFound for a selector that does not exist, Conflict when it has
         ``most`` alerts already."""
-        k = self.keys(name)
+        k = self.core.keys(name)
         reply = as_text(
-            await self._run("create_alert", [k.head, k.alerts], [alert.id, alert.to_json(), most])
+            await self.core.run(
+                "create_alert", [k.head, k.alerts], [alert.id, alert.to_json(), most]
+            )
         )
         if reply == "NOTFOUND":
             raise not_found(name)
@@ -88,8 +90,8 @@ class Monitoring(StoreCore):
     @map_redis_errors
     async def alert(self, name: str, alert_id: str) -> Alert:
         """One alert, its secrets included; NotFound for the selector or the alert."""
-        k = self.keys(name)
-        pipe = self.redis.pipeline(transaction=False)
+        k = self.core.keys(name)
+        pipe = self.core.redis.pipeline(transaction=False)
         pipe.exists(k.head)
         pipe.hget(k.alerts, alert_id)
         exists, raw = await pipe.execute()
@@ -104,9 +106,9 @@ class Monitoring(StoreCore):
         """Store ``changed`` in place of ``read`` if the alert's secret is still ``read``'s
         (False: it was rotated meanwhile, read it again); NotFound for the selector or the
         alert."""
-        k = self.keys(name)
+        k = self.core.keys(name)
         reply = as_text(
-            await self._run(
+            await self.core.run(
                 "rotate_alert_secret",
                 [k.head, k.alerts],
                 [read.id, changed.to_json(), read.secret],
@@ -121,8 +123,8 @@ class Monitoring(StoreCore):
     @map_redis_errors
     async def alerts(self, name: str) -> list[tuple[Alert, AlertState | None]]:
         """Every alert of the selector, oldest first, with its judgement of the last version."""
-        k = self.keys(name)
-        pipe = self.redis.pipeline(transaction=False)
+        k = self.core.keys(name)
+        pipe = self.core.redis.pipeline(transaction=False)
         pipe.exists(k.head)
         pipe.hvals(k.alerts)
         pipe.hgetall(k.alert_states)
@@ -136,8 +138,8 @@ class Monitoring(StoreCore):
     @map_redis_errors
     async def delete_alert(self, name: str, alert_id: str) -> None:
         """Remove an alert and its judgement (its events stay until they are trimmed)."""
-        k = self.keys(name)
-        pipe = self.redis.pipeline(transaction=False)
+        k = self.core.keys(name)
+        pipe = self.core.redis.pipeline(transaction=False)
         pipe.exists(k.head)
         pipe.hdel(k.alerts, alert_id)
         pipe.hdel(k.alert_states, alert_id)
@@ -163,8 +165,8 @@ class Monitoring(StoreCore):
         this caller claimed a crossing (or, with ``resolves``, the end of one), else None.
         ``event_prefix`` is the event's JSON without its closing brace (the script adds its id
         and crossing number)."""
-        k = self.keys(name)
-        reply = await self._run(
+        k = self.core.keys(name)
+        reply = await self.core.run(
             "claim_crossing",
             [
                 *(k.head, k.alerts, k.alert_states, k.alert_events, k.alert_deliveries),
@@ -192,16 +194,16 @@ class Monitoring(StoreCore):
     @map_redis_errors
     async def alert_or_none(self, name: str, alert_id: str) -> Alert | None:
         """One alert (its secrets included), or None if it (or its selector) is gone."""
-        raw = await self.redis.hget(self.keys(name).alerts, alert_id)
+        raw = await self.core.redis.hget(self.core.keys(name).alerts, alert_id)
         return None if raw is None else Alert.from_json(raw)
 
     @map_redis_errors
     async def rearm_alert(self, name: str, alert_id: str) -> None:
         """Make the alert's next version over its threshold a crossing again
         (``rearm_alert.lua``); NotFound for the selector or the alert."""
-        k = self.keys(name)
+        k = self.core.keys(name)
         reply = as_text(
-            await self._run("rearm_alert", [k.head, k.alerts, k.alert_states], [alert_id])
+            await self.core.run("rearm_alert", [k.head, k.alerts, k.alert_states], [alert_id])
         )
         if reply == "NOTFOUND":
             raise not_found(name)
@@ -213,15 +215,15 @@ class Monitoring(StoreCore):
     @map_redis_errors
     async def mark_outbox(self, name: str, due_ms: float) -> None:
         """Look at ``name``'s outbox at ``due_ms`` (or earlier, if marked so already)."""
-        await self.redis.zadd(self._outboxes, {name: round(due_ms)}, lt=True)
+        await self.core.redis.zadd(self.core.outboxes_key, {name: round(due_ms)}, lt=True)
 
     @map_redis_errors
     async def remark_outbox(self, name: str, read_score: float, due_ms: float | None) -> None:
         """Move ``name``'s mark, read at ``read_score``, to ``due_ms`` (None: remove it),
         unless it was marked again since it was read (``remark.lua``)."""
-        await self._run(
+        await self.core.run(
             "remark",
-            [self._outboxes],
+            [self.core.outboxes_key],
             [name, f"{read_score:.0f}", "" if due_ms is None else f"{due_ms:.0f}"],
         )
 
@@ -230,8 +232,8 @@ class Monitoring(StoreCore):
         """The ``limit`` earliest marks due at ``now_ms``, with their scores."""
         marked = cast(
             list[tuple[bytes, float]],
-            await self.redis.zrangebyscore(
-                self._outboxes, "-inf", f"{now_ms:.0f}", start=0, num=limit, withscores=True
+            await self.core.redis.zrangebyscore(
+                self.core.outboxes_key, "-inf", f"{now_ms:.0f}", start=0, num=limit, withscores=True
             ),
         )
         return [(as_text(member), float(score)) for member, score in marked]
@@ -239,13 +241,13 @@ class Monitoring(StoreCore):
     @map_redis_errors
     async def names_with_outbox(self) -> list[str]:
         """Every selector whose outbox holds an event (a process's first pass)."""
-        names = sorted(as_text(n) for n in await self.redis.smembers(self._registry))
+        names = sorted(as_text(n) for n in await self.core.redis.smembers(self.core.registry_key))
         out: list[str] = []
         for start in range(0, len(names), OUTBOX_SCAN_BATCH):
-            batch = self.keyed(names[start : start + OUTBOX_SCAN_BATCH])
-            pipe = self.redis.pipeline(transaction=False)
+            batch = self.core.keyed(names[start : start + OUTBOX_SCAN_BATCH])
+            pipe = self.core.redis.pipeline(transaction=False)
             for name in batch:
-                pipe.zcard(self.keys(name).outbox)
+                pipe.zcard(self.core.keys(name).outbox)
             counts = await pipe.execute()
             out += [name for name, count in zip(batch, counts, strict=True) if count]
         return out
@@ -257,8 +259,8 @@ class Monitoring(StoreCore):
         """Claim up to ``most`` events of ``name`` due now, each for ``lease_ms``
         (``claim_deliveries.lua``): whether the selector is gone, the events, and when its
         outbox's next event is due (None: it is empty)."""
-        k = self.keys(name)
-        reply = await self._run(
+        k = self.core.keys(name)
+        reply = await self.core.run(
             "claim_deliveries", [k.head, k.outbox, k.outbox_events], [lease_ms, most]
         )
         if as_text(reply[0]) == "GONE":
@@ -280,8 +282,8 @@ class Monitoring(StoreCore):
     ) -> None:
         """Record how an attempt went; the event leaves the outbox (``due_ms`` None) or is
         due again at ``due_ms`` (``settle_delivery.lua``)."""
-        k = self.keys(name)
-        await self._run(
+        k = self.core.keys(name)
+        await self.core.run(
             "settle_delivery",
             [k.head, k.outbox, k.outbox_events, k.alert_deliveries],
             [event_id, json.dumps(status), "" if due_ms is None else f"{due_ms:.0f}"],
@@ -292,9 +294,9 @@ class Monitoring(StoreCore):
         """Put a kept event back in the outbox, due now, attempts counted afresh
         (``redeliver_event.lua``): False if it was in the outbox already; NotFound for the
         selector or an event not kept."""
-        k = self.keys(name)
+        k = self.core.keys(name)
         reply = as_text(
-            await self._run(
+            await self.core.run(
                 "redeliver_event",
                 [k.head, k.alert_events, k.outbox, k.outbox_events, k.alert_deliveries],
                 [event_id, json.dumps(status)],
@@ -311,8 +313,8 @@ class Monitoring(StoreCore):
         self, name: str, limit: int
     ) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
         """The newest ``limit`` events with their delivery status, newest first."""
-        k = self.keys(name)
-        pipe = self.redis.pipeline(transaction=False)
+        k = self.core.keys(name)
+        pipe = self.core.redis.pipeline(transaction=False)
         pipe.exists(k.head)
         pipe.lrange(k.alert_events, 0, max(limit, 1) - 1)
         pipe.hgetall(k.alert_deliveries)

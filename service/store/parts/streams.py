@@ -1,4 +1,4 @@
-"""The streams room of the store: streams, their logs, and the selectors attached to them.
+"""The streams part of the store: streams, their logs, and the selectors attached to them.
 
 A stream is a log with a shape (``StreamMeta``) that several selectors apply, each exactly once
 with its own state (ARCHITECTURE.md, "Streams"). Every key of a stream carries the stream's hash
@@ -27,9 +27,11 @@ from service.errors import (
     SiftError,
     StaleMeta,
 )
-from service.store.core import PIPELINE_BATCH
+from service.store.core import PIPELINE_BATCH, Room, StoreCore
 from service.store.group_commit import GroupCommit, QueuedAppend
 from service.store.keys import StreamKeys, streams_registry_key
+from service.store.parts.log import Log, check_entry
+from service.store.parts.registry import NAMELESS_META_SECONDS, Registry
 from service.store.records import (
     AppendOutcome,
     Attached,
@@ -42,8 +44,6 @@ from service.store.records import (
 )
 from service.store.redis_errors import map_redis_errors
 from service.store.refusals import append_refusal
-from service.store.rooms.log import Log, check_entry
-from service.store.rooms.registry import NAMELESS_META_SECONDS
 
 #: Streams whose description one store keeps for pushes (``cached_stream``).
 _STREAMS_CACHED = 1024
@@ -53,13 +53,16 @@ def stream_not_found(name: str) -> NotFound:
     return NotFound(f"stream '{name}' does not exist")
 
 
-class Streams(Log):
+class Streams(Room):
     """Streams: create, describe, append, attach, release, detach, delete."""
 
     _stream_appends: GroupCommit
     _streams: LRU[str, tuple[StreamMeta, float]]
 
-    def _init_streams(self) -> None:
+    def __init__(self, core: StoreCore, registry: Registry, log: Log) -> None:
+        super().__init__(core)
+        self.registry = registry
+        self.log = log
         # Appends to one stream that arrive together go to Redis together (as a selector's;
         # their own queues: a stream and a selector may share a name).
         self._stream_appends = GroupCommit(self._stream_append_together)
@@ -69,11 +72,11 @@ class Streams(Log):
 
     def stream_keys(self, name: str) -> StreamKeys:
         """The keys of stream ``name`` (InvalidInput for a name that cannot be one)."""
-        return StreamKeys(self.prefix, name)
+        return StreamKeys(self.core.prefix, name)
 
     @property
     def _streams_registry(self) -> str:
-        return streams_registry_key(self.prefix)
+        return streams_registry_key(self.core.prefix)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -85,20 +88,20 @@ class Streams(Log):
         names = "" if meta.feature_names is None else json.dumps(meta.feature_names)
         # Registered before and after (as a selector's create): a delete racing it never leaves
         # the new stream out of the registry.
-        await self.redis.sadd(self._streams_registry, meta.name)
-        reply = await self._run_acknowledged(
+        await self.core.redis.sadd(self._streams_registry, meta.name)
+        reply = await self.core.run_acknowledged(
             "stream_create", [k.meta, k.head, k.names], [meta.to_json(), names, meta.incarnation]
         )
         if as_text(reply[0]) == "CONFLICT":
             raise Conflict(f"stream '{meta.name}' already exists")
-        await self.redis.sadd(self._streams_registry, meta.name)
+        await self.core.redis.sadd(self._streams_registry, meta.name)
         return float(reply[1])
 
     @map_redis_errors
     async def get_stream(self, name: str) -> StreamMeta:
         """The stream's description with its feature names (read, and cached)."""
         k = self.stream_keys(name)
-        pipe = self.redis.pipeline(transaction=False)
+        pipe = self.core.redis.pipeline(transaction=False)
         pipe.get(k.meta)
         pipe.get(k.names)
         raw, names = await pipe.execute()
@@ -130,7 +133,7 @@ class Streams(Log):
     @map_redis_errors
     async def stream_head(self, name: str) -> StreamHead:
         k = self.stream_keys(name)
-        pipe = self.redis.pipeline(transaction=False)
+        pipe = self.core.redis.pipeline(transaction=False)
         pipe.hmget(k.head, ["incarnation", "appended", "entries", "last_id", "trimmed", "closing"])
         pipe.xlen(k.log)
         (incarnation, appended, entries, last_id, trimmed, closing), length = await pipe.execute()
@@ -149,12 +152,12 @@ class Streams(Log):
     @map_redis_errors
     async def list_streams(self) -> list[str]:
         """Names of every stream, sorted (registry entries without a description skipped)."""
-        names = sorted(as_text(n) for n in await self.redis.smembers(self._streams_registry))
+        names = sorted(as_text(n) for n in await self.core.redis.smembers(self._streams_registry))
         out: list[str] = []
         for start in range(0, len(names), PIPELINE_BATCH):
             batch = names[start : start + PIPELINE_BATCH]
             metas = [self.stream_keys(n).meta for n in batch]
-            exists = await self.read_each(metas, lambda pipe, key: pipe.exists(key))
+            exists = await self.core.read_each(metas, lambda pipe, key: pipe.exists(key))
             out.extend(n for n, e in zip(batch, exists, strict=True) if e)
         return out
 
@@ -162,7 +165,7 @@ class Streams(Log):
     async def close_stream(self, name: str) -> list[str]:
         """Begin a forced delete: the stream takes no more chunks nor attachments; the names
         of the selectors attached to it now."""
-        reply = await self._run("stream_delete", self._stream_delete_keys(name), ["close"])
+        reply = await self.core.run("stream_delete", self._stream_delete_keys(name), ["close"])
         if as_text(reply[0]) == "NOTFOUND":
             raise stream_not_found(name)
         return sorted(as_text(n) for n in reply[1])
@@ -171,7 +174,7 @@ class Streams(Log):
     async def delete_stream(self, name: str) -> bool:
         """Remove every key of the stream, unless a selector is attached (Conflict naming
         them in ``extra["selectors"]``); whether it existed."""
-        reply = await self._run("stream_delete", self._stream_delete_keys(name), ["delete"])
+        reply = await self.core.run("stream_delete", self._stream_delete_keys(name), ["delete"])
         if as_text(reply[0]) == "ATTACHED":
             attached = sorted(as_text(n) for n in reply[1])
             raise Conflict(
@@ -180,10 +183,10 @@ class Streams(Log):
                 selectors=attached,
             )
         self.forget_stream(name)
-        await self.redis.srem(self._streams_registry, name)
+        await self.core.redis.srem(self._streams_registry, name)
         # A create of the same name may have run between the script and SREM.
-        if await self.redis.exists(self.stream_keys(name).meta):
-            await self.redis.sadd(self._streams_registry, name)
+        if await self.core.redis.exists(self.stream_keys(name).meta):
+            await self.core.redis.sadd(self._streams_registry, name)
         return bool(int(reply[1]))
 
     def _stream_delete_keys(self, name: str) -> list[str]:
@@ -200,13 +203,13 @@ class Streams(Log):
         """Give stream ``name`` (created without feature names) these names unless it has
         names already; the names it has now (as ``adopt_feature_names``)."""
         k = self.stream_keys(name)
-        pipe = self.redis.pipeline(transaction=False)
+        pipe = self.core.redis.pipeline(transaction=False)
         pipe.exists(k.meta)
         pipe.set(k.names, json.dumps(list(names)), nx=True)
         pipe.get(k.names)
         exists, _set, raw = await pipe.execute()
         if not exists:
-            await self.redis.delete(k.names)
+            await self.core.redis.delete(k.names)
             raise stream_not_found(name)
         self.forget_stream(name)
         return [str(n) for n in json.loads(raw)]
@@ -216,7 +219,7 @@ class Streams(Log):
         """Names given on arrival to the stream's items at ``indices`` (None where unnamed)."""
         if not indices:
             return []
-        values = await self.redis.hmget(
+        values = await self.core.redis.hmget(
             self.stream_keys(name).feature_name, [str(i) for i in indices]
         )
         return [None if v is None else as_text(v) for v in values]
@@ -227,7 +230,7 @@ class Streams(Log):
         numbered from 0 (as a selector attached at item ``first`` numbers them)."""
         if count <= 0:
             return {}
-        given: dict[Any, Any] = await self.redis.hgetall(self.stream_keys(name).feature_name)
+        given: dict[Any, Any] = await self.core.redis.hgetall(self.stream_keys(name).feature_name)
         out = {}
         for index, item in given.items():
             position = int(index) - first
@@ -256,7 +259,7 @@ class Streams(Log):
         check_entry(items, item_names, idempotency_key)
         k = self.stream_keys(name)
         record_keys = [] if idempotency_key is None else [k.idem(idempotency_key)]
-        args = self._entry_args(
+        args = self.log.entry_args(
             record_keys, payload, items, digest, idempotency_key, item_names, False, incarnation
         )
         reply, raw_attached = await self._stream_appends.submit(
@@ -309,17 +312,17 @@ class Streams(Log):
         append's reply with the attachments."""
         k = self.stream_keys(name)
         keys = [k.head, k.log, k.idems, k.feature_index, k.feature_name, k.attachments]
-        clustered = isinstance(self.redis, RedisCluster)
+        clustered = isinstance(self.core.redis, RedisCluster)
         if not clustered:
-            keys.append(self._pending)
+            keys.append(self.core.pending_key)
         args: list[Any] = [len(batch), "" if clustered else "1"]
         for queued in batch:
             keys += queued.keys
             args += queued.args
-        replies, attached = await self._run_acknowledged("stream_append", keys, args)
+        replies, attached = await self.core.run_acknowledged("stream_append", keys, args)
         if clustered and any(as_text(reply[0]) == "NEW" for reply in replies):
             for index in range(0, len(attached), 2):
-                self._mark_pending(as_text(attached[index]))
+                self.log.mark_pending(as_text(attached[index]))
         return [(reply, attached) for reply in replies]
 
     # -- attachments -------------------------------------------------------------------------
@@ -332,7 +335,7 @@ class Streams(Log):
         (``"start"``: the oldest entry the stream holds; ``"now"``: its next entry): where it
         starts. Conflict if that name is attached already or the stream is being deleted."""
         k = self.stream_keys(stream)
-        reply = await self._run_acknowledged(
+        reply = await self.core.run_acknowledged(
             "attach",
             [k.head, k.log, k.attachments],
             [selector, incarnation, start, stream_incarnation],
@@ -355,7 +358,7 @@ class Streams(Log):
     async def attachments(self, stream: str) -> list[Attachment]:
         """The selectors attached to ``stream``, by name (as the stream's slot records them:
         ``Streams.reap`` in the service removes those whose selector is gone)."""
-        raw: dict[Any, Any] = await self.redis.hgetall(self.stream_keys(stream).attachments)
+        raw: dict[Any, Any] = await self.core.redis.hgetall(self.stream_keys(stream).attachments)
         return sorted(
             (Attachment.parse(selector, value) for selector, value in raw.items()),
             key=lambda attachment: attachment.selector,
@@ -376,7 +379,7 @@ class Streams(Log):
 
     async def _release(self, stream: str, selector: str, incarnation: str, cursor: str) -> str:
         k = self.stream_keys(stream)
-        reply = await self._run(
+        reply = await self.core.run(
             "release", [k.attachments, k.log, k.head], [selector, incarnation, cursor]
         )
         return "" if as_text(reply[0]) != "OK" else as_text(reply[1])
@@ -385,8 +388,8 @@ class Streams(Log):
     async def attached_heads(self, names: Sequence[str]) -> list[tuple[str, str] | None]:
         """For each selector: its incarnation and the stream its head reads ("" for none), or
         None where it does not exist (a master that does not answer: as if it existed)."""
-        replies = await self.read_each(
-            [self.keys(n).head for n in names],
+        replies = await self.core.read_each(
+            [self.core.keys(n).head for n in names],
             lambda pipe, key: pipe.hmget(key, ["incarnation", "stream"]),
             raise_on_error=False,
         )
@@ -411,11 +414,11 @@ class Streams(Log):
         the stream), in its own slot (``DETACH``): True, or False while its checkpoint is not
         its current version (bring it there and try again). Conflict if it is not attached to
         ``meta.stream`` (any more)."""
-        k = self.keys(meta.name)
+        k = self.core.keys(meta.name)
         names: list[Any] = []
         for index, item in sorted(item_names.items()):
             names += [str(index), item]
-        reply = await self._run_acknowledged(
+        reply = await self.core.run_acknowledged(
             "detach",
             [k.head, k.fence, k.meta, k.feature_index, k.feature_name],
             [meta.stream or "", standalone.to_json(), *names],
@@ -425,5 +428,5 @@ class Streams(Log):
             raise NotFound(f"selector '{meta.name}' does not exist")
         if status == "NOTATTACHED":
             raise Conflict(f"selector '{meta.name}' is not attached to stream '{meta.stream}'")
-        self.forget_meta(meta.name)
+        self.registry.forget_meta(meta.name)
         return status == "OK"

@@ -1,4 +1,4 @@
-"""The log room of the store: each selector's ingest log.
+"""The log part of the store: each selector's ingest log.
 
 Appends (each with its idempotency record, in one script; appends that arrive together go to
 Redis together, ``GroupCommit``), the pending set that marks selectors with entries nobody
@@ -20,7 +20,7 @@ from redis import exceptions as rexc
 from redis.asyncio.cluster import RedisCluster
 
 from service.errors import InvalidInput, StaleApplier, StaleMeta
-from service.store.core import PIPELINE_BATCH, UNREACHABLE, not_found
+from service.store.core import PIPELINE_BATCH, UNREACHABLE, Room, StoreCore, not_found
 from service.store.group_commit import GroupCommit, QueuedAppend
 from service.store.keys import (
     INITIAL_CURSOR,
@@ -31,6 +31,7 @@ from service.store.keys import (
     log_id_belongs,
     parse_stream_id,
 )
+from service.store.parts.registry import Registry
 from service.store.records import (
     AppendOutcome,
     Lease,
@@ -44,7 +45,6 @@ from service.store.records import (
 from service.store.redis_errors import map_redis_errors
 from service.store.refusals import append_refusal
 from service.store.replies import IDEM_FIELDS, first_outcome_from_idem, log_entry_from_reply
-from service.store.rooms.registry import Registry
 
 log = logging.getLogger("sift.store")
 
@@ -95,22 +95,24 @@ def check_entry(items: int, item_names: Sequence[str], idempotency_key: str | No
         raise InvalidInput("Idempotency-Key must not be empty")
 
 
-class Log(Registry):
-    """The ingest log: appends, idempotency, pending marks, takes and reads. (A registry room
-    too: an append that finds its selector gone forgets its description.)"""
+class Log(Room):
+    """The ingest log: appends, idempotency, pending marks, takes and reads. (An append that
+    finds its selector gone has the registry forget its description.)"""
 
     _appends: GroupCommit
     _to_mark: set[str]
     _marking: asyncio.Task[None] | None
 
-    def _init_log(self) -> None:
+    def __init__(self, core: StoreCore, registry: Registry) -> None:
+        super().__init__(core)
+        self.registry = registry
         # Appends to a selector that arrive together go to Redis together.
         self._appends = GroupCommit(self._append_together)
         # A cluster's pending marks, set in the background (``_mark_pending``).
         self._to_mark = set()
         self._marking = None
 
-    def _entry_args(
+    def entry_args(
         self,
         record_keys: Sequence[str],
         payload: bytes,
@@ -130,8 +132,8 @@ class Log(Registry):
             int(items),
             digest,
             "" if idempotency_key is None else idem_id(idempotency_key),
-            self.idempotency_ttl_ms,
-            self.idempotency_max_records,
+            self.core.idempotency_ttl_ms,
+            self.core.idempotency_max_records,
             "1" if merge else "0",
             incarnation,
             *item_names,
@@ -159,21 +161,21 @@ class Log(Registry):
         selector's summary.
         """
         check_entry(items, item_names, idempotency_key)
-        keys = self.keys(name)
+        keys = self.core.keys(name)
         record_keys = [] if idempotency_key is None else idem_record_keys(keys, idempotency_key)
-        args = self._entry_args(
+        args = self.entry_args(
             record_keys, payload, items, digest, idempotency_key, item_names, merge, incarnation
         )
         reply = await self._appends.submit(name, record_keys, args, len(payload))
         status = as_text(reply[0])
         if status == "NOTFOUND":
-            self.forget_meta(name)
+            self.registry.forget_meta(name)
             raise not_found(name)
         if status == "INCARNATION":
-            self.forget_meta(name)
+            self.registry.forget_meta(name)
             raise StaleMeta(f"selector '{name}' was deleted and created again; describe it again")
         if status == "ATTACHED":
-            self.forget_meta(name)
+            self.registry.forget_meta(name)
         refused = append_refusal(status, reply, "selector", name, idempotency_key)
         if refused is not None:
             raise refused
@@ -197,25 +199,25 @@ class Log(Registry):
     async def _append_together(self, name: str, batch: list[QueuedAppend]) -> list[Any]:
         """The appends ``batch`` to ``name`` in one call of the append script (``GroupCommit``),
         acknowledged together."""
-        k = self.keys(name)
+        k = self.core.keys(name)
         keys = [k.head, k.log, k.idems, k.feature_index, k.feature_name]
         # The pending mark goes with the append, atomically, where the script may touch the
         # pending set; in a cluster (another slot) it follows it.
-        clustered = isinstance(self.redis, RedisCluster)
+        clustered = isinstance(self.core.redis, RedisCluster)
         if not clustered:
-            keys.append(self._pending)
+            keys.append(self.core.pending_key)
         args: list[Any] = [len(batch), "" if clustered else name]
         for queued in batch:
             keys += queued.keys
             args += queued.args
-        replies: list[Any] = await self._run_acknowledged("append", keys, args)
+        replies: list[Any] = await self.core.run_acknowledged("append", keys, args)
         if clustered and any(as_text(reply[0]) == "NEW" for reply in replies):
-            self._mark_pending(name)
+            self.mark_pending(name)
         return replies
 
     # -- pending marks -----------------------------------------------------------------------
 
-    def _mark_pending(self, name: str) -> None:
+    def mark_pending(self, name: str) -> None:
         """Mark ``name`` in the pending set, in the background (a cluster's appends: the set
         lives on another master, which the append must not wait for, nor fail with, while it
         fails over). Marks that come together go in one ``ZADD``; while the set's master does
@@ -234,13 +236,13 @@ class Log(Registry):
             # that may be the one down.
             score = time.time_ns() // 1_000_000
             try:
-                await self.redis.zadd(self._pending, dict.fromkeys(names, score))
+                await self.core.redis.zadd(self.core.pending_key, dict.fromkeys(names, score))
             except (rexc.RedisError, rexc.RedisClusterException) as exc:
                 log.warning("could not mark %d selectors as pending (%s)", len(names), exc)
                 self._to_mark |= names
                 await asyncio.sleep(MARK_RETRY_SECONDS)
 
-    async def _stop_marking(self) -> None:
+    async def stop_marking(self) -> None:
         """Stop the background marking (what is left unmarked, the next start sweeps)."""
         if self._marking is not None:
             self._marking.cancel()
@@ -251,8 +253,8 @@ class Log(Registry):
         its cursor (False for one that is gone); None where its master (or its stream's) did
         not answer. Two pipelined reads per master at most: the heads, then the heads of the
         streams the attached ones read."""
-        heads = await self.read_each(
-            [self.keys(n).head for n in names],
+        heads = await self.core.read_each(
+            [self.core.keys(n).head for n in names],
             lambda pipe, key: pipe.hmget(key, _SOURCE_FIELDS),
         )
         streams = sorted(
@@ -265,8 +267,8 @@ class Log(Registry):
         stream_heads = dict(
             zip(
                 streams,
-                await self.read_each(
-                    [StreamKeys(self.prefix, s).head for s in streams],
+                await self.core.read_each(
+                    [StreamKeys(self.core.prefix, s).head for s in streams],
                     lambda pipe, key: pipe.hmget(key, ["last_id", "incarnation"]),
                 ),
                 strict=True,
@@ -305,11 +307,11 @@ class Log(Registry):
         when nothing is pending, however many selectors exist."""
         marked = cast(
             list[tuple[bytes, float]],
-            await self.redis.zrange(self._pending, 0, limit - 1, withscores=True),
+            await self.core.redis.zrange(self.core.pending_key, 0, limit - 1, withscores=True),
         )
         if not marked:
             return []
-        names = self.keyed([as_text(member) for member, _score in marked])
+        names = self.core.keyed([as_text(member) for member, _score in marked])
         scores = {as_text(member): score for member, score in marked}
         behind = await self._behind(names)
         pending: list[str] = []
@@ -320,16 +322,16 @@ class Log(Registry):
             elif is_behind is False:  # None: its master is down, looked at again next time
                 done += [name, f"{scores[name]:.0f}"]
         if done:
-            await self._run("unmark_pending", [self._pending], done)
+            await self.core.run("unmark_pending", [self.core.pending_key], done)
         return pending
 
     @map_redis_errors
     async def names_with_pending(self) -> list[str]:
         """Selectors with entries appended after their cursor (sorted); one small read each."""
-        names = sorted(as_text(n) for n in await self.redis.smembers(self._registry))
+        names = sorted(as_text(n) for n in await self.core.redis.smembers(self.core.registry_key))
         out: list[str] = []
         for start in range(0, len(names), PIPELINE_BATCH):
-            batch = self.keyed(names[start : start + PIPELINE_BATCH])
+            batch = self.core.keyed(names[start : start + PIPELINE_BATCH])
             for name, is_behind in zip(batch, await self._behind(batch), strict=True):
                 if is_behind:
                     out.append(name)
@@ -338,8 +340,8 @@ class Log(Registry):
     async def _head_and_source(self, name: str) -> tuple[list[Any], LogSource]:
         """The head's ``_SOURCE_FIELDS`` and where the selector's entries are; NotFound if
         it does not exist."""
-        k = self.keys(name)
-        reply = await self.redis.hmget(k.head, _SOURCE_FIELDS)
+        k = self.core.keys(name)
+        reply = await self.core.redis.hmget(k.head, _SOURCE_FIELDS)
         if reply[0] is None:
             raise not_found(name)
         return reply, self._source(k, reply[2], reply[3])
@@ -348,7 +350,7 @@ class Log(Registry):
         if stream is None:
             return LogSource(k)
         return LogSource(
-            StreamKeys(self.prefix, as_text(stream)),
+            StreamKeys(self.core.prefix, as_text(stream)),
             "" if stream_incarnation is None else as_text(stream_incarnation),
         )
 
@@ -356,16 +358,16 @@ class Log(Registry):
     async def pending_count(self, name: str) -> int:
         """Log entries appended and not yet applied (or rejected); an attached selector's:
         its stream's entries after those it had applied."""
-        k = self.keys(name)
+        k = self.core.keys(name)
         head, source = await self._head_and_source(name)
         entries, applied = head[4], head[5]
         if source.stream_incarnation is not None:
-            stream = await self.redis.hmget(source.keys.head, ["entries", "incarnation"])
+            stream = await self.core.redis.hmget(source.keys.head, ["entries", "incarnation"])
             if stream[1] is None or as_text(stream[1]) != source.stream_incarnation:
                 return 0
             entries = stream[0]
         if entries is None:  # a head of the earlier layout: its log held only pending entries
-            return int(await self.redis.xlen(k.log))
+            return int(await self.core.redis.xlen(k.log))
         return max(int(entries) - int(applied or 0), 0)
 
     # -- what became of an entry -------------------------------------------------------------
@@ -373,8 +375,8 @@ class Log(Registry):
     @map_redis_errors
     async def idempotency_record(self, name: str, key: str) -> AppendOutcome | None:
         """The record of an idempotency key (``duplicate=True``: it exists), or None."""
-        k = self.keys(name)
-        pipe = self.redis.pipeline(transaction=False)
+        k = self.core.keys(name)
+        pipe = self.core.redis.pipeline(transaction=False)
         for record in idem_record_keys(k, key):
             pipe.hmget(record, IDEM_FIELDS)
         return first_outcome_from_idem(await pipe.execute())
@@ -385,8 +387,8 @@ class Log(Registry):
     ) -> tuple[str | None, AppendOutcome | None]:
         """For an entry the cursor has passed, in one round trip: why it was rejected (None if
         it was applied) and its idempotency record (None without a key)."""
-        k = self.keys(name)
-        pipe = self.redis.pipeline(transaction=False)
+        k = self.core.keys(name)
+        pipe = self.core.redis.pipeline(transaction=False)
         pipe.hget(k.rejected, log_id)
         for record in [] if key is None else idem_record_keys(k, key):
             pipe.hmget(record, IDEM_FIELDS)
@@ -397,7 +399,7 @@ class Log(Registry):
     @map_redis_errors
     async def rejection(self, name: str, log_id: str) -> str | None:
         """Why entry ``log_id`` was rejected instead of applied, or None if it was not."""
-        reason = await self.redis.hget(self.keys(name).rejected, log_id)
+        reason = await self.core.redis.hget(self.core.keys(name).rejected, log_id)
         return None if reason is None else as_text(reason)
 
     @map_redis_errors
@@ -408,24 +410,24 @@ class Log(Registry):
         _head, source = await self._head_and_source(name)
         if not source.holds(log_id):
             return False
-        return bool(await self.redis.xrange(source.keys.log, log_id, log_id, count=1))
+        return bool(await self.core.redis.xrange(source.keys.log, log_id, log_id, count=1))
 
     @map_redis_errors
     async def last_log_id(self, name: str) -> str | None:
         """The id of the newest log entry ever appended (None when nothing was appended); an
         attached selector's: its stream's newest, if it is after the selector's cursor."""
-        k = self.keys(name)
+        k = self.core.keys(name)
         head, source = await self._head_and_source(name)
         last = head[1]
         if source.stream_incarnation is not None:
-            stream = await self.redis.hmget(source.keys.head, ["last_id", "incarnation"])
+            stream = await self.core.redis.hmget(source.keys.head, ["last_id", "incarnation"])
             if stream[1] is None or as_text(stream[1]) != source.stream_incarnation:
                 return None
             last = stream[0]
             if last is None or compare_stream_ids(as_text(last), as_text(head[0])) <= 0:
                 return None
         elif last is None:  # a head of the earlier layout: its log held only pending entries
-            newest = await self.redis.xrevrange(k.log, count=1)
+            newest = await self.core.redis.xrevrange(k.log, count=1)
             last = newest[0][0] if newest else None
         return None if last is None or as_text(last) == INITIAL_CURSOR else as_text(last)
 
@@ -440,7 +442,8 @@ class Log(Registry):
             raise ValueError(f"count must be >= 1, got {count}")
         _head, source = await self._head_and_source(name)
         entries: list[Any] = (
-            await self.redis.xrange(source.keys.log, min=f"({after}", max="+", count=count) or []
+            await self.core.redis.xrange(source.keys.log, min=f"({after}", max="+", count=count)
+            or []
         )
         return [
             source.entry(log_id, fields)
@@ -476,8 +479,8 @@ class Log(Registry):
         if lease.stream is not None:
             taken = await self._take_from_stream(lease, request)
         else:
-            keys, args = self._take_call(lease, request)
-            taken = self._taken(lease, await self._run("take", keys, args))
+            keys, args = self.take_call(lease, request)
+            taken = self.taken_from(lease, await self.core.run("take", keys, args))
         return taken.attempt, taken.entries
 
     async def _take_from_stream(self, lease: Lease, request: TakeRequest) -> Taken:
@@ -485,8 +488,8 @@ class Log(Registry):
         parse_stream_id(request.after)
         if request.count < 1:
             raise ValueError(f"count must be >= 1, got {request.count}")
-        source = LogSource(StreamKeys(self.prefix, lease.stream), lease.stream_incarnation)
-        read = await self._run(
+        source = LogSource(StreamKeys(self.core.prefix, lease.stream), lease.stream_incarnation)
+        read = await self.core.run(
             "stream_read",
             [source.keys.head, source.keys.log],
             [lease.stream_incarnation, request.after, int(request.count), *request.held],
@@ -494,9 +497,9 @@ class Log(Registry):
         # A stream deleted, or created anew, feeds nothing: the selector has nothing to apply.
         raw = read[1] if as_text(read[0]) == "OK" else []
         entries = [source.entry(log_id, pairs_from_reply(fields)) for log_id, fields in raw]
-        k = self.keys(lease.name)
+        k = self.core.keys(lease.name)
         first = [entries[0].log_id] if entries else []
-        reply = await self._run(
+        reply = await self.core.run(
             "take_attempt",
             [k.head, k.attempts, k.lease],
             [lease.stream, lease.holder, len(request.forgive), *request.forgive, *first],
@@ -515,11 +518,11 @@ class Log(Registry):
             )
         return Taken(int(reply[1]), entries)
 
-    def _take_call(self, lease: Lease, request: TakeRequest) -> tuple[list[str], list[Any]]:
+    def take_call(self, lease: Lease, request: TakeRequest) -> tuple[list[str], list[Any]]:
         parse_stream_id(request.after)
         if request.count < 1:
             raise ValueError(f"count must be >= 1, got {request.count}")
-        k = self.keys(lease.name)
+        k = self.core.keys(lease.name)
         args = [
             request.after,
             int(request.count),
@@ -529,7 +532,7 @@ class Log(Registry):
         ]
         return [k.head, k.log, k.attempts, k.lease], [*args, *request.forgive, *request.held]
 
-    def _taken(self, lease: Lease, reply: Any) -> Taken:
+    def taken_from(self, lease: Lease, reply: Any) -> Taken:
         status = as_text(reply[0])
         if status == "NOTFOUND":
             raise not_found(lease.name)
@@ -538,7 +541,7 @@ class Log(Registry):
                 f"applier with token {lease.token} of selector '{lease.name}' lost its lease "
                 "before reading its next entries"
             )
-        k = self.keys(lease.name)
+        k = self.core.keys(lease.name)
         entries = [
             log_entry_from_reply(k, log_id, pairs_from_reply(fields)) for log_id, fields in reply[2]
         ]
@@ -549,7 +552,7 @@ class Log(Registry):
         """Take back the last attempt of each lease holder in ``holders`` (see ``take``): its
         process is alive and knows the entry was not why it made no progress."""
         if holders:
-            await self._run("forgive_attempts", [self.keys(name).attempts], list(holders))
+            await self.core.run("forgive_attempts", [self.core.keys(name).attempts], list(holders))
 
     @map_redis_errors
     async def wait_for_entry(
@@ -559,8 +562,10 @@ class Log(Registry):
         does. One blocking read on its own connection: an applier lingers on it for free.
         ``stream``: the stream an attached selector reads (its lease says which)."""
         parse_stream_id(after)
-        log_key = self.keys(name).log if stream is None else StreamKeys(self.prefix, stream).log
-        found = await self.redis.xread(
+        log_key = (
+            self.core.keys(name).log if stream is None else StreamKeys(self.core.prefix, stream).log
+        )
+        found = await self.core.redis.xread(
             {log_key: after}, count=1, block=max(int(timeout_s * 1000), 1)
         )
         return bool(found)
@@ -576,7 +581,7 @@ class Log(Registry):
         start = f"({after}"
         while True:
             batch: list[Any] = (
-                await self.redis.xrange(
+                await self.core.redis.xrange(
                     source.keys.log, min=start, max=through, count=PIPELINE_BATCH
                 )
                 or []

@@ -1,5 +1,6 @@
-"""The rooms of ``SelectorStore``: one class per concern of the store, each deriving from
-``StoreCore`` (the client, the scripts, the keys); ``SelectorStore`` is all of them at once.
+"""The parts of ``SelectorStore``: one class per concern of the store, each a ``Room`` on the
+``StoreCore`` (the client, the scripts, the keys) and an attribute of the store named below
+(``store.log.append(...)``). A part that needs another is given it when the store is built.
 
 * ``registry``: which selectors exist and what they are (create, import, describe, list,
   delete, expiry, feature names, the head);
@@ -9,5 +10,6 @@
 * ``commits``: new versions, the commit records replay reads, the commit notices;
 * ``checkpoints``: whole states (checkpoints), immutable segments, reads of the state;
 * ``history``: the ranking history;
-* ``monitoring``: the baseline drift is measured against, alerts and the events they raised.
+* ``monitoring``: the baseline drift is measured against, alerts and the events they raised;
+* ``streams``: streams, their logs, and the selectors attached to them.
 """
