@@ -165,7 +165,7 @@ class Update:
 
 
 #: What an update folds in: a log payload, or the chunk it encodes already decoded (handed over
-#: by the process that appended it, ``Applier.hand_over``).
+#: by the process that appended it, ``ApplierShared.hand_over``).
 Entry = bytes | Chunk
 
 

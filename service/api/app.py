@@ -172,8 +172,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     "SIFT_REDIS_URL, or unset it for the embedded Redis"
                 ) from exc
             # The first sweep also recovers entries a crashed process left unapplied.
-            sweeper = asyncio.create_task(applier.sweep_forever(), name="sweeper")
-            listener = asyncio.create_task(applier.listen_forever(), name="commit-listener")
+            sweeper = asyncio.create_task(applier.scheduler.sweep_forever(), name="sweeper")
+            listener = asyncio.create_task(applier.waits.listen_forever(), name="commit-listener")
             app.state.selectors.monitor.outbox.start()
             app.state.sources.start()
             expiry = asyncio.create_task(

@@ -36,7 +36,7 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class CheckpointFacts:
-    """What the applier knows of a state it holds (``Hot``), and what it asks."""
+    """What the applier knows of a state it holds (``HeldState``), and what it asks."""
 
     #: The committed version the state is of, and the version of its last checkpoint.
     version: int

@@ -1,12 +1,13 @@
 """Checkpoints of the states this process holds: whether one is due (by ``checkpoint_policy``),
 what it covers, writing it in the background while the drain goes on or at the drain's end,
-and the look planned for when one will be due by age.
+the look planned for when one will be due by age, and the checkpoints readers asked for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from service.applier.checkpoint_policy import (
     CheckpointFacts,
@@ -15,108 +16,132 @@ from service.applier.checkpoint_policy import (
     checkpoint_due,
     due_by_age_at,
 )
-from service.applier.core import log
-from service.applier.scheduling import Scheduling
-from service.applier.state import CheckpointWork, Hot
+from service.applier.shared import ApplierShared, log
+from service.applier.state import CheckpointWork, HeldState
 from service.errors import NotFound, Unavailable
 from service.store.codec import cut_fields, encode_state
 from service.store.records import Lease
 
 
-class Checkpoints(Scheduling):
+class Checkpointer:
     """Checkpoints written, and planned (see the module)."""
 
-    def _checkpoint_due(self, hot: Hot, force: bool = False, idle: bool = False) -> Trigger | None:
-        """What makes a checkpoint of ``hot`` due now (None: not due): ``checkpoint_due``."""
+    def __init__(self, shared: ApplierShared, kick: Callable[[str], None]) -> None:
+        self.shared = shared
+        self.store = shared.store
+        self.settings = shared.settings
+        self.metrics = shared.metrics
+        # A drain of a selector whose checkpoint is due by age (``Scheduler.kick``).
+        self._kick = kick
+        # A checkpoint being written while the applier goes on, per selector.
+        self._writing: dict[str, asyncio.Task[None]] = {}
+        # Selectors whose state will be due for a checkpoint by age, when nothing else comes.
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        #: Selectors whose drain here should stop lingering and checkpoint now (a reader
+        #: asked: ``Waits.checkpoint_now``).
+        self.wanted: set[str] = set()
+
+    def forget(self, name: str) -> None:
+        """No checkpoint of ``name`` is planned any more."""
+        timer = self._timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+
+    def stop(self) -> list[asyncio.Task[None]]:
+        """No more planned checkpoints; the checkpoints being written (for shutdown to end)."""
+        for timer in self._timers.values():
+            timer.cancel()
+        return list(self._writing.values())
+
+    def due(self, held: HeldState, force: bool = False, idle: bool = False) -> Trigger | None:
+        """What makes a checkpoint of ``held`` due now (None: not due): ``checkpoint_due``."""
         facts = CheckpointFacts(
-            version=hot.head.version,
-            checkpoint_version=hot.checkpoint_version,
-            compute_seconds=hot.compute_seconds,
-            log_bytes=hot.log_bytes,
-            state_bytes=hot.state_bytes,
-            last_commit=hot.last_commit,
+            version=held.head.version,
+            checkpoint_version=held.checkpoint_version,
+            compute_seconds=held.compute_seconds,
+            log_bytes=held.log_bytes,
+            state_bytes=held.state_bytes,
+            last_commit=held.last_commit,
             force=force,
             idle=idle,
         )
         return checkpoint_due(facts, Thresholds.of(self.settings), time.monotonic())
 
-    def _work(self, hot: Hot, trigger: Trigger) -> CheckpointWork:
+    def _work(self, held: HeldState, trigger: Trigger) -> CheckpointWork:
         return CheckpointWork(
-            version=hot.head.version,
-            cursor=hot.head.cursor,
-            items_seen=hot.head.items_seen,
-            state=hot.state,
-            log_bytes=hot.log_bytes,
-            compute_seconds=hot.compute_seconds,
+            version=held.head.version,
+            cursor=held.head.cursor,
+            items_seen=held.head.items_seen,
+            state=held.state,
+            log_bytes=held.log_bytes,
+            compute_seconds=held.compute_seconds,
             trigger=trigger,
         )
 
-    def _checkpoint_in_background(self, hot: Hot, lease: Lease) -> None:
+    def in_background(self, held: HeldState, lease: Lease) -> None:
         """Start writing a checkpoint if one is due and none is being written: the state of a
         committed version never changes, so the applier goes on meanwhile."""
-        name = hot.meta.name
-        running = self._checkpointing.get(name)
+        name = held.meta.name
+        running = self._writing.get(name)
         if running is not None and not running.done():
             return
-        trigger = self._checkpoint_due(hot)
+        trigger = self.due(held)
         if trigger is None:
             return
-        work = self._work(hot, trigger)
-        self._checkpointing[name] = asyncio.create_task(
-            self._write_checkpoint_logged(hot, lease, work), name=f"checkpoint:{name}"
+        work = self._work(held, trigger)
+        self._writing[name] = asyncio.create_task(
+            self._write_logged(held, lease, work), name=f"checkpoint:{name}"
         )
 
-    async def _settle_checkpoint(self, hot: Hot, lease: Lease, force: bool) -> None:
+    async def settle(self, held: HeldState, lease: Lease, force: bool) -> None:
         """At the end of a drain (the lease still held): let a checkpoint being written finish,
         write one if due now, or else plan a look when one will be due by age."""
-        name = hot.meta.name
-        running = self._checkpointing.pop(name, None)
+        name = held.meta.name
+        running = self._writing.pop(name, None)
         if running is not None:
             await running
-        trigger = self._checkpoint_due(hot, force, idle=True)
+        trigger = self.due(held, force, idle=True)
         if trigger is not None:
-            await self._write_checkpoint(hot, lease, self._work(hot, trigger))
-        elif hot.dirty_since is not None and not self._closing:
-            self._plan_checkpoint(
-                name, due_by_age_at(hot.last_commit, Thresholds.of(self.settings))
-            )
+            await self._write(held, lease, self._work(held, trigger))
+        elif held.dirty_since is not None and not self.shared.closing:
+            self._plan(name, due_by_age_at(held.last_commit, Thresholds.of(self.settings)))
 
-    def _plan_checkpoint(self, name: str, when: float) -> None:
+    def _plan(self, name: str, when: float) -> None:
         """Drain ``name`` again at monotonic time ``when``, when its checkpoint is due by age
         even if no chunk comes (a drain with nothing pending only checkpoints)."""
-        previous = self._checkpoint_timers.pop(name, None)
+        previous = self._timers.pop(name, None)
         if previous is not None:
             previous.cancel()
         loop = asyncio.get_running_loop()
 
         def due() -> None:
-            self._checkpoint_timers.pop(name, None)
-            self.kick(name)
+            self._timers.pop(name, None)
+            self._kick(name)
 
         delay = max(when - time.monotonic(), 0.0) + 0.01
-        self._checkpoint_timers[name] = loop.call_later(delay, due)
+        self._timers[name] = loop.call_later(delay, due)
 
-    async def _write_checkpoint_logged(self, hot: Hot, lease: Lease, work: CheckpointWork) -> None:
+    async def _write_logged(self, held: HeldState, lease: Lease, work: CheckpointWork) -> None:
         try:
-            await self._write_checkpoint(hot, lease, work)
+            await self._write(held, lease, work)
         except (Unavailable, NotFound) as exc:
             log.info(
                 "selector %s: checkpoint of version %d not written: %s",
-                hot.meta.name,
+                held.meta.name,
                 work.version,
                 exc,
             )
         except Exception:
             log.exception(
-                "selector %s: checkpoint of version %d failed", hot.meta.name, work.version
+                "selector %s: checkpoint of version %d failed", held.meta.name, work.version
             )
 
-    async def _release_to_stream(self, hot: Hot, cursor: str) -> None:
+    async def _release_to_stream(self, held: HeldState, cursor: str) -> None:
         """Tell the stream a selector is attached to that its checkpoint now covers the log
         through ``cursor`` (the stream trims up to the lowest such cursor of its selectors).
         Best effort: a later checkpoint says it again, and until then the log is only held a
         little longer."""
-        meta = hot.meta
+        meta = held.meta
         if meta.stream is None:
             return
         try:
@@ -126,7 +151,7 @@ class Checkpoints(Scheduling):
                 "selector %s: stream %s not told of its checkpoint: %s", meta.name, meta.stream, exc
             )
 
-    async def _write_checkpoint(self, hot: Hot, lease: Lease, work: CheckpointWork) -> None:
+    async def _write(self, held: HeldState, lease: Lease, work: CheckpointWork) -> None:
         """Encode ``work``'s state (off the event loop) and store it as the checkpoint."""
         started = time.perf_counter()
         pieces = await asyncio.to_thread(lambda: cut_fields(encode_state(work.state)))
@@ -135,12 +160,12 @@ class Checkpoints(Scheduling):
         )
         if point is None:
             return
-        await self._release_to_stream(hot, point.cursor)
+        await self._release_to_stream(held, point.cursor)
         self.metrics.checkpoints.labels(work.trigger).inc()
         self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
-        if hot.checkpoint_version < work.version:  # else a newer one was made meanwhile
-            hot.checkpoint_version = work.version
+        if held.checkpoint_version < work.version:  # else a newer one was made meanwhile
+            held.checkpoint_version = work.version
             # What accrued while the checkpoint was written is still uncheckpointed.
-            hot.log_bytes -= work.log_bytes
-            hot.compute_seconds -= work.compute_seconds
-            hot.dirty_since = time.monotonic() if hot.head.version > work.version else None
+            held.log_bytes -= work.log_bytes
+            held.compute_seconds -= work.compute_seconds
+            held.dirty_since = time.monotonic() if held.head.version > work.version else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from service.applier.core import log
+from service.applier.shared import log
 from service.errors import Unavailable
 from service.store.records import Lease
 from service.store.redis_store import SelectorStore

@@ -3,7 +3,7 @@ replica holds the lease, or until that lease expires), back-off after failed dra
 taken back when they were no fault of their entry (forgiveness), letting go of a deleted
 selector, shutdown, and the sweeper that kicks what nobody waits for.
 
-The drain itself is ``drain.DrainLoop.drain``.
+The drain itself is ``drain.DrainLoop.drain``, which the scheduler is given to start.
 """
 
 from __future__ import annotations
@@ -12,15 +12,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Collection
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Collection
 
-from service.applier.core import ApplierCore, log
+from service.applier.shared import ApplierShared, log
 from service.applier.state import Backoff, Drain
-from service.config import Settings
 from service.errors import NotFound, StaleApplier, Unavailable
-from service.metrics import Metrics
-from service.store.redis_store import SelectorStore
 from service.updates import StateUnreadable, UpdateFailed
 
 #: Longest pause between two drains of a selector whose drains keep failing.
@@ -53,11 +49,23 @@ NOT_THE_ENTRYS_FAULT = (
 )
 
 
-class Scheduling(ApplierCore):
-    """Kicks, back-off, forgiveness, shutdown and the sweeper (see the module)."""
+class Scheduler:
+    """Kicks, back-off, forgiveness and the sweeper (see the module)."""
 
-    def __init__(self, store: SelectorStore, settings: Settings, metrics: Metrics) -> None:
-        super().__init__(store, settings, metrics)
+    def __init__(
+        self,
+        shared: ApplierShared,
+        drain: Callable[[str], Awaitable[None]],
+        forget_selector: Callable[[str], None],
+    ) -> None:
+        self.shared = shared
+        self.store = shared.store
+        self.settings = shared.settings
+        self.metrics = shared.metrics
+        # What a kick starts (``DrainLoop.drain``), and how a selector found gone is let go
+        # of by every part (``Applier.forget``).
+        self._drain = drain
+        self._forget_selector = forget_selector
         # Selectors whose last drain failed, and when to try again.
         self._backoff: dict[str, Backoff] = {}
         # Lease holders of this process whose last attempt on a selector's first pending entry
@@ -72,11 +80,6 @@ class Scheduling(ApplierCore):
         self._lease_busy: dict[str, float] = {}
         self._deferred_kicks: dict[str, asyncio.TimerHandle] = {}
 
-    if TYPE_CHECKING:
-
-        async def drain(self, name: str) -> None:
-            """``drain.DrainLoop.drain``: what a kick starts."""
-
     def kick(self, name: str, incarnation: str | None = None) -> None:
         """Start draining ``name`` in the background unless this process already is (or is
         backing off after a failure).
@@ -85,7 +88,7 @@ class Scheduling(ApplierCore):
         of an earlier incarnation of the name does not hold the new one up: the old drain can
         no longer read or commit anything, and stops at its next look.
         """
-        if self._closing:
+        if self.shared.closing:
             return
         busy_until = self._lease_busy.get(name)
         if busy_until is not None:
@@ -97,7 +100,7 @@ class Scheduling(ApplierCore):
                     )
                 return
             del self._lease_busy[name]
-        running = self._running.get(name)
+        running = self.shared.running.get(name)
         if (
             running is not None
             and not running.task.done()
@@ -111,57 +114,28 @@ class Scheduling(ApplierCore):
             elif time.monotonic() < backoff.retry_at:
                 return
         task = asyncio.create_task(self._drain_logged(name), name=f"drain:{name}")
-        self._running[name] = Drain(task)
+        self.shared.running[name] = Drain(task)
 
     def _deferred_kick(self, name: str, incarnation: str | None) -> None:
         self._deferred_kicks.pop(name, None)
         self.kick(name, incarnation)
 
     def forget(self, name: str) -> None:
-        """Let go of what this process holds of ``name`` (deleted, or detached from its
-        stream: a drain lingering on the stream's log stops, and the next looks at its own)."""
-        running = self._running.get(name)
-        if running is not None and not running.task.done():
-            self._let_go.add(name)
-        self._hot.pop(name)
+        """Let go of the scheduling of ``name``: its backoff, its deferred kick."""
         self._backoff.pop(name, None)
-        self.handed.forget(name)
-        self.waiters.forget(name)
-        self.heads.forget(name)
         self._lease_busy.pop(name, None)
-        for timers in (self._checkpoint_timers, self._deferred_kicks):
-            timer = timers.pop(name, None)
-            if timer is not None:
-                timer.cancel()
+        timer = self._deferred_kicks.pop(name, None)
+        if timer is not None:
+            timer.cancel()
 
-    async def close(self, timeout_s: float = 5.0) -> None:
-        """Stop every drain; an unfinished update is simply redone later.
-
-        Bounded: a task that does not end within ``timeout_s`` after its cancellation (a
-        client library that swallowed it, say) is left behind rather than hanging shutdown.
-        """
-        self._closing = True
-        for handle in [
-            *self._retries.values(),
-            *self._checkpoint_timers.values(),
-            *self._deferred_kicks.values(),
-        ]:
+    def stop(self) -> None:
+        """No more kicks: the timers of deferred kicks and of looks at leases stop."""
+        for handle in [*self._retries.values(), *self._deferred_kicks.values()]:
             handle.cancel()
-        tasks = [
-            task
-            for task in [
-                *(drain.task for drain in self._running.values()),
-                *self._checkpointing.values(),
-            ]
-            if not task.done()
-        ]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            _done, stuck = await asyncio.wait(tasks, timeout=timeout_s)
-            for task in stuck:
-                log.warning("task %s did not stop within %.0f s", task.get_name(), timeout_s)
-        # Attempts cut short by the shutdown are no fault of their entries: say so once.
+
+    async def forgive_all(self) -> None:
+        """At shutdown, once the drains stopped: attempts cut short by the shutdown are no
+        fault of their entries: say so once."""
         for forgiving in self._forgiving.values():
             forgiving.cancel()
         for name, holders in list(self._unproven.items()):
@@ -172,15 +146,15 @@ class Scheduling(ApplierCore):
         try:
             await self._drain_once(name)
         finally:
-            if self._is_current_drain(name):
-                self._let_go.discard(name)
+            if self.shared.is_current_drain(name):
+                self.shared.stop_lingering.discard(name)
 
     async def _drain_once(self, name: str) -> None:
         try:
-            await self.drain(name)
+            await self._drain(name)
         except NotFound:
-            if self._is_current_drain(name):
-                self.forget(name)
+            if self.shared.is_current_drain(name):
+                self._forget_selector(name)
         except StaleApplier as exc:
             # Not a failure: another applier holds or held the lease (a replica took over, the
             # lease ran out while Redis was paused, the name was deleted). Whoever kicks next
@@ -207,14 +181,14 @@ class Scheduling(ApplierCore):
     ) -> None:
         """Wait 1, 2, 4 ... up to ``longest`` seconds before draining ``name`` again (a kick
         for a newer incarnation does not wait), and say so once."""
-        running = self._running.get(name)
+        running = self.shared.running.get(name)
         incarnation = running.incarnation if running is not None else None
         failures = self._backoff[name].failures if name in self._backoff else 0
         delay = min(2.0**failures, longest)
         self._backoff[name] = Backoff(time.monotonic() + delay, failures + 1, incarnation)
         log.log(level, "drain of %s stopped (%s); next try in %.0f s", name, why, delay)
 
-    async def _try_again_when_free(self, name: str) -> None:
+    async def try_again_when_free(self, name: str) -> None:
         """Another applier holds the lease: look again the moment it would expire.
 
         If that applier died, its work is taken over as soon as the lease allows, instead of
@@ -234,11 +208,27 @@ class Scheduling(ApplierCore):
 
         self._retries[name] = loop.call_later(remaining_ms / 1000 + 0.01, retry)
 
+    def held_elsewhere(self, name: str) -> None:
+        """Another replica holds the lease of ``name`` now: kicks within
+        ``LEASE_BUSY_SECONDS`` make one attempt at its end."""
+        self._lease_busy[name] = time.monotonic() + LEASE_BUSY_SECONDS
+
+    def unproven(self, name: str, holder: str) -> None:
+        """The last attempt of ``holder`` on the first pending entry of ``name`` ended for a
+        reason that is no fault of the entry (``NOT_THE_ENTRYS_FAULT``): take it back with the
+        next ``take``, or as soon as Redis answers."""
+        self._unproven.setdefault(name, set()).add(holder)
+        self._forgive_soon(name)
+
+    def unproven_holders(self, name: str) -> tuple[str, ...]:
+        """The holders whose attempts on ``name`` are to be taken back, in order."""
+        return tuple(sorted(self._unproven.get(name, ())))
+
     def _forgive_soon(self, name: str) -> None:
         """Deliver the attempts of ``name`` to take back as soon as Redis answers (bounded by
         ``FORGIVE_SECONDS``), unless a ``take`` of this process carries them first."""
         running = self._forgiving.get(name)
-        if self._closing or (running is not None and not running.done()):
+        if self.shared.closing or (running is not None and not running.done()):
             return
         self._forgiving[name] = asyncio.create_task(
             self._deliver_forgiveness(name), name=f"forgive:{name}"
@@ -256,9 +246,9 @@ class Scheduling(ApplierCore):
             except Exception:
                 log.exception("selector %s: taking back attempts failed", name)
                 return
-            self._forgiven(name, holders)
+            self.forgiven(name, holders)
 
-    def _forgiven(self, name: str, holders: Collection[str]) -> None:
+    def forgiven(self, name: str, holders: Collection[str]) -> None:
         left = self._unproven.get(name, set()) - set(holders)
         if left:
             self._unproven[name] = left
@@ -277,7 +267,7 @@ class Scheduling(ApplierCore):
         """
         unavailable = False  # say when Redis goes away and comes back, not every sweep
         sweeps = 0
-        while not self._closing:
+        while not self.shared.closing:
             try:
                 # The first sweep reads every selector (what a crash left before the pending
                 # marks existed, or where marking failed); later ones only the marked.
@@ -289,8 +279,8 @@ class Scheduling(ApplierCore):
                     self.kick(name)
                 sweeps += 1
                 if sweeps % FORGET_DELETED_EVERY_SWEEPS == 0:
-                    for name in await self.store.registry.missing(self._hot.keys()):
-                        self.forget(name)
+                    for name in await self.store.registry.missing(self.shared.held.keys()):
+                        self._forget_selector(name)
                 if unavailable:
                     log.warning("sweeps resumed: Redis answers again")
                 unavailable = False

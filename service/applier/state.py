@@ -1,4 +1,4 @@
-"""What the applier holds in memory: a selector's state (``Hot``), the entries of one update
+"""What the applier holds in memory: a selector's state (``HeldState``), the entries of one update
 (``Batch``), a drain running here (``Drain``), a selector backing off (``Backoff``), a
 checkpoint to write (``CheckpointWork``), and whether a head covers an entry (``is_applied``).
 
@@ -18,7 +18,7 @@ from service.store.records import AppendOutcome, DirectEntry, Head, LogEntry, Se
 from service.updates import Entry, Update
 from service.wire.kinds import Chunk
 
-#: One update in this many has its CPU time read (``Hot.samples_cpu``).
+#: One update in this many has its CPU time read (``HeldState.samples_cpu``).
 CPU_SAMPLE_EVERY = 16
 
 
@@ -52,7 +52,7 @@ class Batch:
 
 
 @dataclass
-class Hot:
+class HeldState:
     """A selector's whole state as this process holds it: the state of ``head`` (committed),
     and what accrued since the checkpoint it descends from (what a replay would redo)."""
 
@@ -113,7 +113,7 @@ class Hot:
 class DirectChunk:
     """A waited chunk handed to the drain that holds its selector's lease and state, to be
     computed before anything is written and then appended and committed in one script
-    (``Applier.submit_direct``). Its future gets the entry's outcome, or None: append it as
+    (``DirectPath.submit``). Its future gets the entry's outcome, or None: append it as
     usual (the drain could not take it: the script refused, the update failed, the drain
     ended)."""
 

@@ -10,20 +10,34 @@ import asyncio
 import contextlib
 import time
 
-from service.applier.core import log
+from service.applier.checkpoints import Checkpointer
 from service.applier.drain import DrainLoop
-from service.applier.state import DirectChunk
+from service.applier.scheduling import Scheduler
+from service.applier.shared import ApplierShared, log
 from service.errors import NotFound, Unavailable
-from service.store.records import AppendOutcome, DeletionNotice, DirectEntry, Head
+from service.store.records import DeletionNotice, Head
 from service.waiting import FALLBACK_SECONDS, Settled
-from service.wire.kinds import Chunk
 
 #: How long a reader waits to bring a checkpoint up to date before using the last one.
 CHECKPOINT_NOW_SECONDS = 10.0
 
 
-class Waits(DrainLoop):
+class Waits:
     """Waiting on commits and checkpoints (see the module)."""
+
+    def __init__(
+        self,
+        shared: ApplierShared,
+        scheduler: Scheduler,
+        checkpoints: Checkpointer,
+        drains: DrainLoop,
+    ) -> None:
+        self.shared = shared
+        self.store = shared.store
+        self.settings = shared.settings
+        self.scheduler = scheduler
+        self.checkpoints = checkpoints
+        self.drains = drains
 
     async def checkpoint_now(self, name: str, timeout_s: float = CHECKPOINT_NOW_SECONDS) -> Head:
         """Apply what is pending and make the checkpoint the current version's; the head.
@@ -39,10 +53,10 @@ class Waits(DrainLoop):
                 name, head.cursor, 1
             ):
                 return head
-            running = self._running.get(name)
+            running = self.shared.running.get(name)
             if running is not None and not running.task.done():
                 # This process holds the lease (maybe lingering): ask its drain to checkpoint.
-                self._checkpoint_wanted.add(name)
+                self.checkpoints.wanted.add(name)
                 await asyncio.wait({running.task}, timeout=max(deadline - time.monotonic(), 0.0))
                 if time.monotonic() >= deadline:
                     return await self.store.registry.get_head(name)
@@ -50,37 +64,13 @@ class Waits(DrainLoop):
             lease = await self.store.leases.acquire_lease(name, self.settings.lease_ms)
             if lease is not None:
                 try:
-                    return await self._apply_all_owned(name, lease, force_checkpoint=True)
+                    return await self.drains.apply_all_owned(name, lease, force_checkpoint=True)
                 finally:
                     with contextlib.suppress(Unavailable):
                         await self.store.leases.release_lease(lease)
             if time.monotonic() >= deadline:
                 return head
             await asyncio.sleep(0.02)
-
-    async def submit_direct(
-        self, name: str, incarnation: str, chunk: Chunk, entry: DirectEntry
-    ) -> AppendOutcome | None:
-        """Hand a waited chunk to this process's drain of ``name``, when one holds its lease and
-        state (lingering or applying): it computes the chunk before anything is written, then
-        appends and commits it in one script (the drain's ``_apply_direct``). The entry's
-        outcome, applied; None when it did not go so (no such drain here, or it could not take
-        the chunk): the caller appends it as usual, and nothing of it was written."""
-        running = self._running.get(name)
-        if (
-            self._closing
-            or name not in self._direct_open
-            or running is None
-            or running.task.done()
-            or running.incarnation != incarnation
-        ):
-            return None
-        future: asyncio.Future[AppendOutcome | None] = asyncio.get_running_loop().create_future()
-        self._direct.setdefault(name, []).append(DirectChunk(chunk, entry, future))
-        arrived = self._direct_arrived.get(name)
-        if arrived is not None:
-            arrived.set()
-        return await future
 
     async def wait_applied(
         self, name: str, log_id: str, timeout_s: float, incarnation: str | None = None
@@ -94,10 +84,10 @@ class Waits(DrainLoop):
         to, NotFound once the name holds another selector (deleted and created again while the
         entry waited: it was never applied, and never will be).
         """
-        known = self.waiters.known(name, log_id, incarnation)
+        known = self.shared.waiters.known(name, log_id, incarnation)
         if known is not None:
             return known
-        future = self.waiters.wait(name, log_id, incarnation)
+        future = self.shared.waiters.wait(name, log_id, incarnation)
         deadline = time.monotonic() + timeout_s
         try:
             while True:
@@ -114,30 +104,30 @@ class Waits(DrainLoop):
                         f"selector '{name}' was deleted (and created anew) before the chunk "
                         f"with log id {log_id} was applied"
                     )
-                self.waiters.committed(
+                self.shared.waiters.committed(
                     name, head.incarnation, head.version, head.cursor, head.items_seen
                 )
                 if future.done():
                     return future.result()
-                self.kick(name, incarnation)
+                self.scheduler.kick(name, incarnation)
         finally:
-            self.waiters.discard(name, future)
+            self.shared.waiters.discard(name, future)
 
     async def listen_forever(self) -> None:
         """Hear every replica's commits (``Commits.commit_notices``) for the waiters of
         this process, and for its hand-over (chunks another replica applied are let go), until
         ``close``. While Redis is away, listen again every second."""
-        while not self._closing:
+        while not self.shared.closing:
             try:
                 async for notice in self.store.commits.commit_notices(
-                    subscribed=lambda: self.heads.listening(True)
+                    subscribed=lambda: self.shared.heads.listening(True)
                 ):
                     if isinstance(notice, DeletionNotice):
-                        self.heads.heard(notice.name, notice.incarnation, None)
+                        self.shared.heads.heard(notice.name, notice.incarnation, None)
                         continue
                     # Heads first: a waiter answered below may be read right after.
-                    self.heads.heard(notice.name, notice.incarnation, notice.version)
-                    self.waiters.committed(
+                    self.shared.heads.heard(notice.name, notice.incarnation, notice.version)
+                    self.shared.waiters.committed(
                         notice.name,
                         notice.incarnation,
                         notice.version,
@@ -145,15 +135,15 @@ class Waits(DrainLoop):
                         notice.items_seen,
                         rejected_any=notice.rejected,
                     )
-                    self.handed.applied(notice.name, notice.cursor)
-                    if self._closing:
+                    self.shared.handed.applied(notice.name, notice.cursor)
+                    if self.shared.closing:
                         return
             except Unavailable:
                 pass  # the sweeper says it; waiters read heads meanwhile
             except Exception:
                 log.exception("listening for commits failed")
             finally:
-                self.heads.listening(False)
+                self.shared.heads.listening(False)
             await asyncio.sleep(1.0)
 
     async def settle(self, name: str, timeout_s: float) -> bool:

@@ -453,7 +453,7 @@ class Archives:
             )
         await self._settle(name)
         # The archive holds the whole state, which a checkpoint of the current version has.
-        await self.applier.checkpoint_now(name)
+        await self.applier.waits.checkpoint_now(name)
         snapshot = await self.store.checkpoints.snapshot(name)
         method = get_method(snapshot.meta.method)
         segments: dict[str, bytes] = {}
@@ -518,7 +518,7 @@ class Archives:
 
     async def _settle(self, name: str) -> None:
         """Wait (bounded) until everything appended to ``name`` so far is applied."""
-        if not await self.applier.settle(name, self.settings.apply_wait_seconds):
+        if not await self.applier.waits.settle(name, self.settings.apply_wait_seconds):
             raise Conflict(
                 f"selector '{name}' still has chunks being applied; retry the export once "
                 f"GET /v1/selectors/{name} shows pending_entries 0"

@@ -251,7 +251,7 @@ class Ingest:
         name = meta.name
         if wait and chunk is not None and not merge and not item_names:
             # The direct path: this process's drain holds the selector's lease and state.
-            direct = await self.applier.submit_direct(
+            direct = await self.applier.direct.submit(
                 name,
                 meta.incarnation,
                 chunk,
@@ -272,11 +272,11 @@ class Ingest:
         if outcome.applied_version is not None:
             return Submitted(outcome, outcome.applied_version, outcome.items_seen, partition)
         if chunk is not None and not outcome.duplicate:
-            self.applier.hand_over(name, outcome.log_id, chunk, len(payload))
-        self.applier.kick(name, meta.incarnation)
+            self.applier.shared.hand_over(name, outcome.log_id, chunk, len(payload))
+        self.applier.scheduler.kick(name, meta.incarnation)
         if not wait:
             return Submitted(outcome, None, None, partition)
-        settled = await self.applier.wait_applied(
+        settled = await self.applier.waits.wait_applied(
             name, outcome.log_id, self.settings.apply_wait_seconds, meta.incarnation
         )
         if settled is None:

@@ -151,9 +151,8 @@ class Lifecycle:
             )
         if "name" not in document or "method" not in document:
             raise InvalidInput("expected at least the fields name and method")
-        document = whole_floats_as_ints(
-            document
-        )  # JSON's 3.0 is the integer 3 wherever one is expected
+        # JSON's 3.0 is the integer 3 wherever one is expected.
+        document = whole_floats_as_ints(document)
         name = validate_name(document["name"])
         if not isinstance(document["method"], str):
             raise InvalidInput(f"method must be a string; got {document['method']!r}")

@@ -83,7 +83,7 @@ class Merging:
 
     async def _settle(self, name: str) -> None:
         """Wait (bounded) until everything appended to ``name`` so far is applied."""
-        if not await self.applier.settle(name, self.settings.apply_wait_seconds):
+        if not await self.applier.waits.settle(name, self.settings.apply_wait_seconds):
             raise Conflict(
                 f"selector '{name}' still has chunks being applied; retry the merge once "
                 f"GET /v1/selectors/{name} shows pending_entries 0"

@@ -298,11 +298,11 @@ class Streams:
         else:
             self.metrics.chunks_accepted.labels("stream").inc()
             for attachment in covered:
-                self.applier.hand_over(
+                self.applier.shared.hand_over(
                     attachment.selector, outcome.log_id, decoded.chunk, len(payload)
                 )
         for attachment in covered:
-            self.applier.kick(attachment.selector, attachment.incarnation)
+            self.applier.scheduler.kick(attachment.selector, attachment.incarnation)
         answer = await self._outcomes(meta.name, outcome, decoded.items, covered, wait, visible)
         if answer.selectors and all(s.status == "rejected" for s in answer.selectors):
             reasons = "; ".join(f"{s.name}: {s.reason}" for s in answer.selectors)
@@ -378,7 +378,7 @@ class Streams:
             else:
                 if not wait:
                     return StreamChunkSelector(name=name, method=meta.method, status="pending")
-                settled = await self.applier.wait_applied(
+                settled = await self.applier.waits.wait_applied(
                     name, log_id, max(deadline - time.monotonic(), 0.0), meta.incarnation
                 )
                 if settled is None:

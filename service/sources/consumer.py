@@ -305,13 +305,13 @@ class Consumer:
             attached = [Attachment.parse(s, v) for s, v in committed.attached]
             for attachment in attached:
                 if compare_stream_ids(attachment.start, committed.log_id) < 0:
-                    self.applier.hand_over(
+                    self.applier.shared.hand_over(
                         attachment.selector, committed.log_id, chunk, len(payload)
                     )
-                    self.applier.kick(attachment.selector, attachment.incarnation)
+                    self.applier.scheduler.kick(attachment.selector, attachment.incarnation)
         else:
-            self.applier.hand_over(self.target.name, committed.log_id, chunk, len(payload))
-            self.applier.kick(self.target.name, feeding.incarnation)
+            self.applier.shared.hand_over(self.target.name, committed.log_id, chunk, len(payload))
+            self.applier.scheduler.kick(self.target.name, feeding.incarnation)
 
     async def _behind(self) -> bool:
         """Whether more than ``max_pending`` of the chunks this consumer appended wait for

@@ -81,7 +81,7 @@ def run_in_process(meta: SelectorMeta, batches: Sequence[Sequence[Any]]) -> Stat
 
 def hot_state(app: FastAPI, name: str) -> State | None:
     """The state this app's applier holds in memory for ``name`` (None: not held)."""
-    hot = app.state.selectors.applier._hot.get(name)
+    hot = app.state.selectors.applier.shared.held.get(name)
     return None if hot is None else dict(hot.state)
 
 

@@ -231,7 +231,7 @@ async def test_rankings_read_again_are_answered_from_memory_until_a_commit_is_an
     read sees it (read-your-writes where the commit was made)."""
     async with app_factory() as (app_a, a), app_factory() as (_b, b):
         # Only the notices may tell A: its heads are not read again by age in this test.
-        app_a.state.selectors.applier.heads.trusted_seconds = 60.0
+        app_a.state.selectors.applier.shared.heads.trusted_seconds = 60.0
         await create_selector(a, "mem", 3)
         assert (await a.post("/v1/selectors/mem/chunks", json=[[1.0, 2.0, 3.0]])).status_code == 200
         first = (await a.get("/v1/selectors/mem/top", params={"h": 2})).json()

@@ -14,7 +14,7 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
-from service.applier import Applier, Hot
+from service.applier import Applier, HeldState
 from service.applier.checkpoint_policy import (
     CheckpointFacts,
     Thresholds,
@@ -141,7 +141,7 @@ def test_thresholds_of_settings() -> None:
 # -- the applier's use of the policy ---------------------------------------------------------
 
 
-def hot(**changes: Any) -> Hot:
+def hot(**changes: Any) -> HeldState:
     head = Head(version=8, cursor="5-0", items_seen=10, state_key="s", updated_at=0.0)
     values: dict[str, Any] = {
         "meta": None,
@@ -152,27 +152,27 @@ def hot(**changes: Any) -> Hot:
         "last_commit": time.monotonic(),
         **changes,
     }
-    return Hot(**values)
+    return HeldState(**values)
 
 
 def test_the_applier_asks_the_policy_with_what_its_state_says() -> None:
-    """``Applier._checkpoint_due`` hands each of ``Hot``'s figures to its own field."""
+    """``Checkpointer.due`` hands each of ``HeldState``'s figures to its own field."""
     settings = Settings(
         checkpoint_replay_seconds=4.0, checkpoint_log_ratio=2.0, checkpoint_interval_seconds=5.0
     )
     applier = Applier(cast(Any, None), settings, Metrics())
-    assert applier._checkpoint_due(hot()) is None
-    assert applier._checkpoint_due(hot(), force=True) == "request"
-    assert applier._checkpoint_due(hot(checkpoint_version=8), force=True) is None
-    assert applier._checkpoint_due(hot(compute_seconds=4.0)) == "replay"
-    assert applier._checkpoint_due(hot(compute_seconds=below(4.0))) is None
-    assert applier._checkpoint_due(hot(log_bytes=200)) == "log"
-    assert applier._checkpoint_due(hot(log_bytes=199)) is None
-    assert applier._checkpoint_due(hot(log_bytes=199, state_bytes=99)) == "log"
+    assert applier.checkpoints.due(hot()) is None
+    assert applier.checkpoints.due(hot(), force=True) == "request"
+    assert applier.checkpoints.due(hot(checkpoint_version=8), force=True) is None
+    assert applier.checkpoints.due(hot(compute_seconds=4.0)) == "replay"
+    assert applier.checkpoints.due(hot(compute_seconds=below(4.0))) is None
+    assert applier.checkpoints.due(hot(log_bytes=200)) == "log"
+    assert applier.checkpoints.due(hot(log_bytes=199)) is None
+    assert applier.checkpoints.due(hot(log_bytes=199, state_bytes=99)) == "log"
     long_ago = time.monotonic() - 60.0
-    assert applier._checkpoint_due(hot(last_commit=long_ago)) is None
-    assert applier._checkpoint_due(hot(last_commit=long_ago), idle=True) == "idle"
-    assert applier._checkpoint_due(hot(), idle=True) is None
-    work = applier._work(hot(log_bytes=5, compute_seconds=0.5), "log")
+    assert applier.checkpoints.due(hot(last_commit=long_ago)) is None
+    assert applier.checkpoints.due(hot(last_commit=long_ago), idle=True) == "idle"
+    assert applier.checkpoints.due(hot(), idle=True) is None
+    work = applier.checkpoints._work(hot(log_bytes=5, compute_seconds=0.5), "log")
     assert (work.version, work.cursor, work.items_seen) == (8, "5-0", 10)
     assert (work.log_bytes, work.compute_seconds, work.trigger) == (5, 0.5, "log")

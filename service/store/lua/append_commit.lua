@@ -9,7 +9,7 @@
 -- names (always 0), payload, items, digest, idem id or '', ttl ms, most idem records, merge
 -- flag, incarnation), then the published pairs, then the checkpoint's pairs.
 -- The direct path of a chunk that its selector's applier computed before anything was written
--- (``Applier.submit_direct``): its log entry, its idempotency record and the version that
+-- (``DirectPath.submit``): its log entry, its idempotency record and the version that
 -- applies it, in one script, so one fsync acknowledges it. The log stays the truth: the entries
 -- are appended exactly as APPEND would and the commit record covers them, so a replay is the
 -- same as for any other entry. When the new state is smaller than the chunks, the caller sends

@@ -1,0 +1,285 @@
+"""Computing and committing: an update of a held state computed (on the event loop when it is
+tiny, else in a worker thread), committed with one script (head, published fields, commit
+record, history entry), or a poison entry rejected in its place; what follows a commit (held
+chunks let go, heads, waiters, observers); and a state rebuilt from its checkpoint and the log
+when this process does not hold it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from service.algorithms import get_method
+from service.algorithms.base import State
+from service.applier.shared import ApplierShared, log
+from service.applier.state import HeldState
+from service.errors import Conflict, StaleApplier
+from service.store.monitoring_records import HistoryEntry
+from service.store.records import Head, Lease, LogEntry, Rejection, SelectorMeta, TakeRequest
+from service.updates import (
+    Entry,
+    StateUnreadable,
+    Update,
+    UpdateFailed,
+    assess_resamples,
+    compute_update,
+    decode_checkpoint,
+    publish,
+    rank,
+    replay,
+    state_sizes,
+)
+from service.wire.kinds import kind_of
+
+#: An update expected to take at most this much CPU is computed on the event loop: handing it
+#: to a worker thread costs more (two hops, and the thread waiting for the GIL while the loop
+#: serves requests), and a request behind it waits less than the GIL's 5 ms switch interval it
+#: would wait behind a thread's Python work. (Chosen by measurement: benchmarks/README.md, the
+#: request path.)
+INLINE_COMPUTE_SECONDS = 0.003
+
+
+class Committer:
+    """Updates computed and committed, entries rejected, states rebuilt (see the module)."""
+
+    def __init__(self, shared: ApplierShared) -> None:
+        self.shared = shared
+        self.store = shared.store
+        self.settings = shared.settings
+        self.metrics = shared.metrics
+
+    async def rebuild(self, meta: SelectorMeta, head: Head) -> HeldState:
+        """The state of ``head``: its last checkpoint with the log after it replayed.
+
+        Called with the lease held, so the head does not move meanwhile; a checkpoint that a
+        newer one replaces while it is read (a stale applier's) is read again.
+        """
+        started = time.perf_counter()
+        for attempt in range(3):
+            point = head.recovery_point
+            try:
+                fields = await self.store.checkpoints.load_checkpoint(meta.name, point)
+                break
+            except Conflict:
+                if attempt == 2:
+                    raise
+                head = await self.store.registry.get_head(meta.name)
+        records = [
+            record
+            for record in await self.store.commits.commits_after(meta.name, point.version)
+            if record.version <= head.version
+        ]
+        expected = list(range(point.version + 1, head.version + 1))
+        if [r.version for r in records] != expected or (
+            records and records[-1].cursor != head.cursor
+        ):
+            raise StateUnreadable(
+                f"the commit records of '{meta.name}' do not lead from its checkpoint "
+                f"(version {point.version}) to its head (version {head.version})"
+            )
+        entries = (
+            await self.store.log.log_between(meta.name, point.cursor, head.cursor)
+            if records
+            else []
+        )
+
+        def rebuild() -> tuple[State, int]:
+            state = decode_checkpoint(meta, fields)
+            return replay(meta, state, point.items_seen, records, entries)
+
+        state, items_seen = await asyncio.to_thread(rebuild)
+        if items_seen != head.items_seen:
+            raise StateUnreadable(
+                f"replaying the log of '{meta.name}' counts {items_seen} items; its head says "
+                f"{head.items_seen}"
+            )
+        seconds = time.perf_counter() - started
+        self.metrics.replay_seconds.observe(seconds)
+        self.metrics.replayed_versions.inc(len(records))
+        if records:
+            log.info(
+                "selector %s: rebuilt version %d from checkpoint %d (%d versions replayed) in "
+                "%.2f s",
+                meta.name,
+                head.version,
+                point.version,
+                len(records),
+                seconds,
+            )
+        held = HeldState(
+            meta=meta,
+            head=head,
+            state=state,
+            state_bytes=sum(state_sizes(state).values()),
+            checkpoint_version=point.version,
+            log_bytes=sum(len(entry.payload) for entry in entries),
+            # What was replayed would be replayed again after another crash: it counts.
+            compute_seconds=seconds if records else 0.0,
+            dirty_since=time.monotonic() if records else None,
+            last_commit=time.monotonic(),
+        )
+        self.shared.held.put(meta.name, held)
+        return held
+
+    async def compute(
+        self, held: HeldState, folded: Sequence[Entry], merge: bool, items: int
+    ) -> tuple[Update, float]:
+        """The update of ``held``'s state by ``folded`` (``items`` rows or columns) and the
+        seconds it took: on the event loop when the last update says it is tiny, else in a
+        worker thread."""
+        started = time.perf_counter()
+        sampled = held.samples_cpu()
+
+        def computed_update() -> tuple[Update, float | None]:
+            # The thread's CPU clock is a system call: read on a sample of updates only.
+            cpu_started = time.thread_time() if sampled else 0.0
+            update = compute_update(
+                held.meta,
+                held.state,
+                list(folded),
+                self.settings.max_state_bytes,
+                merge,
+                self.settings.history_top,
+            )
+            return update, time.thread_time() - cpu_started if sampled else None
+
+        expected = held.expected_cpu(items)
+        if expected is not None and expected <= INLINE_COMPUTE_SECONDS:
+            update, cpu = computed_update()
+        else:
+            update, cpu = await asyncio.to_thread(computed_update)
+        if cpu is not None:
+            held.last_update_cpu, held.last_update_items = cpu, items
+        return update, time.perf_counter() - started
+
+    async def reject(
+        self, held: HeldState, lease: Lease, entry: LogEntry, reason: str, size: int
+    ) -> Head:
+        """Move ``entry`` aside: commit past it with the state unchanged (or with what its
+        chunk kind leaves in its place, ``Kind.placeholder``) and record why, for its producer
+        to read. ``size``: its payload's bytes in the log (``Batch.sizes``)."""
+        meta = held.meta
+        log.warning("selector %s: rejected log entry %s: %s", meta.name, entry.log_id, reason)
+        kind = kind_of(get_method(meta.method).chunk_kind)
+        stand_in = None if entry.merge else kind.placeholder(meta, entry.items)
+        items = 0
+        top = self.settings.history_top
+        if stand_in is None:
+
+            def unchanged() -> Update:
+                ranking = rank(meta, held.state, top)
+                resampled, stability = assess_resamples(meta, held.state, top)
+                published = publish(meta, held.state, ranking, resampled)
+                return Update(
+                    held.state, published, {}, held.state_bytes, ranking, resampled, stability
+                )
+
+            update = await asyncio.to_thread(unchanged)
+        else:
+            try:
+                update = await asyncio.to_thread(
+                    compute_update,
+                    meta,
+                    held.state,
+                    [stand_in],
+                    self.settings.max_state_bytes,
+                    False,
+                    top,
+                )
+            except UpdateFailed as exc:
+                raise StateUnreadable(
+                    f"not even the placeholder of rejected entry {entry.log_id} can be applied: "
+                    f"{exc.reason}"
+                ) from exc
+            items = entry.items
+        head = await self.commit(
+            held,
+            lease,
+            update,
+            cursor=entry.log_id,
+            items=items,
+            entries=1,
+            applied_records=[],
+            rejections=[Rejection(entry.log_id, reason, entry.idem_record)],
+        )
+        held.committed(head, update, size, 0.0)
+        self.metrics.chunks_dead_lettered.labels(meta.method).inc()
+        return head
+
+    async def commit(
+        self,
+        held: HeldState,
+        lease: Lease,
+        update: Update,
+        *,
+        cursor: str,
+        items: int,
+        entries: int,
+        applied_records: list[str],
+        rejections: list[Rejection] | None = None,
+        then_take: TakeRequest | None = None,
+    ) -> Head:
+        """Write the new segments, then commit the next version (head, published fields,
+        commit record, history entry) in one script, and wake local waiters."""
+        name = held.meta.name
+        await self.store.checkpoints.put_segments(name, update.segments)
+        items_seen = held.head.items_seen + items
+        history = self.history_entry(held.head, items, update)
+        try:
+            committed_head = await self.store.commits.commit(
+                lease,
+                expected_version=held.head.version,
+                published=update.published,
+                cursor=cursor,
+                items_seen=items_seen,
+                entries=entries,
+                applied_records=applied_records,
+                rejections=rejections or [],
+                history=history,
+                history_kept=self.settings.history_versions,
+                then_take=then_take,
+            )
+        except StaleApplier:
+            self.metrics.stale_commits.inc()
+            self.shared.held.pop(name)  # someone else moved the selector on: this state is stale
+            raise
+        self.announce(held, committed_head, update, rejections or [])
+        return committed_head
+
+    @staticmethod
+    def history_entry(before: Head, items: int, update: Update) -> HistoryEntry | None:
+        """The ranking history's entry of the version after ``before`` (None: no ranking)."""
+        if update.ranking is None:
+            return None
+        return HistoryEntry(
+            before.version + 1,
+            before.items_seen + items,
+            0.0,
+            update.ranking,
+            None if update.stability is None else update.stability.as_dict(),
+        )
+
+    def announce(
+        self, held: HeldState, committed: Head, update: Update, rejections: list[Rejection]
+    ) -> None:
+        """What follows a commit of this process, before anything else runs: held chunks let
+        go, the head kept for readers, waiters answered, observers told."""
+        name = held.meta.name
+        self.shared.handed.applied(name, committed.cursor)
+        self.shared.heads.committed(name, committed)  # before the waiters: read-your-writes
+        self.shared.waiters.committed(
+            name,
+            committed.incarnation,
+            committed.version,
+            committed.cursor,
+            committed.items_seen,
+            after=held.head.cursor,
+            rejections={r.log_id: r.reason for r in rejections},
+        )
+        for observe in self.shared.observers:
+            try:
+                observe(held.meta, committed, update)
+            except Exception:  # an observer never fails a commit
+                log.exception("selector %s: a commit observer failed", name)
