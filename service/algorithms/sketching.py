@@ -38,22 +38,20 @@ the Frequent-Directions bound for the weighted matrix. A shrink is homogeneous (
 every row of a call relative to the call's end (``gamma**(n - 1 - i)``, the incoming sketch
 ``gamma**n``) instead of rescaling before each shrink: the same sketch, one scaling per call.
 
-Performance notes (measured on the 2-core target machine, m = 26214, ell = 162, 1000-row chunks;
-see ``benchmarks/bench_fsds_update.py``):
+Performance design (the figures are in benchmarks/README.md, "FSDS update"):
 
 * Every product touching ``m`` is BLAS-3 through numpy. The small eigenproblems use
   ``numpy.linalg.eigh`` rather than ``scipy.linalg``: numpy and scipy wheels bundle separate
-  OpenBLAS builds, and scipy's LAPACK run right after a large numpy GEMM competed with numpy's
-  still-spinning BLAS threads (a 9 ms ``eigh`` took 20-110 ms).
+  OpenBLAS builds, and scipy's LAPACK run right after a large numpy GEMM competes with numpy's
+  still-spinning BLAS threads.
 * Rows are taken in *super-blocks* of several shrink blocks: the Grams ``X S^T`` and ``X X^T`` of
   the whole super-block are formed by one GEMM and one SYRK each, the shrinks inside it are
   carried out exactly on coefficients (``S_j = R_j [S_0; X]``, ``R_j`` small), and the sketch
   rows are recovered once per super-block. The shrinks (and so the sketch, up to rounding) are
   those of a ``2 ell``-row buffer folded block by block; the BLAS calls are fatter and there is
   one recovery per super-block instead of one per block.
-* Even so the update costs about 1.6x forming the chunk's ``n x n`` Gram alone: per row it needs
-  ``2 ell m`` (``X S^T``) + ``2 ell m`` (recovering ``S``) + ``(B + 2 ell^2 / B) m`` flops, at
-  least ``6.8 ell m`` = 1.1x the Gram's ``n m`` at n = 1000, plus ~40 ms of 323 x 323 ``eigh``.
+* The floor is the flops: per row ``2 ell m`` (``X S^T``) + ``2 ell m`` (recovering ``S``) +
+  ``(B + 2 ell^2 / B) m``, at least ``6.8 ell m``, plus the small ``eigh`` of each shrink.
 """
 
 from __future__ import annotations

@@ -181,7 +181,7 @@ def _parse_bulk(gathered: list[Sequence[Any]], n: int) -> np.ndarray | None:
 
 def _parse_text(rows: list[Sequence[Any]], n: int) -> np.ndarray | None:
     """A Redis batch's values (text) as floats: written as one JSON array of arrays and read
-    by orjson, three times faster than ``float()`` of each. Only text made of JSON number
+    by orjson, much faster than ``float()`` of each (benchmarks/README.md, "Sources"). Only text made of JSON number
     characters goes this way (no quote, letter or space can hide a value or split one), and
     the shape must come out as the entries'; anything else (``nan``, ``1_0``, `` 7 ``, a value
     that is not a number) is left to ``float()``, entry by entry. For a JSON number both give

@@ -12,8 +12,8 @@ from service.algorithms.base import Matrix, State
 from service.algorithms.omvfs.params import OMVFSParams
 from service.errors import InvalidInput
 
-#: A view at least this dense is multiplied as a plain array: on a 400 x 240 view at K = 10,
-#: BLAS beats scipy's CSR product from about 10 % nonzeros on (and is 5x faster at 60 %).
+#: A view at least this dense is multiplied as a plain array: from about this density on, BLAS
+#: beats scipy's CSR product (benchmarks/README.md, OMVFS).
 DENSE_FROM = 0.1
 #: ... unless its dense copy would exceed this many entries (256 MiB).
 DENSE_AT_MOST = 2**25
