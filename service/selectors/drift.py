@@ -37,13 +37,13 @@ class Drift:
 
     async def monitored(self, name: str) -> tuple[SelectorMeta, Kind]:
         """The selector and its chunk kind, if its rankings can be watched (not partitioned)."""
-        meta, _method, kind = await self.reader.described(name)
-        if meta.partitioned:
+        selector = await self.reader.described(name)
+        if selector.meta.partitioned:
             raise SelectorMismatch(
                 f"selector '{name}' is partitioned: each partition keeps its own history, so its "
                 "rankings have no drift, baseline or alerts of their own"
             )
-        return meta, kind
+        return selector.meta, selector.kind
 
     async def drift(self, name: str, h: int | None) -> DriftOut:
         """The newest version's top ``h`` against the version before and the baseline."""

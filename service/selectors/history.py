@@ -54,7 +54,8 @@ class History:
                 f"limit must be between 1 and {self.settings.history_versions}, the versions "
                 f"the history keeps (SIFT_HISTORY_VERSIONS); got {limit}"
             )
-        meta, _method, kind = await self.reader.described(name)
+        selector = await self.reader.described(name)
+        meta, kind = selector.meta, selector.kind
         if meta.partitioned:
             raise SelectorMismatch(
                 f"selector '{name}' is partitioned: each partition keeps its own history, and "

@@ -30,6 +30,23 @@ MERGED_CACHED = 8
 SEGMENT_READ_TIMEOUT_SECONDS = 120.0
 
 
+@dataclass(frozen=True)
+class SelectorMethod:
+    """A selector's description, the method it runs, and that method's chunk kind."""
+
+    meta: SelectorMeta
+    method: AnyMethod
+    kind: Kind
+
+
+@dataclass(frozen=True)
+class CurrentSelector(SelectorMethod):
+    """A ``SelectorMethod`` with the head a reader answers from (a partitioned selector's
+    merged one)."""
+
+    head: Head
+
+
 class StateReader:
     """Reads what is committed; decodes arrays off the event loop and caches small ones.
 
@@ -156,7 +173,7 @@ class StateReader:
         stored = await self.store.load_checkpoint(part, at.checkpoint)
         return {f: v for f, v in stored.items() if f in fields}
 
-    async def current(self, name: str) -> tuple[SelectorMeta, AnyMethod, Kind, Head]:
+    async def current(self, name: str) -> CurrentSelector:
         """``described``, and the head (a partitioned selector's merged one): from memory when
         no commit was announced since this process last read it (``KnownHeads``), else usually
         one round trip (``SelectorStore.meta_and_head``)."""
@@ -171,13 +188,13 @@ class StateReader:
                 head = read
                 self.heads.read(name, head, mark)
         method = get_method(meta.method)
-        return meta, method, kind_of(method.chunk_kind), head
+        return CurrentSelector(meta, method, kind_of(method.chunk_kind), head)
 
-    async def described(self, name: str) -> tuple[SelectorMeta, AnyMethod, Kind]:
+    async def described(self, name: str) -> SelectorMethod:
         """The selector's description, its method and its method's chunk kind."""
         meta = await self.store.get_meta(name)
         method = get_method(meta.method)
-        return meta, method, kind_of(method.chunk_kind)
+        return SelectorMethod(meta, method, kind_of(method.chunk_kind))
 
     async def arrays(
         self, name: str, fields: Sequence[str], cache: bool = True
