@@ -12,7 +12,7 @@ import time
 from service.algorithms.drift import Comparison, compare
 from service.config import Settings
 from service.errors import Conflict, Inconsistent, NotFound, SelectorMismatch
-from service.monitoring.monitor import Monitor, feature_labels
+from service.monitoring.monitor import Monitor
 from service.selectors.reading import StateReader
 from service.selectors.results import (
     BaselineDrift,
@@ -69,7 +69,7 @@ class Drift:
             entry = baseline.entry
             comparisons.append((entry, compare(entry.rankings, newest.rankings, h)))
         wanted = [f for _, c in comparisons for f in (*c.entered, *c.left)]
-        labels = await feature_labels(store, meta, kind, wanted)
+        labels = await self.reader.feature_labels(meta, kind, wanted)
 
         def shown(features: list[tuple[str | None, int]]) -> list[FeatureRef]:
             return [FeatureRef(index=i, name=labels[(view, i)], view=view) for view, i in features]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -257,6 +257,27 @@ class StateReader:
         else:
             given = await self.store.item_names(meta.name, indices)
         return [g or default_name(i) for g, i in zip(given, indices, strict=True)]
+
+    async def feature_labels(
+        self, meta: SelectorMeta, kind: Kind, wanted: Iterable[tuple[str | None, int]]
+    ) -> dict[tuple[str | None, int], str]:
+        """The name of each ``(view, index)``, as ``GET .../top`` names it: the names given
+        (at creation, or on arrival: ``item_names``), else ``f<index>`` (within its view)."""
+        wanted = set(wanted)
+        if meta.views:
+            offsets, start = {}, 0
+            for view, dim in meta.views:
+                offsets[view] = start
+                start += dim
+            return {
+                (view, index): meta.feature_names[offsets[view or ""] + index]
+                if meta.feature_names
+                else default_name(index)
+                for view, index in wanted
+            }
+        indices = sorted({index for _view, index in wanted})
+        labels = await self.item_names(meta, kind, indices)
+        return {(None, index): label for index, label in zip(indices, labels, strict=True)}
 
     def segment_reader(self, name: str) -> Callable[[str], np.ndarray]:
         """``read(id)`` for a worker thread: fetches a segment on the event loop, decodes it."""
