@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,7 @@ from service.monitoring.outbox import Outbox
 from service.monitoring.webhooks import Webhooks
 from service.store.keys import is_partition
 from service.store.monitoring_records import Alert, Baseline, HistoryEntry, RankedList
-from service.store.records import Head, SelectorMeta, default_name
+from service.store.records import Head, SelectorMeta
 from service.store.redis_store import SelectorStore
 from service.updates import Update
 from service.wire.kinds import Kind, kind_of
@@ -56,6 +56,12 @@ WATCH_SECONDS = 1.0
 WATCHED_MAX = 4096
 #: What an event says it is.
 EVENT_TYPE = "sift.ranking.drift"
+
+#: The name of each ``(view, index)`` of a selector (of the kind given), as answers show it.
+FeatureLabels = Callable[
+    [SelectorMeta, Kind, Sequence[tuple[str | None, int]]],
+    Awaitable[dict[tuple[str | None, int], str]],
+]
 
 
 @dataclass(frozen=True)
@@ -86,8 +92,17 @@ class Committed:
 class Monitor:
     """Judges this process's commits for baselines and alerts (module docstring)."""
 
-    def __init__(self, store: SelectorStore, settings: Settings, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        store: SelectorStore,
+        settings: Settings,
+        metrics: Metrics,
+        feature_labels: FeatureLabels,
+    ) -> None:
         self.store = store
+        #: The names events give the features that entered or left a ranking: the ones answers
+        #: give (``StateReader.feature_labels``).
+        self.feature_labels = feature_labels
         self.settings = settings
         self.metrics = metrics
         #: Where alerts may send (``SIFT_ALERT_HOSTS``, ``SIFT_ALERT_PRIVATE``): checked when
@@ -205,9 +220,7 @@ class Monitor:
         resolves = alert.kind == "alertmanager"  # told when the ranking settles back
         if over or resolves:
             kind = kind_of(get_method(meta.method).chunk_kind)
-            labels = await feature_labels(
-                self.store, meta, kind, [*comparison.entered, *comparison.left]
-            )
+            labels = await self.feature_labels(meta, kind, [*comparison.entered, *comparison.left])
 
             def shown(features: list[tuple[str | None, int]]) -> list[dict[str, Any]]:
                 return [
@@ -276,31 +289,3 @@ def estimates_stability(meta: SelectorMeta) -> bool:
     has rows): a method that keeps resamples, created with some."""
     method = get_method(meta.method)
     return offers(method, EstimatesStability) and resample_count(meta.params) > 0
-
-
-async def feature_labels(
-    store: SelectorStore,
-    meta: SelectorMeta,
-    kind: Kind,
-    wanted: Sequence[tuple[str | None, int]],
-) -> dict[tuple[str | None, int], str]:
-    """The name of each ``(view, index)``, as ``GET .../top`` names it: the names given (at
-    creation, or on arrival for feature streams), else ``f<index>`` (within its view)."""
-    if meta.views:
-        offsets, start = {}, 0
-        for view, dim in meta.views:
-            offsets[view] = start
-            start += dim
-        return {
-            (view, index): meta.feature_names[offsets[view or ""] + index]
-            if meta.feature_names
-            else default_name(index)
-            for view, index in wanted
-        }
-    indices = sorted({index for _view, index in wanted})
-    if kind.names_on_arrival:
-        given = await store.registry.item_names(meta.name, indices)
-        labels = [g or default_name(i) for g, i in zip(given, indices, strict=True)]
-    else:
-        labels = [meta.feature_name(i) for i in indices]
-    return {(None, index): label for index, label in zip(indices, labels, strict=True)}

@@ -19,13 +19,14 @@ class Clustering:
         self._answers: LRU[tuple[str, str, int, int], ClusterOut] = LRU(cache_size)
 
     async def cluster(self, name: str, k: int, seed: int) -> ClusterOut:
-        meta, any_method, kind = await self.reader.described(name)
+        selector = await self.reader.described(name)
+        meta = selector.meta
         method = require_capability(
-            any_method,
+            selector.method,
             Clusters,
             "POST .../cluster clusters the samples of a selector that keeps feature columns",
             name,
-            takes=kind.expects(meta),
+            takes=selector.kind.expects(meta),
         )
         if meta.n_samples is not None and k > meta.n_samples:
             raise SelectorMismatch(

@@ -55,14 +55,14 @@ class Decisions:
 
     async def page(self, name: str, offset: int, limit: int) -> FeaturePage:
         """A page of decided features, in arrival order (also what a 202 answer can look up)."""
-        meta, method, kind = await self.reader.described(name)
-        decides = deciding(meta, method, "GET .../features lists the decisions")
+        selector = await self.reader.described(name)
+        decides = deciding(selector.meta, selector.method, "GET .../features lists the decisions")
         if offset < 0 or not 1 <= limit <= MAX_FEATURE_PAGE:
             raise InvalidInput(
                 f"expected offset >= 0 and limit in [1, {MAX_FEATURE_PAGE}]; "
                 f"got offset={offset}, limit={limit}"
             )
-        head, decisions = await self.decided(meta, decides, kind, offset, limit)
+        head, decisions = await self.decided(selector.meta, decides, selector.kind, offset, limit)
         return FeaturePage(
             name=name,
             version=head.version,

@@ -12,7 +12,7 @@ import time
 from service.algorithms.drift import Comparison, compare
 from service.config import Settings
 from service.errors import Conflict, Inconsistent, NotFound, SelectorMismatch
-from service.monitoring.monitor import Monitor, feature_labels
+from service.monitoring.monitor import Monitor
 from service.selectors.reading import StateReader
 from service.selectors.results import (
     BaselineDrift,
@@ -41,13 +41,13 @@ class Drift:
 
     async def monitored(self, name: str) -> tuple[SelectorMeta, Kind]:
         """The selector and its chunk kind, if its rankings can be watched (not partitioned)."""
-        meta, _method, kind = await self.reader.described(name)
-        if meta.partitioned:
+        selector = await self.reader.described(name)
+        if selector.meta.partitioned:
             raise SelectorMismatch(
                 f"selector '{name}' is partitioned: each partition keeps its own history, so its "
                 "rankings have no drift, baseline or alerts of their own"
             )
-        return meta, kind
+        return selector.meta, selector.kind
 
     async def drift(self, name: str, h: int | None) -> DriftOut:
         """The newest version's top ``h`` against the version before and the baseline."""
@@ -72,7 +72,7 @@ class Drift:
             entry = baseline.entry
             comparisons.append((entry, compare(entry.rankings, newest.rankings, h)))
         wanted = [f for _, c in comparisons for f in (*c.entered, *c.left)]
-        labels = await feature_labels(self.store, meta, kind, wanted)
+        labels = await self.reader.feature_labels(meta, kind, wanted)
 
         def shown(features: list[tuple[str | None, int]]) -> list[FeatureRef]:
             return [FeatureRef(index=i, name=labels[(view, i)], view=view) for view, i in features]

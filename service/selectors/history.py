@@ -18,7 +18,7 @@ from service.selectors.reading import StateReader
 from service.selectors.results import HistoryOut, HistoryVersion, RankedFeature
 from service.store.monitoring_records import HistoryEntry
 from service.store.parts.history import History as HistoryRecords
-from service.store.records import Head, SelectorMeta, default_name
+from service.store.records import Head, SelectorMeta
 from service.updates import top_of
 from service.wire.kinds import Kind
 
@@ -59,7 +59,8 @@ class History:
                 f"limit must be between 1 and {self.settings.history_versions}, the versions "
                 f"the history keeps (SIFT_HISTORY_VERSIONS); got {limit}"
             )
-        meta, _method, kind = await self.reader.described(name)
+        selector = await self.reader.described(name)
+        meta, kind = selector.meta, selector.kind
         if meta.partitioned:
             raise SelectorMismatch(
                 f"selector '{name}' is partitioned: each partition keeps its own history, and "
@@ -112,18 +113,4 @@ class History:
             for ranking in entry.rankings
             for index in ranking.indices[:h]
         }
-        if meta.views:
-            offsets, start = {}, 0
-            for view, dim in meta.views:
-                offsets[view] = start
-                start += dim
-            # As GET .../top names a view's features: the names given, else f<index in view>.
-            return {
-                (view, index): meta.feature_names[offsets[view or ""] + index]
-                if meta.feature_names
-                else default_name(index)
-                for view, index in wanted
-            }
-        indices = sorted(index for _view, index in wanted)
-        labels = await self.reader.item_names(meta, kind, indices)
-        return {(None, index): label for index, label in zip(indices, labels, strict=True)}
+        return await self.reader.feature_labels(meta, kind, wanted)

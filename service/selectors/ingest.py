@@ -43,11 +43,11 @@ from service.store.redis_store import SelectorStore
 from service.store.refusals import attached_to_stream
 from service.wire.kinds import (
     Chunk,
+    ChunkTarget,
     Columns,
-    Decoded,
     Kind,
     Rows,
-    Shaped,
+    ValidChunk,
     kind_of,
     require_route,
 )
@@ -216,7 +216,9 @@ class Ingest:
         if current.stream is not None:
             raise attached_to_stream(meta.name, current.stream)
 
-    async def decode(self, kind: Kind, body: bytes, media_type: str, meta: Shaped) -> Decoded:
+    async def decode(
+        self, kind: Kind, body: bytes, media_type: str, meta: ChunkTarget
+    ) -> ValidChunk:
         """A body validated as a chunk of ``kind`` for ``meta`` (a selector, or a stream):
         small bodies on the event loop, the rest (and every ``.npz``) in a worker thread."""
         limit = self.settings.max_body_bytes
@@ -393,7 +395,8 @@ class Ingest:
                 f"expected a log id like '1718000000000-0' (as a chunk's answer gives it); "
                 f"got {log_id[:60]!r}"
             ) from None
-        meta, _method, kind = await self.reader.described(name)
+        selector = await self.reader.described(name)
+        meta, kind = selector.meta, selector.kind
         if meta.partitioned:
             if partition is None or partition >= meta.partitions:
                 raise InvalidInput(

@@ -448,7 +448,8 @@ class Lifecycle:
     async def describe(self, name: str) -> SelectorOut:
         """The selector, the scalars of its state, what its method shows of the state, and the
         entries still pending."""
-        meta, method, kind = await self.reader.described(name)
+        selector = await self.reader.described(name)
+        meta, method = selector.meta, selector.method
         head, state = await self.reader.state(name, method.describe_fields)
         shown = method.describe(state)
         # Scalars the method shows in its own form (a class list) are not repeated raw, nor
@@ -462,7 +463,7 @@ class Lifecycle:
         scalars["pending_entries"] = sum(
             [await self.store.log.pending_count(part) for part in self._stored_names(meta)]
         )
-        return selector_out(meta, kind, head, **shown, state=scalars)
+        return selector_out(meta, selector.kind, head, **shown, state=scalars)
 
     @staticmethod
     def _stored_names(meta: SelectorMeta) -> list[str]:

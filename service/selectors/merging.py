@@ -38,9 +38,10 @@ class Merging:
         self, name: str, source: str, idempotency_key: str | None, wait: bool
     ) -> Receipt:
         """Add the state of selector ``source`` to ``name`` (same method, same features)."""
-        meta, any_method, _kind = await self.reader.described(name)
+        selector = await self.reader.described(name)
+        meta = selector.meta
         method = require_capability(
-            any_method,
+            selector.method,
             Mergeable,
             "a merge adds another selector's state, which only some methods can",
             name,

@@ -31,9 +31,13 @@ class Projections:
         self, name: str, solution: str | None
     ) -> tuple[SelectorMeta, Head, str, Projection]:
         """The projection ``solution`` (default: the method's first) at the current version."""
-        meta, any_method, _kind = await self.reader.described(name)
+        selector = await self.reader.described(name)
+        meta = selector.meta
         method = require_capability(
-            any_method, Projects, "projections are learned by selectors that project rows", name
+            selector.method,
+            Projects,
+            "projections are learned by selectors that project rows",
+            name,
         )
         chosen = method.solutions[0] if solution is None else solution
         if chosen not in method.solutions:

@@ -95,9 +95,10 @@ class Rankings:
         self._answers: LRU[tuple[object, ...], TopOut] = LRU(TOP_ANSWERS_CACHED)
 
     async def scores(self, name: str) -> Scores:
-        meta, method, kind = await self.reader.described(name)
-        head, arrays = await self.reader.arrays(name, [method.score_field])
-        return Scores(meta, kind, head, arrays[method.score_field])
+        selector = await self.reader.described(name)
+        field = selector.method.score_field
+        head, arrays = await self.reader.arrays(name, [field])
+        return Scores(selector.meta, selector.kind, head, arrays[field])
 
     async def top(
         self,
@@ -112,7 +113,8 @@ class Rankings:
         data. Multi-view selectors rank each view (or the one asked for)."""
         if strategy not in STRATEGIES:
             raise InvalidInput(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
-        meta, method, kind, head = await self.reader.current(name)
+        current = await self.reader.current(name)
+        meta, method, kind, head = current.meta, current.method, current.kind, current.head
         by_default = offers(method, SelectsColumns) and method.pivoted_by_default
         if strategy == "diverse" or by_default:
             return await self.pivoted.top(meta, selecting(meta, method), kind, h, candidates)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +28,23 @@ PARTITION_REFRESH_SECONDS = 1.0
 MERGED_CACHED = 8
 #: Longest wait for one segment read handed from a worker thread to the event loop.
 SEGMENT_READ_TIMEOUT_SECONDS = 120.0
+
+
+@dataclass(frozen=True)
+class SelectorMethod:
+    """A selector's description, the method it runs, and that method's chunk kind."""
+
+    meta: SelectorMeta
+    method: AnyMethod
+    kind: Kind
+
+
+@dataclass(frozen=True)
+class CurrentSelector(SelectorMethod):
+    """A ``SelectorMethod`` with the head a reader answers from (a partitioned selector's
+    merged one)."""
+
+    head: Head
 
 
 class StateReader:
@@ -159,7 +176,7 @@ class StateReader:
         stored = await self.store.checkpoints.load_checkpoint(part, at.checkpoint)
         return {f: v for f, v in stored.items() if f in fields}
 
-    async def current(self, name: str) -> tuple[SelectorMeta, AnyMethod, Kind, Head]:
+    async def current(self, name: str) -> CurrentSelector:
         """``described``, and the head (a partitioned selector's merged one): from memory when
         no commit was announced since this process last read it (``KnownHeads``), else usually
         one round trip (``Registry.meta_and_head``)."""
@@ -174,13 +191,13 @@ class StateReader:
                 head = read
                 self.heads.read(name, head, mark)
         method = get_method(meta.method)
-        return meta, method, kind_of(method.chunk_kind), head
+        return CurrentSelector(meta, method, kind_of(method.chunk_kind), head)
 
-    async def described(self, name: str) -> tuple[SelectorMeta, AnyMethod, Kind]:
+    async def described(self, name: str) -> SelectorMethod:
         """The selector's description, its method and its method's chunk kind."""
         meta = await self.store.registry.get_meta(name)
         method = get_method(meta.method)
-        return meta, method, kind_of(method.chunk_kind)
+        return SelectorMethod(meta, method, kind_of(method.chunk_kind))
 
     async def arrays(
         self, name: str, fields: Sequence[str], cache: bool = True
@@ -243,6 +260,27 @@ class StateReader:
         else:
             given = await self.store.registry.item_names(meta.name, indices)
         return [g or default_name(i) for g, i in zip(given, indices, strict=True)]
+
+    async def feature_labels(
+        self, meta: SelectorMeta, kind: Kind, wanted: Iterable[tuple[str | None, int]]
+    ) -> dict[tuple[str | None, int], str]:
+        """The name of each ``(view, index)``, as ``GET .../top`` names it: the names given
+        (at creation, or on arrival: ``item_names``), else ``f<index>`` (within its view)."""
+        wanted = set(wanted)
+        if meta.views:
+            offsets, start = {}, 0
+            for view, dim in meta.views:
+                offsets[view] = start
+                start += dim
+            return {
+                (view, index): meta.feature_names[offsets[view or ""] + index]
+                if meta.feature_names
+                else default_name(index)
+                for view, index in wanted
+            }
+        indices = sorted({index for _view, index in wanted})
+        labels = await self.item_names(meta, kind, indices)
+        return {(None, index): label for index, label in zip(indices, labels, strict=True)}
 
     def segment_reader(self, name: str) -> Callable[[str], np.ndarray]:
         """``read(id)`` for a worker thread: fetches a segment on the event loop, decodes it."""

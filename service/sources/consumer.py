@@ -35,7 +35,7 @@ from service.store.keys import compare_stream_ids, parse_stream_id
 from service.store.records import Attachment
 from service.store.redis_store import SelectorStore
 from service.store.sources import Gone, Moved, Progress, SourceStore, Target
-from service.wire.kinds import Shaped, kind_of
+from service.wire.kinds import ChunkTarget, kind_of
 from service.wire.log import encode_chunk
 
 log = logging.getLogger("sift.sources")
@@ -70,7 +70,7 @@ class Feeding:
 async def describe_target(store: SelectorStore, target: Target, label_field: str | None) -> Feeding:
     """How entries must look for ``target``; NotFound if it does not exist, CannotFeed if a
     source cannot feed it."""
-    shaped: Shaped
+    shaped: ChunkTarget
     if target.kind == "stream":
         stream = await store.streams.get_stream(target.name)
         kind, shaped, incarnation = kind_of(stream.kind), stream, stream.incarnation

@@ -181,11 +181,11 @@ def _parse_bulk(gathered: list[Sequence[Any]], n: int) -> np.ndarray | None:
 
 def _parse_text(rows: list[Sequence[Any]], n: int) -> np.ndarray | None:
     """A Redis batch's values (text) as floats: written as one JSON array of arrays and read
-    by orjson, much faster than ``float()`` of each (benchmarks/README.md, "Sources"). Only text made of JSON number
-    characters goes this way (no quote, letter or space can hide a value or split one), and
-    the shape must come out as the entries'; anything else (``nan``, ``1_0``, `` 7 ``, a value
-    that is not a number) is left to ``float()``, entry by entry. For a JSON number both give
-    the same double: each rounds correctly."""
+    by orjson, much faster than ``float()`` of each (benchmarks/README.md, "Sources"). Only
+    text made of JSON number characters goes this way (no quote, letter or space can hide a
+    value or split one), and the shape must come out as the entries'; anything else (``nan``,
+    ``1_0``, `` 7 ``, a value that is not a number) is left to ``float()``, entry by entry. For
+    a JSON number both give the same double: each rounds correctly."""
     blob = b"[[" + b"],[".join([b",".join(values) for values in rows]) + b"]]"
     # orjson reads the integer -0 as 0, where float() keeps the sign.
     if blob.translate(None, _JSON_NUMBER_TEXT) or b"-0," in blob or b"-0]" in blob:

@@ -155,7 +155,7 @@ def new_incarnation() -> str:
 class StreamMeta:
     """What a stream is: its chunk kind and the shape every chunk is checked against (the
     shape fields of a selector's creation), fixed at creation. Its selectors take the same
-    shape and names (``service.wire.kinds.Shaped``)."""
+    shape and names (``service.wire.kinds.ChunkTarget``)."""
 
     name: str
     #: The chunk kind of its chunks (``service.wire.kinds``): which methods may attach.

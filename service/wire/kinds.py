@@ -48,10 +48,10 @@ __all__ = [
     "KINDS",
     "MAX_FEATURES",
     "MAX_SAMPLES",
-    "Decoded",
+    "ChunkTarget",
     "Kind",
     "Shape",
-    "Shaped",
+    "ValidChunk",
     "kind_of",
     "stream_kind",
 ]
@@ -79,7 +79,7 @@ FEATURE_NAMES = {
 }
 
 
-class Shaped(Protocol):
+class ChunkTarget(Protocol):
     """What a chunk is checked against: a selector's description (``SelectorMeta``) or a
     stream's (``StreamMeta``), which share the shape fields of a creation."""
 
@@ -111,7 +111,7 @@ class Shape:
 
 
 @dataclass(frozen=True)
-class Decoded:
+class ValidChunk:
     """A request body as a validated chunk, ready for the log."""
 
     chunk: Chunk
@@ -202,7 +202,7 @@ class Kind:
         """The shape fields of an example creation."""
         raise NotImplementedError
 
-    def decode(self, body: bytes, media_type: str, meta: Shaped, max_bytes: int) -> Decoded:
+    def decode(self, body: bytes, media_type: str, meta: ChunkTarget, max_bytes: int) -> ValidChunk:
         raise NotImplementedError
 
     def join(self, chunks: Sequence[Chunk]) -> Chunk:
@@ -214,15 +214,15 @@ class Kind:
             return sp.vstack([sp.csr_matrix(chunk) for chunk in matrices], format="csr")
         return np.vstack(matrices)
 
-    def placeholder(self, meta: Shaped, items: int) -> bytes | None:
+    def placeholder(self, meta: ChunkTarget, items: int) -> bytes | None:
         """The log payload applied instead of a rejected entry, or None for nothing at all."""
         return None
 
-    def probe_body(self, meta: Shaped) -> dict[str, Any] | list[Any]:
+    def probe_body(self, meta: ChunkTarget) -> dict[str, Any] | list[Any]:
         """A JSON body of one item whose values are all 1: an ordinary chunk."""
         return [[1.0] * meta.size]
 
-    def probe(self, meta: Shaped) -> bytes:
+    def probe(self, meta: ChunkTarget) -> bytes:
         """The log payload of ``probe_body``: what a state must be able to take (an imported
         state that cannot take an ordinary chunk would reject every later one)."""
         body = orjson.dumps(self.probe_body(meta))
@@ -232,11 +232,11 @@ class Kind:
         """How many items (rows, or feature columns) a chunk holds."""
         return int(cast(Matrix, chunk).shape[0])
 
-    def expects(self, meta: Shaped) -> str:
+    def expects(self, meta: ChunkTarget) -> str:
         """What this kind's chunks are, for a message to a client who sent something else."""
         return f"rows at POST /v1/selectors/{meta.name}/chunks"
 
-    def features_scored(self, meta: Shaped, items_seen: int) -> int:
+    def features_scored(self, meta: ChunkTarget, items_seen: int) -> int:
         """How many features a state that has seen ``items_seen`` items scores: the fixed
         features of a row stream."""
         return meta.size
@@ -244,12 +244,12 @@ class Kind:
 
 def _matrix_decoded(
     rows: Matrix, payload_names: Sequence[str] = (), adopt: Sequence[str] | None = None
-) -> Decoded:
+) -> ValidChunk:
     payload = encode_matrix(rows)
     hasher = hashlib.sha256(payload)
     # Names are part of a column request: the same columns under other names are another body.
     hasher.update(b"\0".join(name.encode() for name in payload_names))
-    return Decoded(
+    return ValidChunk(
         rows,
         int(rows.shape[0]),
         payload,
@@ -259,7 +259,7 @@ def _matrix_decoded(
     )
 
 
-def _adopted(meta: Shaped, names: list[str] | None) -> list[str] | None:
+def _adopted(meta: ChunkTarget, names: list[str] | None) -> list[str] | None:
     """The names a chunk gave, if the selector has none yet (it takes them)."""
     return names if meta.feature_names is None else None
 
@@ -296,7 +296,7 @@ class Rows(Kind):
     def example(self) -> dict[str, Any]:
         return {"n_features": 4862}
 
-    def decode(self, body: bytes, media_type: str, meta: Shaped, max_bytes: int) -> Decoded:
+    def decode(self, body: bytes, media_type: str, meta: ChunkTarget, max_bytes: int) -> ValidChunk:
         named = decode_rows(body, media_type, meta.size, max_bytes, meta.feature_names)
         return _matrix_decoded(named.rows, adopt=_adopted(meta, named.names))
 
@@ -320,14 +320,14 @@ class LabelledRowsKind(Rows):
         """Labelled rows feed unlabelled row methods too (``Rows.taken`` keeps the rows)."""
         return (self.name, "rows")
 
-    def decode(self, body: bytes, media_type: str, meta: Shaped, max_bytes: int) -> Decoded:
+    def decode(self, body: bytes, media_type: str, meta: ChunkTarget, max_bytes: int) -> ValidChunk:
         chunk, names = decode_labelled_rows(
             body, media_type, meta.size, max_bytes, meta.feature_names
         )
         payload = encode_chunk(chunk)
         digest = hashlib.sha256(payload).hexdigest()
         adopt = _adopted(meta, names)
-        return Decoded(
+        return ValidChunk(
             chunk,
             chunk.n_rows,
             payload,
@@ -336,7 +336,7 @@ class LabelledRowsKind(Rows):
             adopt=None if adopt is None else tuple(adopt),
         )
 
-    def probe_body(self, meta: Shaped) -> dict[str, Any] | list[Any]:
+    def probe_body(self, meta: ChunkTarget) -> dict[str, Any] | list[Any]:
         return {"rows": [[1.0] * meta.size], "labels": [0]}
 
     def taken(self, chunk: Chunk) -> Chunk:
@@ -349,7 +349,7 @@ class LabelledRowsKind(Rows):
     def items_of(self, chunk: Chunk) -> int:
         return cast(LabelledRows, chunk).samples
 
-    def expects(self, meta: Shaped) -> str:
+    def expects(self, meta: ChunkTarget) -> str:
         return f"labelled rows at POST /v1/selectors/{meta.name}/chunks"
 
 
@@ -393,15 +393,15 @@ class Views(Kind):
     def example(self) -> dict[str, Any]:
         return {"views": {"text": 3000, "links": 500}}
 
-    def probe_body(self, meta: Shaped) -> dict[str, Any] | list[Any]:
+    def probe_body(self, meta: ChunkTarget) -> dict[str, Any] | list[Any]:
         return {"views": {view: [[1.0] * dim] for view, dim in meta.views or ()}}
 
-    def decode(self, body: bytes, media_type: str, meta: Shaped, max_bytes: int) -> Decoded:
+    def decode(self, body: bytes, media_type: str, meta: ChunkTarget, max_bytes: int) -> ValidChunk:
         views = list(meta.views or ())
         rows, names = decode_views(body, media_type, views, max_bytes, meta.feature_names)
         return _matrix_decoded(rows, adopt=_adopted(meta, names))
 
-    def expects(self, meta: Shaped) -> str:
+    def expects(self, meta: ChunkTarget) -> str:
         return f'every view\'s rows ({{"views": ...}}) at POST /v1/selectors/{meta.name}/chunks'
 
 
@@ -418,7 +418,7 @@ class Columns(Kind):
         stream's ``base + index``."""
         return base + index
 
-    def features_scored(self, meta: Shaped, items_seen: int) -> int:
+    def features_scored(self, meta: ChunkTarget, items_seen: int) -> int:
         """Every feature column seen is a feature."""
         return items_seen
 
@@ -459,15 +459,15 @@ class Columns(Kind):
     def example(self) -> dict[str, Any]:
         return {"n_samples": 1440}
 
-    def decode(self, body: bytes, media_type: str, meta: Shaped, max_bytes: int) -> Decoded:
+    def decode(self, body: bytes, media_type: str, meta: ChunkTarget, max_bytes: int) -> ValidChunk:
         columns, names = decode_columns(body, media_type, meta.size)
         decoded = _matrix_decoded(columns, names or ())
         # A chunk of columns counts columns, not the samples its matrix has as rows.
-        return Decoded(
+        return ValidChunk(
             decoded.chunk, columns.shape[1], decoded.payload, decoded.digest, decoded.names
         )
 
-    def probe_body(self, meta: Shaped) -> dict[str, Any] | list[Any]:
+    def probe_body(self, meta: ChunkTarget) -> dict[str, Any] | list[Any]:
         return {"columns": [[1.0] * meta.size]}
 
     def join(self, chunks: Sequence[Chunk]) -> Chunk:
@@ -477,14 +477,14 @@ class Columns(Kind):
         matrices = cast(Sequence[Matrix], chunks)
         return np.hstack([c if isinstance(c, np.ndarray) else c.toarray() for c in matrices])
 
-    def placeholder(self, meta: Shaped, items: int) -> bytes | None:
+    def placeholder(self, meta: ChunkTarget, items: int) -> bytes | None:
         """Zero columns: a zero column scores 0 everywhere, is never kept nor selected."""
         return encode_matrix(np.zeros((meta.size, items)))
 
     def items_of(self, chunk: Chunk) -> int:
         return int(cast(Matrix, chunk).shape[1])
 
-    def expects(self, meta: Shaped) -> str:
+    def expects(self, meta: ChunkTarget) -> str:
         return f"feature columns at POST /v1/selectors/{meta.name}/features"
 
 
@@ -532,7 +532,7 @@ def kind_of(chunk_kind: ChunkKind) -> Kind:
     return KINDS[chunk_kind]
 
 
-class Described(Shaped, Protocol):
+class DeclaredShape(ChunkTarget, Protocol):
     """A description that says its shape the way a creation body does."""
 
     @property
@@ -542,7 +542,7 @@ class Described(Shaped, Protocol):
     def n_samples(self) -> int | None: ...
 
 
-def creation_shape(meta: Described) -> dict[str, Any]:
+def creation_shape(meta: DeclaredShape) -> dict[str, Any]:
     """The shape fields of the creation body that made a selector (or a stream) like
     ``meta``: what an archive records, and what a selector attached to a stream takes."""
     if meta.n_samples is not None:

@@ -549,3 +549,28 @@ async def test_a_chunk_nobody_kicked_is_found_by_the_sweeper(app_factory, redis_
         await wait_for(both_applied)
         status = (await client.get(f"/v1/streams/st/chunks/{outcome.log_id}")).json()
         assert status["status"] == "applied"
+
+
+async def test_drift_names_an_attached_selectors_features_as_its_stream_does(client):
+    """An attached selector's features are its stream's items: drift names them as ``top``
+    and the history do, by the names the stream's items were given."""
+    await create_stream(client, n_samples=5)
+    columns = np.random.default_rng(7).normal(size=(5, 3))
+    early = await client.post(
+        "/v1/streams/st/chunks", json={"columns": columns.T.tolist(), "names": ["p", "q", "r"]}
+    )
+    assert early.status_code == 200, early.text
+    await attach(client, "late", "iqrp", **{"from": "now"})
+    for scale, names in ((1.0, ["s", "t", "u"]), (50.0, ["v", "w", "x"])):
+        pushed = await client.post(
+            "/v1/streams/st/chunks",
+            json={"columns": (scale * columns).T.tolist(), "names": names},
+        )
+        assert pushed.status_code == 200, pushed.text
+    history = (await client.get("/v1/selectors/late/history", params={"h": 2})).json()
+    drift = (await client.get("/v1/selectors/late/drift", params={"h": 2})).json()
+    moved = drift["previous"]["entered"] + drift["previous"]["left"]
+    assert moved, drift
+    in_history = {f["index"]: f["name"] for v in history["versions"] for f in v["top"]}
+    assert {(f["index"], f["name"]) for f in moved} <= in_history.items()
+    assert {f["name"] for f in moved} <= set("stuvwx")

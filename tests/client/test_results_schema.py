@@ -58,8 +58,8 @@ MODELS: dict[str, tuple[str, ...]] = {
     "Weights": ("WeightsOut",),
 }
 #: Results that parse no JSON model: a probe's text, a summary the client makes itself, the
-#: base of the receipts.
-NOT_PARSED = {"Health", "PushSummary", "Receipt"}
+#: bases of the receipts and of the listings' pages.
+NOT_PARSED = {"Health", "Page", "PushSummary", "Receipt"}
 #: Fields a result derives rather than reads under their own name, and why.
 DERIVED: dict[str, set[str]] = {
     # The same answer, parsed as the alert (or key) it describes.
@@ -93,8 +93,13 @@ def components() -> dict[str, Any]:
 
 
 def fields_of(name: str) -> set[str]:
+    """The answer's properties a result reads: its fields, a page's ``items`` under the key
+    the answer gives them."""
     cls = getattr(results, name)
-    return {f.name for f in dataclasses.fields(cls) if f.name != "raw"}
+    fields = {f.name for f in dataclasses.fields(cls) if f.name != "raw"}
+    if issubclass(cls, results.Page):
+        fields = fields - {"items"} | {cls.items_key}
+    return fields
 
 
 def test_every_result_is_mapped() -> None:
@@ -118,3 +123,15 @@ def test_a_result_reads_what_its_models_hold(name: str, components: dict[str, An
     assert not invented, f"{name} reads fields no model of {models} has: {sorted(invented)}"
     unread = required - fields - UNREAD.get(name, set())
     assert not unread, f"{name} does not read what {models} require: {sorted(unread)}"
+
+
+@pytest.mark.parametrize("name", ["SelectorPage", "StreamPage"])
+def test_a_page_reads_its_listing(name: str, components: dict[str, Any]) -> None:
+    """Every cursor listing is a ``Page``: its items under the key its model names, and
+    ``next``, the ``after`` of the following page (null on the last)."""
+    page = getattr(results, name)
+    model = components[MODELS[name][0]]
+    assert issubclass(page, results.Page)
+    assert {page.items_key, "next"} <= set(model["properties"])
+    assert page.from_json({page.items_key: [], "next": None}) == page([], None)
+    assert page.from_json({page.items_key: [], "next": "b"}).next == "b"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -23,6 +23,7 @@ from siftstream.results import (
     ChunkReceipt,
     ChunkStatus,
     FeaturesReceipt,
+    Page,
     StreamInfo,
 )
 
@@ -110,28 +111,17 @@ def _drop_none(**query: Any) -> dict[str, Any]:
     return {key: value for key, value in query.items() if value is not None}
 
 
-class _Page(Protocol):
-    """A page of a listing: ``next`` is the ``after`` of the following one (None: the last)."""
-
-    @property
-    def next(self) -> str | None: ...
+P = TypeVar("P", bound=Page[Any])
 
 
-P = TypeVar("P", bound=_Page)
-Item = TypeVar("Item")
-
-
-def _every_page(
-    page_after: Callable[[str | None], Call[P]], items_of: Callable[[P], list[Item]]
-) -> Steps[list[Item]]:
+def _every_page(page_after: Callable[[str | None], Call[P]]) -> Steps[list[Any]]:
     """Every item of a listing, following its pages from the first."""
-    found: list[Item] = []
+    found: list[Any] = []
     after: str | None = None
     while True:
         page: P = yield page_after(after)
-        items = items_of(page)
-        found.extend(items)
-        if page.next is None or not items:
+        found.extend(page.items)
+        if page.next is None or not page.items:
             return found
         after = page.next
 

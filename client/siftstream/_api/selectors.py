@@ -154,8 +154,7 @@ def list_page(
 def list_selectors(api: Api, *, page_size: int | None = None) -> Steps[list[SelectorInfo]]:
     """Every selector this key may see, following the pages."""
     found: list[SelectorInfo] = yield from _every_page(
-        lambda after: list_page(api, limit=page_size, after=after),
-        lambda page: page.selectors,
+        lambda after: list_page(api, limit=page_size, after=after)
     )
     return found
 

@@ -111,8 +111,7 @@ def stream_page(
 def list_streams(api: Api, *, page_size: int | None = None) -> Steps[list[StreamInfo]]:
     """Every stream this key may see, following the pages."""
     found: list[StreamInfo] = yield from _every_page(
-        lambda after: stream_page(api, limit=page_size, after=after),
-        lambda page: page.streams,
+        lambda after: stream_page(api, limit=page_size, after=after)
     )
     return found
 

@@ -7,11 +7,15 @@ cluster labels, transformed rows) are numpy arrays. Every answer keeps the JSON 
 
 Row streams count ``rows_seen``, feature streams (``ofs``, ``iqrp``) ``features_seen``: the
 other one is ``None``; ``seen`` gives whichever the selector counts.
+
+A listing answers in pages (``Page``: ``items`` and ``next``, the ``after`` of the following
+page); ``SelectorPage`` and ``StreamPage`` are its pages of selectors and of streams, whose
+items are also ``selectors`` and ``streams``, as the answers name them.
 """
 
 from __future__ import annotations
 
-from siftstream.results._common import Json
+from siftstream.results._common import Json, Page
 from siftstream.results.keys import (
     ApiKey,
     CreatedKey,
@@ -93,6 +97,7 @@ __all__ = [
     "Merged",
     "MethodInfo",
     "Moved",
+    "Page",
     "Projection",
     "PushSummary",
     "RankedFeature",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from siftstream.results._common import Json, _int_or_none, _seen
+from siftstream.results._common import Json, Page, _int_or_none, _seen
 
 
 @dataclass(frozen=True)
@@ -134,20 +134,18 @@ class MethodInfo:
         )
 
 
-@dataclass(frozen=True)
-class SelectorPage:
-    """One page of the selector list; ``next`` is the ``after`` of the following page."""
+class SelectorPage(Page[SelectorInfo]):
+    """One page of the selector list (``GET /v1/selectors``)."""
 
-    selectors: list[SelectorInfo]
-    next: str | None
+    items_key = "selectors"
 
     @classmethod
-    def from_json(cls, doc: Json) -> SelectorPage:
-        following = doc.get("next")
-        return cls(
-            [SelectorInfo.from_json(s) for s in doc["selectors"]],
-            None if following is None else str(following),
-        )
+    def read_item(cls, doc: Json) -> SelectorInfo:
+        return SelectorInfo.from_json(doc)
+
+    @property
+    def selectors(self) -> list[SelectorInfo]:
+        return self.items
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from siftstream.results._common import Json, _int_or_none, _seen
+from siftstream.results._common import Json, Page, _int_or_none, _seen
 from siftstream.results.rankings import Top
 from siftstream.results.selectors import Receipt
 
@@ -98,20 +98,18 @@ class StreamInfo:
         )
 
 
-@dataclass(frozen=True)
-class StreamPage:
-    """One page of the stream list; ``next`` is the ``after`` of the following page."""
+class StreamPage(Page[StreamInfo]):
+    """One page of the stream list (``GET /v1/streams``)."""
 
-    streams: list[StreamInfo]
-    next: str | None
+    items_key = "streams"
 
     @classmethod
-    def from_json(cls, doc: Json) -> StreamPage:
-        following = doc.get("next")
-        return cls(
-            [StreamInfo.from_json(s) for s in doc["streams"]],
-            None if following is None else str(following),
-        )
+    def read_item(cls, doc: Json) -> StreamInfo:
+        return StreamInfo.from_json(doc)
+
+    @property
+    def streams(self) -> list[StreamInfo]:
+        return self.items
 
 
 @dataclass(frozen=True)
