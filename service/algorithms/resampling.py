@@ -117,10 +117,11 @@ def split_field(name: str) -> tuple[int, str] | None:
     return int(digits), field
 
 
-def resample_count(params: Mapping[str, Any]) -> int:
-    """``K`` of resolved params (0: none, as for selectors created before resamples existed)."""
-    value = params.get("resamples")
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
+def resample_count(params: MethodParams) -> int:
+    """``K`` of resolved params (0: none, as for a method without resamples and for selectors
+    created before resamples existed)."""
+    value = getattr(params, "resamples", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _groups_in(state: State) -> int:
@@ -262,7 +263,11 @@ def take_rows(chunk: Any, rows: np.ndarray) -> Any:
     return np.asarray(chunk)[rows]
 
 
-class ResampledMethod(MethodBase):
+#: A resampled method's resolved parameters.
+RP = TypeVar("RP", bound=ResampledParams)
+
+
+class ResampledMethod(MethodBase[RP]):
     """A row method that keeps ``resamples`` interleaved subsamples (module docstring). It
     implements the protocol's ``initial_state``, ``state_sizes``, ``update``,
     ``check_consistency`` and ``growing_axes`` around the method's own, which it declares as
@@ -293,35 +298,33 @@ class ResampledMethod(MethodBase):
 
     # -- what the method declares of itself --------------------------------------------------
 
-    def core_initial_state(self, params: Mapping[str, Any], size: int) -> State:
+    def core_initial_state(self, params: RP) -> State:
         raise NotImplementedError
 
-    def core_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
+    def core_state_sizes(self, params: RP) -> dict[str, int]:
         raise NotImplementedError
 
-    def core_update(self, state: State, params: Mapping[str, Any], chunk: Any) -> State:
+    def core_update(self, state: State, params: RP, chunk: Any) -> State:
         raise NotImplementedError
 
-    def core_check_consistency(
-        self, state: State, params: Mapping[str, Any], size: int, segments: Mapping[str, Any]
-    ) -> None:
+    def core_check_consistency(self, state: State, params: RP, segments: Mapping[str, Any]) -> None:
         """The method's own rules of one state (``ChecksState``); none by default."""
 
-    def core_growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
+    def core_growing_axes(self, params: RP) -> dict[str, tuple[int, ...]]:
         return {}
 
     # -- ... and of its subsamples -----------------------------------------------------------
 
-    def subsample_initial_state(self, params: Mapping[str, Any], size: int) -> State:
+    def subsample_initial_state(self, params: RP) -> State:
         """A subsample that has seen no row."""
         raise NotImplementedError
 
-    def subsample_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
+    def subsample_state_sizes(self, params: RP) -> dict[str, int]:
         """Bytes of every array ``subsample_initial_state`` holds."""
         raise NotImplementedError
 
     def subsample_update(
-        self, subsample: State, params: Mapping[str, Any], chunk: Any, whole: State, dealt: Dealt
+        self, subsample: State, params: RP, chunk: Any, whole: State, dealt: Dealt
     ) -> State:
         """Fold the subsample's rows of ``chunk`` (``dealt``) into it; ``whole`` is the whole
         stream's state after the same chunk. A new state."""
@@ -331,7 +334,7 @@ class ResampledMethod(MethodBase):
         self,
         state: State,
         subsamples: list[State],
-        params: Mapping[str, Any],
+        params: RP,
         chunk: Any,
         dealt: np.ndarray,
     ) -> tuple[State, list[State]]:
@@ -350,7 +353,7 @@ class ResampledMethod(MethodBase):
             out.append(subsample)
         return new, out
 
-    def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
+    def subsample_scores(self, subsample: State, params: RP) -> np.ndarray:
         """The subsample's score of every feature (from its ``subsample_fields`` and scalars)."""
         raise NotImplementedError
 
@@ -358,23 +361,21 @@ class ResampledMethod(MethodBase):
         """The rows the subsample has seen (``resample_counts`` must agree)."""
         raise NotImplementedError
 
-    def subsample_check(self, subsample: State, params: Mapping[str, Any], size: int) -> None:
+    def subsample_check(self, subsample: State, params: RP) -> None:
         """``Inconsistent`` unless the subsample obeys the method's rules; none by default."""
 
-    def subsample_growing_axes(
-        self, params: Mapping[str, Any], size: int
-    ) -> dict[str, tuple[int, ...]]:
+    def subsample_growing_axes(self, params: RP) -> dict[str, tuple[int, ...]]:
         return {}
 
-    def subsample_merge(self, subsample: State, params: Mapping[str, Any], other: State) -> State:
+    def subsample_merge(self, subsample: State, params: RP, other: State) -> State:
         """The subsample of both subsamples' rows (a merge, and a derivation for K > 2)."""
         raise NotImplementedError
 
-    def subsample_of_whole(self, whole: State, params: Mapping[str, Any]) -> State:
+    def subsample_of_whole(self, whole: State, params: RP) -> State:
         """``derives_last``: the whole stream's statistics as a subsample (of every row)."""
         raise NotImplementedError
 
-    def subsample_unmerge(self, whole: State, params: Mapping[str, Any], part: State) -> State:
+    def subsample_unmerge(self, whole: State, params: RP, part: State) -> State:
         """``derives_last``: the subsample of the rows of ``whole`` that ``part`` has not seen
         (the inverse of ``subsample_merge``); ``Inconsistent`` if ``part`` is not in it."""
         raise NotImplementedError
@@ -385,14 +386,14 @@ class ResampledMethod(MethodBase):
         """How many of ``k`` subsamples are stored (the last is derived for sums)."""
         return k - 1 if self.derives_last and k else k
 
-    def initial_state(self, params: Mapping[str, Any], size: int) -> State:
-        state = self.core_initial_state(params, size)
+    def initial_state(self, params: RP) -> State:
+        state = self.core_initial_state(params)
         k = resample_count(params)
         if k == 0:
             return state
         out = dict(state)
         for g in range(self.stored_subsamples(k)):
-            out.update(_prefixed(self.subsample_initial_state(params, size), g))
+            out.update(_prefixed(self.subsample_initial_state(params), g))
         out[COUNTS_FIELD] = np.zeros(k, dtype=np.int64)
         if self.caches_resample_scores:
             out.update(self._no_scores(state, k))
@@ -403,11 +404,11 @@ class ResampledMethod(MethodBase):
         scored = np.asarray(state[self.score_field]).shape[0]  # type: ignore[attr-defined]
         return {SCORES_FIELD: np.zeros((k, scored), dtype=np.float32), SCORES_ROWS_FIELD: 0}
 
-    def state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
-        out = dict(self.core_state_sizes(params, size))
+    def state_sizes(self, params: RP) -> dict[str, int]:
+        out = dict(self.core_state_sizes(params))
         k = resample_count(params)
         if k:
-            sizes = self.subsample_state_sizes(params, size)
+            sizes = self.subsample_state_sizes(params)
             for g in range(self.stored_subsamples(k)):
                 out.update(_prefixed(sizes, g))
             out[COUNTS_FIELD] = 8 * k
@@ -416,7 +417,7 @@ class ResampledMethod(MethodBase):
                 out[SCORES_FIELD] = 4 * k * scored
         return out
 
-    def update(self, state: State, params: Mapping[str, Any], chunk: Any) -> State:
+    def update(self, state: State, params: RP, chunk: Any) -> State:
         """The method's update of the whole stream, and of each stored subsample with its rows
         (a derived subsample follows the whole stream)."""
         k = _groups_in(state)
@@ -431,7 +432,7 @@ class ResampledMethod(MethodBase):
         new[COUNTS_FIELD] = counts + np.bincount(dealt, minlength=k)
         return self.with_scores(new, params, state)
 
-    def with_scores(self, state: State, params: Mapping[str, Any], previous: State | None) -> State:
+    def with_scores(self, state: State, params: RP, previous: State | None) -> State:
         """``state`` with its subsamples' scores (``caches_resample_scores``): ``previous``'s
         while they are not due (``scores_due``), else computed afresh (``previous`` None: a
         merge, computed afresh). Zeros, computed at 0 rows, while a subsample has seen none."""
@@ -454,14 +455,13 @@ class ResampledMethod(MethodBase):
     def check_consistency(
         self,
         state: State,
-        params: Mapping[str, Any],
-        size: int,
+        params: RP,
         segments: Mapping[str, np.ndarray],
     ) -> None:
         """``ChecksState``: the method's rules for the whole stream and for each stored
         subsample, a derived one that can be derived (the stored ones are part of the whole
         stream: ``subsample_unmerge``), and subsample counts that count their rows."""
-        self.core_check_consistency(_main(state), params, size, segments)
+        self.core_check_consistency(_main(state), params, segments)
         k = _groups_in(state)
         if k == 0:
             return
@@ -469,7 +469,7 @@ class ResampledMethod(MethodBase):
         subsamples = self.subsamples(state, params)
         for g, subsample in enumerate(subsamples):
             if g < self.stored_subsamples(k):
-                self.subsample_check(subsample, params, size)
+                self.subsample_check(subsample, params)
             if self.subsample_rows(subsample) != counts[g]:
                 raise Inconsistent(
                     f"resample_counts says subsample {g} has seen {int(counts[g])} rows; it has "
@@ -478,9 +478,7 @@ class ResampledMethod(MethodBase):
         if self.caches_resample_scores:
             self._check_kept_scores(state, params, counts)
 
-    def _check_kept_scores(
-        self, state: State, params: Mapping[str, Any], counts: np.ndarray
-    ) -> None:
+    def _check_kept_scores(self, state: State, params: RP, counts: np.ndarray) -> None:
         """Kept scores (``caches_resample_scores``) computed when ``with_scores`` computes
         them: at 0 rows while a subsample has seen none, else at most a refresh ago; and, when
         computed at the rows seen, the subsamples' own (an archive cannot bring a stability of
@@ -508,16 +506,16 @@ class ResampledMethod(MethodBase):
             if computed is None or not np.allclose(kept, kept_scores(computed), atol=1e-5):
                 raise Inconsistent(f"{SCORES_FIELD} are not the scores of the subsamples")
 
-    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
-        out = dict(self.core_growing_axes(params, size))
+    def growing_axes(self, params: RP) -> dict[str, tuple[int, ...]]:
+        out = dict(self.core_growing_axes(params))
         k = resample_count(params)
         if k:
-            axes = self.subsample_growing_axes(params, size)
+            axes = self.subsample_growing_axes(params)
             for g in range(self.stored_subsamples(k)):
                 out.update(_prefixed(axes, g))
         return out
 
-    def resample_scores(self, state: State, params: Mapping[str, Any]) -> np.ndarray | None:
+    def resample_scores(self, state: State, params: RP) -> np.ndarray | None:
         """The scores of every subsample, ``K x d``; None without subsamples, or while one of
         them has seen no row. ``state`` needs only ``resample_fields`` and the scalars. A
         method that ``caches_resample_scores`` answers the ones its state keeps."""
@@ -527,9 +525,7 @@ class ResampledMethod(MethodBase):
             return np.asarray(state[SCORES_FIELD], dtype=np.float64)
         return self.computed_resample_scores(state, params)
 
-    def computed_resample_scores(
-        self, state: State, params: Mapping[str, Any]
-    ) -> np.ndarray | None:
+    def computed_resample_scores(self, state: State, params: RP) -> np.ndarray | None:
         """``resample_scores`` computed from the subsamples of ``state``."""
         k = _groups_in(state)
         if k < 2 or np.any(np.asarray(state[COUNTS_FIELD]) == 0):
@@ -537,7 +533,7 @@ class ResampledMethod(MethodBase):
         subsamples = self.subsamples(state, params)
         return np.stack([np.asarray(self.subsample_scores(s, params)) for s in subsamples])
 
-    def subsamples(self, state: State, params: Mapping[str, Any]) -> list[State]:
+    def subsamples(self, state: State, params: RP) -> list[State]:
         """Every subsample of ``state`` (none without resamples): the stored ones, and the
         derived one for sums."""
         k = _groups_in(state)
@@ -553,17 +549,17 @@ class ResampledMethod(MethodBase):
         return [*stored, self.subsample_unmerge(whole, params, part)]
 
 
-class ResampledMergeable(ResampledMethod):
+class ResampledMergeable(ResampledMethod[RP]):
     """A resampled method that merges (``Mergeable``): stored subsample ``g`` of one state takes
     stored subsample ``g`` of the other, so a merged state keeps ``K`` interleaved subsamples of
     all the rows (dealt by the position in each stream instead of in the union: any split of
     the union into ``K`` balanced, disjoint parts serves); a derived subsample is then the
     merged whole stream minus the merged stored ones, i.e. the merge of the two derived ones."""
 
-    def core_merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
+    def core_merge(self, state: State, params: RP, summary: State) -> State:
         raise NotImplementedError
 
-    def merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
+    def merge(self, state: State, params: RP, summary: State) -> State:
         new = self.core_merge(_main(state), params, _main(summary))
         k = _groups_in(state)
         if k == 0:
@@ -582,20 +578,19 @@ class ResampledMergeable(ResampledMethod):
         return self.with_scores(new, params, None)  # a merge's scores are computed afresh
 
 
-def resample_fields(method: Any, params: Mapping[str, Any]) -> list[str]:
-    """The array fields ``resample_scores`` reads of a state (besides its scalars): the scores
-    it keeps (``caches_resample_scores``), else ``subsample_state_fields``."""
-    k = resample_count(params)
+def resample_fields(method: Any, k: int) -> list[str]:
+    """The array fields ``resample_scores`` reads of a state of ``k`` subsamples (besides its
+    scalars): the scores it keeps (``caches_resample_scores``), else
+    ``subsample_state_fields``."""
     if k and isinstance(method, ResampledMethod) and method.caches_resample_scores:
         return [SCORES_FIELD, COUNTS_FIELD]
-    return subsample_state_fields(method, params)
+    return subsample_state_fields(method, k)
 
 
-def subsample_state_fields(method: Any, params: Mapping[str, Any]) -> list[str]:
-    """The array fields the subsamples are made of: the stored subsamples'
+def subsample_state_fields(method: Any, k: int) -> list[str]:
+    """The array fields ``k`` subsamples are made of: the stored subsamples'
     ``subsample_fields``, the whole stream's ``derived_from`` for sums, and the counts; none
     without resamples."""
-    k = resample_count(params)
     if not k or not isinstance(method, ResampledMethod):
         return []
     fields = list(method.derived_from) if method.derives_last else []
@@ -604,11 +599,12 @@ def subsample_state_fields(method: Any, params: Mapping[str, Any]) -> list[str]:
     return [*fields, COUNTS_FIELD]
 
 
-def summary_fields_of(method: Any, params: Mapping[str, Any]) -> list[str]:
+def summary_fields_of(method: Any, params: MethodParams) -> list[str]:
     """A mergeable method's summary fields (``summary_fields``) with its stored subsamples'
     own (``subsample_state_fields``: what a merge of them reads)."""
     fields = list(method.summary_fields)
-    fields.extend(f for f in subsample_state_fields(method, params) if f not in fields)
+    k = resample_count(params)
+    fields.extend(f for f in subsample_state_fields(method, k) if f not in fields)
     return fields
 
 
@@ -629,6 +625,6 @@ def published_state_fields(method: Any, state: State) -> set[str]:
     k = _groups_in(state)
     if k and isinstance(method, ResampledMethod):
         served = method.served_from_checkpoints
-        read = resample_fields(method, {"resamples": k})
+        read = resample_fields(method, k)
         out.update(f for f in read if not served_from_checkpoint(served, f))
     return out

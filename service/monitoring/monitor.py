@@ -41,6 +41,7 @@ from service.metrics import Metrics
 from service.monitoring.destinations import DestinationPolicy
 from service.monitoring.outbox import Outbox
 from service.monitoring.webhooks import Webhooks
+from service.resolved import resolved_params
 from service.store.keys import is_partition
 from service.store.monitoring_records import Alert, Baseline, HistoryEntry, RankedList
 from service.store.records import Head, SelectorMeta, default_name
@@ -275,7 +276,7 @@ def estimates_stability(meta: SelectorMeta) -> bool:
     """Whether the selector's versions come with a stability estimate (once every resample
     has rows): a method that keeps resamples, created with some."""
     method = get_method(meta.method)
-    return offers(method, EstimatesStability) and resample_count(meta.params) > 0
+    return offers(method, EstimatesStability) and resample_count(resolved_params(meta)) > 0
 
 
 async def feature_labels(

@@ -31,6 +31,7 @@ from service.algorithms.base import (
     published_fields,
 )
 from service.algorithms.labels import labelled
+from service.algorithms.params import MethodParams
 from service.algorithms.resampling import COUNTS_FIELD, ResampledMethod, summary_fields_of
 from service.errors import Inconsistent, InvalidParams
 from service.store.codec import decode_state, encode_state
@@ -66,9 +67,9 @@ def stream(method: AnyMethod, seed: int = 0, sizes: tuple[int, ...] = (7, 5, 9))
     return [make_chunk(method, rng, n, sparse=i % 2 == 1) for i, n in enumerate(sizes)]
 
 
-def run(method: AnyMethod, chunks: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def run(method: AnyMethod, chunks: list[Any]) -> tuple[MethodParams, dict[str, Any]]:
     params = method.resolve_params(params_for(method), SIZE)
-    state = method.initial_state(params, SIZE)
+    state = method.initial_state(params)
     for chunk in chunks:
         state = method.update(state, params, chunk)
     return params, state
@@ -103,8 +104,8 @@ def test_unknown_parameters_are_refused(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_resolved_params_resolve_to_themselves_and_keep_the_documented_schema(name: str) -> None:
     method = METHODS[name]
-    resolved = method.resolve_params(params_for(method), SIZE)
-    assert method.resolve_params(resolved, SIZE) == resolved
+    resolved = method.resolve_params(params_for(method), SIZE).as_params()
+    assert method.resolve_params(resolved, SIZE).as_params() == resolved
     jsonschema.Draft202012Validator.check_schema(method.params_schema)
     shape_given = set(params_for(method))
     documented = {k: v for k, v in resolved.items() if k not in shape_given}
@@ -118,7 +119,7 @@ def test_documented_defaults_are_what_resolution_fills_in(name: str, size: int) 
     does not apply to the configuration, such as FSDS's gaussian-only ones)."""
     method = METHODS[name]
     base = {"views": {"a": size - 3, "b": 3}} if method.chunk_kind == "views" else {}
-    resolved = method.resolve_params(base, size)
+    resolved = method.resolve_params(base, size).as_params()
     defaults = {
         key: prop["default"]
         for key, prop in method.params_schema["properties"].items()
@@ -126,7 +127,7 @@ def test_documented_defaults_are_what_resolution_fills_in(name: str, size: int) 
     }
     for key, default in defaults.items():
         try:
-            explicit = method.resolve_params({**base, key: default}, size)
+            explicit = method.resolve_params({**base, key: default}, size).as_params()
         except InvalidParams:
             assert key not in resolved, key  # refused only where it does not apply
             continue
@@ -140,9 +141,9 @@ def test_documented_defaults_are_what_resolution_fills_in(name: str, size: int) 
 def test_state_sizes_are_what_the_initial_state_holds(name: str) -> None:
     method = METHODS[name]
     resolved = method.resolve_params(params_for(method), SIZE)
-    state = method.initial_state(resolved, SIZE)
+    state = method.initial_state(resolved)
     arrays = {k: v.nbytes for k, v in state.items() if isinstance(v, np.ndarray)}
-    predicted = method.state_sizes(resolved, SIZE)
+    predicted = method.state_sizes(resolved)
     assert sum(predicted.values()) == sum(arrays.values())
     for field, nbytes in predicted.items():
         assert arrays[field] == nbytes, field
@@ -278,9 +279,9 @@ def test_states_the_method_reaches_pass_its_own_check(name: str, extra: dict[str
     (``MAX_ABS_VALUE``): the magnitude bound and each method's invariants hold for them."""
     method = METHODS[name]
     params = method.resolve_params({**params_for(method), **extra}, SIZE)
-    state = method.initial_state(params, SIZE)
+    state = method.initial_state(params)
     segments: dict[str, Any] = {}
-    check_state(method, state, params, SIZE, segments)
+    check_state(method, state, params, segments)
     rng = np.random.default_rng(7)
     for i, n in enumerate((6, 1, 9, 4)):
         chunk = make_chunk(method, rng, n, sparse=i % 2 == 1)
@@ -293,7 +294,7 @@ def test_states_the_method_reaches_pass_its_own_check(name: str, extra: dict[str
             if k.startswith(SEGMENT_PREFIX)
         }
         state = {k: v for k, v in state.items() if not k.startswith(SEGMENT_PREFIX)}
-        check_state(method, state, params, SIZE, segments)
+        check_state(method, state, params, segments)
 
 
 def scaled(chunk: Any, factor: float) -> Any:
@@ -317,5 +318,5 @@ def test_fsds_states_that_algorithm_2_cannot_leave_are_refused() -> None:
     }
     for what, change in crafted.items():
         with pytest.raises(Inconsistent):
-            check_state(method, {**state, **change}, params, SIZE)
+            check_state(method, {**state, **change}, params)
             pytest.fail(what)
