@@ -17,8 +17,10 @@ asks a method's name what to do; it reads what the method declares:
   that come from elsewhere (imports) ``StoresSegments`` (IQRP) and ``ChecksState``, which
   ``check_state`` uses.
 
-Adding a method is one module that implements this protocol and one line in the registry
-(``service.algorithms.METHODS``); ``tests/algorithms/test_conformance.py`` checks it.
+Adding a method is one module that implements this protocol (with its ``examples``), one line
+in the registry (``service.algorithms.METHODS``) and its docs page; the test suite runs every
+registered method with its examples (``tests/algorithms/test_conformance.py`` and the HTTP
+tests of ``tests/support/archive.py``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import (
 import numpy as np
 import scipy.sparse as sp
 
+from service.algorithms.examples import Example
 from service.algorithms.params import MethodParams
 from service.errors import Inconsistent
 
@@ -114,6 +117,9 @@ class Method(Protocol[C, P]):
     #: kept columns): readers get them from a checkpoint brought up to date on demand, and
     #: every other field a reader needs is published per version (``published_fields``).
     served_from_checkpoints: tuple[str, ...]
+    #: Small selectors of it, as its tests create them (``service.algorithms.examples``): the
+    #: test suite runs every registered method with these, the first one over HTTP too.
+    examples: tuple[Example, ...]
 
     def resolve_params(self, params: Mapping[str, Any], size: int, stored: bool = False) -> P:
         """Validate user parameters and fill in defaults (``stored``: params resolved before,
@@ -187,6 +193,7 @@ class MethodBase(Generic[P]):
     chunking_invariant = True
     describe_fields: tuple[str, ...] = ()
     served_from_checkpoints: tuple[str, ...] = ()
+    examples: tuple[Example, ...] = ()
 
     def describe(self, state: State) -> dict[str, Any]:
         return {}

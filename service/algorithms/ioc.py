@@ -40,6 +40,7 @@ import scipy.sparse as sp
 from pydantic import Field
 
 from service.algorithms.base import ChunkKind, Projection, State
+from service.algorithms.examples import Example
 from service.algorithms.labels import (
     CLASSES_FIELD,
     COUNTS_FIELD,
@@ -88,6 +89,7 @@ class IOC(ClassSubsamples, ResampledMethod[IOCParams]):
     )
     chunk_kind: ChunkKind = "labelled rows"
     params_model = IOCParams
+    examples: tuple[Example, ...] = (Example({"n_features": 5}, {"n_components": 2}, items=10),)
     score_field = "weights"
     describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
     #: ``Projects``: IOC's learned W, or the exact batch OC solution the state determines.

@@ -24,6 +24,7 @@ from typing import ClassVar
 import numpy as np
 
 from service.algorithms.base import SEGMENT_PREFIX, ChunkKind, MethodBase, State
+from service.algorithms.examples import Example
 from service.algorithms.params import MethodParams, computed
 from service.errors import Conflict, Inconsistent, InvalidInput, InvalidParams
 
@@ -90,6 +91,8 @@ class IQRP(MethodBase[IQRPParams]):
     )
     chunk_kind: ChunkKind = "columns"
     params_model = IQRPParams
+    #: Blocks of 2 columns: chunks of 3 columns fill segments and leave a tail.
+    examples: tuple[Example, ...] = (Example({"n_samples": 5}, {"block_columns": 2}, items=3),)
     score_field = "column_norms"
     pivoted_by_default = True
     pivot_fields: tuple[str, ...] = ("tail",)

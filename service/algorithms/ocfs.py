@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from service.algorithms.base import ChunkKind, Matrix, State
+from service.algorithms.examples import Example
 from service.algorithms.labels import (
     CLASSES_FIELD,
     COUNTS_FIELD,
@@ -175,6 +176,7 @@ class OCFS(ClassSubsamples, ResampledMergeable[OCFSParams]):
     )
     chunk_kind: ChunkKind = "labelled rows"
     params_model = OCFSParams
+    examples: tuple[Example, ...] = (Example({"n_features": 4}, items=10),)
     score_field = "scores"
     describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
     #: ``Mergeable``: another OCFS selector's class counts and sums add exactly.

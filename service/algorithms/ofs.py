@@ -62,6 +62,7 @@ from pydantic import Field
 from scipy.linalg import solve_triangular
 
 from service.algorithms.base import ChunkKind, Decision, MethodBase, State
+from service.algorithms.examples import Example
 from service.algorithms.leverage import (
     batch_leverage_scores,
     cholesky_add_columns,
@@ -252,6 +253,9 @@ class OFS(MethodBase[OFSParams]):
     paper = 'Wang, Shen & Li, "Provable Variable Selection for Streaming Features" (Algorithm 1)'
     chunk_kind: ChunkKind = "columns"
     params_model = OFSParams
+    examples: tuple[Example, ...] = (
+        Example({"n_samples": 6}, {"epsilon": 0.5, "seed": 3}, items=2),
+    )
     score_field = "leverage"
     #: The kept columns (n x kept) are read only by ``cluster``: from a checkpoint.
     served_from_checkpoints: tuple[str, ...] = ("kept_columns",)

@@ -31,6 +31,7 @@ import scipy.sparse as sp
 from pydantic import Field
 
 from service.algorithms.base import MAX_ABS_VALUE, ChunkKind, Matrix, State
+from service.algorithms.examples import Example
 from service.algorithms.resampling import ResampledMergeable, ResampledParams
 from service.errors import Inconsistent
 
@@ -196,6 +197,10 @@ class Variance(ResampledMergeable[VarianceParams]):
     )
     chunk_kind: ChunkKind = "rows"
     params_model = VarianceParams
+    examples: tuple[Example, ...] = (
+        Example({"n_features": 5}, items=9),
+        Example({"n_features": 5}, {"ddof": 1}),
+    )
     score_field = "variance"
     #: ``Mergeable``: another selector's moments combine exactly.
     summary_fields: tuple[str, ...] = ("mean", "m2")

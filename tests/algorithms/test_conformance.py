@@ -1,8 +1,9 @@
 """Every registered method keeps the method protocol (``service.algorithms.base``).
 
-Parametrised over ``METHODS``: a method added to the registry is checked here without a line
-of this file changing. Chunks are made per chunk kind (``service.wire.kinds``), so the same
-checks drive row, labelled, multi-view and column methods.
+Parametrised over ``METHODS`` and each method's ``examples``: a method added to the registry
+is checked here without a line of this file changing. Chunks are made per chunk kind
+(``service.wire.kinds``), so the same checks drive row, labelled, multi-view and column
+methods.
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ from service.wire.kinds import kind_of
 from tests.support.states import array_field
 
 NAMES = sorted(METHODS)
+
+
+def method_named(name: str) -> AnyMethod:
+    return METHODS[name]
+
+
 #: Features per row (row kinds, both views together) or samples per column (columns).
 SIZE = 8
 VIEWS = {"a": 5, "b": 3}
@@ -176,7 +183,7 @@ def test_update_never_writes_into_its_input(name: str) -> None:
     np.testing.assert_array_equal(np.asarray(rows), np.asarray(rows_before))
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if METHODS[n].chunking_invariant])
+@pytest.mark.parametrize("name", [n for n in NAMES if method_named(n).chunking_invariant])
 def test_the_state_does_not_depend_on_the_chunking(name: str) -> None:
     method = METHODS[name]
     assert method.coalesces, "a chunking-invariant method may let the applier coalesce"
@@ -189,7 +196,7 @@ def test_the_state_does_not_depend_on_the_chunking(name: str) -> None:
     )
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if isinstance(METHODS[n], Mergeable)])
+@pytest.mark.parametrize("name", [n for n in NAMES if isinstance(method_named(n), Mergeable)])
 def test_a_merge_equals_the_union_of_the_streams(name: str) -> None:
     method = METHODS[name]
     assert isinstance(method, Mergeable)
@@ -257,21 +264,21 @@ def test_what_a_version_publishes_is_in_the_state_and_small_fields_are_not_held_
     assert not held_back & published
 
 
-#: Parameters besides the defaults whose states ``check_state`` must accept too.
-VARIANTS: dict[str, list[dict[str, Any]]] = {
-    "fsds": [
-        {"kernel": "gaussian", "kernel_components": 16},
-        {"decay": 0.9},
-        {"normalize_rows": False},
-        {"block_rows": None},
-    ],
-    "variance": [{"ddof": 1}],
-}
+@pytest.mark.parametrize("name", NAMES)
+def test_every_method_carries_an_example_that_it_accepts(name: str) -> None:
+    """Its examples are what the test suite runs it with (``service.algorithms.examples``)."""
+    method = METHODS[name]
+    assert method.examples, f"{name} declares no examples"
+    kind = kind_of(method.chunk_kind)
+    for example in method.examples:
+        shape = kind.shape(dict(example.shape), name)
+        method.resolve_params({**example.params, **shape.params}, shape.size)
 
 
 @pytest.mark.parametrize(
     "name, extra",
-    [(name, {}) for name in NAMES] + [(n, v) for n, vs in VARIANTS.items() for v in vs],
+    [(name, {}) for name in NAMES]
+    + [(n, dict(e.params)) for n in NAMES for e in method_named(n).examples if e.params],
 )
 def test_states_the_method_reaches_pass_its_own_check(name: str, extra: dict[str, Any]) -> None:
     """``check_state`` (what an import must pass) accepts every state the method reaches,

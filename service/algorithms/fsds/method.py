@@ -11,6 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from service.algorithms.base import ChunkKind, Matrix, State
+from service.algorithms.examples import Example
 from service.algorithms.fsds.params import BANDWIDTH_SAMPLE_ROWS, FSDSParams
 from service.algorithms.fsds.sketches import (
     _SKETCH_SCALARS,
@@ -207,6 +208,13 @@ class FSDS(ResampledMergeable[FSDSParams]):
     )
     chunk_kind: ChunkKind = "rows"
     params_model = FSDSParams
+    examples: tuple[Example, ...] = (
+        Example({"n_features": 6, "feature_names": [f"g{i}" for i in range(6)]}, {"k": 2}, items=7),
+        Example({"n_features": 6}, {"kernel": "gaussian", "kernel_components": 16}),
+        Example({"n_features": 6}, {"decay": 0.9}),
+        Example({"n_features": 6}, {"normalize_rows": False}),
+        Example({"n_features": 6}, {"block_rows": None}),
+    )
     score_field = "weights"
     chunking_invariant = False
     #: The sketch (2 ell x m) is read only by ``strategy=diverse``: from a checkpoint.

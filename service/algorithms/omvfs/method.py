@@ -11,6 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from service.algorithms.base import ChunkKind, Matrix, State
+from service.algorithms.examples import Example
 from service.algorithms.omvfs.graph import (
     buffer_rows,
     median_distance,
@@ -41,6 +42,17 @@ class OMVFS(ResampledMethod[OMVFSParams]):
     )
     chunk_kind: ChunkKind = "views"
     params_model = OMVFSParams
+    examples: tuple[Example, ...] = (
+        Example(
+            {
+                "views": {"text": 4, "image": 3},
+                "feature_names": {"text": ["w0", "w1", "w2", "w3"], "image": ["p0", "p1", "p2"]},
+            },
+            {"n_clusters": 2, "buffer_chunks": 2, "max_iter": 5},
+            items=6,
+            low=0.0,
+        ),
+    )
     score_field = "weights"
     coalesces = False
     chunking_invariant = False
