@@ -1,8 +1,9 @@
 """Every registered method keeps the method protocol (``service.algorithms.base``).
 
 Parametrised over ``METHODS`` and each method's ``examples``: a method added to the registry
-is checked here without a line of this file changing. Chunks are made per chunk kind
-(``service.wire.kinds``), so the same checks drive row, labelled, multi-view and column
+is checked here without a line of this file changing, as the test suite's own method
+(``tests/support/added_method.py``, registered for its tests) shows. Chunks are made per chunk
+kind (``service.wire.kinds``), so the same checks drive row, labelled, multi-view and column
 methods.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jsonschema
@@ -37,13 +38,28 @@ from service.algorithms.resampling import COUNTS_FIELD, ResampledMethod, summary
 from service.errors import Inconsistent, InvalidParams
 from service.store.codec import decode_state, encode_state
 from service.wire.kinds import kind_of
+from tests.support.added_method import NAME as ADDED
+from tests.support.added_method import MeanAbs, registered
 from tests.support.states import array_field
 
-NAMES = sorted(METHODS)
+#: Every registered method, and the test suite's own (registered while its tests run).
+NAMES = [*sorted(METHODS), ADDED]
 
 
 def method_named(name: str) -> AnyMethod:
-    return METHODS[name]
+    """The method ``name`` when tests are collected (the added one is not registered yet)."""
+    return MeanAbs() if name == ADDED else METHODS[name]
+
+
+@pytest.fixture(autouse=True)
+def _added_method_registered(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The test suite's own method in the registry while a test of it runs."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("name") == ADDED:
+        with registered():
+            yield
+    else:
+        yield
 
 
 #: Features per row (row kinds, both views together) or samples per column (columns).
