@@ -53,7 +53,8 @@ from service.algorithms.labels import (
     stored_classes,
 )
 from service.algorithms.ocfs import SUMS_FIELD, ClassSubsamples, exact_directions
-from service.algorithms.resampling import ResampledMethod, ResampledParams
+from service.algorithms.resampling import ResampledMethod
+from service.algorithms.subsamples import ResampledParams
 from service.errors import Conflict, Inconsistent, InvalidParams
 
 

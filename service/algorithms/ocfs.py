@@ -39,7 +39,8 @@ from service.algorithms.labels import (
     grow_rows,
     stored_classes,
 )
-from service.algorithms.resampling import Dealt, ResampledMergeable, ResampledParams
+from service.algorithms.resampling import ResampledMergeable
+from service.algorithms.subsamples import ResampledParams, SubsampleRows
 from service.errors import Inconsistent
 
 #: The state field holding every class's row sum (``c x m``).
@@ -139,7 +140,7 @@ class ClassSubsamples:
         params: ResampledParams,
         chunk: LabelledRows,
         whole: State,
-        dealt: Dealt,
+        dealt: SubsampleRows,
     ) -> State:
         return add_classes(subsample, chunk, dealt.positions)
 

@@ -32,7 +32,8 @@ from pydantic import Field
 
 from service.algorithms.base import MAX_ABS_VALUE, ChunkKind, Matrix, State
 from service.algorithms.examples import Example
-from service.algorithms.resampling import ResampledMergeable, ResampledParams
+from service.algorithms.resampling import ResampledMergeable
+from service.algorithms.subsamples import ResampledParams
 from service.errors import Inconsistent
 
 __all__ = ["Variance", "chunk_moments", "combine", "grouped_moments", "separate"]

@@ -32,8 +32,8 @@ import orjson
 from service.algorithms import get_method
 from service.algorithms.base import EstimatesStability, offers
 from service.algorithms.drift import baseline_h, compare, is_over, is_stable
-from service.algorithms.resampling import resample_count
 from service.algorithms.stability import ResampledRanking, Stability
+from service.algorithms.subsamples import resample_count
 from service.cache import LRU
 from service.config import Settings
 from service.errors import SiftError

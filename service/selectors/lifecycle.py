@@ -15,7 +15,7 @@ import numpy as np
 
 from service.algorithms import METHODS, get_method, require_capability
 from service.algorithms.base import AnyMethod, Mergeable
-from service.algorithms.resampling import of_resamples
+from service.algorithms.subsamples import of_resamples
 from service.config import Settings
 from service.errors import (
     Conflict,

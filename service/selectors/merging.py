@@ -14,7 +14,8 @@ import hashlib
 
 from service.algorithms import require_capability
 from service.algorithms.base import Mergeable
-from service.algorithms.resampling import resample_count, summary_fields_of
+from service.algorithms.resampling import summary_fields_of
+from service.algorithms.subsamples import resample_count
 from service.applier import Applier
 from service.config import Settings
 from service.errors import Conflict, Inconsistent, SelectorMismatch

@@ -16,7 +16,7 @@ from service.algorithms.base import (
     order_by_score,
     top_per_view,
 )
-from service.algorithms.resampling import COUNTS_FIELD, resample_count, resample_fields
+from service.algorithms.resampling import resample_fields
 from service.algorithms.stability import (
     CONFIDENCE,
     Assessment,
@@ -25,6 +25,7 @@ from service.algorithms.stability import (
     assess,
     assess_views,
 )
+from service.algorithms.subsamples import COUNTS_FIELD, resample_count
 from service.cache import LRU
 from service.errors import InvalidInput, SelectorMismatch
 from service.resolved import resolved_params

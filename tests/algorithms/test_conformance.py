@@ -34,7 +34,8 @@ from service.algorithms.base import (
 )
 from service.algorithms.labels import labelled
 from service.algorithms.params import MethodParams
-from service.algorithms.resampling import COUNTS_FIELD, ResampledMethod, summary_fields_of
+from service.algorithms.resampling import ResampledMethod, summary_fields_of
+from service.algorithms.subsamples import COUNTS_FIELD
 from service.errors import Inconsistent, InvalidParams
 from service.store.codec import decode_state, encode_state
 from service.wire.kinds import kind_of

@@ -15,15 +15,15 @@ import scipy.sparse as sp
 from service.algorithms import METHODS, get_method
 from service.algorithms.base import State, check_state
 from service.algorithms.fsds import FSDS, FSDSParams, gfw_p2_weights, normalize_rows
-from service.algorithms.resampling import (
+from service.algorithms.resampling import summary_fields_of
+from service.algorithms.sketching import paper_svd_update
+from service.algorithms.subsamples import (
     COUNTS_FIELD,
     SCORES_FIELD,
     SCORES_REFRESH_GROWTH,
     SCORES_ROWS_FIELD,
     group_field,
-    summary_fields_of,
 )
-from service.algorithms.sketching import paper_svd_update
 from service.errors import Inconsistent, InvalidInput, InvalidParams
 from tests.support.states import array_field, number_field
 

@@ -26,7 +26,7 @@ from service.algorithms import METHODS
 from service.algorithms.base import order_by_score
 from service.algorithms.labels import labelled
 from service.algorithms.ocfs import exact_directions
-from service.algorithms.resampling import ResampledMethod, groups_of_rows
+from service.algorithms.resampling import ResampledMethod
 from service.algorithms.stability import (
     BAND_SCALE,
     Assessment,
@@ -36,6 +36,7 @@ from service.algorithms.stability import (
     replicate_scores,
     stability_index,
 )
+from service.algorithms.subsamples import groups_of_rows
 from tests.support.datasets import load_mat
 
 # -- the index and its interval ------------------------------------------------------------------

@@ -25,14 +25,13 @@ from service.algorithms.fsds import unmerge_sketches
 from service.algorithms.labels import COUNTS_FIELD as CLASS_COUNTS
 from service.algorithms.labels import labelled, stored_classes
 from service.algorithms.ocfs import SUMS_FIELD, exact_directions, ocfs_scores
-from service.algorithms.resampling import (
+from service.algorithms.resampling import ResampledMethod, summary_fields_of
+from service.algorithms.subsamples import (
     COUNTS_FIELD,
-    ResampledMethod,
     ResampledParams,
     group_field,
     groups_of_rows,
     resample_count,
-    summary_fields_of,
 )
 from service.algorithms.variance import chunk_moments, combine, grouped_moments, separate
 from service.errors import Inconsistent

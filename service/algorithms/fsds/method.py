@@ -29,15 +29,13 @@ from service.algorithms.fsds.weights import (
 )
 from service.algorithms.kernels import RandomFourierFeatures, median_pairwise_distance
 from service.algorithms.pivoted_qr import ColumnSource, MatrixSource
-from service.algorithms.resampling import (
-    Dealt,
-    ResampledMergeable,
-)
+from service.algorithms.resampling import ResampledMergeable
 from service.algorithms.sketching import (
     SketchUpdate,
     decay_weights,
     frequent_directions_update,
 )
+from service.algorithms.subsamples import SubsampleRows
 from service.errors import Inconsistent, InvalidInput
 
 
@@ -50,7 +48,7 @@ def _weights_of(upd: SketchUpdate, cfg: FSDSParams, m: int) -> tuple[float, np.n
 
 
 def _fold(
-    state: State, cfg: FSDSParams, m: int, rows: Matrix, dealt: Dealt | None = None
+    state: State, cfg: FSDSParams, m: int, rows: Matrix, dealt: SubsampleRows | None = None
 ) -> tuple[SketchUpdate, State]:
     """Algorithm 2, steps 1-4: ``rows`` folded into the sketch of ``state`` (of ``m`` features,
     with ``cfg``), and the sketch's fields after it (everything but alpha and the weights).
@@ -126,7 +124,7 @@ def _fold_weighed(
     cfg: FSDSParams,
     m: int,
     rows: Matrix,
-    dealt: Dealt,
+    dealt: SubsampleRows,
     block: int,
     bandwidth: float,
 ) -> tuple[SketchUpdate, State]:
@@ -301,7 +299,12 @@ class FSDS(ResampledMergeable[FSDSParams]):
         return {f: n for f, n in sizes.items() if f != "weights"}
 
     def subsample_update(
-        self, subsample: State, params: FSDSParams, chunk: Matrix, whole: State, dealt: Dealt
+        self,
+        subsample: State,
+        params: FSDSParams,
+        chunk: Matrix,
+        whole: State,
+        dealt: SubsampleRows,
     ) -> State:
         """Steps 1-4 on the subsample's rows (``subsample_config``), each weighed as in the
         whole stream; in gaussian mode with the whole stream's bandwidth (the median heuristic

@@ -10,13 +10,11 @@ import numpy as np
 from service.algorithms.base import State
 from service.algorithms.fsds.params import FSDSParams
 from service.algorithms.fsds.weights import _EPS
-from service.algorithms.resampling import (
-    resample_count,
-)
 from service.algorithms.sketching import (
     SketchUpdate,
     frequent_directions_update,
 )
+from service.algorithms.subsamples import resample_count
 from service.errors import Inconsistent, InvalidInput
 
 
