@@ -263,9 +263,8 @@ class FSDS(ResampledMergeable[FSDSParams]):
         }
 
     def core_update(self, state: State, params: FSDSParams, rows: Matrix) -> State:
-        m = np.asarray(state["weights"]).shape[0]
-        upd, folded = _fold(state, params, m, rows)
-        return _with_weights(upd, folded, params, m)
+        upd, folded = _fold(state, params, params.size, rows)
+        return _with_weights(upd, folded, params, params.size)
 
     def core_merge(self, state: State, params: FSDSParams, summary: State) -> State:
         """Add another sketch of the same features: its rows are folded in as rows, with one
@@ -284,9 +283,8 @@ class FSDS(ResampledMergeable[FSDSParams]):
         ages by its own rows). In gaussian mode both sketches must use the same random feature
         map: same seed (the params) and the same bandwidth.
         """
-        m = np.asarray(state["weights"]).shape[0]
         upd, folded = _merge_sketches(state, summary, params, self.summary_samples(summary))
-        return _with_weights(upd, folded, params, m)
+        return _with_weights(upd, folded, params, params.size)
 
     # -- the subsamples: K - 1 sketches stored, the last the whole's minus theirs ----------
 
@@ -309,19 +307,17 @@ class FSDS(ResampledMergeable[FSDSParams]):
         """Steps 1-4 on the subsample's rows (``subsample_config``), each weighed as in the
         whole stream; in gaussian mode with the whole stream's bandwidth (the median heuristic
         on its own first rows would pick another feature map)."""
-        m = params.size
         cfg = subsample_config(params)
         bandwidth = _state_float(whole, "kernel_bandwidth")
         if cfg.gaussian and cfg.kernel_bandwidth is None and bandwidth > 0:
             cfg = cfg.model_copy(update={"kernel_bandwidth": bandwidth})
-        return _fold(subsample, cfg, m, dealt.of(chunk), dealt)[1]
+        return _fold(subsample, cfg, params.size, dealt.of(chunk), dealt)[1]
 
     def subsample_scores(self, subsample: State, params: FSDSParams) -> np.ndarray:
         """Steps 5-7 on the subsample's sketch, as on the whole stream's."""
-        m = params.size
         sketch = np.asarray(subsample["sketch_rows"], dtype=np.float64)
         sigma = np.asarray(subsample["singular_values"], dtype=np.float64)
-        return _weights_of(SketchUpdate(sketch, sigma, 0.0), params, m)[1]
+        return _weights_of(SketchUpdate(sketch, sigma, 0.0), params, params.size)[1]
 
     def subsample_rows(self, subsample: State) -> int:
         return int(np.asarray(subsample["rows_seen"]))
