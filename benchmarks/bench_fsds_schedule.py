@@ -87,7 +87,7 @@ def stream(x: Matrix, params: Mapping[str, object], call_rows: int) -> np.ndarra
     """FSDS weights after the rows of ``x`` arrived in update calls of ``call_rows`` rows."""
     method = FSDS()
     resolved = method.resolve_params(params, x.shape[1])
-    state = method.initial_state(resolved, x.shape[1])
+    state = method.initial_state(resolved)
     for start in range(0, x.shape[0], call_rows):
         state = method.update(state, resolved, x[start : start + call_rows])
     return method.weights(state, resolved)
@@ -112,7 +112,7 @@ def fidelity(seeds: int) -> dict[str, dict[str, np.ndarray]]:
         x, labels = load_mat(f"{name}.mat", dense=name not in SPARSE)
         n, m = x.shape
         k = int(np.unique(labels).size)
-        ell = int(FSDS().resolve_params({"k": k}, m)["ell"])
+        ell = FSDS().resolve_params({"k": k}, m).ell
         exact = gfw_p2_weights(x, k)
         per_schedule = {s.label: np.zeros((seeds, 3, len(TOPS))) for s in SCHEDULES}
         for seed in range(seeds):
@@ -233,7 +233,7 @@ def drift(decays: tuple[float, ...], h: int = 40) -> None:
     print(f"  {'':>9}" + "".join(f"{'1st':>10}{'2nd':>10}" for _ in decays))
     method = FSDS()
     params = [method.resolve_params({"k": k, "decay": d}, x.shape[1]) for d in decays]
-    states = [method.initial_state(p, x.shape[1]) for p in params]
+    states = [method.initial_state(p) for p in params]
     for start in range(0, rows.shape[0], PAPER_CHUNK):
         chunk = rows[start : start + PAPER_CHUNK]
         cells = []

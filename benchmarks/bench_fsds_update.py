@@ -120,7 +120,7 @@ class FsdsUpdate:
     def __init__(self, m: int, params: dict[str, Any]):
         self.method = FSDS()
         self.params = self.method.resolve_params(params, m)
-        self.state = self.method.initial_state(self.params, m)
+        self.state = self.method.initial_state(self.params)
 
     def __call__(self, rows: Matrix) -> None:
         self.state = self.method.update(self.state, self.params, rows)

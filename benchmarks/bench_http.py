@@ -96,7 +96,7 @@ def in_process_rows_per_s(chunks: list[Any], n_features: int, params: dict[str, 
     """The same work the service's applier does, without HTTP, Redis or the codec."""
     method = FSDS()
     resolved = method.resolve_params(params, n_features)
-    state = method.initial_state(resolved, n_features)
+    state = method.initial_state(resolved)
     started = time.perf_counter()
     for chunk in chunks:
         state = method.update(state, resolved, validate_rows(chunk, n_features))

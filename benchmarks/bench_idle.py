@@ -45,7 +45,7 @@ async def create_many(url: str, count: int) -> None:
     """``count`` fsds selectors named ``idle-<i>``, created concurrently through the store."""
     method = get_method("fsds")
     params = method.resolve_params({}, FEATURES)
-    state = method.initial_state(params, FEATURES)
+    state = method.initial_state(params)
     initial = encode_state(state)
     client = aioredis.from_url(url)
     store = SelectorStore(client)

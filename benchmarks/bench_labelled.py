@@ -73,9 +73,10 @@ def ocfs_in_process(parts: list[tuple[Any, list[int]]], d: int) -> dict[str, flo
     method = OCFS()
 
     def run() -> Any:
-        state = method.initial_state({}, d)
+        params = method.resolve_params({}, d, stored=True)  # no resamples
+        state = method.initial_state(params)
         for rows, labels in parts:
-            state = method.update(state, {}, labelled(rows, labels))
+            state = method.update(state, params, labelled(rows, labels))
         return state
 
     state, seconds = timed(run)
@@ -116,7 +117,7 @@ def ioc_in_process(
     params = method.resolve_params({"n_components": p, "amnesia": amnesia}, d)
 
     def run() -> Any:
-        state = method.initial_state(params, d)
+        state = method.initial_state(params)
         for rows, labels in parts:
             state = method.update(state, params, labelled(rows, labels))
         return state
@@ -186,7 +187,7 @@ def convergence_curves() -> None:
         x, y = x[order], [int(v) for v in (np.arange(100) >= 50)[order]]
         target, _ = oc_directions(x, y, 1)
         params = method.resolve_params({"n_components": 1}, 2)
-        state = method.initial_state(params, 2)
+        state = method.initial_state(params)
         row = []
         for lo, hi in zip([0, *marks], marks, strict=False):
             state = method.update(state, params, labelled(x[lo:hi], y[lo:hi]))
@@ -204,7 +205,7 @@ def convergence_curves() -> None:
         target, _ = oc_directions(x, [int(v) for v in y], 3)
         for amnesia in (0.0, 2.0, 4.0):
             params = method.resolve_params({"n_components": 3, "amnesia": amnesia}, 64)
-            state = method.initial_state(params, 64)
+            state = method.initial_state(params)
             shown = []
             for n_pass in range(2):
                 for lo in range(0, len(y), 600):

@@ -45,7 +45,7 @@ METHOD = OFS()
 def run_ofs(a: np.ndarray, params: dict[str, Any], chunk: int) -> tuple[float, int, list[bool]]:
     n = a.shape[0]
     resolved = METHOD.resolve_params(params, n)
-    state = METHOD.initial_state(resolved, n)
+    state = METHOD.initial_state(resolved)
     kept: list[bool] = []
     start = time.perf_counter()
     for i in range(0, a.shape[1], chunk):
@@ -58,7 +58,7 @@ def run_naive(a: np.ndarray, params: dict[str, Any], columns: int) -> tuple[floa
     """Algorithm 1 with a fresh pseudo-inverse of ``A~ A~^T (+ ridge I)`` per column."""
     n = a.shape[0]
     p = METHOD.resolve_params(params, n)
-    gram = p["ridge"] * np.eye(n)
+    gram = p.ridge * np.eye(n)
     kept: list[bool] = []
     start = time.perf_counter()
     for i in range(columns):
@@ -66,12 +66,12 @@ def run_naive(a: np.ndarray, params: dict[str, Any], columns: int) -> tuple[floa
         inv = np.linalg.pinv(gram, hermitian=True)
         coef = inv @ col
         norm = float(np.linalg.norm(col))
-        if p["ridge"] == 0 and norm > 0 and np.linalg.norm(col - gram @ coef) > SPAN_TOL * norm:
+        if p.ridge == 0 and norm > 0 and np.linalg.norm(col - gram @ coef) > SPAN_TOL * norm:
             lev = 1.0  # new direction, as in OFS
         else:
-            lev = min((1 + p["epsilon"]) * float(col @ coef), 1.0)
-        prob = min(p["c"] * lev, 1.0)
-        keep = np.random.default_rng([p["seed"], i]).random() < prob
+            lev = min((1 + p.epsilon) * float(col @ coef), 1.0)
+        prob = min(p.c * lev, 1.0)
+        keep = np.random.default_rng([p.seed, i]).random() < prob
         if keep:
             gram += np.outer(col, col) / prob
         kept.append(bool(keep))
@@ -122,7 +122,7 @@ def real(names: list[str]) -> None:
         x = x[:, np.random.default_rng(0).permutation(d)]
         for params in settings:
             seconds, kept, _ = run_ofs(x, params, d)
-            c = METHOD.resolve_params(params, n)["c"]
+            c = METHOD.resolve_params(params, n).c
             label = ", ".join(f"{k}={v:g}" for k, v in params.items()) or "ridge=0"
             label += "" if "c" in params else f", c={c:.1f} (default)"
             print(f"{name[:-4]:<8} {f'{n}x{d}':<11} {label:<34} {kept:>6} {seconds:>8.2f}")

@@ -40,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.algorithms.omvfs import OMVFS
+from service.algorithms.omvfs import OMVFS, OMVFSParams
 from service.store.codec import encode_state
 from tests.support.datasets import load_uci_multifeature
 from tests.support.omvfs_reference import reference_initial_state, reference_update
@@ -85,13 +85,13 @@ class Run:
         )
 
 
-Update = Callable[[dict[str, Any], dict[str, Any], np.ndarray], dict[str, Any]]
+Update = Callable[[dict[str, Any], OMVFSParams, np.ndarray], dict[str, Any]]
 
 
 def measure(
     update: Update,
     state: dict[str, Any],
-    params: dict[str, Any],
+    params: OMVFSParams,
     rows: np.ndarray,
     chunk: int,
     marks: list[int],
@@ -121,16 +121,12 @@ def compare(
     head = rows[: chunk * old_chunks]
     head_mark = [head.shape[0]]
 
-    def old(state: dict[str, Any], params: dict[str, Any], chunk: np.ndarray) -> dict[str, Any]:
+    def old(state: dict[str, Any], params: OMVFSParams, chunk: np.ndarray) -> dict[str, Any]:
         return reference_update(state, params, chunk, stop="objective")
 
     was = measure(old, reference_initial_state(first, rows.shape[1]), first, head, chunk, head_mark)
-    same = measure(
-        METHOD.update, METHOD.initial_state(first, rows.shape[1]), first, head, chunk, head_mark
-    )
-    now = measure(
-        METHOD.update, METHOD.initial_state(defaults, rows.shape[1]), defaults, rows, chunk, marks
-    )
+    same = measure(METHOD.update, METHOD.initial_state(first), first, head, chunk, head_mark)
+    now = measure(METHOD.update, METHOD.initial_state(defaults), defaults, rows, chunk, marks)
     differ = float(np.max(np.abs(same.weights - was.weights) / np.abs(was.weights).max()))
     return [
         was.line("old", chunk, buffer, head_mark),
@@ -145,7 +141,7 @@ def offline_seconds(rows: np.ndarray, dims: dict[str, int]) -> tuple[float, int]
     params = METHOD.resolve_params(
         {"views": dims, "n_clusters": 10, "buffer_chunks": 1}, rows.shape[1]
     )
-    state = METHOD.initial_state(params, rows.shape[1])
+    state = METHOD.initial_state(params)
     started = time.perf_counter()
     state = METHOD.update(state, params, rows)
     return time.perf_counter() - started, int(np.asarray(state["last_iterations"]))
@@ -153,7 +149,7 @@ def offline_seconds(rows: np.ndarray, dims: dict[str, int]) -> tuple[float, int]
 
 def online_seconds(rows: np.ndarray, dims: dict[str, int]) -> float:
     params = METHOD.resolve_params({"views": dims, "n_clusters": 10}, rows.shape[1])
-    run = measure(METHOD.update, METHOD.initial_state(params, rows.shape[1]), params, rows, 200, [])
+    run = measure(METHOD.update, METHOD.initial_state(params), params, rows, 200, [])
     return sum(run.seconds)
 
 

@@ -137,7 +137,7 @@ def update_seconds(bodies_rows: list[Any], m: int) -> float:
     threadpoolctl.threadpool_limits(1, user_api="blas")
     method = get_method("fsds")
     params = method.resolve_params({}, m)
-    state = method.initial_state(params, m)
+    state = method.initial_state(params)
     state = method.update(state, params, bodies_rows[0])
     times = []
     for chunk in bodies_rows[1:]:

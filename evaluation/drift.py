@@ -191,7 +191,7 @@ def versions(
     method = METHODS[method_name]
     d = stream.x.shape[1]
     resolved = method.resolve_params(params, d)
-    state = method.initial_state(resolved, d)
+    state = method.initial_state(resolved)
     for start in range(0, stream.x.shape[0], chunk):
         rows: Any = stream.x[start : start + chunk]
         if method.chunk_kind == "labelled rows":
@@ -337,7 +337,7 @@ def final_scores(
     method = METHODS[method_name]
     d = stream.x.shape[1]
     resolved = method.resolve_params(params, d)
-    state = method.initial_state(resolved, d)
+    state = method.initial_state(resolved)
     for start in range(0, stream.x.shape[0], 100):
         rows: Any = stream.x[start : start + 100]
         if method.chunk_kind == "labelled rows":

@@ -39,7 +39,7 @@ def _select(stream: Stream, n: int, k: int, candidates: int, variant: str = "mem
     candidate list of ``candidates`` (the paper's l)."""
     method = stream.method
     assert isinstance(method, SelectsColumns)
-    source = method.pivot_source(stream.state, stream.params, n, stream.read_segment)
+    source = method.pivot_source(stream.state, stream.params, stream.read_segment)
     return iqrp(source, k, candidates, variant)
 
 
@@ -111,7 +111,7 @@ def one_dataset(ctx: Context, data: Dataset, section: Section) -> dict[str, Any]
         curves.setdefault("exact", {}).setdefault("values", []).append(float(exact))
     section.add_table(
         f"**{data.name}** (m = {m} objects x n = {n} features, {blocks} blocks of "
-        f"{stream.params['block_columns']} columns; LAPACK geqp3 on the whole matrix: "
+        f"{stream.params.as_params()['block_columns']} columns; LAPACK geqp3 on the whole matrix: "
         f"{seconds(geqp3_seconds)} s)",
         [
             "k",

@@ -136,13 +136,14 @@ def one_dataset(ctx: Context, data: Dataset, section: Section) -> dict[str, Any]
     default_c = stream_columns(
         "ofs", {"ridge": ridge, "seed": 0}, x, order(data.name, d, "ofs", 0), mode.ofs_chunk
     )
+    resolved = default_c.params.as_params()
     section.add_table(
         f"**{data.name}** ({n} x {d}, {k} classes): k-means accuracy / NMI on what each method "
         f"keeps; ridge lambda = sigma_{k}(X)^2 = {ridge:.4g} (effective dimension "
         f"{float(np.sum(singular**2 / (singular**2 + ridge))):.1f}); epsilon "
-        f"{default_c.params['epsilon']}; means over OFS seeds {list(mode.ofs_seeds)} (each seed "
+        f"{resolved['epsilon']}; means over OFS seeds {list(mode.ofs_seeds)} (each seed "
         "also sets the column order and the k-means seed). The paper's default c = 8 eps^-2 "
-        f"log n = {default_c.params['c']:.0f} keeps "
+        f"log n = {resolved['c']:.0f} keeps "
         f"{int(np.asarray(default_c.state['features_kept']))} of {d} here.",
         ["c", "kept", "OFS", "batch ridge-leverage sampling", "Laplacian score", "random"],
         rows,

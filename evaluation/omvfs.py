@@ -173,7 +173,7 @@ def quality(ctx: Context, data: Dataset, section: Section) -> dict[str, Any]:
             weights[label].append(run.weights())
             iterations[label].append(int(np.asarray(run.state["last_iterations"])))
             seconds[label].append(run.seconds / max(run.updates, 1))
-            resolved[label] = run.params
+            resolved[label] = run.params.as_params()
         weights["FSDS per view"].append(fsds_per_view(x, dims, stream, mode.omvfs_chunk))
 
     table: dict[str, dict[int, Scores]] = {label: {} for label in weights}

@@ -32,6 +32,7 @@ from scipy.optimize import linear_sum_assignment
 from service.algorithms import METHODS
 from service.algorithms.base import SEGMENT_PREFIX, AnyMethod, State, order_by_score
 from service.algorithms.labels import labelled
+from service.algorithms.params import MethodParams
 from service.errors import InvalidParams
 
 #: The seed every other seed derives from (stream orders, random subsets, splits).
@@ -423,7 +424,7 @@ class Stream:
     """One selector's life in process: the method, its resolved params, its state."""
 
     method: AnyMethod
-    params: dict[str, Any]
+    params: MethodParams
     state: State
     size: int
     #: Segments the method emitted (``segment:<id>`` fields), as the applier stores them.
@@ -435,7 +436,7 @@ class Stream:
     def create(cls, method: str, params: Mapping[str, Any], size: int) -> Stream:
         found = METHODS[method]
         resolved = found.resolve_params(dict(params), size)
-        return cls(found, resolved, found.initial_state(resolved, size), size)
+        return cls(found, resolved, found.initial_state(resolved), size)
 
     def push(self, chunk: Any) -> None:
         started = time.perf_counter()
@@ -499,7 +500,8 @@ def accepts(method: str, params: Mapping[str, Any], size: int) -> dict[str, Any]
     """The resolved params if the method accepts ``params`` (an option another change may add
     or not), else None."""
     try:
-        return METHODS[method].resolve_params(dict(params), size)
+        resolved: dict[str, Any] = METHODS[method].resolve_params(dict(params), size).as_params()
+        return resolved
     except InvalidParams:
         return None
 

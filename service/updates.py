@@ -38,6 +38,7 @@ from service.algorithms.stability import (
     resampled_ranking,
 )
 from service.errors import CodecError, SiftError
+from service.resolved import resolved_params
 from service.store.codec import (
     decode_array,
     decode_state,
@@ -177,6 +178,7 @@ def fold(meta: SelectorMeta, state: State, payloads: Sequence[Entry], merge: boo
     """
     method = get_method(meta.method)
     try:
+        params = resolved_params(meta)
         if merge:
             summary = decode_state(unpack_fields(cast(bytes, payloads[0])))
         else:
@@ -192,11 +194,11 @@ def fold(meta: SelectorMeta, state: State, payloads: Sequence[Entry], merge: boo
             if merge:
                 if not offers(method, Mergeable):
                     raise CodecError(f"the log holds a merge, which {method.name} cannot take")
-                return method.merge(state, meta.params, summary)
+                return method.merge(state, params, summary)
             kind = kind_of(method.chunk_kind)
             # A stream's chunks come as the stream's kind (labelled rows, for a method of rows).
             joined = kind.join([kind.taken(chunk) for chunk in chunks])
-            return method.update(state, meta.params, joined)
+            return method.update(state, params, joined)
     except MemoryError as exc:
         raise UpdateFailed("applying this chunk ran out of memory", transient=True) from exc
     except SiftError as exc:
@@ -286,7 +288,7 @@ def assess_resamples(
     if not offers(method, EstimatesStability):
         return None, None
     try:
-        resampled = method.resample_scores(state, meta.params)
+        resampled = method.resample_scores(state, resolved_params(meta))
         if resampled is None:
             return None, None
         scores = np.asarray(state[score_field], dtype=np.float64)

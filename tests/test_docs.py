@@ -63,6 +63,21 @@ def test_the_configuration_table_lists_every_setting_with_its_meaning(hook: Modu
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_method_has_its_docs_page_in_the_site_and_the_readme(method: str) -> None:
+    """A method's docs page (``docs/methods/``) shows its parameters (``sift:params``), is in
+    the site's navigation, and the README's table of methods names it."""
+    root = HOOK.parents[2]
+    pages = [
+        page.name
+        for page in sorted((root / "docs" / "methods").glob("*.md"))
+        if f"<!-- sift:params {method} -->" in page.read_text()
+    ]
+    assert pages, f"no page under docs/methods/ shows <!-- sift:params {method} -->"
+    assert f": methods/{pages[0]}" in (root / "mkdocs.yml").read_text()
+    assert f"| `{method}` |" in (root / "README.md").read_text()
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
 def test_a_method_page_shows_every_parameter_it_takes(hook: ModuleType, method: str) -> None:
     table = hook.params_table(method)
     for parameter in METHODS[method].params_schema.get("properties", {}):

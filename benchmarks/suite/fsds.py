@@ -202,7 +202,7 @@ def bench_fsds_peers(
     sizes = ctx.sizes
     params = {"k": k}
     fsds = FsdsUpdate(m, params)
-    ell = int(fsds.params["ell"])
+    ell = fsds.params.ell
     warm, rest = matrices[0], matrices[1:]
     times: dict[str, UpdateTimes] = {}
     for label, update, count in (

@@ -39,7 +39,7 @@ def bench_omvfs(ctx: Context) -> None:
     params = method.resolve_params(
         {"views": dims, "n_clusters": 10, **sizes.omvfs_params}, rows.shape[1]
     )
-    state = method.initial_state(params, rows.shape[1])
+    state = method.initial_state(params)
     seconds = []
     iterations = []
     for start in range(0, 200 * sizes.omvfs_chunks, 200):
@@ -57,7 +57,9 @@ def bench_omvfs(ctx: Context) -> None:
     # The resolved parameters, not "defaults": a changed default is a change of settings, and
     # rankings are only compared between runs with the same ones.
     settings = f"{sizes.omvfs_chunks} chunks, " + ", ".join(
-        f"{key}={shown_param(value)}" for key, value in sorted(params.items()) if key != "views"
+        f"{key}={shown_param(value)}"
+        for key, value in sorted(params.as_params().items())
+        if key != "views"
     )
     previous = OMVFS_DIGEST.search(ctx.previous_report)
     if previous is None or previous.group(2) != settings:

@@ -88,7 +88,7 @@ def bench_sources(ctx: Context) -> None:
 
     method = Variance()
     params = method.resolve_params({}, FEATURES)
-    state = method.initial_state(params, FEATURES)
+    state = method.initial_state(params)
     started = time.perf_counter()
     for at in range(0, rows_total, BATCH_ROWS):
         state = method.update(state, params, x[at : at + BATCH_ROWS])

@@ -18,6 +18,7 @@ from report import table
 from service.algorithms import METHODS
 from service.algorithms.labels import labelled
 from service.algorithms.stability import resampled_ranking
+from service.resolved import resolved_params
 from service.store.records import SelectorMeta
 from service.updates import assess_resamples, publish, state_sizes
 from suite.context import SEED, Context
@@ -85,7 +86,7 @@ def _runs(
     published bytes after the stream, the state and its meta."""
     method = METHODS[method_name]
     runs = [_setup(method_name, {**params, "resamples": k}, m) for k in resamples]
-    states = [method.initial_state(resolved, m) for resolved, _meta in runs]
+    states = [method.initial_state(resolved) for resolved, _meta in runs]
     seconds: list[list[float]] = [[] for _ in runs]
     scoring: list[list[float]] = [[] for _ in runs]
     for chunk in chunks:
@@ -120,8 +121,8 @@ def _cost_row(
     without, with_two = measured[0], measured[1]
     method = METHODS[method_name]
     state, meta = with_two[4], with_two[5]
-    scores = np.asarray(method.weights(state, meta.params))
-    resampled = method.resample_scores(state, meta.params)  # type: ignore[attr-defined]
+    scores = np.asarray(method.weights(state, resolved_params(meta)))
+    resampled = method.resample_scores(state, resolved_params(meta))  # type: ignore[attr-defined]
     assess_us = float("nan")
     if resampled is not None and not meta.views:
         ranking = resampled_ranking(scores, resampled, 100)

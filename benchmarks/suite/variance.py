@@ -40,7 +40,7 @@ def bench_variance(ctx: Context) -> None:
     method = Variance()
     params = method.resolve_params({"ddof": 1}, m)
     started = time.perf_counter()
-    state = method.initial_state(params, m)
+    state = method.initial_state(params)
     for chunk in chunks:
         state = method.update(state, params, chunk)
     local_seconds = time.perf_counter() - started

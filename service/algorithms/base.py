@@ -17,8 +17,10 @@ asks a method's name what to do; it reads what the method declares:
   that come from elsewhere (imports) ``StoresSegments`` (IQRP) and ``ChecksState``, which
   ``check_state`` uses.
 
-Adding a method is one module that implements this protocol and one line in the registry
-(``service.algorithms.METHODS``); ``tests/algorithms/test_conformance.py`` checks it.
+Adding a method is one module that implements this protocol (with its ``examples``), one line
+in the registry (``service.algorithms.METHODS``) and its docs page; the test suite runs every
+registered method with its examples (``tests/algorithms/test_conformance.py`` and the HTTP
+tests of ``tests/support/archive.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
     Any,
-    ClassVar,
+    Generic,
     Literal,
     Protocol,
     TypeAlias,
@@ -40,6 +42,7 @@ from typing import (
 import numpy as np
 import scipy.sparse as sp
 
+from service.algorithms.examples import Example
 from service.algorithms.params import MethodParams
 from service.errors import Inconsistent
 
@@ -84,9 +87,11 @@ ChunkKind: TypeAlias = Literal["rows", "labelled rows", "views", "columns"]
 
 #: The chunk type a method's ``update`` takes (``Matrix``, or ``LabelledRows``).
 C = TypeVar("C", contravariant=True)
+#: A method's resolved parameters (its ``MethodParams``, resolved for one stream's size).
+P = TypeVar("P", bound=MethodParams)
 
 
-class Method(Protocol[C]):
+class Method(Protocol[C, P]):
     """What the service asks of every method."""
 
     #: The name users pass as ``"method"`` when creating a selector.
@@ -112,43 +117,46 @@ class Method(Protocol[C]):
     #: kept columns): readers get them from a checkpoint brought up to date on demand, and
     #: every other field a reader needs is published per version (``published_fields``).
     served_from_checkpoints: tuple[str, ...]
+    #: Small selectors of it, as its tests create them (``service.algorithms.examples``): the
+    #: test suite runs every registered method with these, the first one over HTTP too.
+    examples: tuple[Example, ...]
 
-    def resolve_params(
-        self, params: Mapping[str, Any], size: int, stored: bool = False
-    ) -> dict[str, Any]:
+    def resolve_params(self, params: Mapping[str, Any], size: int, stored: bool = False) -> P:
         """Validate user parameters and fill in defaults (``stored``: params resolved before,
         which resolve as they did when they were stored, ``MethodParams.complete``).
 
         ``size`` is the fixed dimension of the stream: features per row for row kinds, samples
-        per column for ``"columns"``, all views' features together for ``"views"``.
+        per column for ``"columns"``, all views' features together for ``"views"``; the result
+        carries it (``MethodParams.size``).
 
         Raises ``service.errors.InvalidParams`` with a detail saying what was expected and what
         came; unknown names are an error too (a typo must not silently use a default). The
-        result is JSON-serialisable, echoed back to the user, and resolves to itself.
+        result's ``as_params()`` is JSON-serialisable, echoed back to the user and stored, and
+        resolves to itself. Every other call takes the result: a selector's stored params are
+        resolved once, where its description is read (``service.resolved``), never per update.
         """
         ...
 
-    def initial_state(self, params: Mapping[str, Any], size: int) -> State:
-        """The state of a selector that has seen no data."""
+    def initial_state(self, params: P) -> State:
+        """The state of a selector that has seen no data (of ``params.size``)."""
         ...
 
-    def state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
+    def state_sizes(self, params: P) -> dict[str, int]:
         """Bytes of every array ``initial_state`` holds, computed without allocating them.
 
-        The service refuses a selector whose state would not fit before anything is allocated
-        (``params`` are already resolved); what a state grows to later is checked at every
-        commit.
+        The service refuses a selector whose state would not fit before anything is allocated;
+        what a state grows to later is checked at every commit.
         """
         ...
 
-    def update(self, state: State, params: Mapping[str, Any], chunk: C) -> State:
+    def update(self, state: State, params: P, chunk: C) -> State:
         """Fold a chunk into the state; returns a new state, never mutates the input.
 
         The chunk is already validated by its kind: finite, not empty, of the selector's shape.
         """
         ...
 
-    def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
+    def weights(self, state: State, params: P) -> np.ndarray:
         """The current score of every feature seen, higher is better."""
         ...
 
@@ -160,15 +168,16 @@ class Method(Protocol[C]):
         ...
 
 
-class MethodBase:
+class MethodBase(Generic[P]):
     """The defaults of the method protocol (and of ``ChecksState``'s ``growing_axes``), declared
     once: a method inherits this and declares only what differs.
 
     A method declares its parameters once, as ``params_model`` (a ``MethodParams``); its
-    ``params_schema`` and ``resolve_params`` are derived from it here.
+    ``params_schema`` and ``resolve_params`` are derived from it here. Every other call takes
+    the resolved model (``P``), never a dict to resolve again.
     """
 
-    params_model: ClassVar[type[MethodParams]]
+    params_model: type[P]
     params_schema: dict[str, Any]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -177,20 +186,19 @@ class MethodBase:
         if model is not None:
             cls.params_schema = model.documented_schema()
 
-    def resolve_params(
-        self, params: Mapping[str, Any], size: int, stored: bool = False
-    ) -> dict[str, Any]:
-        return self.params_model.resolve(params, size, stored=stored).as_params()
+    def resolve_params(self, params: Mapping[str, Any], size: int, stored: bool = False) -> P:
+        return self.params_model.resolve(params, size, stored=stored)
 
     coalesces = True
     chunking_invariant = True
     describe_fields: tuple[str, ...] = ()
     served_from_checkpoints: tuple[str, ...] = ()
+    examples: tuple[Example, ...] = ()
 
     def describe(self, state: State) -> dict[str, Any]:
         return {}
 
-    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
+    def growing_axes(self, params: P) -> dict[str, tuple[int, ...]]:
         """No axis beyond those of length 0 in the initial state grows."""
         return {}
 
@@ -254,8 +262,7 @@ class SelectsColumns(Protocol):
     def pivot_source(
         self,
         state: State,
-        params: Mapping[str, Any],
-        n_features: int,
+        params: MethodParams,
         read_segment: Callable[[str], np.ndarray],
     ) -> ColumnSource:
         """The columns to select from; ``read_segment(id)`` fetches a stored segment.
@@ -274,7 +281,7 @@ class Mergeable(Protocol):
     #: The fields of the other selector's state that ``merge`` needs (its summary).
     summary_fields: tuple[str, ...]
 
-    def merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
+    def merge(self, state: State, params: MethodParams, summary: State) -> State:
         """``state`` with ``summary`` (another state's ``summary_fields``) added; a new state."""
         ...
 
@@ -282,7 +289,7 @@ class Mergeable(Protocol):
         """How many samples a summary stands for (they count as rows seen)."""
         ...
 
-    def merge_refusal(self, params: Mapping[str, Any]) -> str | None:
+    def merge_refusal(self, params: MethodParams) -> str | None:
         """Why states of selectors with these (resolved) params cannot be merged, or None."""
         ...
 
@@ -306,7 +313,7 @@ class Projects(Protocol):
     solutions: tuple[str, ...]
 
     def projections(
-        self, arrays: Mapping[str, np.ndarray], params: Mapping[str, Any]
+        self, arrays: Mapping[str, np.ndarray], params: MethodParams
     ) -> dict[str, Projection]:
         """Every solution's projection of this state.
 
@@ -321,7 +328,7 @@ class StoresSegments(Protocol):
     columns. Says which segments a state refers to, so that a copy of the state (an export)
     carries exactly those, and none an unfinished update wrote ahead of its commit."""
 
-    def segment_ids(self, state: State, params: Mapping[str, Any]) -> list[str]:
+    def segment_ids(self, state: State, params: MethodParams) -> list[str]:
         """The ids of every segment ``state`` refers to."""
         ...
 
@@ -332,7 +339,7 @@ class ChecksState(Protocol):
     match array lengths, buffers whose parts agree, axes that grow although they do not start
     empty. ``check_state`` asks a method that offers this capability for them."""
 
-    def growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
+    def growing_axes(self, params: MethodParams) -> dict[str, tuple[int, ...]]:
         """Axes (by field) that may differ from the initial state's although it is not empty
         there (``check_state`` lets every axis of length 0 grow anyway)."""
         ...
@@ -340,8 +347,7 @@ class ChecksState(Protocol):
     def check_consistency(
         self,
         state: State,
-        params: Mapping[str, Any],
-        size: int,
+        params: MethodParams,
         segments: Mapping[str, np.ndarray],
     ) -> None:
         """``service.errors.Inconsistent`` unless the fields (and segments) agree."""
@@ -363,7 +369,7 @@ class EstimatesStability(Protocol):
     #: (``service.algorithms.stability.replicate_scores``).
     stability_corrected: bool
 
-    def resample_scores(self, state: State, params: Mapping[str, Any]) -> np.ndarray | None:
+    def resample_scores(self, state: State, params: MethodParams) -> np.ndarray | None:
         """The subsamples' scores (``K x d``); None if the state keeps none (a selector created
         before resamples existed, or with ``resamples: 0``) or one has seen no row yet."""
         ...
@@ -398,7 +404,7 @@ def offers(method: object, capability: type[_Capability]) -> TypeGuard[_Capabili
     return known
 
 
-def capabilities(method: Method[Any]) -> list[str]:
+def capabilities(method: Method[Any, Any]) -> list[str]:
     """The capabilities ``method`` offers, by the names clients discover them under."""
     offered = [name for protocol, name in CAPABILITIES if offers(method, protocol)]
     if offers(method, Mergeable):
@@ -417,13 +423,13 @@ _READER_FIELDS: tuple[tuple[type, str], ...] = (
 
 
 def check_state(
-    method: Method[Any],
+    method: Method[Any, Any],
     state: State,
-    params: Mapping[str, Any],
-    size: int,
+    params: MethodParams,
     segments: Mapping[str, np.ndarray] | None = None,
 ) -> None:
-    """``Inconsistent`` unless ``state`` could be one of ``method``'s states for ``params``.
+    """``Inconsistent`` unless ``state`` could be one of ``method``'s states for ``params``
+    (resolved, for the stream's size).
 
     For a state that did not come from the method itself (an imported archive): the applier and
     the readers assume what this checks, so a crafted state must never get in. Derived from
@@ -433,8 +439,8 @@ def check_state(
     method says it grows (``ChecksState.growing_axes``). Then the method's own rules
     (``ChecksState``) and its segments (``StoresSegments``): exactly the ones it refers to.
     """
-    initial = method.initial_state(params, size)
-    growing = method.growing_axes(params, size) if isinstance(method, ChecksState) else {}
+    initial = method.initial_state(params)
+    growing = method.growing_axes(params) if isinstance(method, ChecksState) else {}
     missing = sorted(set(initial) - set(state))
     unexpected = sorted(set(state) - set(initial))
     if missing or unexpected:
@@ -474,7 +480,7 @@ def check_state(
         if array.dtype.kind == "f" and not np.isfinite(array).all():
             raise Inconsistent(f"segment '{segment_id}' holds NaN or infinity")
     if isinstance(method, ChecksState):
-        method.check_consistency(state, params, size, given)
+        method.check_consistency(state, params, given)
 
 
 def _check_array(field: str, value: object, expected: np.ndarray, growing: tuple[int, ...]) -> None:
@@ -513,7 +519,7 @@ def _same_scalar_type(value: object, expected: object) -> bool:
     return value is None and expected is None
 
 
-def published_fields(method: Method[Any]) -> tuple[str, ...]:
+def published_fields(method: Method[Any, Any]) -> tuple[str, ...]:
     """The state fields every version publishes for its readers, besides the scalars.
 
     What the rankings (``score_field``), ``describe`` and each capability the method offers
@@ -557,4 +563,4 @@ def top_per_view(
 
 
 #: Any registered method.
-AnyMethod: TypeAlias = Method[Any]
+AnyMethod: TypeAlias = Method[Any, Any]

@@ -40,6 +40,7 @@ import scipy.sparse as sp
 from pydantic import Field
 
 from service.algorithms.base import ChunkKind, Projection, State
+from service.algorithms.examples import Example
 from service.algorithms.labels import (
     CLASSES_FIELD,
     COUNTS_FIELD,
@@ -52,7 +53,8 @@ from service.algorithms.labels import (
     stored_classes,
 )
 from service.algorithms.ocfs import SUMS_FIELD, ClassSubsamples, exact_directions
-from service.algorithms.resampling import ResampledMethod, ResampledParams
+from service.algorithms.resampling import ResampledMethod
+from service.algorithms.subsamples import ResampledParams
 from service.errors import Conflict, Inconsistent, InvalidParams
 
 
@@ -74,7 +76,7 @@ class IOCParams(ResampledParams):
             )
 
 
-class IOC(ClassSubsamples, ResampledMethod):
+class IOC(ClassSubsamples, ResampledMethod[IOCParams]):
     """Incremental Orthogonal Centroid over labelled row chunks, one sample at a time.
 
     The result does not depend on the chunking (the samples are processed in log order either
@@ -88,6 +90,7 @@ class IOC(ClassSubsamples, ResampledMethod):
     )
     chunk_kind: ChunkKind = "labelled rows"
     params_model = IOCParams
+    examples: tuple[Example, ...] = (Example({"n_features": 5}, {"n_components": 2}, items=10),)
     score_field = "weights"
     describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
     #: ``Projects``: IOC's learned W, or the exact batch OC solution the state determines.
@@ -101,33 +104,30 @@ class IOC(ClassSubsamples, ResampledMethod):
         "of every row seen"
     )
 
-    def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
-        cfg = IOCParams.resolve(params, n_features, stored=True)
+    def core_initial_state(self, params: IOCParams) -> State:
         return {
             CLASSES_FIELD: encode_classes([]),
             COUNTS_FIELD: np.zeros(0, dtype=np.int64),
-            SUMS_FIELD: np.zeros((0, n_features)),
-            "sample_sum": np.zeros(n_features),
+            SUMS_FIELD: np.zeros((0, params.size)),
+            "sample_sum": np.zeros(params.size),
             "samples": 0,
-            "vectors": np.zeros((cfg.n_components, n_features)),
+            "vectors": np.zeros((params.n_components, params.size)),
             "vectors_started": 0,
-            "eigenvalues": np.zeros(cfg.n_components),
-            "weights": np.zeros(n_features),
+            "eigenvalues": np.zeros(params.n_components),
+            "weights": np.zeros(params.size),
         }
 
-    def core_state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
-        p = IOCParams.resolve(params, n_features, stored=True).n_components
+    def core_state_sizes(self, params: IOCParams) -> dict[str, int]:
+        p = params.n_components
         return {
-            "vectors": 8 * p * n_features,
+            "vectors": 8 * p * params.size,
             "eigenvalues": 8 * p,
-            "sample_sum": 8 * n_features,
-            "weights": 8 * n_features,
+            "sample_sum": 8 * params.size,
+            "weights": 8 * params.size,
         }  # class counts and sums grow by one row per class found
 
-    def core_update(self, state: State, params: Mapping[str, Any], rows: LabelledRows) -> State:
+    def core_update(self, state: State, params: IOCParams, rows: LabelledRows) -> State:
         """Table 1 for every row of the chunk, in order."""
-        m = int(np.asarray(state["sample_sum"]).size)
-        cfg = IOCParams.resolve(params, m, stored=True)
         if rows.multiplicity is not None:
             raise ValueError("IOC processes samples one by one: it cannot take class summaries")
         classes, codes = discover(stored_classes(state), rows)
@@ -138,7 +138,7 @@ class IOC(ClassSubsamples, ResampledMethod):
             n=int(np.asarray(state["samples"])),
             vectors=np.array(state["vectors"], dtype=np.float64),
             started=int(np.asarray(state["vectors_started"])),
-            amnesia=cfg.amnesia,
+            amnesia=params.amnesia,
         )
         x = rows.rows
         if sp.issparse(x):
@@ -164,17 +164,17 @@ class IOC(ClassSubsamples, ResampledMethod):
             "weights": feature_scores(run.vectors),
         }
 
-    def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
+    def weights(self, state: State, params: IOCParams) -> np.ndarray:
         return np.array(state["weights"], dtype=np.float64)
 
-    def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
+    def subsample_scores(self, subsample: State, params: IOCParams) -> np.ndarray:
         """The scores IOC converges to on the subsample's rows: ``sum_j lambda_j u_ij^2`` over
         the ``p`` leading eigenpairs of its ``S_b`` (the exact OC solution, ``solution=exact``),
         which its class counts and sums determine. Not IOC's own iterates: those are sequential
         (Table 1 does not merge), and a copy of them per subsample would double the state."""
         counts = np.asarray(subsample[COUNTS_FIELD])
         sums = np.asarray(subsample[SUMS_FIELD], dtype=np.float64)
-        p = IOCParams.resolve(params, sums.shape[1], stored=True).n_components
+        p = params.n_components
         if counts.sum() == 0:
             return np.zeros(sums.shape[1])
         vectors, values = exact_directions(counts, sums, p)
@@ -186,15 +186,14 @@ class IOC(ClassSubsamples, ResampledMethod):
     def core_check_consistency(
         self,
         state: State,
-        params: Mapping[str, Any],
-        size: int,
+        params: IOCParams,
         segments: Mapping[str, np.ndarray],
     ) -> None:
         """``ChecksState``: one count and one row of sums per class, as many samples as they
         count, no more eigenvectors started than there are."""
         samples = check_classes(state, SUMS_FIELD)
         started = int(np.asarray(state["vectors_started"]))
-        p = IOCParams.resolve(params, size, stored=True).n_components
+        p = params.n_components
         if samples != state["samples"] or not 0 <= started <= p:
             raise Inconsistent(
                 f"an ioc state counts as many samples as its classes ({samples}) and starts at "
@@ -203,7 +202,7 @@ class IOC(ClassSubsamples, ResampledMethod):
             )
 
     def projections(
-        self, arrays: Mapping[str, np.ndarray], params: Mapping[str, Any]
+        self, arrays: Mapping[str, np.ndarray], params: IOCParams
     ) -> dict[str, Projection]:
         """IOC's ``W`` (Table 1) and the exact batch OC solution, with IOC's agreement.
 
@@ -213,7 +212,7 @@ class IOC(ClassSubsamples, ResampledMethod):
         been seen: ``S_b`` has rank at most ``c - 1``, so directions beyond that carry no class
         information.
         """
-        p = int(params["n_components"])
+        p = params.n_components
         classes = int(arrays[COUNTS_FIELD].size)
         started = int(np.count_nonzero(arrays["eigenvalues"]))
         if started < p:

@@ -19,11 +19,12 @@ The per-feature score kept alongside is ``|x_i|^2``, the ``v_i(0)`` of IQRP's in
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from service.algorithms.base import SEGMENT_PREFIX, ChunkKind, MethodBase, State
+from service.algorithms.examples import Example
 from service.algorithms.params import MethodParams, computed
 from service.errors import Conflict, Inconsistent, InvalidInput, InvalidParams
 
@@ -64,9 +65,9 @@ def block_id(block: int) -> str:
     return f"colblock:{block}"
 
 
-def block_bounds(state: State, params: Mapping[str, Any]) -> list[tuple[int, int]]:
+def block_bounds(state: State, params: IQRPParams) -> list[tuple[int, int]]:
     """``[start, stop)`` of every stored block in column order; the last one may be the tail."""
-    width = int(params["block_columns"])
+    width = params.block_columns
     full = int(np.asarray(state["full_blocks"]))
     seen = int(np.asarray(state["features_seen"]))
     bounds = [(b * width, (b + 1) * width) for b in range(full)]
@@ -75,7 +76,7 @@ def block_bounds(state: State, params: Mapping[str, Any]) -> list[tuple[int, int
     return bounds
 
 
-class IQRP(MethodBase):
+class IQRP(MethodBase[IQRPParams]):
     """Feature columns over ``n_samples`` fixed objects, stored in blocks (see module docstring).
 
     State: ``n_samples``, ``features_seen``, ``full_blocks`` (blocks written as segments),
@@ -90,23 +91,25 @@ class IQRP(MethodBase):
     )
     chunk_kind: ChunkKind = "columns"
     params_model = IQRPParams
+    #: Blocks of 2 columns: chunks of 3 columns fill segments and leave a tail.
+    examples: tuple[Example, ...] = (Example({"n_samples": 5}, {"block_columns": 2}, items=3),)
     score_field = "column_norms"
     pivoted_by_default = True
     pivot_fields: tuple[str, ...] = ("tail",)
 
-    def initial_state(self, params: Mapping[str, Any], n_samples: int) -> State:
+    def initial_state(self, params: IQRPParams) -> State:
         return {
-            "n_samples": int(n_samples),
+            "n_samples": int(params.size),
             "features_seen": 0,
             "full_blocks": 0,
-            "tail": np.zeros((int(n_samples), 0)),
+            "tail": np.zeros((int(params.size), 0)),
             "column_norms": np.zeros(0),
         }
 
-    def state_sizes(self, params: Mapping[str, Any], n_samples: int) -> dict[str, int]:
+    def state_sizes(self, params: IQRPParams) -> dict[str, int]:
         return {"tail": 0, "column_norms": 0}  # both grow with the columns pushed
 
-    def update(self, state: State, params: Mapping[str, Any], rows: np.ndarray) -> State:
+    def update(self, state: State, params: IQRPParams, rows: np.ndarray) -> State:
         """Append columns (``m x c``); emit each block that becomes full as a segment."""
         m = int(np.asarray(state["n_samples"]))
         columns = np.asarray(rows, dtype=np.float64)
@@ -114,7 +117,7 @@ class IQRP(MethodBase):
             raise InvalidInput(
                 f"columns must be a 2-D array of shape (n_samples={m}, c); got {columns.shape}"
             )
-        width = int(params["block_columns"])
+        width = params.block_columns
         full = int(np.asarray(state["full_blocks"]))
         pending = np.hstack([np.asarray(state["tail"], dtype=np.float64), columns])
         new: State = dict(state)
@@ -130,51 +133,50 @@ class IQRP(MethodBase):
         new["column_norms"] = np.concatenate([np.asarray(state["column_norms"]), norms])
         return new
 
-    def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
+    def weights(self, state: State, params: IQRPParams) -> np.ndarray:
         """``|x_i|^2`` of every column (IQRP's ``v_i(0)``)."""
         return np.array(state["column_norms"], dtype=np.float64)
 
-    def segment_ids(self, state: State, params: Mapping[str, Any]) -> list[str]:
+    def segment_ids(self, state: State, params: IQRPParams) -> list[str]:
         """``StoresSegments``: every full block is a segment."""
         return [block_id(b) for b in range(int(np.asarray(state["full_blocks"])))]
 
     def check_consistency(
         self,
         state: State,
-        params: Mapping[str, Any],
-        size: int,
+        params: IQRPParams,
         segments: Mapping[str, np.ndarray],
     ) -> None:
         """``ChecksState``: the counts agree with the blocks, the tail and the norms."""
-        width = int(params["block_columns"])
+        width = params.block_columns
         full, seen = int(np.asarray(state["full_blocks"])), int(np.asarray(state["features_seen"]))
         tail, norms = np.asarray(state["tail"]), np.asarray(state["column_norms"])
         if (
-            state["n_samples"] != size
+            state["n_samples"] != params.size
             or full < 0
             or tail.shape[1] >= width
             or seen != full * width + tail.shape[1]
             or norms.shape[0] != seen
         ):
             raise Inconsistent(
-                f"an iqrp state over {size} samples with blocks of {width} columns has "
+                f"an iqrp state over {params.size} samples with blocks of {width} columns has "
                 "n_samples = that, features_seen = full_blocks * block_columns + the tail's "
                 f"columns (fewer than {width}) and one norm per column; got n_samples "
                 f"{state['n_samples']}, features_seen {seen}, full_blocks {full}, tail "
                 f"{tail.shape}, {norms.shape[0]} norms"
             )
         for segment_id, block in segments.items():
-            if block.dtype != np.float64 or block.shape != (size, width):
+            shape = (params.size, width)
+            if block.dtype != np.float64 or block.shape != shape:
                 raise Inconsistent(
-                    f"segment '{segment_id}' must be a float64 block of shape {(size, width)}; "
+                    f"segment '{segment_id}' must be a float64 block of shape {shape}; "
                     f"got {block.dtype} {block.shape}"
                 )
 
     def pivot_source(
         self,
         state: State,
-        params: Mapping[str, Any],
-        n_features: int,
+        params: IQRPParams,
         read_segment: Callable[[str], np.ndarray],
     ) -> StoredColumns:
         bounds = block_bounds(state, params)

@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from service.algorithms.base import ChunkKind, Matrix, State
+from service.algorithms.examples import Example
 from service.algorithms.labels import (
     CLASSES_FIELD,
     COUNTS_FIELD,
@@ -38,7 +39,8 @@ from service.algorithms.labels import (
     grow_rows,
     stored_classes,
 )
-from service.algorithms.resampling import Dealt, ResampledMergeable, ResampledParams
+from service.algorithms.resampling import ResampledMergeable
+from service.algorithms.subsamples import ResampledParams, SubsampleRows
 from service.errors import Inconsistent
 
 #: The state field holding every class's row sum (``c x m``).
@@ -122,39 +124,39 @@ class ClassSubsamples:
     derives_last = True
     derived_from: ClassVar[tuple[str, ...]] = (COUNTS_FIELD, SUMS_FIELD)
 
-    def subsample_initial_state(self, params: Mapping[str, Any], size: int) -> State:
+    def subsample_initial_state(self, params: ResampledParams) -> State:
         return {
             CLASSES_FIELD: encode_classes([]),
             COUNTS_FIELD: np.zeros(0, dtype=np.int64),
-            SUMS_FIELD: np.zeros((0, size)),
+            SUMS_FIELD: np.zeros((0, params.size)),
         }
 
-    def subsample_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
+    def subsample_state_sizes(self, params: ResampledParams) -> dict[str, int]:
         return {}  # counts and sums grow by one row per class found
 
     def subsample_update(
         self,
         subsample: State,
-        params: Mapping[str, Any],
+        params: ResampledParams,
         chunk: LabelledRows,
         whole: State,
-        dealt: Dealt,
+        dealt: SubsampleRows,
     ) -> State:
         return add_classes(subsample, chunk, dealt.positions)
 
     def subsample_rows(self, subsample: State) -> int:
         return int(np.asarray(subsample[COUNTS_FIELD]).sum())
 
-    def subsample_check(self, subsample: State, params: Mapping[str, Any], size: int) -> None:
+    def subsample_check(self, subsample: State, params: ResampledParams) -> None:
         check_classes(subsample, SUMS_FIELD)
 
-    def subsample_merge(self, subsample: State, params: Mapping[str, Any], other: State) -> State:
+    def subsample_merge(self, subsample: State, params: ResampledParams, other: State) -> State:
         return add_classes(subsample, summary_rows(other))
 
-    def subsample_of_whole(self, whole: State, params: Mapping[str, Any]) -> State:
+    def subsample_of_whole(self, whole: State, params: ResampledParams) -> State:
         return {f: whole[f] for f in (CLASSES_FIELD, COUNTS_FIELD, SUMS_FIELD)}
 
-    def subsample_unmerge(self, whole: State, params: Mapping[str, Any], part: State) -> State:
+    def subsample_unmerge(self, whole: State, params: ResampledParams, part: State) -> State:
         return remove_classes(whole, part)
 
 
@@ -165,7 +167,7 @@ class OCFSParams(ResampledParams):
     unknown_hint: ClassVar[str] = " (the scores are exact)"
 
 
-class OCFS(ClassSubsamples, ResampledMergeable):
+class OCFS(ClassSubsamples, ResampledMergeable[OCFSParams]):
     """OCFS over labelled row chunks; the state is class counts and class sums."""
 
     name = "ocfs"
@@ -175,6 +177,7 @@ class OCFS(ClassSubsamples, ResampledMergeable):
     )
     chunk_kind: ChunkKind = "labelled rows"
     params_model = OCFSParams
+    examples: tuple[Example, ...] = (Example({"n_features": 4}, items=10),)
     score_field = "scores"
     describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
     #: ``Mergeable``: another OCFS selector's class counts and sums add exactly.
@@ -185,18 +188,18 @@ class OCFS(ClassSubsamples, ResampledMergeable):
         "resamples of every row seen"
     )
 
-    def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
+    def core_initial_state(self, params: OCFSParams) -> State:
         return {
             CLASSES_FIELD: encode_classes([]),
             COUNTS_FIELD: np.zeros(0, dtype=np.int64),
-            SUMS_FIELD: np.zeros((0, n_features)),
-            "scores": np.zeros(n_features),
+            SUMS_FIELD: np.zeros((0, params.size)),
+            "scores": np.zeros(params.size),
         }
 
-    def core_state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
-        return {"scores": 8 * n_features}  # class sums grow by one row per class found
+    def core_state_sizes(self, params: OCFSParams) -> dict[str, int]:
+        return {"scores": 8 * params.size}  # class sums grow by one row per class found
 
-    def core_update(self, state: State, params: Mapping[str, Any], rows: LabelledRows) -> State:
+    def core_update(self, state: State, params: OCFSParams, rows: LabelledRows) -> State:
         """Fold the chunk's class counts and sums in, then recompute every score (O(cm))."""
         totals = add_classes(state, rows)
         totals["scores"] = ocfs_scores(
@@ -208,7 +211,7 @@ class OCFS(ClassSubsamples, ResampledMergeable):
         self,
         state: State,
         subsamples: list[State],
-        params: Mapping[str, Any],
+        params: OCFSParams,
         chunk: LabelledRows,
         dealt: np.ndarray,
     ) -> tuple[State, list[State]]:
@@ -228,10 +231,10 @@ class OCFS(ClassSubsamples, ResampledMergeable):
         new["scores"] = ocfs_scores(np.asarray(new[COUNTS_FIELD]), np.asarray(new[SUMS_FIELD]))
         return new, folded[1:]
 
-    def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
+    def weights(self, state: State, params: OCFSParams) -> np.ndarray:
         return np.array(state["scores"], dtype=np.float64)
 
-    def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
+    def subsample_scores(self, subsample: State, params: OCFSParams) -> np.ndarray:
         """Table 2 on the subsample's class statistics."""
         return ocfs_scores(np.asarray(subsample[COUNTS_FIELD]), np.asarray(subsample[SUMS_FIELD]))
 
@@ -241,14 +244,13 @@ class OCFS(ClassSubsamples, ResampledMergeable):
     def core_check_consistency(
         self,
         state: State,
-        params: Mapping[str, Any],
-        size: int,
+        params: OCFSParams,
         segments: Mapping[str, np.ndarray],
     ) -> None:
         """``ChecksState``: one count and one row of sums per class."""
         check_classes(state, SUMS_FIELD)
 
-    def core_merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
+    def core_merge(self, state: State, params: OCFSParams, summary: State) -> State:
         """Add another selector's counts and sums (classes matched by label, new ones appended
         in its order): the scores are those of one selector that saw both streams."""
         return self.core_update(state, params, summary_rows(summary))
@@ -256,7 +258,7 @@ class OCFS(ClassSubsamples, ResampledMergeable):
     def summary_samples(self, summary: State) -> int:
         return int(np.asarray(summary[COUNTS_FIELD]).sum())
 
-    def merge_refusal(self, params: Mapping[str, Any]) -> str | None:
+    def merge_refusal(self, params: OCFSParams) -> str | None:
         return None  # sums and moments merge for every setting
 
 

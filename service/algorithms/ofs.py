@@ -62,6 +62,7 @@ from pydantic import Field
 from scipy.linalg import solve_triangular
 
 from service.algorithms.base import ChunkKind, Decision, MethodBase, State
+from service.algorithms.examples import Example
 from service.algorithms.leverage import (
     batch_leverage_scores,
     cholesky_add_columns,
@@ -220,11 +221,6 @@ class _Factor:
         return np.asarray(solve_triangular(self.lower, coef, lower=True, check_finite=False))
 
 
-def _resolve_state(state: State, params: Mapping[str, Any]) -> tuple[OFSParams, int]:
-    n = _int(state, "n_samples")
-    return OFSParams.resolve(params, n, stored=True), n
-
-
 def _check_columns(columns: np.ndarray, n: int) -> np.ndarray:
     cols = np.asarray(columns, dtype=np.float64)
     if cols.ndim != 2 or cols.shape[0] != n:
@@ -237,7 +233,7 @@ def _check_columns(columns: np.ndarray, n: int) -> np.ndarray:
 # -- the method -----------------------------------------------------------------------------
 
 
-class OFS(MethodBase):
+class OFS(MethodBase[OFSParams]):
     """Online leverage-score feature selection (Algorithm 1) over a stream of feature columns.
 
     State (flat; arrays float64 unless said): ``n_samples``, ``features_seen``, ``ridge`` (the
@@ -257,6 +253,9 @@ class OFS(MethodBase):
     paper = 'Wang, Shen & Li, "Provable Variable Selection for Streaming Features" (Algorithm 1)'
     chunk_kind: ChunkKind = "columns"
     params_model = OFSParams
+    examples: tuple[Example, ...] = (
+        Example({"n_samples": 6}, {"epsilon": 0.5, "seed": 3}, items=2),
+    )
     score_field = "leverage"
     #: The kept columns (n x kept) are read only by ``cluster``: from a checkpoint.
     served_from_checkpoints: tuple[str, ...] = ("kept_columns",)
@@ -265,7 +264,7 @@ class OFS(MethodBase):
     #: ``Clusters``: k-means runs on the kept, rescaled columns.
     cluster_fields: tuple[str, ...] = ("kept_columns",)
 
-    def update(self, state: State, params: Mapping[str, Any], rows: np.ndarray) -> State:
+    def update(self, state: State, params: OFSParams, rows: np.ndarray) -> State:
         """The service's entry point: ``rows`` holds new feature columns (``n x c``).
 
         The decisions are not returned here: they are recorded in the state (``leverage``,
@@ -275,15 +274,14 @@ class OFS(MethodBase):
         new_state, _decisions = self.add_features(state, params, rows)
         return new_state
 
-    def initial_state(self, params: Mapping[str, Any], n_samples: int) -> State:
-        cfg = OFSParams.resolve(params, n_samples, stored=True)
-        n = int(n_samples)
-        lower = math.sqrt(cfg.ridge) * np.eye(n) if cfg.ridge > 0 else np.zeros((0, 0))
+    def initial_state(self, params: OFSParams) -> State:
+        n = int(params.size)
+        lower = math.sqrt(params.ridge) * np.eye(n) if params.ridge > 0 else np.zeros((0, 0))
         return {
             "n_samples": n,
             "features_seen": 0,
             "features_kept": 0,
-            "ridge": cfg.ridge,
+            "ridge": params.ridge,
             "basis": np.zeros((n, 0)),
             "cholesky": lower,
             "kept_columns": np.zeros((n, 0)),
@@ -293,20 +291,19 @@ class OFS(MethodBase):
             "probability": np.zeros(0),
         }
 
-    def state_sizes(self, params: Mapping[str, Any], n_samples: int) -> dict[str, int]:
-        cfg = OFSParams.resolve(params, n_samples, stored=True)
+    def state_sizes(self, params: OFSParams) -> dict[str, int]:
         # Only the ridge factor is there from the start; the rest grows with kept columns.
-        return {"cholesky": 8 * int(n_samples) ** 2 if cfg.ridge > 0 else 0}
+        return {"cholesky": 8 * int(params.size) ** 2 if params.ridge > 0 else 0}
 
     def add_features(
-        self, state: State, params: Mapping[str, Any], columns: np.ndarray
+        self, state: State, params: OFSParams, columns: np.ndarray
     ) -> tuple[State, list[Decision]]:
         """Steps 2-5 for each column of ``columns`` (``n x c``), in order, as if sent one by one."""
-        cfg, n = _resolve_state(state, params)
+        n = _int(state, "n_samples")
         cols = _check_columns(columns, n)
         seen = _int(state, "features_seen")
         total = cols.shape[1]
-        factor = _Factor.from_state(state, cfg, n)
+        factor = _Factor.from_state(state, params, n)
         rank_before = factor.rank
         lower_before = factor.lower
 
@@ -319,7 +316,7 @@ class OFS(MethodBase):
             block = cols[:, start : start + BLOCK]
             self._block(
                 factor,
-                cfg,
+                params,
                 block,
                 seen + start,
                 total - start,
@@ -437,7 +434,7 @@ class OFS(MethodBase):
         if kept:
             factor.lower = cholesky_add_columns(factor.lower, updates[:r, :kept])
 
-    def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
+    def weights(self, state: State, params: OFSParams) -> np.ndarray:
         """The online leverage ``l~_i`` (eq. (3.3)) of every feature seen so far."""
         return np.array(_array(state, "leverage"), dtype=np.float64)
 
@@ -447,17 +444,15 @@ class OFS(MethodBase):
     def check_consistency(
         self,
         state: State,
-        params: Mapping[str, Any],
-        size: int,
+        params: OFSParams,
         segments: Mapping[str, np.ndarray],
     ) -> None:
         """``ChecksState``: one decision per feature seen, the kept ones in order, a factor of
         the shapes ``_Factor`` expects."""
-        cfg = OFSParams.resolve(params, size, stored=True)
         seen, kept = _int(state, "features_seen"), _int(state, "features_kept")
         indices = _array(state, "kept_indices")
         counts_agree = (
-            _int(state, "n_samples") == size
+            _int(state, "n_samples") == params.size
             and _array(state, "leverage").shape[0] == seen
             and _array(state, "probability").shape[0] == seen
             and indices.shape[0] == kept
@@ -466,7 +461,7 @@ class OFS(MethodBase):
         )
         if not counts_agree:
             raise Inconsistent(
-                f"an ofs state over {size} samples has n_samples = that, one leverage and "
+                f"an ofs state over {params.size} samples has n_samples = that, one leverage and "
                 "probability per feature seen, and kept_indices, kept_scales and kept_columns "
                 f"for each of the features_kept; got n_samples {state['n_samples']}, "
                 f"features_seen {seen}, features_kept {kept}"
@@ -476,7 +471,9 @@ class OFS(MethodBase):
         probability = _array(state, "probability")
         if np.any((probability < 0) | (probability > 1)):
             raise Inconsistent("probabilities must lie in [0, 1]")
-        _Factor.from_state(state, cfg, size)  # the factor's shapes, as every update checks them
+        _Factor.from_state(
+            state, params, params.size
+        )  # the factor's shapes, as every update checks them
 
     def decisions(self, arrays: Mapping[str, np.ndarray], first: int, count: int) -> list[Decision]:
         return recorded_decisions(
@@ -502,16 +499,16 @@ class OFS(MethodBase):
         """``A~``: the kept columns, already rescaled by ``1 / sqrt(p_i)`` (``n x kept``)."""
         return np.array(_array(state, "kept_columns"), dtype=np.float64)
 
-    def scores(self, state: State, params: Mapping[str, Any], columns: np.ndarray) -> np.ndarray:
+    def scores(self, state: State, params: OFSParams, columns: np.ndarray) -> np.ndarray:
         """Raw online scores ``s = a^T (A~ A~^T + ridge I)^+ a`` (before step 3's factor and clip)
         of probe columns against the current state, without adding them.
 
         ``inf`` for a column with a new direction (``ridge = 0``; it would get ``l~ = 1``), 0 for a
         zero column.
         """
-        cfg, n = _resolve_state(state, params)
+        n = _int(state, "n_samples")
         cols = _check_columns(columns, n)
-        factor = _Factor.from_state(state, cfg, n)
+        factor = _Factor.from_state(state, params, n)
         coef, resid = factor.project(cols)
         w = factor.solve(coef)
         out = np.einsum("ij,ij->j", w, w)

@@ -6,8 +6,9 @@ derived from that declaration:
 
 * the resolution (``resolve``): validation, the defaults, and the rules a field alone cannot
   state (a default that depends on the stream's size, ``k < ell``) in ``complete``;
-* the resolved parameters the service stores and echoes (``as_params``), which resolve to
-  themselves;
+* the resolved parameters: the model itself, which carries the size it was resolved for
+  (``size``) and is what every call of the method takes, and its JSON (``as_params``), which
+  the service stores and echoes and which resolves to itself;
 * the JSON Schema (``documented_schema``) that the OpenAPI create body, ``GET /v1/methods`` and
   the CLI's ``sift methods`` (``--param`` help) show, with the defaults that hold at every size;
 * the messages of a refusal (``InvalidParams``): what was expected, read off the same schema,
@@ -26,7 +27,15 @@ from collections.abc import Mapping
 from numbers import Integral, Real
 from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from service.errors import InvalidParams
 from service.names import ANCHORED_NAME
@@ -93,6 +102,16 @@ class MethodParams(BaseModel):
     #: Said after the list of expected names when an unknown one comes.
     unknown_hint: ClassVar[str] = ""
 
+    #: The stream's fixed dimension these parameters were resolved for (``resolve``).
+    _size: int = PrivateAttr(default=0)
+
+    @property
+    def size(self) -> int:
+        """The fixed dimension of the stream these parameters were resolved for: features per
+        row for row kinds, samples per column for ``"columns"``, all views' features together
+        for ``"views"`` (``Method.resolve_params``)."""
+        return self._size
+
     def complete(self, size: int, stored: bool) -> None:
         """Fill the ``computed`` defaults and check the rules between parameters (raising
         ``InvalidParams``). ``size`` is the stream's fixed dimension (``Method.resolve_params``);
@@ -114,7 +133,8 @@ class MethodParams(BaseModel):
     @model_validator(mode="after")
     def _complete(self, info: ValidationInfo) -> Self:
         context = info.context or {}
-        self.complete(context["size"], context.get("stored", False))
+        self._size = context["size"]
+        self.complete(self._size, context.get("stored", False))
         return self
 
     @classmethod

@@ -24,14 +24,16 @@ independent of how rows were chunked or coalesced, up to rounding.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 from pydantic import Field
 
 from service.algorithms.base import MAX_ABS_VALUE, ChunkKind, Matrix, State
-from service.algorithms.resampling import ResampledMergeable, ResampledParams
+from service.algorithms.examples import Example
+from service.algorithms.resampling import ResampledMergeable
+from service.algorithms.subsamples import ResampledParams
 from service.errors import Inconsistent
 
 __all__ = ["Variance", "chunk_moments", "combine", "grouped_moments", "separate"]
@@ -185,7 +187,7 @@ def _moments(state: State) -> tuple[int, np.ndarray, np.ndarray]:
     )
 
 
-class Variance(ResampledMergeable):
+class Variance(ResampledMergeable[VarianceParams]):
     """Per-feature variance over row chunks; exact for any chunking, mergeable."""
 
     name = "variance"
@@ -196,6 +198,10 @@ class Variance(ResampledMergeable):
     )
     chunk_kind: ChunkKind = "rows"
     params_model = VarianceParams
+    examples: tuple[Example, ...] = (
+        Example({"n_features": 5}, items=9),
+        Example({"n_features": 5}, {"ddof": 1}),
+    )
     score_field = "variance"
     #: ``Mergeable``: another selector's moments combine exactly.
     summary_fields: tuple[str, ...] = ("mean", "m2")
@@ -209,36 +215,36 @@ class Variance(ResampledMergeable):
     derives_last = True
     derived_from: ClassVar[tuple[str, ...]] = ("mean", "m2")
 
-    def core_initial_state(self, params: Mapping[str, Any], size: int) -> State:
+    def core_initial_state(self, params: VarianceParams) -> State:
         return {
             "count": 0,
-            "mean": np.zeros(size),
-            "m2": np.zeros(size),
-            "variance": np.zeros(size),
+            "mean": np.zeros(params.size),
+            "m2": np.zeros(params.size),
+            "variance": np.zeros(params.size),
         }
 
-    def core_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
-        return {"mean": 8 * size, "m2": 8 * size, "variance": 8 * size}
+    def core_state_sizes(self, params: VarianceParams) -> dict[str, int]:
+        return {"mean": 8 * params.size, "m2": 8 * params.size, "variance": 8 * params.size}
 
-    def core_update(self, state: State, params: Mapping[str, Any], chunk: Matrix) -> State:
+    def core_update(self, state: State, params: VarianceParams, chunk: Matrix) -> State:
         return self._state(combine(_moments(state), chunk_moments(chunk)), params)
 
-    def core_merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
+    def core_merge(self, state: State, params: VarianceParams, summary: State) -> State:
         return self._state(combine(_moments(state), _moments(summary)), params)
 
     # -- the subsamples: their moments (count, mean, M2), no variance field ----------------
 
-    def subsample_initial_state(self, params: Mapping[str, Any], size: int) -> State:
-        return {"count": 0, "mean": np.zeros(size), "m2": np.zeros(size)}
+    def subsample_initial_state(self, params: VarianceParams) -> State:
+        return {"count": 0, "mean": np.zeros(params.size), "m2": np.zeros(params.size)}
 
-    def subsample_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
-        return {"mean": 8 * size, "m2": 8 * size}
+    def subsample_state_sizes(self, params: VarianceParams) -> dict[str, int]:
+        return {"mean": 8 * params.size, "m2": 8 * params.size}
 
     def update_with_subsamples(
         self,
         state: State,
         subsamples: list[State],
-        params: Mapping[str, Any],
+        params: VarianceParams,
         chunk: Matrix,
         dealt: np.ndarray,
     ) -> tuple[State, list[State]]:
@@ -250,38 +256,37 @@ class Variance(ResampledMergeable):
             for subsample, part in zip(subsamples, parts, strict=True)
         ]
 
-    def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
+    def subsample_scores(self, subsample: State, params: VarianceParams) -> np.ndarray:
         return np.asarray(self._state(_moments(subsample), params)["variance"])
 
     def subsample_rows(self, subsample: State) -> int:
         return _moments(subsample)[0]
 
-    def subsample_check(self, subsample: State, params: Mapping[str, Any], size: int) -> None:
+    def subsample_check(self, subsample: State, params: VarianceParams) -> None:
         _check_moments(*_moments(subsample))
 
-    def subsample_merge(self, subsample: State, params: Mapping[str, Any], other: State) -> State:
+    def subsample_merge(self, subsample: State, params: VarianceParams, other: State) -> State:
         return _moment_state(combine(_moments(subsample), _moments(other)))
 
-    def subsample_of_whole(self, whole: State, params: Mapping[str, Any]) -> State:
+    def subsample_of_whole(self, whole: State, params: VarianceParams) -> State:
         return _moment_state(_moments(whole))
 
-    def subsample_unmerge(self, whole: State, params: Mapping[str, Any], part: State) -> State:
+    def subsample_unmerge(self, whole: State, params: VarianceParams, part: State) -> State:
         return _moment_state(separate(_moments(whole), _moments(part)))
 
     def summary_samples(self, summary: State) -> int:
         return _moments(summary)[0]
 
-    def merge_refusal(self, params: Mapping[str, Any]) -> str | None:
+    def merge_refusal(self, params: VarianceParams) -> str | None:
         return None  # sums and moments merge for every setting
 
-    def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
+    def weights(self, state: State, params: VarianceParams) -> np.ndarray:
         return np.array(state["variance"], dtype=np.float64)
 
     def core_check_consistency(
         self,
         state: State,
-        params: Mapping[str, Any],
-        size: int,
+        params: VarianceParams,
         segments: Mapping[str, np.ndarray],
     ) -> None:
         """``ChecksState``: what eq. 2.1 can produce from rows within ``MAX_ABS_VALUE``: no
@@ -300,10 +305,8 @@ class Variance(ResampledMergeable):
                 "one's disagrees"
             )
 
-    def _state(
-        self, moments: tuple[int, np.ndarray, np.ndarray], params: Mapping[str, Any]
-    ) -> State:
+    def _state(self, moments: tuple[int, np.ndarray, np.ndarray], params: VarianceParams) -> State:
         n, mean, m2 = moments
-        ddof = VarianceParams.resolve(params, len(m2), stored=True).ddof
+        ddof = params.ddof
         variance = m2 / (n - ddof) if n > ddof else np.zeros_like(m2)
         return {"count": n, "mean": mean, "m2": m2, "variance": variance}

@@ -16,6 +16,7 @@ from threadpoolctl import threadpool_limits
 from service.api.guard import BEARER_SCHEME
 from service.api.middleware import install_middleware
 from service.api.problems import install_problem_handlers
+from service.api.request_bodies import create_request_body
 from service.api.routes import (
     archives,
     capabilities,
@@ -67,13 +68,16 @@ the token itself (admin) or an API key from `POST /v1/keys` with scopes `read` (
 
 
 def install_openapi(app: FastAPI, settings: Settings) -> None:
-    """Declare the bearer key in the OpenAPI document, or drop it when authentication is off."""
+    """Declare the bearer key in the OpenAPI document, or drop it when authentication is off;
+    document the create body of every method registered when the document is built."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:
             return app.openapi_schema
         schema = build()
+        # The body of POST /v1/selectors (read by the route, not declared to FastAPI).
+        schema["paths"]["/v1/selectors"]["post"]["requestBody"] = create_request_body()
         if settings.api_token:
             schema.setdefault("components", {})["securitySchemes"] = {
                 BEARER_SCHEME: {

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from service.algorithms import METHODS
-from service.algorithms.base import MAX_ABS_VALUE, Mergeable, Method
+from service.algorithms.base import MAX_ABS_VALUE, AnyMethod, Mergeable
 from service.api.schemas import NAME_PATTERN
 from service.selectors.lifecycle import MAX_EXPIRES_AFTER, STREAM_STARTS
 from service.store.records import MAX_PARTITIONS
@@ -24,12 +24,12 @@ from service.wire.names import FEATURE_NAMES, MAX_NAME_LENGTH
 from service.wire.rows import MAX_CHUNK_ROWS
 
 
-def documented_params(method: Method[Any], kind: Kind) -> tuple[dict[str, Any], dict[str, Any]]:
+def documented_params(method: AnyMethod, kind: Kind) -> tuple[dict[str, Any], dict[str, Any]]:
     """The method's ``params_schema`` (derived from its ``MethodParams``: the defaults that hold
     at every size are in it) and the parameters it resolves to for the kind's example, which
     show the computed defaults at that size."""
     shape = kind.shape(kind.example(), method.name)
-    example = method.resolve_params(dict(shape.params), shape.size)
+    example = method.resolve_params(dict(shape.params), shape.size).as_params()
     properties = method.params_schema["properties"]
     # A null parameter means "computed from the data"; the example leaves it out (OpenAPI
     # examples drop nulls anyway).

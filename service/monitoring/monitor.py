@@ -32,8 +32,8 @@ import orjson
 from service.algorithms import get_method
 from service.algorithms.base import EstimatesStability, offers
 from service.algorithms.drift import baseline_h, compare, is_over, is_stable
-from service.algorithms.resampling import resample_count
 from service.algorithms.stability import ResampledRanking, Stability
+from service.algorithms.subsamples import resample_count
 from service.cache import LRU
 from service.config import Settings
 from service.errors import SiftError
@@ -41,6 +41,7 @@ from service.metrics import Metrics
 from service.monitoring.destinations import DestinationPolicy
 from service.monitoring.outbox import Outbox
 from service.monitoring.webhooks import Webhooks
+from service.resolved import resolved_params
 from service.store.keys import is_partition
 from service.store.monitoring_records import Alert, Baseline, HistoryEntry, RankedList
 from service.store.records import Head, SelectorMeta
@@ -288,4 +289,4 @@ def estimates_stability(meta: SelectorMeta) -> bool:
     """Whether the selector's versions come with a stability estimate (once every resample
     has rows): a method that keeps resamples, created with some."""
     method = get_method(meta.method)
-    return offers(method, EstimatesStability) and resample_count(meta.params) > 0
+    return offers(method, EstimatesStability) and resample_count(resolved_params(meta)) > 0

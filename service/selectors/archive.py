@@ -67,6 +67,7 @@ from service.errors import (
     StateTooLarge,
     shown,
 )
+from service.resolved import resolved_params
 from service.selectors.history import History
 from service.selectors.lifecycle import Admit, selector_out
 from service.selectors.reading import StateReader
@@ -300,10 +301,11 @@ def restore(archive: Archive, name: str | None, max_state_bytes: int) -> Restore
     # Resolved as stored params: an archive of a selector created before a parameter existed
     # resolves to what it was created with (no resamples, say).
     resolved = method.resolve_params({**params, **shape.params}, shape.size, stored=True)
-    if json.loads(json.dumps(resolved)) != params:
+    stored = resolved.as_params()
+    if json.loads(json.dumps(stored)) != params:
         raise Inconsistent(
             f"the archive's params do not resolve to themselves for {method.name}: "
-            f"{json.dumps(params)[:200]} became {json.dumps(resolved)[:200]}"
+            f"{json.dumps(params)[:200]} became {json.dumps(stored)[:200]}"
         )
     version = _count(manifest, "version")
     items_seen = _count(manifest, "items_seen")
@@ -323,7 +325,7 @@ def restore(archive: Archive, name: str | None, max_state_bytes: int) -> Restore
     meta = SelectorMeta(
         name=name,
         method=method.name,
-        params=resolved,
+        params=stored,
         created_at=float(created_at),
         n_features=shape.n_features,
         n_samples=shape.n_samples,
@@ -347,7 +349,7 @@ def restore(archive: Archive, name: str | None, max_state_bytes: int) -> Restore
         segments = {s: decode_array(blob) for s, blob in archive.segments.items()}
     except CodecError as exc:
         raise InvalidInput(f"the archive's state does not decode: {exc.detail}") from exc
-    check_state(method, state, resolved, shape.size, segments)
+    check_state(method, state, resolved, segments)
     _check_scores(method, kind, meta, state, items_seen)
     _check_takes_a_chunk(meta, kind, state, max_state_bytes)
     return Restored(
@@ -367,7 +369,7 @@ def _check_scores(
 ) -> None:
     """As many scores as features: fixed ones, or (feature streams) every item seen."""
     expected = kind.features_scored(meta, items_seen)
-    scores = np.asarray(method.weights(state, meta.params))
+    scores = np.asarray(method.weights(state, resolved_params(meta)))
     if scores.shape != (expected,):
         raise SelectorMismatch(
             f"the archive's state has scores for {scores.shape[0] if scores.ndim else 0} "
@@ -459,7 +461,7 @@ class Archives:
         segments: dict[str, bytes] = {}
         if isinstance(method, StoresSegments):
             state = await asyncio.to_thread(decode_state, snapshot.state)
-            ids = method.segment_ids(state, snapshot.meta.params)
+            ids = method.segment_ids(state, resolved_params(snapshot.meta))
             segments = await self.store.checkpoints.get_segments(name, ids)
         size = sum(map(len, snapshot.state.values())) + sum(map(len, segments.values()))
         limit = self.settings.archive_limit

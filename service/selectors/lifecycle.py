@@ -15,7 +15,7 @@ import numpy as np
 
 from service.algorithms import METHODS, get_method, require_capability
 from service.algorithms.base import AnyMethod, Mergeable
-from service.algorithms.resampling import of_resamples
+from service.algorithms.subsamples import of_resamples
 from service.config import Settings
 from service.errors import (
     Conflict,
@@ -174,7 +174,7 @@ class Lifecycle:
             refusal = method.merge_refusal(resolved)
             if refusal is not None:
                 raise InvalidParams(f"partitions: {refusal}")
-        sizes = method.state_sizes(resolved, shape.size)
+        sizes = method.state_sizes(resolved)
         problem = state_size_problem(
             {field: size * partitions for field, size in sizes.items()},
             self.settings.max_state_bytes,
@@ -187,7 +187,7 @@ class Lifecycle:
         meta = SelectorMeta(
             name=name,
             method=method.name,
-            params=resolved,
+            params=resolved.as_params(),
             created_at=time.time(),
             n_features=shape.n_features,
             n_samples=shape.n_samples,
@@ -199,7 +199,7 @@ class Lifecycle:
         )
         if admit is not None:  # counted as the tenant's usage counts it
             await admit(selectors=1, state_bytes=declared_state_bytes(meta))
-        initial_state = await asyncio.to_thread(method.initial_state, resolved, shape.size)
+        initial_state = await asyncio.to_thread(method.initial_state, resolved)
         initial, published = await asyncio.to_thread(
             lambda: (
                 encode_state(initial_state, elide_zeros=True),

@@ -14,10 +14,12 @@ import hashlib
 
 from service.algorithms import require_capability
 from service.algorithms.base import Mergeable
-from service.algorithms.resampling import resample_count, summary_fields_of
+from service.algorithms.resampling import summary_fields_of
+from service.algorithms.subsamples import resample_count
 from service.applier import Applier
 from service.config import Settings
 from service.errors import Conflict, Inconsistent, SelectorMismatch
+from service.resolved import resolved_params
 from service.selectors.ingest import Ingest, Receipt
 from service.selectors.reading import StateReader
 from service.selectors.results import Merged
@@ -55,10 +57,12 @@ class Merging:
                 f"can merge a {meta.method} selector with {meta.size} features; '{source}' runs "
                 f"{other.method} with {other.size}"
             )
-        if resample_count(other.params) != resample_count(meta.params):
+        params = resolved_params(meta)
+        ours, theirs = resample_count(params), resample_count(resolved_params(other))
+        if theirs != ours:
             raise SelectorMismatch(
-                f"'{name}' keeps {resample_count(meta.params)} resamples and '{source}' "
-                f"{resample_count(other.params)}: a merge adds each resample to its own, so both "
+                f"'{name}' keeps {ours} resamples and '{source}' "
+                f"{theirs}: a merge adds each resample to its own, so both "
                 "must keep as many (selectors created before resamples existed keep none)"
             )
         if meta.feature_names and other.feature_names and meta.feature_names != other.feature_names:
@@ -67,7 +71,7 @@ class Merging:
                 "not line up"
             )
         await self._settle(source)
-        fields = summary_fields_of(method, meta.params)
+        fields = summary_fields_of(method, params)
         head, summary = await self.reader.state(source, fields)
         if head.items_seen == 0:
             raise Conflict(f"selector '{source}' has seen no rows: nothing to merge")

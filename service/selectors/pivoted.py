@@ -14,6 +14,7 @@ from service.algorithms.base import AnyMethod, SelectsColumns
 from service.algorithms.pivoted_qr import IQRPResult, iqrp
 from service.cache import LRU
 from service.errors import Conflict
+from service.resolved import resolved_params
 from service.selectors.reading import StateReader, seen
 from service.selectors.results import PassAccount, RankedFeature, TopOut
 from service.store.records import SelectorMeta
@@ -69,7 +70,7 @@ class Pivoted:
         head, state = await self.reader.state(meta.name, method.pivot_fields)
         read_segment = self.reader.segment_reader(meta.name)
         try:
-            source = method.pivot_source(state, meta.params, meta.size, read_segment)
+            source = method.pivot_source(state, resolved_params(meta), read_segment)
         except Conflict as exc:
             raise Conflict(f"selector '{meta.name}': {exc.detail}") from None
         result = await asyncio.to_thread(iqrp, source, h, candidates)

@@ -15,6 +15,7 @@ from service.algorithms.base import Projection, Projects
 from service.cache import LRU
 from service.config import Settings
 from service.errors import Conflict, InvalidInput
+from service.resolved import resolved_params
 from service.selectors.reading import StateReader
 from service.selectors.results import ProjectionOut, TransformOut
 from service.store.records import Head, SelectorMeta
@@ -48,7 +49,8 @@ class Projections:
         solutions = self._solutions.get((name, head.state_key))
         if solutions is None:
             try:
-                solutions = await asyncio.to_thread(method.projections, arrays, meta.params)
+                params = resolved_params(meta)
+                solutions = await asyncio.to_thread(method.projections, arrays, params)
             except Conflict as exc:
                 raise Conflict(
                     f"selector '{name}' ({head.items_seen} rows seen): {exc.detail}"

@@ -16,7 +16,7 @@ from service.algorithms.base import (
     order_by_score,
     top_per_view,
 )
-from service.algorithms.resampling import COUNTS_FIELD, resample_fields
+from service.algorithms.resampling import resample_fields
 from service.algorithms.stability import (
     CONFIDENCE,
     Assessment,
@@ -25,8 +25,10 @@ from service.algorithms.stability import (
     assess,
     assess_views,
 )
+from service.algorithms.subsamples import COUNTS_FIELD, resample_count
 from service.cache import LRU
 from service.errors import InvalidInput, SelectorMismatch
+from service.resolved import resolved_params
 from service.selectors.pivoted import Pivoted, selecting
 from service.selectors.reading import Seen, StateReader, seen
 from service.selectors.results import RankedFeature, StabilityOut, TopOut, WeightsOut
@@ -277,7 +279,8 @@ def scored_fields(method: AnyMethod, meta: SelectorMeta) -> list[str]:
     fields, the whole stream's its derivation reads, the counts) when the selector keeps
     resamples (``ResampledMethod``); read with the scalars."""
     fields = [method.score_field]
-    fields.extend(f for f in resample_fields(method, meta.params) if f not in fields)
+    k = resample_count(resolved_params(meta))
+    fields.extend(f for f in resample_fields(method, k) if f not in fields)
     return fields
 
 
@@ -286,7 +289,7 @@ def resample_scores(method: AnyMethod, meta: SelectorMeta, scored: State) -> np.
     or None."""
     if not offers(method, EstimatesStability) or COUNTS_FIELD not in scored:
         return None
-    return method.resample_scores(scored, meta.params)
+    return method.resample_scores(scored, resolved_params(meta))
 
 
 def corrected(method: AnyMethod) -> bool:

@@ -14,6 +14,7 @@ from service.algorithms.base import AnyMethod, Mergeable, State
 from service.algorithms.resampling import served_from_checkpoint, summary_fields_of
 from service.cache import LRU
 from service.errors import CheckpointReplaced, CodecError
+from service.resolved import resolved_params
 from service.store.codec import SCALARS_FIELD, decode_array, decode_state
 from service.store.records import Head, SelectorMeta, default_name
 from service.store.redis_store import SelectorStore
@@ -112,7 +113,8 @@ class StateReader:
             raise CodecError(
                 f"selector '{meta.name}' is partitioned but {method.name} cannot merge"
             )
-        fields = [SCALARS_FIELD, *summary_fields_of(method, meta.params)]
+        params = resolved_params(meta)
+        fields = [SCALARS_FIELD, *summary_fields_of(method, params)]
         names = [meta.partition(i).name for i in range(meta.partitions)]
         summaries: list[dict[str, bytes]] = []
         if any(served_from_checkpoint(method.served_from_checkpoints, f) for f in fields):
@@ -144,9 +146,9 @@ class StateReader:
                 return combined, cached
 
         def merge() -> State:
-            state = method.initial_state(meta.params, meta.size)
+            state = method.initial_state(params)
             for raw in summaries:
-                state = method.merge(state, meta.params, decode_state(raw))
+                state = method.merge(state, params, decode_state(raw))
             return state
 
         state = await asyncio.to_thread(merge)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from service.algorithms import get_method
 from service.algorithms.drift import STABLE_H, compare
 from service.errors import CodecError, InvalidInput
+from service.resolved import resolved_params
 from service.store.core import UNREACHABLE
 from service.store.keys import (
     is_partition,
@@ -76,7 +77,7 @@ class Usage:
 def declared_state_bytes(meta: SelectorMeta) -> int:
     """The bytes a selector's state takes once it has learned: its method's ``state_sizes``
     for its parameters and size, times its partitions."""
-    sizes = get_method(meta.method).state_sizes(meta.params, meta.size)
+    sizes = get_method(meta.method).state_sizes(resolved_params(meta))
     return sum(sizes.values()) * max(meta.partitions, 1)
 
 

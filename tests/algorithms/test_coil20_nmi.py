@@ -40,8 +40,8 @@ def test_fsds_reaches_97_percent_of_gfw_p2_nmi() -> None:
 
     method = FSDS()
     params = method.resolve_params({"k": K}, m)
-    assert params["ell"] == 32
-    state = method.initial_state(params, m)
+    assert params.ell == 32
+    state = method.initial_state(params)
     order = np.random.default_rng(0).permutation(n)
     for start in range(0, n, 150):
         state = method.update(state, params, x[order[start : start + 150]])

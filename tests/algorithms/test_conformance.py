@@ -1,15 +1,17 @@
 """Every registered method keeps the method protocol (``service.algorithms.base``).
 
-Parametrised over ``METHODS``: a method added to the registry is checked here without a line
-of this file changing. Chunks are made per chunk kind (``service.wire.kinds``), so the same
-checks drive row, labelled, multi-view and column methods.
+Parametrised over ``METHODS`` and each method's ``examples``: a method added to the registry
+is checked here without a line of this file changing, as the test suite's own method
+(``tests/support/added_method.py``, registered for its tests) shows. Chunks are made per chunk
+kind (``service.wire.kinds``), so the same checks drive row, labelled, multi-view and column
+methods.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jsonschema
@@ -31,13 +33,36 @@ from service.algorithms.base import (
     published_fields,
 )
 from service.algorithms.labels import labelled
-from service.algorithms.resampling import COUNTS_FIELD, ResampledMethod, summary_fields_of
+from service.algorithms.params import MethodParams
+from service.algorithms.resampling import ResampledMethod, summary_fields_of
+from service.algorithms.subsamples import COUNTS_FIELD
 from service.errors import Inconsistent, InvalidParams
 from service.store.codec import decode_state, encode_state
 from service.wire.kinds import kind_of
+from tests.support.added_method import NAME as ADDED
+from tests.support.added_method import MeanAbs, registered
 from tests.support.states import array_field
 
-NAMES = sorted(METHODS)
+#: Every registered method, and the test suite's own (registered while its tests run).
+NAMES = [*sorted(METHODS), ADDED]
+
+
+def method_named(name: str) -> AnyMethod:
+    """The method ``name`` when tests are collected (the added one is not registered yet)."""
+    return MeanAbs() if name == ADDED else METHODS[name]
+
+
+@pytest.fixture(autouse=True)
+def _added_method_registered(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The test suite's own method in the registry while a test of it runs."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("name") == ADDED:
+        with registered():
+            yield
+    else:
+        yield
+
+
 #: Features per row (row kinds, both views together) or samples per column (columns).
 SIZE = 8
 VIEWS = {"a": 5, "b": 3}
@@ -66,9 +91,9 @@ def stream(method: AnyMethod, seed: int = 0, sizes: tuple[int, ...] = (7, 5, 9))
     return [make_chunk(method, rng, n, sparse=i % 2 == 1) for i, n in enumerate(sizes)]
 
 
-def run(method: AnyMethod, chunks: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def run(method: AnyMethod, chunks: list[Any]) -> tuple[MethodParams, dict[str, Any]]:
     params = method.resolve_params(params_for(method), SIZE)
-    state = method.initial_state(params, SIZE)
+    state = method.initial_state(params)
     for chunk in chunks:
         state = method.update(state, params, chunk)
     return params, state
@@ -103,8 +128,8 @@ def test_unknown_parameters_are_refused(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_resolved_params_resolve_to_themselves_and_keep_the_documented_schema(name: str) -> None:
     method = METHODS[name]
-    resolved = method.resolve_params(params_for(method), SIZE)
-    assert method.resolve_params(resolved, SIZE) == resolved
+    resolved = method.resolve_params(params_for(method), SIZE).as_params()
+    assert method.resolve_params(resolved, SIZE).as_params() == resolved
     jsonschema.Draft202012Validator.check_schema(method.params_schema)
     shape_given = set(params_for(method))
     documented = {k: v for k, v in resolved.items() if k not in shape_given}
@@ -118,7 +143,7 @@ def test_documented_defaults_are_what_resolution_fills_in(name: str, size: int) 
     does not apply to the configuration, such as FSDS's gaussian-only ones)."""
     method = METHODS[name]
     base = {"views": {"a": size - 3, "b": 3}} if method.chunk_kind == "views" else {}
-    resolved = method.resolve_params(base, size)
+    resolved = method.resolve_params(base, size).as_params()
     defaults = {
         key: prop["default"]
         for key, prop in method.params_schema["properties"].items()
@@ -126,7 +151,7 @@ def test_documented_defaults_are_what_resolution_fills_in(name: str, size: int) 
     }
     for key, default in defaults.items():
         try:
-            explicit = method.resolve_params({**base, key: default}, size)
+            explicit = method.resolve_params({**base, key: default}, size).as_params()
         except InvalidParams:
             assert key not in resolved, key  # refused only where it does not apply
             continue
@@ -140,9 +165,9 @@ def test_documented_defaults_are_what_resolution_fills_in(name: str, size: int) 
 def test_state_sizes_are_what_the_initial_state_holds(name: str) -> None:
     method = METHODS[name]
     resolved = method.resolve_params(params_for(method), SIZE)
-    state = method.initial_state(resolved, SIZE)
+    state = method.initial_state(resolved)
     arrays = {k: v.nbytes for k, v in state.items() if isinstance(v, np.ndarray)}
-    predicted = method.state_sizes(resolved, SIZE)
+    predicted = method.state_sizes(resolved)
     assert sum(predicted.values()) == sum(arrays.values())
     for field, nbytes in predicted.items():
         assert arrays[field] == nbytes, field
@@ -175,7 +200,7 @@ def test_update_never_writes_into_its_input(name: str) -> None:
     np.testing.assert_array_equal(np.asarray(rows), np.asarray(rows_before))
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if METHODS[n].chunking_invariant])
+@pytest.mark.parametrize("name", [n for n in NAMES if method_named(n).chunking_invariant])
 def test_the_state_does_not_depend_on_the_chunking(name: str) -> None:
     method = METHODS[name]
     assert method.coalesces, "a chunking-invariant method may let the applier coalesce"
@@ -188,7 +213,7 @@ def test_the_state_does_not_depend_on_the_chunking(name: str) -> None:
     )
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if isinstance(METHODS[n], Mergeable)])
+@pytest.mark.parametrize("name", [n for n in NAMES if isinstance(method_named(n), Mergeable)])
 def test_a_merge_equals_the_union_of_the_streams(name: str) -> None:
     method = METHODS[name]
     assert isinstance(method, Mergeable)
@@ -256,21 +281,21 @@ def test_what_a_version_publishes_is_in_the_state_and_small_fields_are_not_held_
     assert not held_back & published
 
 
-#: Parameters besides the defaults whose states ``check_state`` must accept too.
-VARIANTS: dict[str, list[dict[str, Any]]] = {
-    "fsds": [
-        {"kernel": "gaussian", "kernel_components": 16},
-        {"decay": 0.9},
-        {"normalize_rows": False},
-        {"block_rows": None},
-    ],
-    "variance": [{"ddof": 1}],
-}
+@pytest.mark.parametrize("name", NAMES)
+def test_every_method_carries_an_example_that_it_accepts(name: str) -> None:
+    """Its examples are what the test suite runs it with (``service.algorithms.examples``)."""
+    method = METHODS[name]
+    assert method.examples, f"{name} declares no examples"
+    kind = kind_of(method.chunk_kind)
+    for example in method.examples:
+        shape = kind.shape(dict(example.shape), name)
+        method.resolve_params({**example.params, **shape.params}, shape.size)
 
 
 @pytest.mark.parametrize(
     "name, extra",
-    [(name, {}) for name in NAMES] + [(n, v) for n, vs in VARIANTS.items() for v in vs],
+    [(name, {}) for name in NAMES]
+    + [(n, dict(e.params)) for n in NAMES for e in method_named(n).examples if e.params],
 )
 def test_states_the_method_reaches_pass_its_own_check(name: str, extra: dict[str, Any]) -> None:
     """``check_state`` (what an import must pass) accepts every state the method reaches,
@@ -278,9 +303,9 @@ def test_states_the_method_reaches_pass_its_own_check(name: str, extra: dict[str
     (``MAX_ABS_VALUE``): the magnitude bound and each method's invariants hold for them."""
     method = METHODS[name]
     params = method.resolve_params({**params_for(method), **extra}, SIZE)
-    state = method.initial_state(params, SIZE)
+    state = method.initial_state(params)
     segments: dict[str, Any] = {}
-    check_state(method, state, params, SIZE, segments)
+    check_state(method, state, params, segments)
     rng = np.random.default_rng(7)
     for i, n in enumerate((6, 1, 9, 4)):
         chunk = make_chunk(method, rng, n, sparse=i % 2 == 1)
@@ -293,7 +318,7 @@ def test_states_the_method_reaches_pass_its_own_check(name: str, extra: dict[str
             if k.startswith(SEGMENT_PREFIX)
         }
         state = {k: v for k, v in state.items() if not k.startswith(SEGMENT_PREFIX)}
-        check_state(method, state, params, SIZE, segments)
+        check_state(method, state, params, segments)
 
 
 def scaled(chunk: Any, factor: float) -> Any:
@@ -317,5 +342,5 @@ def test_fsds_states_that_algorithm_2_cannot_leave_are_refused() -> None:
     }
     for what, change in crafted.items():
         with pytest.raises(Inconsistent):
-            check_state(method, {**state, **change}, params, SIZE)
+            check_state(method, {**state, **change}, params)
             pytest.fail(what)

@@ -14,16 +14,16 @@ import scipy.sparse as sp
 
 from service.algorithms import METHODS, get_method
 from service.algorithms.base import State, check_state
-from service.algorithms.fsds import FSDS, gfw_p2_weights, normalize_rows
-from service.algorithms.resampling import (
+from service.algorithms.fsds import FSDS, FSDSParams, gfw_p2_weights, normalize_rows
+from service.algorithms.resampling import summary_fields_of
+from service.algorithms.sketching import paper_svd_update
+from service.algorithms.subsamples import (
     COUNTS_FIELD,
     SCORES_FIELD,
     SCORES_REFRESH_GROWTH,
     SCORES_ROWS_FIELD,
     group_field,
-    summary_fields_of,
 )
-from service.algorithms.sketching import paper_svd_update
 from service.errors import Inconsistent, InvalidInput, InvalidParams
 from tests.support.states import array_field, number_field
 
@@ -36,10 +36,10 @@ def low_rank(rng: np.random.Generator, n: int, m: int, rank: int, noise: float) 
 
 def run(
     rows: np.ndarray | sp.csr_matrix, params: dict[str, Any], chunk: int
-) -> tuple[FSDS, dict[str, Any], State]:
+) -> tuple[FSDS, FSDSParams, State]:
     method = FSDS()
     resolved = method.resolve_params(params, rows.shape[1])
-    state = method.initial_state(resolved, rows.shape[1])
+    state = method.initial_state(resolved)
     for start in range(0, rows.shape[0], chunk):
         state = method.update(state, resolved, rows[start : start + chunk])
     return method, resolved, state
@@ -165,7 +165,7 @@ def test_update_does_not_mutate_its_input(kernel: str) -> None:
     method = FSDS()
     extra = {"kernel_components": 16} if kernel == "gaussian" else {}
     params = method.resolve_params({"k": 2, "ell": 5, "kernel": kernel, **extra}, 30)
-    state = method.update(method.initial_state(params, 30), params, rng.standard_normal((20, 30)))
+    state = method.update(method.initial_state(params), params, rng.standard_normal((20, 30)))
     frozen = copy.deepcopy(state)
     for value in state.values():
         if isinstance(value, np.ndarray):
@@ -205,7 +205,7 @@ def test_state_is_flat_arrays_and_scalars() -> None:
             assert type(value) in (int, float), key
     assert array_field(state, "sketch_rows").shape == (4, 12)
     np.testing.assert_array_equal(method.weights(state, params), state["weights"])
-    initial = method.initial_state(params, 12)
+    initial = method.initial_state(params)
     assert initial["rows_seen"] == 0 and not array_field(initial, "weights").any()
 
 
@@ -213,7 +213,7 @@ def test_rows_with_the_wrong_width_are_rejected() -> None:
     method = FSDS()
     params = method.resolve_params({}, 10)
     with pytest.raises(InvalidInput, match="10 columns"):
-        method.update(method.initial_state(params, 10), params, np.ones((3, 11)))
+        method.update(method.initial_state(params), params, np.ones((3, 11)))
 
 
 # -- parameters --------------------------------------------------------------------------------
@@ -221,22 +221,22 @@ def test_rows_with_the_wrong_width_are_rejected() -> None:
 
 def test_defaults() -> None:
     method = FSDS()
-    assert method.resolve_params({}, 1024) == {
+    assert method.resolve_params({}, 1024).as_params() == {
         "k": 10, "ell": 32, "alpha_exponent": 3.0, "normalize_rows": True,
         "block_rows": 200, "kernel": "cosine", "resamples": 2,
     }  # fmt: skip
-    assert method.resolve_params({}, 100)["ell"] == 11  # max(ceil(sqrt(m)), k + 1)
+    assert method.resolve_params({}, 100).ell == 11  # max(ceil(sqrt(m)), k + 1)
     tiny = method.resolve_params({}, 5)
-    assert (tiny["k"], tiny["ell"], tiny["block_rows"]) == (5, 6, 200)
+    assert (tiny.k, tiny.ell, tiny.block_rows) == (5, 6, 200)
     # block_rows = max(4 ell, 200): 4 ell once ell > 50.
-    assert method.resolve_params({}, 4862)["block_rows"] == 4 * 70
+    assert method.resolve_params({}, 4862).block_rows == 4 * 70
     small = method.resolve_params({}, 1)
-    assert (small["k"], small["ell"]) == (1, 2)
-    assert method.resolve_params({"k": 20}, 26214)["ell"] == math.ceil(math.sqrt(26214)) == 162
-    assert method.resolve_params({"block_rows": None}, 50)["block_rows"] is None
+    assert (small.k, small.ell) == (1, 2)
+    assert method.resolve_params({"k": 20}, 26214).ell == math.ceil(math.sqrt(26214)) == 162
+    assert method.resolve_params({"block_rows": None}, 50).block_rows is None
     gaussian = method.resolve_params({"kernel": "gaussian"}, 64)
-    assert gaussian["kernel_components"] == 512
-    assert gaussian["kernel_bandwidth"] is None and gaussian["seed"] == 0
+    assert gaussian.kernel_components == 512
+    assert gaussian.kernel_bandwidth is None and gaussian.seed == 0
 
 
 @pytest.mark.parametrize(
@@ -251,10 +251,10 @@ def test_defaults() -> None:
 )
 def test_resolved_params_are_json_and_stable(params: dict[str, Any]) -> None:
     method = FSDS()
-    resolved = method.resolve_params(params, 40)
+    resolved = method.resolve_params(params, 40).as_params()
     echoed = json.loads(json.dumps(resolved))
     assert echoed == resolved
-    assert method.resolve_params(echoed, 40) == resolved
+    assert method.resolve_params(echoed, 40).as_params() == resolved
     assert isinstance(resolved["alpha_exponent"], float)
 
 
@@ -313,16 +313,16 @@ def test_registry() -> None:
 
 def merged_parts(
     y: np.ndarray, params: dict[str, Any], parts: int, chunk: int
-) -> tuple[FSDS, dict[str, Any], State]:
+) -> tuple[FSDS, FSDSParams, State]:
     """Rows dealt to ``parts`` streams in turn by chunk, each sketched alone, then merged from
     the initial state in order (as a partitioned selector's reader does)."""
     method = FSDS()
     resolved = method.resolve_params(params, y.shape[1])
-    states = [method.initial_state(resolved, y.shape[1]) for _ in range(parts)]
+    states = [method.initial_state(resolved) for _ in range(parts)]
     for index, start in enumerate(range(0, y.shape[0], chunk)):
         which = index % parts
         states[which] = method.update(states[which], resolved, y[start : start + chunk])
-    merged = method.initial_state(resolved, y.shape[1])
+    merged = method.initial_state(resolved)
     for state in states:
         fields = summary_fields_of(method, resolved)
         summary = {f: v for f, v in state.items() if f in fields or not isinstance(v, np.ndarray)}
@@ -364,7 +364,7 @@ def test_merged_sketches_below_rank_ell_give_the_batch_weights() -> None:
     _, resolved, state = merged_parts(y, {"k": 4, "ell": 10}, 3, 30)
     np.testing.assert_allclose(
         np.asarray(state["weights"]),
-        gfw_p2_weights(y, k=4, alpha_exponent=resolved["alpha_exponent"]),
+        gfw_p2_weights(y, k=4, alpha_exponent=resolved.alpha_exponent),
         rtol=1e-7,
         atol=1e-12,
     )
@@ -373,17 +373,17 @@ def test_merged_sketches_below_rank_ell_give_the_batch_weights() -> None:
 def test_merge_refuses_a_sketch_of_other_features_or_another_feature_map() -> None:
     method = FSDS()
     resolved = method.resolve_params({"k": 2, "ell": 4}, 8)
-    state = method.initial_state(resolved, 8)
+    state = method.initial_state(resolved)
     with pytest.raises(InvalidInput, match="8 columns"):
         method.merge(state, resolved, {"sketch_rows": np.zeros((4, 9)), "rows_seen": 1})
     gaussian = method.resolve_params(
         {"k": 2, "ell": 4, "kernel": "gaussian", "kernel_components": 8}, 8
     )
     assert method.merge_refusal(gaussian) is not None
-    fixed = {**gaussian, "kernel_bandwidth": 1.5}
+    fixed = method.resolve_params({**gaussian.as_params(), "kernel_bandwidth": 1.5}, 8)
     assert method.merge_refusal(fixed) is None and method.merge_refusal(resolved) is None
-    ours = {**method.initial_state(gaussian, 8), "kernel_bandwidth": 1.0}
-    theirs = {**method.initial_state(gaussian, 8), "kernel_bandwidth": 2.0, "rows_seen": 3}
+    ours = {**method.initial_state(gaussian), "kernel_bandwidth": 1.0}
+    theirs = {**method.initial_state(gaussian), "kernel_bandwidth": 2.0, "rows_seen": 3}
     with pytest.raises(InvalidInput, match="bandwidth"):
         method.merge(ours, gaussian, theirs)
 
@@ -396,7 +396,7 @@ def test_kept_subsample_scores_are_refreshed_as_the_rows_grow_and_checked_on_imp
     method = FSDS()
     params = method.resolve_params({"resamples": 2}, 30)
     rng = np.random.default_rng(11)
-    state = method.initial_state(params, 30)
+    state = method.initial_state(params)
     computed_at: list[int] = []
     for _ in range(30):
         state = method.update(state, params, rng.standard_normal((20, 30)))
@@ -408,7 +408,7 @@ def test_kept_subsample_scores_are_refreshed_as_the_rows_grow_and_checked_on_imp
     assert refreshed[:11] == [20 * i for i in range(1, 12)]
     assert all(b - a >= SCORES_REFRESH_GROWTH * a for a, b in itertools.pairwise(refreshed))
     assert len(refreshed) < 30
-    check_state(method, state, params, 30)
+    check_state(method, state, params)
     # Computed at the last chunk (594 rows were due): the subsamples' scores, each divided by
     # its largest, in float32 (the same order).
     assert computed_at[-1] == rows
@@ -424,12 +424,12 @@ def test_kept_subsample_scores_are_refreshed_as_the_rows_grow_and_checked_on_imp
     tampered[SCORES_FIELD] = kept[::-1].copy()  # another subsample's scores
     tampered[SCORES_ROWS_FIELD] = rows
     with pytest.raises(Inconsistent, match="not the scores"):
-        check_state(method, tampered, params, 30)
+        check_state(method, tampered, params)
     scaled = dict(state)
     scaled[SCORES_FIELD] = kept * 2  # the same order, not as kept
     with pytest.raises(Inconsistent, match="within"):
-        check_state(method, scaled, params, 30)
+        check_state(method, scaled, params)
     stale = dict(state)
     stale[SCORES_ROWS_FIELD] = rows // 2  # an update would have computed them again
     with pytest.raises(Inconsistent, match="computed again"):
-        check_state(method, stale, params, 30)
+        check_state(method, stale, params)

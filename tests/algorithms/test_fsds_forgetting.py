@@ -15,7 +15,13 @@ import pytest
 import scipy.sparse as sp
 
 from service.algorithms.base import State
-from service.algorithms.fsds import FSDS, gfw_p2_kernel_weights, gfw_p2_weights, normalize_rows
+from service.algorithms.fsds import (
+    FSDS,
+    FSDSParams,
+    gfw_p2_kernel_weights,
+    gfw_p2_weights,
+    normalize_rows,
+)
 from service.algorithms.kernels import RandomFourierFeatures
 from service.algorithms.sketching import decay_weights, frequent_directions_update
 from service.errors import InvalidParams
@@ -31,12 +37,12 @@ def low_rank(rng: np.random.Generator, n: int, m: int, rank: int, noise: float) 
 
 def run(
     rows: np.ndarray | sp.csr_matrix, params: dict[str, Any], chunks: list[int]
-) -> tuple[dict[str, Any], State]:
+) -> tuple[FSDSParams, State]:
     """The method's state after ``rows`` arrived in update calls of the given sizes."""
     assert sum(chunks) == rows.shape[0]
     method = FSDS()
     resolved = method.resolve_params(params, rows.shape[1])
-    state = method.initial_state(resolved, rows.shape[1])
+    state = method.initial_state(resolved)
     start = 0
     for size in chunks:
         state = method.update(state, resolved, rows[start : start + size])
@@ -106,7 +112,7 @@ def test_gaussian_kernel_sketch_keeps_the_bound_of_the_weighted_joint_matrix() -
     unit = normalize_rows(y)
     assert isinstance(unit, np.ndarray)
     bandwidth = number_field(state, "kernel_bandwidth")
-    rff = RandomFourierFeatures(20, 24, bandwidth, resolved["seed"])
+    rff = RandomFourierFeatures(20, 24, bandwidth, resolved.seed)
     joint = weighted(np.hstack([unit, rff.transform(unit)]), 0.99)
     shrinkage = number_field(state, "shrinkage_total")
     assert shrinkage > 0
@@ -129,7 +135,8 @@ def test_decay_one_is_bit_identical_to_no_decay(kernel: str, sparse: bool) -> No
     base = {"k": 3, "ell": 8, "block_rows": 40, "kernel": kernel, **extra}
     plain_params, plain = run(rows, base, [70, 130, 100])
     one_params, one = run(rows, {**base, "decay": 1.0}, [70, 130, 100])
-    assert one_params == plain_params and "decay" not in one_params
+    assert one_params.as_params() == plain_params.as_params()
+    assert "decay" not in one_params.as_params()
     assert number_field(plain, "shrinkage_total") > 0
     assert set(one) == set(plain)
     for key, value in plain.items():
@@ -215,11 +222,12 @@ def _weighted_kernel_reference(
 
 def test_decay_is_resolved_and_shown_only_when_forgetting() -> None:
     method = FSDS()
-    assert "decay" not in method.resolve_params({}, 30)
-    assert method.resolve_params({"decay": 1}, 30) == method.resolve_params({}, 30)
-    resolved = method.resolve_params({"decay": 0.999}, 30)
+    assert "decay" not in method.resolve_params({}, 30).as_params()
+    once = method.resolve_params({"decay": 1}, 30).as_params()
+    assert once == method.resolve_params({}, 30).as_params()
+    resolved = method.resolve_params({"decay": 0.999}, 30).as_params()
     assert resolved["decay"] == 0.999 and isinstance(resolved["decay"], float)
-    assert method.resolve_params(resolved, 30) == resolved
+    assert method.resolve_params(resolved, 30).as_params() == resolved
 
 
 @pytest.mark.parametrize(

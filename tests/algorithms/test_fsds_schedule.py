@@ -31,7 +31,7 @@ def overlap(a: np.ndarray, b: np.ndarray, h: int) -> float:
 def weights(rows: np.ndarray | sp.csr_matrix, params: dict[str, Any], calls: list[int]) -> Any:
     method = FSDS()
     resolved = method.resolve_params(params, rows.shape[1])
-    state = method.initial_state(resolved, rows.shape[1])
+    state = method.initial_state(resolved)
     start = 0
     for size in calls:
         state = method.update(state, resolved, rows[start : start + size])
@@ -54,9 +54,9 @@ def coalesced_calls(n: int, rng: np.random.Generator) -> list[int]:
 def test_default_schedule() -> None:
     method = FSDS()
     assert default_block_rows(27) == 200 and default_block_rows(70) == 280
-    assert method.resolve_params({"k": 20}, 1024)["block_rows"] == 200  # COIL20: ell 32
-    assert method.resolve_params({"k": 20}, 26214)["block_rows"] == 4 * 162
-    assert method.resolve_params({"block_rows": 32}, 1024)["block_rows"] == 32  # as stored
+    assert method.resolve_params({"k": 20}, 1024).block_rows == 200  # COIL20: ell 32
+    assert method.resolve_params({"k": 20}, 26214).block_rows == 4 * 162
+    assert method.resolve_params({"block_rows": 32}, 1024).block_rows == 32  # as stored
 
 
 @pytest.mark.parametrize("name", ["COIL20", "Isolet", "PCMAC"])
@@ -75,6 +75,6 @@ def test_default_schedule_keeps_the_papers_ranking_however_chunks_coalesce(name:
     print(f"{name}: default vs the paper's per-chunk schedule, top-h overlap {found}")
     assert min(found.values()) >= 0.9
     if name == "Isolet":
-        ell = int(FSDS().resolve_params({"k": k}, m)["ell"])
+        ell = FSDS().resolve_params({"k": k}, m).ell
         former = weights(rows, {"k": k, "block_rows": ell}, calls)
         assert min(overlap(former, paper, h) for h in TOPS) < 0.7

@@ -21,9 +21,9 @@ from service.store.codec import decode_state, encode_state
 METHOD = IOC()
 
 
-def run(x: Any, labels: list[Any], params: dict[str, Any], cuts: list[int] | None = None) -> Any:
-    params = METHOD.resolve_params(params, x.shape[1])
-    state = METHOD.initial_state(params, x.shape[1])
+def run(x: Any, labels: list[Any], given: dict[str, Any], cuts: list[int] | None = None) -> Any:
+    params = METHOD.resolve_params(given, x.shape[1])
+    state = METHOD.initial_state(params)
     bounds = [0, *sorted(set(cuts or [])), x.shape[0]]
     for lo, hi in itertools.pairwise(bounds):
         if hi > lo:
@@ -188,7 +188,11 @@ def test_bad_parameters_are_refused(params, message):
 
 
 def test_defaults_are_the_papers():
-    assert METHOD.resolve_params({}, 4) == {"n_components": 1, "amnesia": 0.0, "resamples": 2}
+    assert METHOD.resolve_params({}, 4).as_params() == {
+        "n_components": 1,
+        "amnesia": 0.0,
+        "resamples": 2,
+    }
 
 
 def test_the_exact_oc_solution_follows_from_class_counts_and_sums():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +11,13 @@ import scipy.sparse as sp
 
 from service.algorithms import kernels
 from service.algorithms.base import Matrix, State
-from service.algorithms.fsds import FSDS, gfw_p2_kernel_weights, gfw_p2_weights, normalize_rows
+from service.algorithms.fsds import (
+    FSDS,
+    FSDSParams,
+    gfw_p2_kernel_weights,
+    gfw_p2_weights,
+    normalize_rows,
+)
 from service.algorithms.kernels import RandomFourierFeatures, median_pairwise_distance
 from service.errors import InvalidInput, InvalidParams
 from tests.support.states import array_field, number_field
@@ -76,11 +81,11 @@ def test_median_pairwise_distance() -> None:
 
 def gaussian_run(
     chunks: Sequence[Matrix], params: Mapping[str, object]
-) -> tuple[FSDS, dict[str, Any], State]:
+) -> tuple[FSDS, FSDSParams, State]:
     method = FSDS()
     m = chunks[0].shape[1]
     resolved = method.resolve_params({"kernel": "gaussian", **params}, m)
-    state = method.initial_state(resolved, m)
+    state = method.initial_state(resolved)
     for chunk in chunks:
         state = method.update(state, resolved, chunk)
     return method, resolved, state
@@ -127,7 +132,7 @@ def test_bandwidth_heuristic_is_computed_once_and_stored() -> None:
     assert state["kernel_bandwidth"] == pytest.approx(expected)
     state = method.update(state, params, second)
     assert state["kernel_bandwidth"] == pytest.approx(expected)
-    assert params["kernel_bandwidth"] is None
+    assert params.kernel_bandwidth is None
     # An explicit bandwidth is used as given; a lone first row falls back to sqrt(2).
     _, _, fixed = gaussian_run([first], {"k": 2, "ell": 6, "kernel_bandwidth": 0.25})
     assert fixed["kernel_bandwidth"] == 0.25

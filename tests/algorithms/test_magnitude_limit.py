@@ -67,7 +67,7 @@ def test_values_at_the_limit_keep_every_state_finite(
 ) -> None:
     method: Any = get_method(name)
     resolved = method.resolve_params(params, M)
-    state = method.initial_state(resolved, M)
+    state = method.initial_state(resolved)
     rng = np.random.default_rng(7)
     for _ in range(CHUNKS):
         if method.chunk_kind == "columns":

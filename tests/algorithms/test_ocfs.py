@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 from sklearn.datasets import load_iris
 
 from service.algorithms.labels import LabelledRows, join, labelled, stored_classes
-from service.algorithms.ocfs import OCFS, between_class_scatter, ocfs_scores, summary_rows
+from service.algorithms.ocfs import (
+    OCFS,
+    OCFSParams,
+    between_class_scatter,
+    ocfs_scores,
+    summary_rows,
+)
 from service.errors import InvalidParams
 from service.store.codec import decode_state, encode_state
 from tests.support.datasets import load_mat
@@ -22,13 +28,19 @@ from tests.support.states import array_field
 METHOD = OCFS()
 
 
+def stored_params(n_features: int) -> OCFSParams:
+    """No parameters, resolved as stored ones are (without resamples)."""
+    return METHOD.resolve_params({}, n_features, stored=True)
+
+
 def run(x: Any, labels: list[Any], cuts: list[int] | None = None) -> dict[str, Any]:
     """OCFS over ``x`` in chunks split at ``cuts``; the state goes through the codec each time."""
-    state = METHOD.initial_state({}, x.shape[1])
+    params = stored_params(x.shape[1])
+    state = METHOD.initial_state(params)
     bounds = [0, *sorted(set(cuts or [])), x.shape[0]]
     for lo, hi in itertools.pairwise(bounds):
         if hi > lo:
-            state = METHOD.update(state, {}, labelled(x[lo:hi], labels[lo:hi]))
+            state = METHOD.update(state, params, labelled(x[lo:hi], labels[lo:hi]))
             state = decode_state(encode_state(state))
     return state
 
@@ -123,7 +135,7 @@ def test_merge_equals_processing_the_union(overlap_classes):
     second = [int(v) for v in rng.integers(0 if overlap_classes else 3, 5, 150)]
     a = run(x[:150], first, [40, 90])
     b = run(x[150:], ["s" + str(v) if not overlap_classes else v for v in second], [70])
-    merged = METHOD.update(a, {}, summary_rows(b))
+    merged = METHOD.update(a, stored_params(9), summary_rows(b))
     union = run(x, first + ["s" + str(v) if not overlap_classes else v for v in second], [150])
     assert stored_classes(merged) == stored_classes(union)
     np.testing.assert_array_equal(merged["class_counts"], union["class_counts"])
@@ -138,8 +150,9 @@ def test_joined_chunks_discover_classes_in_log_order():
     joined = join([a, b])
     assert joined.classes == ("b", 2, 7)
     assert list(joined.codes) == [0, 1, 0, 2, 0, 1]
-    one_by_one = METHOD.update(METHOD.update(METHOD.initial_state({}, 2), {}, a), {}, b)
-    at_once = METHOD.update(METHOD.initial_state({}, 2), {}, joined)
+    params = stored_params(2)
+    one_by_one = METHOD.update(METHOD.update(METHOD.initial_state(params), params, a), params, b)
+    at_once = METHOD.update(METHOD.initial_state(params), params, joined)
     np.testing.assert_array_equal(one_by_one["class_sums"], at_once["class_sums"])
     assert stored_classes(one_by_one) == stored_classes(at_once) == ["b", 2, 7]
 
@@ -151,9 +164,11 @@ def test_scores_of_a_single_class_are_zero_and_no_data_scores_nothing():
 
 
 def test_ocfs_takes_no_parameters_but_how_its_stability_is_estimated():
-    assert METHOD.resolve_params({}, 4) == {"resamples": 2}
-    assert METHOD.resolve_params({"resamples": 0}, 4) == {"resamples": 0}
-    assert METHOD.resolve_params({}, 4, stored=True) == {}  # stored before resamples existed
+    assert METHOD.resolve_params({}, 4).as_params() == {"resamples": 2}
+    assert METHOD.resolve_params({"resamples": 0}, 4).as_params() == {"resamples": 0}
+    assert (
+        METHOD.resolve_params({}, 4, stored=True).as_params() == {}
+    )  # stored before resamples existed
     with pytest.raises(InvalidParams, match=r"unknown parameter.*for ocfs.*some of: resamples"):
         METHOD.resolve_params({"k": 3}, 4)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from service.algorithms.leverage import (
 from service.algorithms.ofs import (
     OFS,
     Decision,
+    OFSParams,
     batch_leverage_scores,
     cluster_samples,
 )
@@ -36,11 +38,11 @@ def low_rank(rng: np.random.Generator, n: int, d: int, rank: int) -> np.ndarray:
 
 
 def stream(
-    columns: np.ndarray, params: dict[str, Any], chunk: int, state: State | None = None
-) -> tuple[dict[str, Any], State, list[Decision]]:
+    columns: np.ndarray, params: Mapping[str, Any], chunk: int, state: State | None = None
+) -> tuple[OFSParams, State, list[Decision]]:
     n = columns.shape[0]
     resolved = METHOD.resolve_params(params, n)
-    state = METHOD.initial_state(resolved, n) if state is None else state
+    state = METHOD.initial_state(resolved) if state is None else state
     decisions: list[Decision] = []
     for start in range(0, columns.shape[1], chunk):
         state, got = METHOD.add_features(state, resolved, columns[:, start : start + chunk])
@@ -126,8 +128,8 @@ def test_incremental_scores_equal_the_exact_formula_per_column(
     rng = np.random.default_rng(n + d + rank)
     a = low_rank(rng, n, d, rank)
     resolved = METHOD.resolve_params(params | {"epsilon": 0.3, "seed": 5}, n)
-    eps, c, ridge = resolved["epsilon"], resolved["c"], resolved["ridge"]
-    state = METHOD.initial_state(resolved, n)
+    eps, c, ridge = resolved.epsilon, resolved.c, resolved.ridge
+    state = METHOD.initial_state(resolved)
     n_new = n_discarded = 0
     for i in range(d):
         col = a[:, i]
@@ -284,7 +286,7 @@ def test_new_direction_gets_leverage_one_and_span_tolerance() -> None:
     n = 10
     resolved = METHOD.resolve_params({"c": 3.0}, n)
     e = np.eye(n)
-    state, first = METHOD.add_features(METHOD.initial_state(resolved, n), resolved, e[:, :2])
+    state, first = METHOD.add_features(METHOD.initial_state(resolved), resolved, e[:, :2])
     # The very first column cannot start the stream from a bare pseudo-inverse (it would score 0).
     assert [(d.leverage, d.probability, d.kept, d.scale) for d in first] == [FIRST] * 2
     in_span = (e[:, 0] + 2 * e[:, 1])[:, None]
@@ -298,7 +300,7 @@ def test_new_direction_gets_leverage_one_and_span_tolerance() -> None:
     assert array_field(state2, "basis").shape == (n, 3)
     # With c < 1 a new direction is kept with probability c only: p = min(c * 1, 1).
     low_c = METHOD.resolve_params({"c": 0.25}, n)
-    _, ds = METHOD.add_features(METHOD.initial_state(low_c, n), low_c, np.eye(n))
+    _, ds = METHOD.add_features(METHOD.initial_state(low_c), low_c, np.eye(n))
     assert all(d.leverage == 1.0 and d.probability == 0.25 for d in ds)
 
 
@@ -308,7 +310,7 @@ def test_zero_column_has_leverage_zero_and_is_never_kept(ridge: float) -> None:
     resolved = METHOD.resolve_params({"c": 1e9, "ridge": ridge}, n)
     cols = np.zeros((n, 4))
     cols[:, 2] = np.arange(1, n + 1)
-    state, ds = METHOD.add_features(METHOD.initial_state(resolved, n), resolved, cols)
+    state, ds = METHOD.add_features(METHOD.initial_state(resolved), resolved, cols)
     for i in (0, 1, 3):
         assert (ds[i].leverage, ds[i].probability, ds[i].kept, ds[i].scale) == NEVER
     assert ds[2].kept
@@ -326,14 +328,14 @@ def test_ridge_variant_as_documented() -> None:
     probe_in = a @ rng.standard_normal((40, 1))  # in span(A), which has dimension 5
     probe_new = rng.standard_normal((n, 1))
     first = METHOD.resolve_params({"ridge": 4.0}, n)
-    fresh = METHOD.initial_state(first, n)
+    fresh = METHOD.initial_state(first)
     np.testing.assert_array_equal(fresh["cholesky"], 2.0 * np.eye(n))
     s0 = METHOD.scores(fresh, first, a[:, :1])[0]
     assert s0 == pytest.approx(a[:, 0] @ a[:, 0] / 4.0)
 
     previous = 0.0
     pinv_params = METHOD.resolve_params({"c": 1e9}, n)  # keep everything with p = 1
-    _, pinv_state, _ = stream(a, pinv_params, chunk=40)
+    _, pinv_state, _ = stream(a, pinv_params.as_params(), chunk=40)
     pinv_score = METHOD.scores(pinv_state, pinv_params, probe_in)[0]
     for ridge in (1.0, 1e-2, 1e-4, 1e-8):
         params, state, _ = stream(a, {"c": 1e9, "ridge": ridge}, chunk=40)
@@ -377,7 +379,7 @@ def test_probabilities_scales_and_kept_columns_are_consistent() -> None:
     prob = np.asarray(state["probability"])
     lev = METHOD.weights(state, resolved)
     assert np.all((prob >= 0) & (prob <= 1)) and np.all((lev >= 0) & (lev <= 1))
-    np.testing.assert_array_equal(prob, np.minimum(resolved["c"] * lev, 1.0))
+    np.testing.assert_array_equal(prob, np.minimum(resolved.c * lev, 1.0))
     kept = [d for d in decisions if d.kept]
     assert 0 < len(kept) < 300 and any(d.probability < 1 for d in kept)
     np.testing.assert_array_equal(state["kept_indices"], [d.index for d in kept])
@@ -394,13 +396,14 @@ def test_probabilities_scales_and_kept_columns_are_consistent() -> None:
 
 def test_bad_columns_and_mismatched_state_are_rejected() -> None:
     resolved = METHOD.resolve_params({}, 6)
-    state = METHOD.initial_state(resolved, 6)
+    state = METHOD.initial_state(resolved)
     with pytest.raises(InvalidInput, match=r"shape \(n_samples=6, c\); got shape \(5, 2\)"):
         METHOD.add_features(state, resolved, np.ones((5, 2)))
     with pytest.raises(InvalidInput, match="got shape"):
         METHOD.add_features(state, resolved, np.ones(6))
     with pytest.raises(InvalidInput, match=r"ridge=0\.0; params say ridge=1\.0"):
-        METHOD.add_features(state, resolved | {"ridge": 1.0}, np.ones((6, 1)))
+        ridge = METHOD.resolve_params(resolved.as_params() | {"ridge": 1.0}, 6)
+        METHOD.add_features(state, ridge, np.ones((6, 1)))
     new, ds = METHOD.add_features(state, resolved, np.ones((6, 0)))
     assert ds == [] and new["features_seen"] == 0
 
@@ -441,15 +444,15 @@ def test_batch_leverage_scores() -> None:
 
 
 def test_defaults_are_echoed() -> None:
-    resolved = METHOD.resolve_params({}, 1440)
+    resolved = METHOD.resolve_params({}, 1440).as_params()
     assert resolved == {"epsilon": 0.5, "c": 8 * 0.5**-2 * math.log(1440), "ridge": 0.0, "seed": 0}
     assert resolved["c"] == pytest.approx(232.71, abs=0.01)
     assert json.loads(json.dumps(resolved)) == resolved
-    again = METHOD.resolve_params(resolved, 1440)
+    again = METHOD.resolve_params(resolved, 1440).as_params()
     assert again == resolved
-    custom = METHOD.resolve_params({"epsilon": 0.25, "ridge": 3, "seed": 7}, 100)
+    custom = METHOD.resolve_params({"epsilon": 0.25, "ridge": 3, "seed": 7}, 100).as_params()
     assert custom == {"epsilon": 0.25, "c": 128 * math.log(100), "ridge": 3.0, "seed": 7}
-    assert METHOD.resolve_params({"c": 5}, 1)["c"] == 5.0
+    assert METHOD.resolve_params({"c": 5}, 1).c == 5.0
 
 
 @pytest.mark.parametrize(
@@ -483,7 +486,7 @@ def test_invalid_params(params: dict[str, Any], n: Any, message: str) -> None:
     with pytest.raises(InvalidParams, match=message):
         METHOD.resolve_params(params, n)
     with pytest.raises(InvalidParams):
-        METHOD.initial_state(params, n)
+        METHOD.resolve_params(params, n, stored=True)
 
 
 def test_params_must_be_a_mapping() -> None:

@@ -41,7 +41,7 @@ def run_seeds(c: float | None) -> tuple[list[bool], list[int], list[float]]:
         a = rng.standard_normal((N, D)) * rng.uniform(0.2, 3.0, size=D)
         params = {"epsilon": EPSILON, "seed": seed} | ({} if c is None else {"c": c})
         resolved = METHOD.resolve_params(params, N)
-        state, _ = METHOD.add_features(METHOD.initial_state(resolved, N), resolved, a)
+        state, _ = METHOD.add_features(METHOD.initial_state(resolved), resolved, a)
         low, high = whitened_spectrum(a, METHOD.kept_matrix(state))
         held.append(low >= 1 - EPSILON and high <= 1 + EPSILON)
         kept.append(METHOD.kept_matrix(state).shape[1])
@@ -106,7 +106,7 @@ def test_coil20_kmeans_nmi_matches_batch_ridge_leverage_sampling() -> None:
     for seed in COIL_SEEDS:
         order = np.random.default_rng(seed).permutation(d)
         resolved = METHOD.resolve_params(COIL_PARAMS | {"seed": seed}, n)
-        state, _ = METHOD.add_features(METHOD.initial_state(resolved, n), resolved, x[:, order])
+        state, _ = METHOD.add_features(METHOD.initial_state(resolved), resolved, x[:, order])
         kept = METHOD.kept_matrix(state)
         m = kept.shape[1]
         idx = np.random.default_rng(1000 + seed).choice(d, size=m, p=q)

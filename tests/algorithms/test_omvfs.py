@@ -32,9 +32,9 @@ def chunks(count: int, rows: int = 30, seed: int = 0) -> list[sp.csr_matrix]:
     return out
 
 
-def run(params: dict[str, Any], data: list[sp.csr_matrix]) -> tuple[dict[str, Any], list[Any]]:
+def run(params: dict[str, Any], data: list[sp.csr_matrix]) -> tuple[OMVFSParams, list[Any]]:
     resolved = METHOD.resolve_params({"views": VIEWS, **params}, WIDTH)
-    state = METHOD.initial_state(resolved, WIDTH)
+    state = METHOD.initial_state(resolved)
     states = []
     for chunk in data:
         state = METHOD.update(state, resolved, chunk)
@@ -45,7 +45,7 @@ def run(params: dict[str, Any], data: list[sp.csr_matrix]) -> tuple[dict[str, An
 def test_a_and_b_equal_the_sums_recomputed_from_the_u_blocks() -> None:
     data = chunks(5, seed=1)
     resolved, states = run({"n_clusters": 3, "max_iter": 30}, data)
-    cfg = OMVFSParams.resolve(resolved, WIDTH, stored=True)
+    cfg = resolved
     a = np.zeros((3, 3))
     b = [np.zeros((dim, 3)) for dim in VIEWS.values()]
     for chunk, state in zip(data, states, strict=True):
@@ -65,7 +65,7 @@ def test_buffer_holds_exactly_the_last_s_chunks_and_their_kernel(buffer_chunks: 
     resolved, states = run(
         {"n_clusters": 3, "buffer_chunks": buffer_chunks, "max_iter": 5, "neighbours": None}, data
     )
-    cfg = OMVFSParams.resolve(resolved, WIDTH, stored=True)
+    cfg = resolved
     last = states[-1]
     kept = data[-buffer_chunks:]
     assert last["buffer_chunk_rows"].tolist() == [c.shape[0] for c in kept]
@@ -93,7 +93,7 @@ def test_factors_stay_nonnegative_and_finite() -> None:
 def test_bandwidth_is_the_median_distance_of_the_first_chunk_and_then_fixed() -> None:
     data = chunks(3, seed=4)
     resolved, states = run({"n_clusters": 2, "max_iter": 3}, data)
-    cfg = OMVFSParams.resolve(resolved, WIDTH, stored=True)
+    cfg = resolved
     for j in range(2):
         expected = median_distance(split_views(data[0], cfg)[j])
         assert [float(s[f"bandwidth{j}"]) for s in states] == [expected] * 3
@@ -123,22 +123,22 @@ def test_the_default_graph_is_knn_and_null_keeps_the_dense_kernel() -> None:
     params: that still means the dense kernel, stored as one array per view."""
     data = chunks(2, rows=20, seed=6)
     default, states = run({"n_clusters": 2, "max_iter": 3}, data)
-    assert default["neighbours"] == 10 and "W0_indptr" in states[-1]
+    assert default.neighbours == 10 and "W0_indptr" in states[-1]
     dense, states = run({"n_clusters": 2, "max_iter": 3, "neighbours": None}, data)
-    assert dense["neighbours"] is None
-    assert METHOD.resolve_params(dense, WIDTH) == dense
+    assert dense.neighbours is None
+    assert METHOD.resolve_params(dense.as_params(), WIDTH).as_params() == dense.as_params()
     assert np.asarray(states[-1]["W0"]).shape == (40, 40) and "W0_indptr" not in states[-1]
 
 
 def test_same_seed_same_state_and_the_paper_score_is_the_row_norms_of_v() -> None:
     data = chunks(3, seed=5)
     paper = {"n_clusters": 3, "max_iter": 10, "seed": 9, "score": "paper"}
-    _, first = run(paper, data)
+    resolved, first = run(paper, data)
     _, again = run(paper, data)
     for key in ("U_buffer", "V0", "V1", "weights"):
         np.testing.assert_array_equal(first[-1][key], again[-1][key])
     weights = np.concatenate([np.linalg.norm(first[-1][f"V{j}"], axis=1) for j in range(2)])
-    np.testing.assert_allclose(METHOD.weights(first[-1], {}), weights)
+    np.testing.assert_allclose(METHOD.weights(first[-1], resolved), weights)
 
 
 def test_negative_values_and_bad_params_are_rejected() -> None:
@@ -146,7 +146,7 @@ def test_negative_values_and_bad_params_are_rejected() -> None:
     chunk = chunks(1)[0].toarray()
     chunk[2, 45] = -0.5
     with pytest.raises(InvalidInput, match="view 'image' has negative values"):
-        METHOD.update(METHOD.initial_state(resolved, WIDTH), resolved, chunk)
+        METHOD.update(METHOD.initial_state(resolved), resolved, chunk)
     cases: list[tuple[dict[str, Any], str]] = [
         ({}, 'needs "views"'),
         ({"views": {"a": 10}}, "add up to 10 features; expected 52"),
@@ -165,24 +165,29 @@ def test_negative_values_and_bad_params_are_rejected() -> None:
         with pytest.raises(InvalidParams) as info:
             METHOD.resolve_params(params, WIDTH)
         assert message in info.value.detail, info.value.detail
-    echoed = METHOD.resolve_params({"views": VIEWS, "alpha": {"text": 2, "image": 3}}, WIDTH)
+    echoed = METHOD.resolve_params(
+        {"views": VIEWS, "alpha": {"text": 2, "image": 3}}, WIDTH
+    ).as_params()
     assert echoed["alpha"] == {"text": 2.0, "image": 3.0} and echoed["gamma"] == "auto"
     assert echoed["buffer_chunks"] == 2 and echoed["max_iter"] == 200
     assert echoed["tol"] == 1e-3 and echoed["neighbours"] == 10
     assert echoed["score"] == "explained"
     paper = METHOD.resolve_params({"views": VIEWS, "gamma": 1e7, "score": "paper"}, WIDTH)
-    assert paper["gamma"] == 1e7 and paper["score"] == "paper"
-    assert METHOD.resolve_params(paper, WIDTH) == paper
+    assert paper.gamma == 1e7 and paper.score == "paper"
+    assert METHOD.resolve_params(paper.as_params(), WIDTH).as_params() == paper.as_params()
 
 
 def test_params_stored_without_a_score_keep_the_papers_ranking() -> None:
     """Selectors created before ``score`` existed hold params without it (and gamma 1e7): they
     rank as they always did, by the row norms of V; a creation gets the default."""
-    stored = METHOD.resolve_params({"views": VIEWS, "gamma": 1e7, "n_clusters": 3}, WIDTH)
+    stored = METHOD.resolve_params(
+        {"views": VIEWS, "gamma": 1e7, "n_clusters": 3}, WIDTH
+    ).as_params()
     del stored["score"]
     assert OMVFSParams.resolve(stored, WIDTH, stored=True).score == "paper"
     assert OMVFSParams.resolve({**stored, "score": "scaled"}, WIDTH, stored=True).score == "scaled"
-    state = METHOD.update(METHOD.initial_state(stored, WIDTH), stored, chunks(1)[0])
+    params = METHOD.resolve_params(stored, WIDTH, stored=True)
+    state = METHOD.update(METHOD.initial_state(params), params, chunks(1)[0])
     norms = np.concatenate([np.linalg.norm(array_field(state, f"V{j}"), axis=1) for j in range(2)])
     np.testing.assert_array_equal(state["weights"], norms)
 
@@ -192,7 +197,7 @@ def test_moments_are_those_of_every_row_seen_as_the_factorisation_sees_it() -> N
     the buffer's (s = 2 of the 5 chunks here)."""
     data = chunks(5, seed=11)
     resolved, states = run({"n_clusters": 3, "max_iter": 5}, data)
-    cfg = OMVFSParams.resolve(resolved, WIDTH, stored=True)
+    cfg = resolved
     seen = np.vstack([sp.hstack(split_views(c, cfg)).toarray() for c in data])
     last = states[-1]
     assert last["feature_rows"] == seen.shape[0] == 150
@@ -213,7 +218,7 @@ def test_each_score_is_its_formula_on_the_rows_seen() -> None:
     }
     for key in ("U_buffer", "V0", "V1", "A", "feature_mean", "feature_m2"):
         np.testing.assert_array_equal(by_score["paper"][-1][key], by_score["explained"][-1][key])
-    cfg = OMVFSParams.resolve(METHOD.resolve_params({"views": VIEWS}, WIDTH), WIDTH, stored=True)
+    cfg = METHOD.resolve_params({"views": VIEWS}, WIDTH)
     seen = np.vstack([sp.hstack(split_views(c, cfg)).toarray() for c in data])
     chunk_u = [
         state["U_buffer"][-c.shape[0] :] for state, c in zip(by_score["paper"], data, strict=True)
@@ -235,7 +240,7 @@ def test_each_score_is_its_formula_on_the_rows_seen() -> None:
 
 def test_scale_free_scores_are_zero_before_any_row_and_for_constant_features() -> None:
     resolved = METHOD.resolve_params({"views": VIEWS, "n_clusters": 2}, WIDTH)
-    state = METHOD.initial_state(resolved, WIDTH)
+    state = METHOD.initial_state(resolved)
     np.testing.assert_array_equal(METHOD.weights(state, resolved), np.zeros(WIDTH))
     chunk = chunks(1, seed=13)[0].toarray()
     chunk[:, 3] = 0.0  # a text feature never seen
@@ -250,12 +255,12 @@ def test_gamma_auto_is_tied_to_the_fit_term_of_each_chunks_buffer() -> None:
     explicitly, chunk by chunk (the buffer grows from one chunk to s = 2)."""
     data = chunks(3, rows=20, seed=14)
     resolved = METHOD.resolve_params({"views": VIEWS, "n_clusters": 4}, WIDTH)
-    auto = METHOD.initial_state(resolved, WIDTH)
-    cfg = OMVFSParams.resolve(resolved, WIDTH, stored=True)
+    auto = METHOD.initial_state(resolved)
+    cfg = resolved
     for t, chunk in enumerate(data):
         buffered = sp.vstack([sp.hstack(split_views(c, cfg)) for c in data[max(0, t - 1) : t + 1]])
         gamma = GAMMA_SCALE * buffered.multiply(buffered).sum() / 4
-        given = METHOD.resolve_params({**resolved, "gamma": gamma}, WIDTH)
+        given = METHOD.resolve_params({**resolved.as_params(), "gamma": gamma}, WIDTH)
         expected = METHOD.update(auto, given, chunk)
         auto = METHOD.update(auto, resolved, chunk)
         assert auto["last_iterations"] == expected["last_iterations"]
@@ -268,7 +273,7 @@ def test_gamma_auto_is_tied_to_the_fit_term_of_each_chunks_buffer() -> None:
 def test_check_state_accepts_a_state_the_method_reached_and_checks_the_moments() -> None:
     resolved, states = run({"n_clusters": 3, "max_iter": 5}, chunks(3, seed=15))
     last = states[-1]
-    check_state(METHOD, last, resolved, WIDTH)
+    check_state(METHOD, last, resolved)
     tampered: list[tuple[str, Any]] = [
         ("feature_rows", 10),  # fewer rows than the buffer holds
         ("feature_m2", np.full(WIDTH, -1.0)),
@@ -276,4 +281,4 @@ def test_check_state_accepts_a_state_the_method_reached_and_checks_the_moments()
     ]
     for field, value in tampered:
         with pytest.raises(Inconsistent, match="moments"):
-            check_state(METHOD, {**last, field: value}, resolved, WIDTH)
+            check_state(METHOD, {**last, field: value}, resolved)

@@ -73,7 +73,7 @@ def omvfs_scores(seed: int, params: dict[str, Any]) -> dict[str, np.ndarray]:
     dims = data().dims
     rows = np.hstack(list(data().views.values()))[order(seed)]
     resolved = method.resolve_params({"views": dims, "n_clusters": 10, **params}, rows.shape[1])
-    state = method.initial_state(resolved, rows.shape[1])
+    state = method.initial_state(resolved)
     for start in range(0, rows.shape[0], CHUNK):
         state = method.update(state, resolved, rows[start : start + CHUNK])
     weights = method.weights(state, resolved)
@@ -87,7 +87,7 @@ def fsds_scores(seed: int) -> dict[str, np.ndarray]:
     for name, x in data().views.items():
         method = FSDS()
         params = method.resolve_params({"k": 10}, x.shape[1])
-        state = method.initial_state(params, x.shape[1])
+        state = method.initial_state(params)
         rows = x[order(seed)]
         for start in range(0, rows.shape[0], CHUNK):
             state = method.update(state, params, rows[start : start + CHUNK])

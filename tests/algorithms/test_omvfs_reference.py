@@ -17,7 +17,6 @@ moments; the scale-free scores are checked in test_omvfs.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -43,9 +42,9 @@ VIEWS = {"text": 40, "image": 12, "tags": 6}
 WIDTH = sum(VIEWS.values())
 
 
-def literal_objective_of(state: State, params: Mapping[str, Any]) -> float:
+def literal_objective_of(state: State, params: OMVFSParams) -> float:
     """``literal_objective`` at a state's final iterate (its A and B are that iterate's A^, B^)."""
-    dims = list(params["views"].values())
+    dims = [dim for _, dim in params.view_dims]
     return literal_objective(
         [buffer_rows(state, j, dim).toarray() for j, dim in enumerate(dims)],
         [similarities(state, j) for j in range(len(dims))],
@@ -107,7 +106,7 @@ def test_iterates_equal_the_first_version_chunk_after_chunk(params: dict[str, An
     at once. ``"auto"``: the same with gamma computed from each chunk's buffer (on this
     structureless data U keeps moving, and some chunks reach the cap)."""
     resolved = METHOD.resolve_params({"views": VIEWS, "n_clusters": 4, **params}, WIDTH)
-    ours = METHOD.initial_state(resolved, WIDTH)
+    ours = METHOD.initial_state(resolved)
     reference = reference_initial_state(resolved, WIDTH)
     iterations = []
     for chunk in chunks(5, seed=7):
@@ -116,7 +115,7 @@ def test_iterates_equal_the_first_version_chunk_after_chunk(params: dict[str, An
         assert_same_iterates(ours, reference)
         iterations.append(int(np.asarray(ours["last_iterations"])))
     if "tol" not in params and params["gamma"] != "auto":
-        assert all(1 < n < resolved["max_iter"] for n in iterations), iterations
+        assert all(1 < n < resolved.max_iter for n in iterations), iterations
 
 
 def test_states_stored_in_the_first_layout_are_read_and_rewritten() -> None:
@@ -124,9 +123,10 @@ def test_states_stored_in_the_first_layout_are_read_and_rewritten() -> None:
     moments, and params without ``score`` (gamma 1e7): the update reads it, continues exactly
     as the first version would (the paper's ranking), writes the sparse layout and starts the
     moments from the rows its buffer held."""
-    resolved = METHOD.resolve_params({"views": VIEWS, "n_clusters": 3, "neighbours": 4}, WIDTH)
-    resolved = {**resolved, "gamma": 1e7}
-    del resolved["score"]
+    given = METHOD.resolve_params({"views": VIEWS, "n_clusters": 3, "neighbours": 4}, WIDTH)
+    first = {**given.as_params(), "gamma": 1e7}
+    del first["score"]
+    resolved = METHOD.resolve_params(first, WIDTH, stored=True)
     data = chunks(4, seed=8)
     stored = reference_initial_state(resolved, WIDTH)
     for chunk in data[:2]:
@@ -136,8 +136,8 @@ def test_states_stored_in_the_first_layout_are_read_and_rewritten() -> None:
     reference = reference_update(stored, resolved, data[2])
     assert_same_iterates(ours, reference)
     assert "W0" not in ours and np.asarray(ours["W0_indptr"]).shape == (61,)
-    assert set(ours) == set(METHOD.initial_state(resolved, WIDTH))
-    cfg = OMVFSParams.resolve(resolved, WIDTH, stored=True)
+    assert set(ours) == set(METHOD.initial_state(resolved))
+    cfg = resolved
     held = np.vstack([sp.hstack(split_views(chunk, cfg)).toarray() for chunk in data[:3]])
     rows, mean, m2 = chunk_moments(held)
     assert ours["feature_rows"] == rows == 90
@@ -161,7 +161,7 @@ def test_objective_is_the_literal_one_and_never_increases(neighbours: int | None
         },
         WIDTH,
     )
-    ours = METHOD.initial_state(resolved, WIDTH)
+    ours = METHOD.initial_state(resolved)
     reference = reference_initial_state(resolved, WIDTH)
     for chunk in chunks(4, seed=3):
         trace: list[float] = []

@@ -26,7 +26,7 @@ from service.algorithms import METHODS
 from service.algorithms.base import order_by_score
 from service.algorithms.labels import labelled
 from service.algorithms.ocfs import exact_directions
-from service.algorithms.resampling import ResampledMethod, groups_of_rows
+from service.algorithms.resampling import ResampledMethod
 from service.algorithms.stability import (
     BAND_SCALE,
     Assessment,
@@ -36,6 +36,7 @@ from service.algorithms.stability import (
     replicate_scores,
     stability_index,
 )
+from service.algorithms.subsamples import groups_of_rows
 from tests.support.datasets import load_mat
 
 # -- the index and its interval ------------------------------------------------------------------
@@ -167,17 +168,18 @@ def test_a_state_without_resamples_keeps_working_without_an_estimate() -> None:
     """Params stored before resamples existed resolve (as stored) to none; such a state has
     no subsample fields, updates as before and has no resample scores."""
     method = METHODS["fsds"]
-    stored = {k: v for k, v in method.resolve_params({}, 6).items() if k != "resamples"}
-    assert method.resolve_params(stored, 6, stored=True) == stored
+    resolved = method.resolve_params({}, 6).as_params()
+    stored = {k: v for k, v in resolved.items() if k != "resamples"}
+    assert method.resolve_params(stored, 6, stored=True).as_params() == stored
     params = method.resolve_params(stored, 6, stored=True)
-    state = method.initial_state(params, 6)
+    state = method.initial_state(params)
     assert not [f for f in state if f.startswith("resample")]
     state = method.update(state, params, np.random.default_rng(3).standard_normal((9, 6)))
     assert isinstance(method, ResampledMethod)
     assert method.resample_scores(state, params) is None
     # ... and a state with resamples, given params of the old kind, updates its own fields.
     fresh = method.resolve_params({}, 6)
-    assert fresh["resamples"] == 2
+    assert fresh.as_params()["resamples"] == 2
 
 
 def test_the_band_scales_are_the_monte_carlo_ratios() -> None:
@@ -228,7 +230,7 @@ def test_replicates_of_agreeing_subsamples_are_the_ranking_itself() -> None:
 def stream_through(method_name: str, x: np.ndarray, y: np.ndarray, params: dict[str, Any]) -> Any:
     method = METHODS[method_name]
     resolved = method.resolve_params(params, x.shape[1])
-    state = method.initial_state(resolved, x.shape[1])
+    state = method.initial_state(resolved)
     for start in range(0, x.shape[0], 100):
         rows = x[start : start + 100]
         chunk = (
@@ -374,7 +376,7 @@ def test_a_stationary_stream_gets_a_high_index_that_rises_with_rows(method_name:
     for stop in (400, 4000, 40_000):
         means = []
         for seed in range(4):  # four stream orders each
-            state = method.initial_state(params, 100)
+            state = method.initial_state(params)
             order = np.random.default_rng(seed).permutation(stop)
             for start in range(0, stop, 2000):
                 state = method.update(state, params, x[:stop][order[start : start + 2000]])
@@ -397,7 +399,7 @@ def test_noise_and_few_rows_get_a_low_index(method_name: str) -> None:
         values = []
         for seed in range(6):
             state = method.update(
-                method.initial_state(params, 100),
+                method.initial_state(params),
                 params,
                 synthetic(np.random.default_rng(seed), n, signal),
             )

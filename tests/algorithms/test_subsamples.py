@@ -25,12 +25,13 @@ from service.algorithms.fsds import unmerge_sketches
 from service.algorithms.labels import COUNTS_FIELD as CLASS_COUNTS
 from service.algorithms.labels import labelled, stored_classes
 from service.algorithms.ocfs import SUMS_FIELD, exact_directions, ocfs_scores
-from service.algorithms.resampling import (
+from service.algorithms.resampling import ResampledMethod, summary_fields_of
+from service.algorithms.subsamples import (
     COUNTS_FIELD,
-    ResampledMethod,
+    ResampledParams,
     group_field,
     groups_of_rows,
-    summary_fields_of,
+    resample_count,
 )
 from service.algorithms.variance import chunk_moments, combine, grouped_moments, separate
 from service.errors import Inconsistent
@@ -42,7 +43,7 @@ SIZE = 40
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def resampled(name: str) -> ResampledMethod:
+def resampled(name: str) -> ResampledMethod[Any]:
     method = METHODS[name]
     assert isinstance(method, ResampledMethod)
     return method
@@ -70,12 +71,12 @@ def chunk_of(name: str, rows: np.ndarray, labels: np.ndarray) -> Any:
 
 def streamed(
     name: str, params: dict[str, Any], sizes: list[int], seed: int = 0
-) -> tuple[dict[str, Any], Any, np.ndarray, np.ndarray]:
+) -> tuple[ResampledParams, Any, np.ndarray, np.ndarray]:
     """The state after chunks of ``sizes`` rows, with every row and label streamed."""
     method = resampled(name)
     rng = np.random.default_rng(seed)
     resolved = method.resolve_params(params, SIZE)
-    state = method.initial_state(resolved, SIZE)
+    state = method.initial_state(resolved)
     every, labels = [], []
     for n in sizes:
         rows = rows_of(rng, n)
@@ -90,16 +91,17 @@ def streamed(
 # -- the layout: at most the state again ----------------------------------------------------------
 
 
-def allowance(name: str, params: dict[str, Any]) -> int:
+def allowance(name: str, params: ResampledParams) -> int:
     """How much more than twice the state without resamples a state with two may hold: the
     subsamples' row counts (8 bytes each) and, for OMVFS, one more copy of what does not grow
     with its buffer, its declared state (``state_sizes``: the factors V and B, A, the feature
     moments and scores): each of its subsamples buffers its own rows (together the whole
     stream's buffer) but needs its own factors (``docs/stability-and-drift.md``)."""
+    k = resample_count(params)
     if METHODS[name].chunk_kind != "views":
-        return 8 * int(params["resamples"])
-    declared = METHODS[name].state_sizes({**params, "resamples": 0}, SIZE)
-    return sum(declared.values()) + 8 * int(params["resamples"])
+        return 8 * k
+    without = METHODS[name].resolve_params({**params.as_params(), "resamples": 0}, SIZE)
+    return sum(METHODS[name].state_sizes(without).values()) + 8 * k
 
 
 @pytest.mark.parametrize("name", ROW_METHODS)
@@ -110,7 +112,7 @@ def test_two_resamples_cost_at_most_the_state_again(name: str) -> None:
     method = resampled(name)
     sizes = [60, 45, 80, 70]
     without, with_two = (method.resolve_params(given(name, resamples=k), SIZE) for k in (0, 2))
-    declared = [sum(method.state_sizes(p, SIZE).values()) for p in (without, with_two)]
+    declared = [sum(method.state_sizes(p).values()) for p in (without, with_two)]
     assert declared[1] <= 2 * declared[0] + allowance(name, with_two), declared
     reached = []
     for k in (0, 2):
@@ -176,7 +178,7 @@ def test_variance_derives_its_last_subsample_exactly(k: int) -> None:
     subsample's scores are then the variances of its rows."""
     method = resampled("variance")
     params = method.resolve_params({"resamples": k}, SIZE)
-    state = method.initial_state(params, SIZE)
+    state = method.initial_state(params)
     rng = np.random.default_rng(k)
     rows = rows_of(rng, 601, shift=1000.0)
     rows[:, 7] = 1000.25  # constant: M2 = 0 in every subsample
@@ -372,12 +374,12 @@ def test_an_import_whose_subsamples_do_not_fit_its_stream_is_refused(name: str) 
     more rows than the whole stream (nothing is left to derive), are refused."""
     method = resampled(name)
     params, state, _rows, _labels = streamed(name, given(name), [25, 30])
-    check_state(METHODS[name], state, params, SIZE)
+    check_state(METHODS[name], state, params)
     counts = array_field(state, COUNTS_FIELD)
     off = dict(state)
     off[COUNTS_FIELD] = counts + np.array([1, -1])
     with pytest.raises(Inconsistent):
-        check_state(METHODS[name], off, params, SIZE)
+        check_state(METHODS[name], off, params)
     if method.derives_last:
         # The stored subsample replaced by the whole stream's own statistics, twice over.
         whole = method.subsample_of_whole(state, params)
@@ -386,7 +388,7 @@ def test_an_import_whose_subsamples_do_not_fit_its_stream_is_refused(name: str) 
         crafted.update({group_field(0, f): v for f, v in doubled.items()})
         crafted[COUNTS_FIELD] = np.array([2 * counts.sum(), 0])
         with pytest.raises(Inconsistent):
-            check_state(METHODS[name], crafted, params, SIZE)
+            check_state(METHODS[name], crafted, params)
 
 
 def test_omvfs_subsamples_are_omvfs_on_their_rows_within_the_whole_streams_iterations() -> None:
@@ -396,8 +398,8 @@ def test_omvfs_subsamples_are_omvfs_on_their_rows_within_the_whole_streams_itera
     reuses the chunk's scaled views and shares its moments' pass)."""
     method = resampled("omvfs")
     params = method.resolve_params(given("omvfs", tol=1e-2, max_iter=60), SIZE)
-    state = method.initial_state(params, SIZE)
-    alone = method.subsample_initial_state(params, SIZE)
+    state = method.initial_state(params)
+    alone = method.subsample_initial_state(params)
     rng = np.random.default_rng(6)
     first = 0
     capped_somewhere = False
@@ -408,7 +410,8 @@ def test_omvfs_subsamples_are_omvfs_on_their_rows_within_the_whole_streams_itera
         first += n
         done = int(np.asarray(state["last_iterations"]))
         free = method.core_update(alone, params, rows[mine])
-        alone = method.core_update(alone, {**params, "max_iter": done}, rows[mine])
+        capped = method.resolve_params({**params.as_params(), "max_iter": done}, SIZE)
+        alone = method.core_update(alone, capped, rows[mine])
         capped_somewhere |= int(np.asarray(free["last_iterations"])) > done
         stored = method.subsamples(state, params)[0]
         assert int(np.asarray(stored["last_iterations"])) <= done
@@ -426,7 +429,7 @@ def test_more_resamples_keep_more_subsamples_that_fit_their_stream(name: str) ->
     scores."""
     method = resampled(name)
     params, state, rows, _labels = streamed(name, given(name, resamples=4), [21, 50, 9])
-    check_state(METHODS[name], state, params, SIZE)
+    check_state(METHODS[name], state, params)
     counts = array_field(state, COUNTS_FIELD)
     assert counts.tolist() == [20, 20, 20, 20]
     scores = method.resample_scores(state, params)
@@ -437,7 +440,7 @@ def test_more_resamples_keep_more_subsamples_that_fit_their_stream(name: str) ->
         summary = {k: v for k, v in other.items() if not isinstance(v, np.ndarray)}
         summary.update({f: other[f] for f in summary_fields_of(method, params)})
         merged = method.merge(state, params, summary)
-        check_state(METHODS[name], merged, params, SIZE)
+        check_state(METHODS[name], merged, params)
         assert array_field(merged, COUNTS_FIELD).sum() == rows.shape[0] + 13
         assert method.resample_scores(merged, params) is not None
 
@@ -451,7 +454,7 @@ def test_the_whole_stream_is_the_same_with_or_without_resamples(name: str, spars
     states = []
     for k in (0, 2, 3):
         resolved = method.resolve_params(given(name, resamples=k), SIZE)
-        state = method.initial_state(resolved, SIZE)
+        state = method.initial_state(resolved)
         rng = np.random.default_rng(12)
         for n in (17, 1, 40, 9):
             rows = rows_of(rng, n) * (rng.random((n, SIZE)) < 0.5)

@@ -21,7 +21,7 @@ METHOD = Variance()
 
 def run(chunks: list[Matrix], m: int, ddof: int = 0) -> State:
     params = METHOD.resolve_params({"ddof": ddof}, m)
-    state = METHOD.initial_state(params, m)
+    state = METHOD.initial_state(params)
     for chunk in chunks:
         state = METHOD.update(state, params, chunk)
     return state
@@ -84,7 +84,8 @@ def test_constant_and_empty_features_score_zero_and_ranks_follow_the_spread():
     x = np.array([[1.0, 5.0, 0.0, 10.0], [1.0, -5.0, 0.0, 0.0], [1.0, 5.0, 0.0, -10.0]])
     state = run([x[:1], x[1:]], 4)
     np.testing.assert_allclose(array_field(state, "variance"), np.var(x, axis=0))
-    assert list(np.argsort(-METHOD.weights(state, {"ddof": 0}))[:2]) == [3, 1]
+    population = METHOD.resolve_params({"ddof": 0}, 4)
+    assert list(np.argsort(-METHOD.weights(state, population))[:2]) == [3, 1]
     single = run([x[:1]], 4, ddof=1)  # one row: the sample variance is undefined, shown as 0
     assert not array_field(single, "variance").any()
 

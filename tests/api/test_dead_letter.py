@@ -244,7 +244,7 @@ async def test_a_state_that_is_not_finite_is_never_committed():
     """An update whose result overflows is refused with its reason, whatever the method."""
     method = get_method("ocfs")
     meta = SelectorMeta("x", "ocfs", {}, 0.0, n_features=2)
-    state = method.initial_state({}, 2)
+    state = method.initial_state(method.resolve_params({}, 2, stored=True))
     state["class_sums"] = np.array([[1e200, 0.0]])
     state["class_counts"] = np.array([1], dtype=np.int64)
     state["classes"] = "[0]"

@@ -237,7 +237,7 @@ async def test_diverse_strategy_is_pivoted_qr_on_the_fsds_sketch(client):
     assert response.status_code == 200
     method = FSDS()
     resolved = method.resolve_params(params, 14)
-    state = method.update(method.initial_state(resolved, 14), resolved, rows)
+    state = method.update(method.initial_state(resolved), resolved, rows)
     sketch = np.asarray(state["sketch_rows"])[:, :14]
     diverse = (await client.get("/v1/selectors/sk/top?h=5&strategy=diverse")).json()
     assert [f["index"] for f in diverse["features"]] == geqp3(sketch, 5)[0]

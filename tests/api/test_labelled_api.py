@@ -165,7 +165,7 @@ async def test_ioc_projection_transform_and_top_match_the_library(client):
         assert response.status_code == 200, response.text
     method = IOC()
     params = method.resolve_params({"n_components": 3, "amnesia": 2}, 64)
-    state = method.update(method.initial_state(params, 64), params, labelled(x, y))
+    state = method.update(method.initial_state(params), params, labelled(x, y))
     expected = projection(np.asarray(state["vectors"]))
 
     answer = (await client.get("/v1/selectors/oc/projection")).json()
@@ -335,7 +335,7 @@ async def test_labelled_chunks_survive_a_restart_and_coalesce_in_log_order(app_f
         vectors = (await http.get("/v1/selectors/durable/projection")).json()["projection"]
     method = IOC()
     params = method.resolve_params({"n_components": 2}, 64)
-    state = method.update(method.initial_state(params, 64), params, labelled(x[:300], y[:300]))
+    state = method.update(method.initial_state(params), params, labelled(x[:300], y[:300]))
     np.testing.assert_allclose(vectors, projection(np.asarray(state["vectors"])), rtol=1e-12)
 
 

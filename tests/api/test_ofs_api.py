@@ -34,7 +34,7 @@ def low_rank_columns(count: int, rank: int = 6, seed: int = 0) -> np.ndarray:
 
 def reference(columns: np.ndarray, params: dict[str, Any] = PARAMS) -> tuple[Any, list[Any]]:
     resolved = METHOD.resolve_params(params, N)
-    state = METHOD.initial_state(resolved, N)
+    state = METHOD.initial_state(resolved)
     return METHOD.add_features(state, resolved, columns)
 
 

@@ -52,7 +52,7 @@ def reference(
 ) -> np.ndarray:
     method = OMVFS()
     params = method.resolve_params({"views": VIEWS, **PARAMS, **(extra or {})}, 38)
-    state = method.initial_state(params, 38)
+    state = method.initial_state(params)
     for text, image in chunks:
         state = method.update(state, params, sp.hstack([text, sp.csr_matrix(image)], "csr"))
     return method.weights(state, params)

@@ -34,6 +34,7 @@ from service.algorithms.base import (
 )
 from service.algorithms.resampling import summary_fields_of
 from service.config import Settings
+from service.resolved import resolved_params
 from service.store.codec import encode_state
 from service.store.keys import SelectorKeys
 from service.store.records import CommitRecord, SelectorMeta
@@ -72,10 +73,10 @@ def run_in_process(meta: SelectorMeta, batches: Sequence[Sequence[Any]]) -> Stat
     applier joins them), from its initial state."""
     method = get_method(meta.method)
     kind = kind_of(method.chunk_kind)
-    state = method.initial_state(meta.params, meta.size)
+    state = method.initial_state(resolved_params(meta))
     for batch in batches:
         joined = kind.join([chunk_of(meta, body) for body in batch])
-        state = without_segments(method.update(state, meta.params, joined))
+        state = without_segments(method.update(state, resolved_params(meta), joined))
     return state
 
 
@@ -182,7 +183,7 @@ async def test_a_restarted_app_replays_every_method_exactly(
 
         np.testing.assert_array_equal(await weights(http, "re"), await weights(http, "ref"))
         per_chunk = run_in_process(meta, [[body] for body in bodies])
-        expected = get_method(method).weights(per_chunk, meta.params)
+        expected = get_method(method).weights(per_chunk, resolved_params(meta))
         np.testing.assert_array_equal(await weights(http, "re"), expected)
         replayed = await everything(http, "re", method)
         if get_method(method).served_from_checkpoints:
@@ -223,7 +224,7 @@ async def test_an_applier_with_room_for_one_state_rebuilds_the_other_exactly(
         assert await replayed_versions(http) == pushes * (pushes - 1)
         meta = await store.registry.get_meta("a")
         expected = get_method(method).weights(
-            run_in_process(meta, [[body] for body in bodies]), meta.params
+            run_in_process(meta, [[body] for body in bodies]), resolved_params(meta)
         )
         np.testing.assert_array_equal(await weights(http, "a"), expected)
         np.testing.assert_array_equal(await weights(http, "b"), expected)
@@ -371,13 +372,15 @@ async def test_a_merge_replays_as_a_merge(redis_url: str, redis_client: Any) -> 
     # In process: the source's state, its summary merged in between the chunks.
     meta = await store.registry.get_meta("re")
     source = run_in_process(meta, [[SCENARIOS[method].chunk(i)] for i in (10, 11)])
-    fields = summary_fields_of(offered, meta.params)
+    fields = summary_fields_of(offered, resolved_params(meta))
     summary = {f: v for f, v in source.items() if f in fields or not isinstance(v, np.ndarray)}
     state = run_in_process(meta, [[SCENARIOS[method].chunk(0)]])
-    state = offered.merge(state, meta.params, summary)
+    state = offered.merge(state, resolved_params(meta), summary)
     for i in (1, 2):
-        state = offered.update(state, meta.params, chunk_of(meta, SCENARIOS[method].chunk(i)))
-    expected = offered.weights(state, meta.params)
+        state = offered.update(
+            state, resolved_params(meta), chunk_of(meta, SCENARIOS[method].chunk(i))
+        )
+    expected = offered.weights(state, resolved_params(meta))
     async with running_app(rare(redis_url)) as (_app, http):
         np.testing.assert_array_equal(await weights(http, "re"), expected)
     assert await checkpointed_after_export(redis_url, store, "re") == encode_state(state)
@@ -422,9 +425,11 @@ async def test_coalesced_batches_replay_as_the_same_batches(
     batches = [[bodies[0]], bodies[1:5]]
     method_ = get_method(method)
     np.testing.assert_array_equal(
-        coalesced, method_.weights(run_in_process(meta, batches), meta.params)
+        coalesced, method_.weights(run_in_process(meta, batches), resolved_params(meta))
     )
-    one_by_one = method_.weights(run_in_process(meta, [[b] for b in bodies[:5]]), meta.params)
+    one_by_one = method_.weights(
+        run_in_process(meta, [[b] for b in bodies[:5]]), resolved_params(meta)
+    )
     assert not np.array_equal(coalesced, one_by_one)  # the batching shows in the state
 
     async with running_app(rare(redis_url)) as (_app, http):
@@ -432,7 +437,7 @@ async def test_coalesced_batches_replay_as_the_same_batches(
         assert await replayed_versions(http) == 2
         expected = run_in_process(meta, [*batches, [bodies[5]]])
         np.testing.assert_array_equal(
-            await weights(http, "fs"), method_.weights(expected, meta.params)
+            await weights(http, "fs"), method_.weights(expected, resolved_params(meta))
         )
     assert await checkpointed_after_export(redis_url, store, "fs") == encode_state(expected)
 
@@ -446,7 +451,8 @@ async def test_an_app_takes_over_a_selector_of_the_earlier_layout(
     checkpoint in pieces replaces it."""
     method = "variance"
     n = 5
-    meta = SelectorMeta("old", method, get_method(method).resolve_params({}, n), 1.0, n_features=n)
+    stored = get_method(method).resolve_params({}, n).as_params()
+    meta = SelectorMeta("old", method, stored, 1.0, n_features=n)
     bodies = [SCENARIOS[method].chunk(i) for i in range(5)]
     rows = [len(body) for body in bodies]
     kind = kind_of(get_method(method).chunk_kind)
@@ -497,7 +503,7 @@ async def test_an_app_takes_over_a_selector_of_the_earlier_layout(
         assert (answer["version"], answer["rows_seen"]) == (4, sum(rows))
         expected = run_in_process(meta, [[bodies[0]], [bodies[1]], bodies[2:4], [bodies[4]]])
         np.testing.assert_array_equal(
-            await weights(http, "old"), get_method(method).weights(expected, meta.params)
+            await weights(http, "old"), get_method(method).weights(expected, resolved_params(meta))
         )
         await export(http, "old")
     point = (await store.registry.get_head("old")).checkpoint
@@ -557,11 +563,13 @@ async def test_checkpoints_written_while_applying_goes_on_replay_exactly(
     assert head.version == chunks and head.recovery_point.version >= 1
     meta = await store.registry.get_meta("fs")
     last = SCENARIOS[method].chunk(chunks)
-    expected = without_segments(get_method(method).update(held, meta.params, chunk_of(meta, last)))
+    expected = without_segments(
+        get_method(method).update(held, resolved_params(meta), chunk_of(meta, last))
+    )
 
     async with running_app(rare(redis_url)) as (_app, http):
         await push(http, "fs", method, chunks)
         np.testing.assert_array_equal(
-            await weights(http, "fs"), get_method(method).weights(expected, meta.params)
+            await weights(http, "fs"), get_method(method).weights(expected, resolved_params(meta))
         )
     assert await checkpointed_after_export(redis_url, store, "fs") == encode_state(expected)

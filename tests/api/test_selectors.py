@@ -89,8 +89,9 @@ async def test_chunks_in_every_format_match_the_library(client):
         assert response.json()["rows_seen"] == rows_seen
         assert response.json()["duplicate"] is False
 
-    method, params = FSDS(), created["params"]
-    state = method.initial_state(params, m)
+    method = FSDS()
+    params = method.resolve_params(created["params"], m, stored=True)
+    state = method.initial_state(params)
     for chunk in chunks:
         state = method.update(state, params, chunk)
     served = (await client.get("/v1/selectors/mix/weights")).json()

@@ -50,6 +50,9 @@ from schemathesis.checks import (
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.core.result import Ok
 
+from service.algorithms import METHODS
+from service.algorithms.base import Clusters, Mergeable, Projects, offers
+from tests.support.archive import SCENARIOS
 from tests.support.harness import ServiceProcess, live_service
 
 pytestmark = pytest.mark.slow
@@ -81,21 +84,24 @@ CHECKS = [
     ignored_auth,
 ]
 
-#: Selectors the fixture creates (with data), by the routes they serve best.
-POOL = {
-    "fsds": "c-fsds",
-    "ocfs": "c-ocfs",
-    "ioc": "c-ioc",
-    "ofs": "c-ofs",
-    "iqrp": "c-iqrp",
-    "omvfs": "c-omvfs",
-}
+#: Selectors the fixture creates (with data): one per registered method, made as its first
+#: example (``Method.examples``: small, so that generated bodies sometimes fit).
+POOL = {name: f"c-{name}" for name in METHODS}
+
+
+#: ... and the routes they serve best.
+def offering(capability: type) -> list[str]:
+    return [POOL[name] for name, method in METHODS.items() if offers(method, capability)]
+
+
 AIMED = {
-    "/v1/selectors/{name}/features": ["c-ofs", "c-iqrp"],
-    "/v1/selectors/{name}/cluster": ["c-ofs"],
-    "/v1/selectors/{name}/merge": ["c-ocfs"],
-    "/v1/selectors/{name}/projection": ["c-ioc"],
-    "/v1/selectors/{name}/transform": ["c-ioc"],
+    "/v1/selectors/{name}/features": [
+        POOL[name] for name, method in METHODS.items() if method.chunk_kind == "columns"
+    ],
+    "/v1/selectors/{name}/cluster": offering(Clusters),
+    "/v1/selectors/{name}/merge": offering(Mergeable),
+    "/v1/selectors/{name}/projection": offering(Projects),
+    "/v1/selectors/{name}/transform": offering(Projects),
 }
 
 #: The stream the fixture creates (labelled rows of 2 features), and its attached selectors.
@@ -113,26 +119,11 @@ def post(http: httpx.Client, path: str, body: Any, expect: int = 200) -> httpx.R
 
 
 def fill_pool(http: httpx.Client) -> None:
-    """One selector per method, small enough that generated bodies sometimes fit, with data."""
-    post(http, "/v1/selectors", {"name": "c-fsds", "method": "fsds", "n_features": 1}, 201)
-    post(http, "/v1/selectors/c-fsds/chunks", [[1.0], [2.0], [0.5]])
-    for name, method, extra in (
-        ("c-ocfs", "ocfs", {}),
-        ("c-ocfs2", "ocfs", {}),
-        ("c-ioc", "ioc", {"params": {"n_components": 1}}),
-    ):
-        post(http, "/v1/selectors", {"name": name, "method": method, "n_features": 2, **extra}, 201)
-        rows = {"rows": [[1.0, 0.0], [0.0, 2.0], [3.0, 1.0]], "labels": [0, 1, "x"]}
-        post(http, f"/v1/selectors/{name}/chunks", rows)
-    post(http, "/v1/selectors", {"name": "c-ofs", "method": "ofs", "n_samples": 2}, 201)
-    post(http, "/v1/selectors/c-ofs/features", {"columns": [[1.0, 0.0], [0.5, 2.0]]})
-    post(http, "/v1/selectors", {"name": "c-iqrp", "method": "iqrp", "n_samples": 2}, 201)
-    post(http, "/v1/selectors/c-iqrp/features", {"columns": [[1.0, 0.0], [0.5, 2.0]]})
-    body = {"name": "c-omvfs", "method": "omvfs", "views": {"a": 1, "b": 1}}
-    post(http, "/v1/selectors", {**body, "params": {"n_clusters": 2, "max_iter": 5}}, 201)
-    post(
-        http, "/v1/selectors/c-omvfs/chunks", {"views": {"a": [[1.0], [2.0]], "b": [[0.0], [1.0]]}}
-    )
+    """One selector per method (``POOL``), made and fed as the archive tests make them."""
+    for method, name in POOL.items():
+        made = SCENARIOS[method]
+        post(http, "/v1/selectors", {"name": name, "method": method, **made.create}, 201)
+        post(http, f"/v1/selectors/{name}/{made.route}", made.chunk(0))
     post(http, "/v1/streams", {"name": STREAM, "n_features": 2, "labelled": True}, 201)
     for name, method in zip(STREAM_SELECTORS, ("ocfs", "variance"), strict=True):
         post(http, "/v1/selectors", {"name": name, "method": method, "stream": STREAM}, 201)

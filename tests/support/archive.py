@@ -1,9 +1,11 @@
 """One scenario per method for the archive and replay tests: how to create a selector of it
-and push a chunk, and what its answers are (weights, rankings, descriptions)."""
+and push a chunk (made from the method's first ``examples``), and what its answers are
+(weights, rankings, descriptions)."""
 
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,8 +13,10 @@ import httpx
 import numpy as np
 
 from service.algorithms import METHODS
-from service.algorithms.base import DecidesOnArrival
+from service.algorithms.base import AnyMethod, DecidesOnArrival
+from service.algorithms.examples import Example
 from service.selectors.archive import MEDIA_TYPE
+from service.wire.kinds import kind_of
 
 ADMIN_TOKEN = "archive-admin-token"
 
@@ -49,47 +53,47 @@ def labels(seed: int, n: int) -> list[Any]:
     return [["a", 1, "b", 2][i] for i in np.random.default_rng(seed).integers(0, 4, n)]
 
 
-SCENARIOS: dict[str, Scenario] = {
-    "fsds": Scenario(
-        {"n_features": 6, "feature_names": [f"g{i}" for i in range(6)], "params": {"k": 2}},
-        "chunks",
-        lambda i: rows(i, 7, 6),
-    ),
-    "variance": Scenario({"n_features": 5}, "chunks", lambda i: rows(i, 9, 5)),
-    "ocfs": Scenario(
-        {"n_features": 4},
-        "chunks",
-        lambda i: {"rows": rows(i, 10, 4), "labels": labels(i, 10)},
-    ),
-    "ioc": Scenario(
-        {"n_features": 5, "params": {"n_components": 2}},
-        "chunks",
-        lambda i: {"rows": rows(i, 10, 5), "labels": labels(i, 10)},
-    ),
-    "ofs": Scenario(
-        {"n_samples": 6, "params": {"epsilon": 0.5, "seed": 3}},
-        "features",
-        lambda i: {
-            "columns": rows(i, 2, 6),
-            "names": [f"col{i}a", f"col{i}b"],
-        },
-    ),
-    "iqrp": Scenario(
-        # Blocks of 2 columns: the 3 columns of every chunk fill segments and leave a tail.
-        {"n_samples": 5, "params": {"block_columns": 2}},
-        "features",
-        lambda i: {"columns": rows(i, 3, 5), "names": [f"c{i}-{j}" for j in range(3)]},
-    ),
-    "omvfs": Scenario(
-        {
-            "views": {"text": 4, "image": 3},
-            "feature_names": {"text": ["w0", "w1", "w2", "w3"], "image": ["p0", "p1", "p2"]},
-            "params": {"n_clusters": 2, "buffer_chunks": 2, "max_iter": 5},
-        },
-        "chunks",
-        lambda i: {"views": {"text": rows(i, 6, 4, 0.0), "image": rows(i + 50, 6, 3, 0.0)}},
-    ),
-}
+def example_chunk(method: AnyMethod, example: Example, i: int) -> Any:
+    """The JSON body of chunk ``i`` of a selector made as ``example`` (by the method's chunk
+    kind: rows, labelled rows, every view's rows, or named feature columns)."""
+    n, low = example.items, example.low
+    shape = example.shape
+    if method.chunk_kind == "columns":
+        names = [f"c{i}-{j}" for j in range(n)]
+        return {"columns": rows(i, n, shape["n_samples"], low), "names": names}
+    if method.chunk_kind == "views":
+        views = shape["views"]
+        return {
+            "views": {v: rows(i + 50 * j, n, dim, low) for j, (v, dim) in enumerate(views.items())}
+        }
+    if method.chunk_kind == "labelled rows":
+        return {"rows": rows(i, n, shape["n_features"], low), "labels": labels(i, n)}
+    return rows(i, n, shape["n_features"], low)
+
+
+def scenario(method: AnyMethod) -> Scenario:
+    """The method's first example as a scenario: its creation body, route and chunks."""
+    example = method.examples[0]
+    body = {**example.shape, **({"params": dict(example.params)} if example.params else {})}
+    route = kind_of(method.chunk_kind).route
+    return Scenario(body, route, lambda i: example_chunk(method, example, i))
+
+
+class _Scenarios(Mapping[str, Scenario]):
+    """Every registered method's scenario, read off the registry when asked (so a method the
+    tests register for a while has one too)."""
+
+    def __getitem__(self, name: str) -> Scenario:
+        return scenario(METHODS[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(METHODS)
+
+    def __len__(self) -> int:
+        return len(METHODS)
+
+
+SCENARIOS: Mapping[str, Scenario] = _Scenarios()
 
 
 async def create(http: httpx.AsyncClient, name: str, method: str, **extra: Any) -> Any:

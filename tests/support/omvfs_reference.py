@@ -5,7 +5,6 @@ against (``benchmarks/bench_omvfs.py``)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -27,14 +26,14 @@ from service.algorithms.omvfs.graph import buffer_rows
 
 def reference_update(
     state: State,
-    params: Mapping[str, Any],
+    params: OMVFSParams,
     rows: Matrix,
     stop: StopRule = "change",
     trace: list[float] | None = None,
 ) -> State:
     """Steps 5-19 of Algorithm 1 for one chunk, literally; ``trace`` collects the objective
     after every iteration (and before the first)."""
-    cfg = OMVFSParams.resolve(params, rows.shape[1], stored=True)
+    cfg = params
     views = split_views(rows, cfg)
     m, k = views[0].shape[0], cfg.n_clusters
     t = int(np.asarray(state["chunks_seen"])) + 1
@@ -129,13 +128,13 @@ def reference_update(
     return new
 
 
-def reference_initial_state(params: Mapping[str, Any], n_features: int) -> State:
+def reference_initial_state(params: OMVFSParams, n_features: int) -> State:
     """The first version's initial state: the similarities as one dense ``W{j}`` per view, no
     feature moments."""
-    state = METHOD.initial_state(params, n_features)
+    state = METHOD.initial_state(params)
     for field in MOMENTS:
         del state[field]
-    for j in range(len(params["views"])):
+    for j in range(len(params.view_dims)):
         for field in ("_data", "_indices", "_indptr"):
             state.pop(f"W{j}{field}", None)
         state[f"W{j}"] = np.zeros((0, 0))
@@ -154,12 +153,13 @@ MOMENTS = ("feature_rows", "feature_mean", "feature_m2")
 StopRule = Literal["objective", "change"]
 
 
-def literal_gamma(x_buffer: list[Any], params: Mapping[str, Any]) -> float:
+def literal_gamma(x_buffer: list[Any], params: OMVFSParams) -> float:
     """The paper's number, or for ``"auto"`` GAMMA_SCALE |X_[s,t]|_F^2 / K over all views."""
-    if params["gamma"] != "auto":
-        return float(params["gamma"])
+    given = params.as_params()
+    if given["gamma"] != "auto":
+        return float(given["gamma"])
     squared = sum(float(np.sum(np.asarray(sp.csr_matrix(x).toarray()) ** 2)) for x in x_buffer)
-    return GAMMA_SCALE * squared / int(params["n_clusters"])
+    return GAMMA_SCALE * squared / int(given["n_clusters"])
 
 
 def literal_objective(
@@ -169,15 +169,16 @@ def literal_objective(
     v: list[np.ndarray],
     a_hat: np.ndarray,
     b_hat: list[np.ndarray],
-    params: Mapping[str, Any],
+    params: OMVFSParams,
 ) -> float:
     """Eq. (10) on the buffer plus eq. (13)-(14) through A^ and B^, term by term."""
     gamma = literal_gamma(x_buffer, params)
-    names = list(params["views"])
+    given = params.as_params()
+    names = list(given["views"])
     k = u.shape[1]
     total = gamma * float(np.linalg.norm(u.T @ u - np.eye(k)) ** 2)
     for j, name in enumerate(names):
-        alpha, beta = float(params["alpha"][name]), float(params["beta"][name])
+        alpha, beta = float(given["alpha"][name]), float(given["beta"][name])
         laplacian = np.diag(w[j].sum(axis=1)) - w[j]
         total += float(np.linalg.norm(x_buffer[j] - u @ v[j].T) ** 2)
         total += alpha * float(np.trace(u.T @ laplacian @ u))
@@ -193,10 +194,10 @@ def first_objective(
     v: list[np.ndarray],
     a_hat: np.ndarray,
     b_hat: list[np.ndarray],
-    params: Mapping[str, Any],
+    params: OMVFSParams,
 ) -> float:
     """The first version's per-iteration objective (without forming ``U V^T``), verbatim."""
-    cfg = OMVFSParams.resolve(params, sum(x.shape[1] for x in x_buffer), stored=True)
+    cfg = params
     utu = u.T @ u
     ortho = literal_gamma(x_buffer, params) * float(np.sum((utu - np.eye(utu.shape[0])) ** 2))
     total = ortho

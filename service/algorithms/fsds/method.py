@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
 from service.algorithms.base import ChunkKind, Matrix, State
+from service.algorithms.examples import Example
 from service.algorithms.fsds.params import BANDWIDTH_SAMPLE_ROWS, FSDSParams
 from service.algorithms.fsds.sketches import (
     _SKETCH_SCALARS,
     _check_sketch,
-    _features,
     _merge_sketches,
     _state_float,
     subsample_config,
@@ -29,15 +29,13 @@ from service.algorithms.fsds.weights import (
 )
 from service.algorithms.kernels import RandomFourierFeatures, median_pairwise_distance
 from service.algorithms.pivoted_qr import ColumnSource, MatrixSource
-from service.algorithms.resampling import (
-    Dealt,
-    ResampledMergeable,
-)
+from service.algorithms.resampling import ResampledMergeable
 from service.algorithms.sketching import (
     SketchUpdate,
     decay_weights,
     frequent_directions_update,
 )
+from service.algorithms.subsamples import SubsampleRows
 from service.errors import Inconsistent, InvalidInput
 
 
@@ -50,7 +48,7 @@ def _weights_of(upd: SketchUpdate, cfg: FSDSParams, m: int) -> tuple[float, np.n
 
 
 def _fold(
-    state: State, cfg: FSDSParams, m: int, rows: Matrix, dealt: Dealt | None = None
+    state: State, cfg: FSDSParams, m: int, rows: Matrix, dealt: SubsampleRows | None = None
 ) -> tuple[SketchUpdate, State]:
     """Algorithm 2, steps 1-4: ``rows`` folded into the sketch of ``state`` (of ``m`` features,
     with ``cfg``), and the sketch's fields after it (everything but alpha and the weights).
@@ -126,7 +124,7 @@ def _fold_weighed(
     cfg: FSDSParams,
     m: int,
     rows: Matrix,
-    dealt: Dealt,
+    dealt: SubsampleRows,
     block: int,
     bandwidth: float,
 ) -> tuple[SketchUpdate, State]:
@@ -175,7 +173,7 @@ def _with_weights(upd: SketchUpdate, folded: State, cfg: FSDSParams, m: int) -> 
     }
 
 
-class FSDS(ResampledMergeable):
+class FSDS(ResampledMergeable[FSDSParams]):
     """Feature Selection on Data Streams (Algorithm 2 STREAMFEATWEIGHT) over row chunks.
 
     Capability: ``SelectsColumns`` on request (``strategy=diverse``): pivoted QR on the feature
@@ -208,6 +206,13 @@ class FSDS(ResampledMergeable):
     )
     chunk_kind: ChunkKind = "rows"
     params_model = FSDSParams
+    examples: tuple[Example, ...] = (
+        Example({"n_features": 6, "feature_names": [f"g{i}" for i in range(6)]}, {"k": 2}, items=7),
+        Example({"n_features": 6}, {"kernel": "gaussian", "kernel_components": 16}),
+        Example({"n_features": 6}, {"decay": 0.9}),
+        Example({"n_features": 6}, {"normalize_rows": False}),
+        Example({"n_features": 6}, {"block_rows": None}),
+    )
     score_field = "weights"
     chunking_invariant = False
     #: The sketch (2 ell x m) is read only by ``strategy=diverse``: from a checkpoint.
@@ -238,34 +243,30 @@ class FSDS(ResampledMergeable):
     #: the rows grow (``resampling.SCORES_REFRESH_GROWTH``).
     caches_resample_scores = True
 
-    def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
-        cfg = FSDSParams.resolve(params, n_features, stored=True)
+    def core_initial_state(self, params: FSDSParams) -> State:
         return {
-            "sketch_rows": np.zeros((cfg.ell, cfg.width(n_features))),
-            "singular_values": np.zeros(cfg.ell),
-            "weights": np.zeros(n_features),
+            "sketch_rows": np.zeros((params.ell, params.width(params.size))),
+            "singular_values": np.zeros(params.ell),
+            "weights": np.zeros(params.size),
             "alpha": 0.0,
             "rows_seen": 0,
             "shrinkage_total": 0.0,
             "squared_norm_seen": 0.0,
-            "kernel_bandwidth": float(cfg.kernel_bandwidth or 0.0),
+            "kernel_bandwidth": float(params.kernel_bandwidth or 0.0),
         }
 
-    def core_state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
-        cfg = FSDSParams.resolve(params, n_features, stored=True)
+    def core_state_sizes(self, params: FSDSParams) -> dict[str, int]:
         return {
-            "sketch_rows": 8 * cfg.ell * cfg.width(n_features),
-            "singular_values": 8 * cfg.ell,
-            "weights": 8 * n_features,
+            "sketch_rows": 8 * params.ell * params.width(params.size),
+            "singular_values": 8 * params.ell,
+            "weights": 8 * params.size,
         }
 
-    def core_update(self, state: State, params: Mapping[str, Any], rows: Matrix) -> State:
-        m = np.asarray(state["weights"]).shape[0]
-        cfg = FSDSParams.resolve(params, m, stored=True)
-        upd, folded = _fold(state, cfg, m, rows)
-        return _with_weights(upd, folded, cfg, m)
+    def core_update(self, state: State, params: FSDSParams, rows: Matrix) -> State:
+        upd, folded = _fold(state, params, params.size, rows)
+        return _with_weights(upd, folded, params, params.size)
 
-    def core_merge(self, state: State, params: Mapping[str, Any], summary: State) -> State:
+    def core_merge(self, state: State, params: FSDSParams, summary: State) -> State:
         """Add another sketch of the same features: its rows are folded in as rows, with one
         shrink (Algorithm 2, steps 1-4 on ``[B_1; B_2]``), then steps 5-7 on the result.
 
@@ -282,57 +283,57 @@ class FSDS(ResampledMergeable):
         ages by its own rows). In gaussian mode both sketches must use the same random feature
         map: same seed (the params) and the same bandwidth.
         """
-        m = np.asarray(state["weights"]).shape[0]
-        cfg = FSDSParams.resolve(params, m, stored=True)
-        upd, folded = _merge_sketches(state, summary, cfg, self.summary_samples(summary))
-        return _with_weights(upd, folded, cfg, m)
+        upd, folded = _merge_sketches(state, summary, params, self.summary_samples(summary))
+        return _with_weights(upd, folded, params, params.size)
 
     # -- the subsamples: K - 1 sketches stored, the last the whole's minus theirs ----------
 
-    def subsample_initial_state(self, params: Mapping[str, Any], size: int) -> State:
-        state = self.core_initial_state(params, size)
+    def subsample_initial_state(self, params: FSDSParams) -> State:
+        state = self.core_initial_state(params)
         return {f: v for f, v in state.items() if f not in ("weights", "alpha")}
 
-    def subsample_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
-        sizes = self.core_state_sizes(params, size)
+    def subsample_state_sizes(self, params: FSDSParams) -> dict[str, int]:
+        sizes = self.core_state_sizes(params)
         return {f: n for f, n in sizes.items() if f != "weights"}
 
     def subsample_update(
-        self, subsample: State, params: Mapping[str, Any], chunk: Matrix, whole: State, dealt: Dealt
+        self,
+        subsample: State,
+        params: FSDSParams,
+        chunk: Matrix,
+        whole: State,
+        dealt: SubsampleRows,
     ) -> State:
         """Steps 1-4 on the subsample's rows (``subsample_config``), each weighed as in the
         whole stream; in gaussian mode with the whole stream's bandwidth (the median heuristic
         on its own first rows would pick another feature map)."""
-        m = int(chunk.shape[1])
-        cfg = subsample_config(params, m)
+        cfg = subsample_config(params)
         bandwidth = _state_float(whole, "kernel_bandwidth")
         if cfg.gaussian and cfg.kernel_bandwidth is None and bandwidth > 0:
             cfg = cfg.model_copy(update={"kernel_bandwidth": bandwidth})
-        return _fold(subsample, cfg, m, dealt.of(chunk), dealt)[1]
+        return _fold(subsample, cfg, params.size, dealt.of(chunk), dealt)[1]
 
-    def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
+    def subsample_scores(self, subsample: State, params: FSDSParams) -> np.ndarray:
         """Steps 5-7 on the subsample's sketch, as on the whole stream's."""
-        m = _features(subsample, params)
-        cfg = FSDSParams.resolve(params, m, stored=True)
         sketch = np.asarray(subsample["sketch_rows"], dtype=np.float64)
         sigma = np.asarray(subsample["singular_values"], dtype=np.float64)
-        return _weights_of(SketchUpdate(sketch, sigma, 0.0), cfg, m)[1]
+        return _weights_of(SketchUpdate(sketch, sigma, 0.0), params, params.size)[1]
 
     def subsample_rows(self, subsample: State) -> int:
         return int(np.asarray(subsample["rows_seen"]))
 
-    def subsample_check(self, subsample: State, params: Mapping[str, Any], size: int) -> None:
-        _check_sketch(subsample, subsample_config(params, size))
+    def subsample_check(self, subsample: State, params: FSDSParams) -> None:
+        _check_sketch(subsample, subsample_config(params))
 
-    def subsample_merge(self, subsample: State, params: Mapping[str, Any], other: State) -> State:
-        cfg = subsample_config(params, _features(subsample, params))
+    def subsample_merge(self, subsample: State, params: FSDSParams, other: State) -> State:
+        cfg = subsample_config(params)
         return _merge_sketches(subsample, other, cfg, self.subsample_rows(other))[1]
 
-    def subsample_of_whole(self, whole: State, params: Mapping[str, Any]) -> State:
+    def subsample_of_whole(self, whole: State, params: FSDSParams) -> State:
         """The whole stream's sketch and its scalars (``derived_from``: what a reader reads)."""
         return {f: whole[f] for f in ("sketch_rows", *_SKETCH_SCALARS)}
 
-    def subsample_unmerge(self, whole: State, params: Mapping[str, Any], part: State) -> State:
+    def subsample_unmerge(self, whole: State, params: FSDSParams, part: State) -> State:
         """The rest of the stream's sketch: ``unmerge_sketches``, with the rows, shrinkage
         (the bound of the difference: both shrinkages) and squared norms of the rest."""
         rows = self.subsample_rows(whole) - self.subsample_rows(part)
@@ -359,21 +360,20 @@ class FSDS(ResampledMergeable):
     def summary_samples(self, summary: State) -> int:
         return int(np.asarray(summary.get("rows_seen") or 0))
 
-    def merge_refusal(self, params: Mapping[str, Any]) -> str | None:
+    def merge_refusal(self, params: FSDSParams) -> str | None:
         """Partitions each choose a gaussian bandwidth from their first chunk unless it is fixed;
         sketches of different feature maps do not merge."""
-        if params.get("kernel") == "gaussian" and params.get("kernel_bandwidth") is None:
+        if params.gaussian and params.kernel_bandwidth is None:
             return "fsds with kernel gaussian merges only with a fixed kernel_bandwidth"
         return None
 
-    def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
+    def weights(self, state: State, params: FSDSParams) -> np.ndarray:
         return np.asarray(state["weights"], dtype=np.float64)
 
     def core_check_consistency(
         self,
         state: State,
-        params: Mapping[str, Any],
-        size: int,
+        params: FSDSParams,
         segments: Mapping[str, np.ndarray],
     ) -> None:
         """``ChecksState``: what Algorithm 2 leaves behind. Steps 1-4 leave ``B = S V^T``, so
@@ -381,11 +381,10 @@ class FSDS(ResampledMergeable):
         Directions never adds energy (``||B||_F^2 <= ||Y||_F^2`` of the rows seen, in the
         cosine mode), nothing before the first row; and steps 5-7 give exactly the stored
         ``alpha`` and weights."""
-        cfg = FSDSParams.resolve(params, size, stored=True)
-        _check_sketch(state, cfg)
+        _check_sketch(state, params)
         sketch = np.asarray(state["sketch_rows"], dtype=np.float64)
         sigma = np.asarray(state["singular_values"], dtype=np.float64)
-        alpha, weights = _weights_of(SketchUpdate(sketch, sigma, 0.0, 0.0), cfg, size)
+        alpha, weights = _weights_of(SketchUpdate(sketch, sigma, 0.0, 0.0), params, params.size)
         stored = np.asarray(state["weights"], dtype=np.float64)
         if not (
             math.isclose(alpha, _state_float(state, "alpha"), rel_tol=1e-9, abs_tol=1e-300)
@@ -398,9 +397,8 @@ class FSDS(ResampledMergeable):
     def pivot_source(
         self,
         state: State,
-        params: Mapping[str, Any],
-        n_features: int,
+        params: FSDSParams,
         read_segment: Callable[[str], np.ndarray],
     ) -> ColumnSource:
         """The feature columns of the sketch (in gaussian mode, without the random features)."""
-        return MatrixSource(np.asarray(state["sketch_rows"])[:, :n_features])
+        return MatrixSource(np.asarray(state["sketch_rows"])[:, : params.size])

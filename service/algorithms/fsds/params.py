@@ -8,9 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from service.algorithms.params import computed
-from service.algorithms.resampling import (
-    ResampledParams,
-)
+from service.algorithms.subsamples import ResampledParams
 from service.errors import InvalidParams
 
 #: Parameters of the gaussian kernel only (refused, and not stored, with the cosine kernel).

@@ -4,21 +4,17 @@ a state's sketch must be."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
 from service.algorithms.base import State
-from service.algorithms.fsds.params import DEFAULT_KERNEL_COMPONENTS, FSDSParams
+from service.algorithms.fsds.params import FSDSParams
 from service.algorithms.fsds.weights import _EPS
-from service.algorithms.resampling import (
-    resample_count,
-)
 from service.algorithms.sketching import (
     SketchUpdate,
     frequent_directions_update,
 )
+from service.algorithms.subsamples import resample_count
 from service.errors import Inconsistent, InvalidInput
 
 
@@ -91,15 +87,14 @@ def _check_sketch(state: State, cfg: FSDSParams) -> None:
         )
 
 
-def subsample_config(params: Mapping[str, Any], m: int) -> FSDSParams:
+def subsample_config(params: FSDSParams) -> FSDSParams:
     """A stored subsample's sketch (``resamples``): as the whole stream's (``ell`` rows, ``k``
     directions, its forgetting, in ``_fold_weighed``), shrunk every ``ceil(block_rows / K)``
     of its rows, i.e. at about the same stream positions as the whole sketch
     (``block_rows = null``: once per update, as the whole's)."""
-    cfg = FSDSParams.resolve(params, m, stored=True)
     k = max(resample_count(params), 1)
-    block = None if cfg.block_rows is None else max(1, math.ceil(cfg.block_rows / k))
-    return cfg.model_copy(update={"block_rows": block})
+    block = None if params.block_rows is None else max(1, math.ceil(params.block_rows / k))
+    return params.model_copy(update={"block_rows": block})
 
 
 def unmerge_sketches(
@@ -146,11 +141,3 @@ def unmerge_sketches(
 
 #: The scalars of a sketch (a subsample's state: the whole stream's but alpha and the weights).
 _SKETCH_SCALARS = ("rows_seen", "shrinkage_total", "squared_norm_seen", "kernel_bandwidth")
-
-
-def _features(subsample: State, params: Mapping[str, Any]) -> int:
-    """The features of a subsample's sketch (its width, less the random features)."""
-    width = int(np.asarray(subsample["sketch_rows"]).shape[1])
-    if params.get("kernel") == "gaussian":
-        return width - int(params.get("kernel_components", DEFAULT_KERNEL_COMPONENTS))
-    return width

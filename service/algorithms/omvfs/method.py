@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
 from service.algorithms.base import ChunkKind, Matrix, State
+from service.algorithms.examples import Example
 from service.algorithms.omvfs.graph import (
     buffer_rows,
     median_distance,
@@ -27,10 +28,10 @@ from service.algorithms.variance import Moments, chunk_moments, combine, grouped
 from service.errors import Inconsistent
 
 
-class OMVFS(ResampledMethod):
+class OMVFS(ResampledMethod[OMVFSParams]):
     """Online multi-view feature selection (Algorithm 1) over chunks of rows of every view.
 
-    A chunk is the views side by side (``m x sum_v D_v``, in the order of ``params["views"]``);
+    A chunk is the views side by side (``m x sum_v D_v``, in the order of ``params.views``);
     the applier gives one log entry at a time (``coalesces = False``): the buffer holds chunks
     as the producers sent them.
     """
@@ -41,6 +42,17 @@ class OMVFS(ResampledMethod):
     )
     chunk_kind: ChunkKind = "views"
     params_model = OMVFSParams
+    examples: tuple[Example, ...] = (
+        Example(
+            {
+                "views": {"text": 4, "image": 3},
+                "feature_names": {"text": ["w0", "w1", "w2", "w3"], "image": ["p0", "p1", "p2"]},
+            },
+            {"n_clusters": 2, "buffer_chunks": 2, "max_iter": 5},
+            items=6,
+            low=0.0,
+        ),
+    )
     score_field = "weights"
     coalesces = False
     chunking_invariant = False
@@ -56,10 +68,9 @@ class OMVFS(ResampledMethod):
     #: index is that of n/K rows.
     stability_corrected = False
 
-    def core_initial_state(self, params: Mapping[str, Any], n_features: int) -> State:
-        cfg = OMVFSParams.resolve(params, n_features, stored=True)
-        k = cfg.n_clusters
-        rng = np.random.default_rng([cfg.seed, 0])
+    def core_initial_state(self, params: OMVFSParams) -> State:
+        k = params.n_clusters
+        rng = np.random.default_rng([params.seed, 0])
         state: State = {
             "chunks_seen": 0,
             "A": np.zeros((k, k)),
@@ -70,49 +81,47 @@ class OMVFS(ResampledMethod):
             # The running moments of every feature as the factorisation sees it (rows scaled),
             # which the scale-free scores divide by.
             "feature_rows": 0,
-            "feature_mean": np.zeros(n_features),
-            "feature_m2": np.zeros(n_features),
+            "feature_mean": np.zeros(params.size),
+            "feature_m2": np.zeros(params.size),
         }
         factors = []
-        for j, (_, dim) in enumerate(cfg.view_dims):
+        for j, (_, dim) in enumerate(params.view_dims):
             v = rng.random((dim, k))  # step 1: V initialised randomly (nonnegative)
             factors.append(v)
             state[f"V{j}"] = v
             state[f"B{j}"] = np.zeros((dim, k))
             empty = np.zeros((0, 0))
             state.update(
-                similarity_fields(empty if cfg.neighbours is None else sp.csr_matrix(empty), j)
+                similarity_fields(empty if params.neighbours is None else sp.csr_matrix(empty), j)
             )
             state[f"X{j}_data"] = np.zeros(0)
             state[f"X{j}_indices"] = np.zeros(0, dtype=np.int64)
             state[f"X{j}_indptr"] = np.zeros(1, dtype=np.int64)
-            state[f"bandwidth{j}"] = 0.0 if cfg.bandwidths is None else cfg.bandwidths[j]
-        no_rows = (0, np.zeros(n_features), np.zeros(n_features))
+            state[f"bandwidth{j}"] = 0.0 if params.bandwidths is None else params.bandwidths[j]
+        no_rows = (0, np.zeros(params.size), np.zeros(params.size))
         sums = [np.zeros_like(v) for v in factors]
-        state["weights"] = feature_scores(factors, np.zeros((k, k)), sums, no_rows, cfg.score)
+        state["weights"] = feature_scores(factors, np.zeros((k, k)), sums, no_rows, params.score)
         return state
 
-    def core_state_sizes(self, params: Mapping[str, Any], n_features: int) -> dict[str, int]:
-        cfg = OMVFSParams.resolve(params, n_features, stored=True)
-        k = cfg.n_clusters
+    def core_state_sizes(self, params: OMVFSParams) -> dict[str, int]:
+        k = params.n_clusters
         sizes = {
             "A": 8 * k * k,
-            "weights": 8 * n_features,
-            "feature_mean": 8 * n_features,
-            "feature_m2": 8 * n_features,
+            "weights": 8 * params.size,
+            "feature_mean": 8 * params.size,
+            "feature_m2": 8 * params.size,
         }
-        for j, (_, dim) in enumerate(cfg.view_dims):
+        for j, (_, dim) in enumerate(params.view_dims):
             sizes[f"V{j}"] = sizes[f"B{j}"] = 8 * dim * k
             sizes[f"X{j}_indptr"] = 8  # the empty buffer's CSR row pointers
-            if cfg.neighbours is not None:
+            if params.neighbours is not None:
                 sizes[f"W{j}_indptr"] = 8
         return sizes  # the buffer (rows, U, similarities) grows with the chunks
 
-    def core_update(self, state: State, params: Mapping[str, Any], rows: Matrix) -> State:
+    def core_update(self, state: State, params: OMVFSParams, rows: Matrix) -> State:
         """Steps 5-19 of Algorithm 1 for one chunk."""
-        cfg = OMVFSParams.resolve(params, rows.shape[1], stored=True)
-        views = split_views(rows, cfg)
-        return self._update(state, cfg, views, chunk_moments(sp.hstack(views, "csr")))
+        views = split_views(rows, params)
+        return self._update(state, params, views, chunk_moments(sp.hstack(views, "csr")))
 
     def _update(
         self, state: State, cfg: OMVFSParams, views: list[sp.csr_matrix], chunk: Moments
@@ -182,23 +191,23 @@ class OMVFS(ResampledMethod):
         new["weights"] = feature_scores(v, solution.a, b, moments, cfg.score)  # step 19
         return new
 
-    def weights(self, state: State, params: Mapping[str, Any]) -> np.ndarray:
+    def weights(self, state: State, params: OMVFSParams) -> np.ndarray:
         """Every feature's score (``feature_scores``), the views side by side."""
         return np.array(state["weights"], dtype=np.float64)
 
     # -- the subsamples: Algorithm 1 on each one's rows, as many iterations as the whole ----
 
-    def subsample_initial_state(self, params: Mapping[str, Any], size: int) -> State:
-        return self.core_initial_state(params, size)
+    def subsample_initial_state(self, params: OMVFSParams) -> State:
+        return self.core_initial_state(params)
 
-    def subsample_state_sizes(self, params: Mapping[str, Any], size: int) -> dict[str, int]:
-        return self.core_state_sizes(params, size)
+    def subsample_state_sizes(self, params: OMVFSParams) -> dict[str, int]:
+        return self.core_state_sizes(params)
 
     def update_with_subsamples(
         self,
         state: State,
         subsamples: list[State],
-        params: Mapping[str, Any],
+        params: OMVFSParams,
         chunk: Matrix,
         dealt: np.ndarray,
     ) -> tuple[State, list[State]]:
@@ -207,12 +216,11 @@ class OMVFS(ResampledMethod):
         (``last_iterations``). The subsamples reuse what does not depend on which rows are
         together: the chunk's views with their rows scaled (``split_views``, per row), and the
         feature moments of their rows, from one pass over the chunk (``grouped_moments``)."""
-        cfg = OMVFSParams.resolve(params, chunk.shape[1], stored=True)
-        views = split_views(chunk, cfg)
+        views = split_views(chunk, params)
         moments, parts = grouped_moments(sp.hstack(views, "csr"), dealt, len(subsamples))
-        new = self._update(state, cfg, views, moments)
+        new = self._update(state, params, views, moments)
         done = int(np.asarray(new["last_iterations"]))
-        capped = cfg.model_copy(update={"max_iter": max(1, min(done, cfg.max_iter))})
+        capped = params.model_copy(update={"max_iter": max(1, min(done, params.max_iter))})
         out = []
         for g, subsample in enumerate(subsamples):
             rows = np.flatnonzero(dealt == g)
@@ -221,45 +229,41 @@ class OMVFS(ResampledMethod):
             out.append(subsample)
         return new, out
 
-    def subsample_scores(self, subsample: State, params: Mapping[str, Any]) -> np.ndarray:
+    def subsample_scores(self, subsample: State, params: OMVFSParams) -> np.ndarray:
         return np.array(subsample["weights"], dtype=np.float64)
 
     def subsample_rows(self, subsample: State) -> int:
         return int(np.asarray(subsample["feature_rows"]))
 
-    def subsample_check(self, subsample: State, params: Mapping[str, Any], size: int) -> None:
-        self.core_check_consistency(subsample, params, size, {})
+    def subsample_check(self, subsample: State, params: OMVFSParams) -> None:
+        self.core_check_consistency(subsample, params, {})
 
-    def subsample_growing_axes(
-        self, params: Mapping[str, Any], size: int
-    ) -> dict[str, tuple[int, ...]]:
-        return self.core_growing_axes(params, size)
+    def subsample_growing_axes(self, params: OMVFSParams) -> dict[str, tuple[int, ...]]:
+        return self.core_growing_axes(params)
 
-    def core_growing_axes(self, params: Mapping[str, Any], size: int) -> dict[str, tuple[int, ...]]:
+    def core_growing_axes(self, params: OMVFSParams) -> dict[str, tuple[int, ...]]:
         """``ChecksState``: the buffer's CSR row pointers grow from their one initial entry."""
-        views = OMVFSParams.resolve(params, size, stored=True).views
+        views = params.views
         return {f"{part}{j}_indptr": (0,) for j in range(len(views)) for part in ("X", "W")}
 
     def core_check_consistency(
         self,
         state: State,
-        params: Mapping[str, Any],
-        size: int,
+        params: OMVFSParams,
         segments: Mapping[str, np.ndarray],
     ) -> None:
         """``ChecksState``: the buffer's parts (U, W and the rows of every view) hold the same
         buffered rows, at most ``buffer_chunks`` chunks of them."""
-        cfg = OMVFSParams.resolve(params, size, stored=True)
         sizes = np.asarray(state["buffer_chunk_rows"])
         rows = int(sizes.sum())
         if (
-            sizes.shape[0] > cfg.buffer_chunks
+            sizes.shape[0] > params.buffer_chunks
             or np.any(sizes < 1)
             or int(np.asarray(state["chunks_seen"])) < sizes.shape[0]
             or np.asarray(state["U_buffer"]).shape[0] != rows
         ):
             raise Inconsistent(
-                f"an omvfs buffer holds at most buffer_chunks={cfg.buffer_chunks} chunks of at "
+                f"an omvfs buffer holds at most buffer_chunks={params.buffer_chunks} chunks of at "
                 f"least one row, U for each of its rows; got chunk sizes {sizes.tolist()[:10]} "
                 f"and U of shape {np.asarray(state['U_buffer']).shape}"
             )
@@ -274,7 +278,7 @@ class OMVFS(ResampledMethod):
                 f"and squared deviations; got {int(np.asarray(state['feature_rows']))} rows for "
                 f"a buffer of {rows}"
             )
-        for j, (view, dim) in enumerate(cfg.view_dims):
+        for j, (view, dim) in enumerate(params.view_dims):
             check_csr(state, f"X{j}", rows, dim, f"view '{view}': the buffer's rows")
             if f"W{j}_indptr" in state:
                 check_csr(state, f"W{j}", rows, rows, f"view '{view}': the similarities W")

@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar, Literal, get_args
 from pydantic import Field
 
 from service.algorithms.params import computed
-from service.algorithms.resampling import ResampledParams
+from service.algorithms.subsamples import ResampledParams
 from service.errors import InvalidParams
 
 #: Default k of the similarity graph (``neighbours``; null keeps the dense kernel).

@@ -10,7 +10,7 @@ from fastapi import APIRouter
 from starlette.responses import Response
 
 from service.algorithms import METHODS
-from service.algorithms.base import capabilities
+from service.algorithms.base import AnyMethod, capabilities
 from service.api.deps import result_response
 from service.api.guard import GuardedRoute
 from service.api.request_bodies import documented_params
@@ -22,11 +22,16 @@ from service.wire.kinds import kind_of
 router = APIRouter(prefix="/v1/methods", tags=["methods"], route_class=GuardedRoute)
 
 
-@cache
 def method_list() -> MethodList:
-    """Every registered method, described once (the registry does not change while serving)."""
+    """Every registered method, described once per set of methods registered (the registry
+    does not change while serving; the tests register a method of their own for a while)."""
+    return _described(tuple(METHODS.items()))
+
+
+@cache
+def _described(methods: tuple[tuple[str, AnyMethod], ...]) -> MethodList:
     described = []
-    for name, method in METHODS.items():
+    for name, method in methods:
         kind = kind_of(method.chunk_kind)
         schema, example_params = documented_params(method, kind)
         example = {"name": f"my-{name}", "method": name, **kind.example()}

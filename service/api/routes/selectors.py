@@ -17,7 +17,6 @@ from service.api.deps import (
     result_response,
 )
 from service.api.guard import GuardedRoute, read_json
-from service.api.request_bodies import create_request_body
 from service.api.schemas import NAME_PATTERN, PROBLEM_RESPONSES
 from service.auth import Principal, requires
 from service.errors import Forbidden, NotFound
@@ -33,7 +32,6 @@ Caller = Annotated[Principal, Depends(get_principal)]
 @router.post(
     "",
     status_code=201,
-    openapi_extra={"requestBody": create_request_body()},
     responses={201: {"model": SelectorOut}, **PROBLEM_RESPONSES},
 )
 @requires("admin")
