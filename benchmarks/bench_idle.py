@@ -34,7 +34,7 @@ from service.store.codec import encode_state  # noqa: E402
 from service.store.records import SelectorMeta, new_incarnation  # noqa: E402
 from service.store.redis_store import SelectorStore  # noqa: E402
 from service.updates import publish  # noqa: E402
-from service.wire.kinds import kind_of  # noqa: E402
+from service.wire.kinds import chunk_format  # noqa: E402
 from tests.support.harness import RedisProcess, ServiceProcess, cpu_seconds  # noqa: E402
 
 FEATURES = 4
@@ -77,7 +77,7 @@ async def append_behind_its_back(url: str, name: str) -> str:
     body = np.ones((1, FEATURES)).tolist()
     import orjson
 
-    decoded = kind_of("rows").decode(orjson.dumps(body), "application/json", meta, 1 << 20)
+    decoded = chunk_format("rows").decode(orjson.dumps(body), "application/json", meta, 1 << 20)
     outcome = await store.log.append(
         name, decoded.payload, decoded.items, decoded.digest, None, incarnation=meta.incarnation
     )

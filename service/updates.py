@@ -49,7 +49,7 @@ from service.store.codec import (
 from service.store.keys import compare_stream_ids
 from service.store.monitoring_records import RankedList
 from service.store.records import CommitRecord, LogEntry, SelectorMeta
-from service.wire.kinds import Chunk, kind_of
+from service.wire.kinds import Chunk, chunk_format
 from service.wire.log import decode_chunk
 
 log = logging.getLogger("sift.updates")
@@ -195,7 +195,7 @@ def fold(meta: SelectorMeta, state: State, payloads: Sequence[Entry], merge: boo
                 if not offers(method, Mergeable):
                     raise CodecError(f"the log holds a merge, which {method.name} cannot take")
                 return method.merge(state, params, summary)
-            kind = kind_of(method.chunk_kind)
+            kind = chunk_format(method.chunk_kind)
             # A stream's chunks come as the stream's kind (labelled rows, for a method of rows).
             joined = kind.join([kind.taken(chunk) for chunk in chunks])
             return method.update(state, params, joined)
@@ -332,7 +332,7 @@ def replay(
     Raises StateUnreadable if records and entries do not fit together, or an update that once
     succeeded fails now.
     """
-    kind = kind_of(get_method(meta.method).chunk_kind)
+    kind = chunk_format(get_method(meta.method).chunk_kind)
     position = 0
     for record in records:
         batch = []

@@ -19,12 +19,14 @@ from service.algorithms.base import MAX_ABS_VALUE, AnyMethod, Mergeable
 from service.api.schemas import NAME_PATTERN
 from service.selectors.lifecycle import MAX_EXPIRES_AFTER, STREAM_STARTS
 from service.store.records import MAX_PARTITIONS
-from service.wire.kinds import KINDS, MAX_FEATURES, Kind, kind_of
+from service.wire.kinds import CHUNK_FORMATS, MAX_FEATURES, ChunkFormat, chunk_format
 from service.wire.names import FEATURE_NAMES, MAX_NAME_LENGTH
 from service.wire.rows import MAX_CHUNK_ROWS
 
 
-def documented_params(method: AnyMethod, kind: Kind) -> tuple[dict[str, Any], dict[str, Any]]:
+def documented_params(
+    method: AnyMethod, kind: ChunkFormat
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The method's ``params_schema`` (derived from its ``MethodParams``: the defaults that hold
     at every size are in it) and the parameters it resolves to for the kind's example, which
     show the computed defaults at that size."""
@@ -39,12 +41,12 @@ def documented_params(method: AnyMethod, kind: Kind) -> tuple[dict[str, Any], di
 
 def create_request_body() -> dict[str, Any]:
     """The OpenAPI ``requestBody`` of ``POST /v1/selectors``: for every registered method, its
-    chunk kind's shape (``Kind.create_schema``) and its ``params_schema`` with the defaults
+    chunk kind's shape (``ChunkFormat.create_schema``) and its ``params_schema`` with the defaults
     that hold for every size; one example per method, with the parameters it resolves to."""
     shapes = []
     examples = {}
     for name, method in METHODS.items():
-        kind = kind_of(method.chunk_kind)
+        kind = chunk_format(method.chunk_kind)
         params_schema, example_params = documented_params(method, kind)
         shape = kind.create_schema()
         properties = {
@@ -317,11 +319,11 @@ COLUMN_BODY = {
 
 def stream_create_body() -> dict[str, Any]:
     """The OpenAPI ``requestBody`` of ``POST /v1/streams``: a name and, for every chunk kind,
-    the shape fields of a selector's creation (``Kind.create_schema``); ``labelled: true``
+    the shape fields of a selector's creation (``ChunkFormat.create_schema``); ``labelled: true``
     makes a stream of labelled rows."""
     shapes = []
     examples = {}
-    for kind in KINDS.values():
+    for kind in CHUNK_FORMATS.values():
         shape = kind.create_schema()
         properties = {
             "name": {

@@ -31,7 +31,7 @@ from service.updates import (
     replay,
     state_sizes,
 )
-from service.wire.kinds import kind_of
+from service.wire.kinds import chunk_format
 
 #: An update expected to take at most this much CPU is computed on the event loop: handing it
 #: to a worker thread costs more (two hops, and the thread waiting for the GIL while the loop
@@ -158,11 +158,11 @@ class Committer:
         self, held: HeldState, lease: Lease, entry: LogEntry, reason: str, size: int
     ) -> Head:
         """Move ``entry`` aside: commit past it with the state unchanged (or with what its
-        chunk kind leaves in its place, ``Kind.placeholder``) and record why, for its producer
-        to read. ``size``: its payload's bytes in the log (``Batch.sizes``)."""
+        chunk kind leaves in its place, ``ChunkFormat.placeholder``) and record why, for its
+        producer to read. ``size``: its payload's bytes in the log (``Batch.sizes``)."""
         meta = held.meta
         log.warning("selector %s: rejected log entry %s: %s", meta.name, entry.log_id, reason)
-        kind = kind_of(get_method(meta.method).chunk_kind)
+        kind = chunk_format(get_method(meta.method).chunk_kind)
         stand_in = None if entry.merge else kind.placeholder(meta, entry.items)
         items = 0
         top = self.settings.history_top

@@ -47,7 +47,7 @@ from service.store.monitoring_records import Alert, Baseline, HistoryEntry, Rank
 from service.store.records import Head, SelectorMeta
 from service.store.redis_store import SelectorStore
 from service.updates import Update
-from service.wire.kinds import Kind, kind_of
+from service.wire.kinds import ChunkFormat, chunk_format
 
 log = logging.getLogger("sift.monitor")
 
@@ -60,7 +60,7 @@ EVENT_TYPE = "sift.ranking.drift"
 
 #: The name of each ``(view, index)`` of a selector (of the kind given), as answers show it.
 FeatureLabels = Callable[
-    [SelectorMeta, Kind, Sequence[tuple[str | None, int]]],
+    [SelectorMeta, ChunkFormat, Sequence[tuple[str | None, int]]],
     Awaitable[dict[tuple[str | None, int], str]],
 ]
 
@@ -220,7 +220,7 @@ class Monitor:
         prefix = ""
         resolves = alert.kind == "alertmanager"  # told when the ranking settles back
         if over or resolves:
-            kind = kind_of(get_method(meta.method).chunk_kind)
+            kind = chunk_format(get_method(meta.method).chunk_kind)
             labels = await self.feature_labels(meta, kind, [*comparison.entered, *comparison.left])
 
             def shown(features: list[tuple[str | None, int]]) -> list[dict[str, Any]]:

@@ -84,7 +84,7 @@ from service.store.keys import validate_name
 from service.store.records import SelectorMeta, Snapshot, new_incarnation
 from service.store.redis_store import SelectorStore
 from service.updates import UpdateFailed, compute_update, publish, state_size_problem
-from service.wire.kinds import Kind, creation_shape, kind_of
+from service.wire.kinds import ChunkFormat, chunk_format, creation_shape
 from service.wire.names import validate_names
 
 #: The media type of an archive (``application/octet-stream`` is accepted on import too).
@@ -121,7 +121,7 @@ class Archive:
 # -- writing ---------------------------------------------------------------------------------
 
 
-def pack(snapshot: Snapshot, kind: Kind, segments: dict[str, bytes]) -> bytes:
+def pack(snapshot: Snapshot, kind: ChunkFormat, segments: dict[str, bytes]) -> bytes:
     """An archive of ``snapshot`` (and the ``segments`` its state refers to)."""
     meta, head = snapshot.meta, snapshot.head
     members = [*snapshot.state.values(), *segments.values()]
@@ -273,7 +273,7 @@ class Restored:
     """A checked archive, ready for the store: everything a selector is at one version."""
 
     meta: SelectorMeta
-    kind: Kind
+    kind: ChunkFormat
     version: int
     items_seen: int
     state: dict[str, bytes]
@@ -293,7 +293,7 @@ def restore(archive: Archive, name: str | None, max_state_bytes: int) -> Restore
     described = _field(manifest, "selector", dict)
     name = validate_name(name if name is not None else described.get("name"))
     method = get_method(_field(described, "method", str))
-    kind = kind_of(method.chunk_kind)
+    kind = chunk_format(method.chunk_kind)
     params = _field(described, "params", dict)
     shape_fields = ("n_features", "n_samples", "views", "feature_names")
     document = {k: described[k] for k in shape_fields if described.get(k) is not None}
@@ -365,7 +365,7 @@ def restore(archive: Archive, name: str | None, max_state_bytes: int) -> Restore
 
 
 def _check_scores(
-    method: AnyMethod, kind: Kind, meta: SelectorMeta, state: State, items_seen: int
+    method: AnyMethod, kind: ChunkFormat, meta: SelectorMeta, state: State, items_seen: int
 ) -> None:
     """As many scores as features: fixed ones, or (feature streams) every item seen."""
     expected = kind.features_scored(meta, items_seen)
@@ -379,9 +379,9 @@ def _check_scores(
 
 
 def _check_takes_a_chunk(
-    meta: SelectorMeta, kind: Kind, state: State, max_state_bytes: int
+    meta: SelectorMeta, kind: ChunkFormat, state: State, max_state_bytes: int
 ) -> None:
-    """The state can take an ordinary chunk (``Kind.probe``) and stay finite: values within
+    """The state can take an ordinary chunk (``ChunkFormat.probe``) and stay finite: values within
     ``MAX_STATE_MAGNITUDE`` that the method's update would still blow up (a product of three of
     them, say) did not come from chunks, and would reject every chunk after the import."""
     try:
@@ -394,7 +394,7 @@ def _check_takes_a_chunk(
         ) from None
 
 
-def _item_names(manifest: dict[str, Any], kind: Kind, items_seen: int) -> dict[int, str]:
+def _item_names(manifest: dict[str, Any], kind: ChunkFormat, items_seen: int) -> dict[int, str]:
     """Names given on arrival: distinct, each a valid name, ``f<j>`` only for feature ``j``."""
     listed = manifest.get("item_names", [])
     if not isinstance(listed, list) or not all(
@@ -470,7 +470,7 @@ class Archives:
                 f"the archive of '{name}' would take more than {size} bytes, over the "
                 f"{limit} an import takes (SIFT_MAX_ARCHIVE_BYTES)"
             )
-        kind = kind_of(method.chunk_kind)
+        kind = chunk_format(method.chunk_kind)
         return await asyncio.to_thread(pack, snapshot, kind, segments)
 
     async def import_(

@@ -11,7 +11,7 @@ from service.errors import InvalidInput
 from service.selectors.reading import StateReader
 from service.selectors.results import Decision, FeaturePage
 from service.store.records import Head, SelectorMeta
-from service.wire.kinds import Kind
+from service.wire.kinds import ChunkFormat
 
 #: Most decisions one ``GET .../features`` returns.
 MAX_FEATURE_PAGE = 10_000
@@ -32,7 +32,12 @@ class Decisions:
         self.reader = reader
 
     async def decided(
-        self, meta: SelectorMeta, method: DecidesOnArrival, kind: Kind, first: int, count: int
+        self,
+        meta: SelectorMeta,
+        method: DecidesOnArrival,
+        kind: ChunkFormat,
+        first: int,
+        count: int,
     ) -> tuple[Head, list[Decision]]:
         """Decisions on features ``first .. first + count - 1`` as the committed state has them."""
         head, arrays = await self.reader.arrays(meta.name, method.decision_fields)

@@ -24,7 +24,7 @@ from service.selectors.results import (
 from service.store.monitoring_records import Baseline, HistoryEntry
 from service.store.records import SelectorMeta
 from service.store.redis_store import SelectorStore
-from service.wire.kinds import Kind
+from service.wire.kinds import ChunkFormat
 
 #: ``GET .../drift`` compares the top 10 unless asked otherwise.
 DEFAULT_H = 10
@@ -39,7 +39,7 @@ class Drift:
         self.monitor = monitor
         self.settings = settings
 
-    async def monitored(self, name: str) -> tuple[SelectorMeta, Kind]:
+    async def monitored(self, name: str) -> tuple[SelectorMeta, ChunkFormat]:
         """The selector and its chunk kind, if its rankings can be watched (not partitioned)."""
         selector = await self.reader.described(name)
         if selector.meta.partitioned:
@@ -127,7 +127,7 @@ class Drift:
         self.monitor.changed(name)
 
     @staticmethod
-    def _baseline_out(name: str, kind: Kind, baseline: Baseline) -> BaselineOut:
+    def _baseline_out(name: str, kind: ChunkFormat, baseline: Baseline) -> BaselineOut:
         return BaselineOut.model_validate(
             {
                 "name": name,

@@ -20,7 +20,7 @@ from service.store.monitoring_records import HistoryEntry
 from service.store.parts.history import History as HistoryRecords
 from service.store.records import Head, SelectorMeta
 from service.updates import top_of
-from service.wire.kinds import Kind
+from service.wire.kinds import ChunkFormat
 
 #: What ``GET .../history`` shows unless asked otherwise: the top 10 of the newest 20 versions.
 log = logging.getLogger("sift.history")
@@ -104,7 +104,7 @@ class History:
             )
 
     async def _names(
-        self, meta: SelectorMeta, kind: Kind, entries: list[HistoryEntry], h: int
+        self, meta: SelectorMeta, kind: ChunkFormat, entries: list[HistoryEntry], h: int
     ) -> dict[tuple[str | None, int], str]:
         """The name of every (view, index) the answer shows, looked up once each."""
         wanted = {

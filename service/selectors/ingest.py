@@ -43,12 +43,12 @@ from service.store.redis_store import SelectorStore
 from service.store.refusals import attached_to_stream
 from service.wire.kinds import (
     Chunk,
+    ChunkFormat,
     ChunkTarget,
-    Columns,
-    Kind,
-    Rows,
+    ColumnsFormat,
+    RowsFormat,
     ValidChunk,
-    kind_of,
+    chunk_format,
     require_route,
 )
 from service.wire.log import COMPRESS_FROM_BYTES, pack_payload
@@ -131,7 +131,10 @@ class Ingest:
         # Chunks without a key go to a partitioned selector's partitions in turn.
         self._turns = itertools.count()
         #: What each write route answers, by the route the kinds declare.
-        self._receipts = {Rows.route: self._row_receipt, Columns.route: self._column_receipt}
+        self._receipts = {
+            RowsFormat.route: self._row_receipt,
+            ColumnsFormat.route: self._column_receipt,
+        }
 
     async def push(
         self,
@@ -171,7 +174,7 @@ class Ingest:
         wait: bool,
     ) -> Receipt:
         method = get_method(meta.method)
-        kind = kind_of(method.chunk_kind)
+        kind = chunk_format(method.chunk_kind)
         require_route(kind, meta, route)
         if meta.stream is not None:
             await self._refuse_attached(meta)
@@ -217,7 +220,7 @@ class Ingest:
             raise attached_to_stream(meta.name, current.stream)
 
     async def decode(
-        self, kind: Kind, body: bytes, media_type: str, meta: ChunkTarget
+        self, kind: ChunkFormat, body: bytes, media_type: str, meta: ChunkTarget
     ) -> ValidChunk:
         """A body validated as a chunk of ``kind`` for ``meta`` (a selector, or a stream):
         small bodies on the event loop, the rest (and every ``.npz``) in a worker thread."""
@@ -306,7 +309,7 @@ class Ingest:
         return next(self._turns) % meta.partitions
 
     async def _row_receipt(
-        self, meta: SelectorMeta, kind: Kind, submitted: Submitted, items: int
+        self, meta: SelectorMeta, kind: ChunkFormat, submitted: Submitted, items: int
     ) -> Receipt:
         """What ``POST .../chunks`` answers: rows counted and acknowledged as rows."""
         outcome = submitted.outcome
@@ -330,7 +333,7 @@ class Ingest:
         return Receipt(applied, True)
 
     async def _column_receipt(
-        self, meta: SelectorMeta, kind: Kind, submitted: Submitted, items: int
+        self, meta: SelectorMeta, kind: ChunkFormat, submitted: Submitted, items: int
     ) -> Receipt:
         """What ``POST .../features`` answers: the columns' indices, and what the method did
         with them on arrival (decided on each, or stored them)."""

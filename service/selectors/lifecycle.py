@@ -44,7 +44,7 @@ from service.store.records import (
 )
 from service.store.redis_store import SelectorStore
 from service.updates import publish, state_size_problem
-from service.wire.kinds import Kind, creation_shape, kind_of
+from service.wire.kinds import ChunkFormat, chunk_format, creation_shape
 from service.wire.media import whole_floats_as_ints
 
 log = logging.getLogger("sift.selectors")
@@ -81,7 +81,9 @@ REAP_AFTER_MS = 60_000
 DETACH_ATTEMPTS = 5
 
 
-def selector_out(meta: SelectorMeta, kind: Kind, head: Head, **described: Any) -> SelectorOut:
+def selector_out(
+    meta: SelectorMeta, kind: ChunkFormat, head: Head, **described: Any
+) -> SelectorOut:
     """What a selector is, at ``head``; ``described`` adds what describing its state shows."""
     body: dict[str, Any] = {
         "name": meta.name,
@@ -160,7 +162,7 @@ class Lifecycle:
         params = document.get("params")
         if params is not None and not isinstance(params, dict):
             raise InvalidInput(f"params must be an object; got {type(params).__name__}")
-        kind = kind_of(method.chunk_kind)
+        kind = chunk_format(method.chunk_kind)
         stream, start = self._stream(document)
         stream_meta = None
         if stream is not None:
@@ -242,7 +244,7 @@ class Lifecycle:
     ) -> dict[str, Any]:
         """The shape fields of a selector attached to ``stream``: the stream's (a creation that
         gives its own is refused), for a method its chunks feed."""
-        fed = kind_of(stream.kind)
+        fed = chunk_format(stream.kind)
         if method.chunk_kind not in fed.feeds:
             feeds = sorted(name for name, m in METHODS.items() if m.chunk_kind in fed.feeds)
             raise SelectorMismatch(
@@ -296,7 +298,7 @@ class Lifecycle:
             named = (await self.store.streams.get_stream(stream.name)).feature_names
             if named is not None:
                 await self.store.registry.adopt_feature_names(meta.name, named)
-        kind = kind_of(get_method(meta.method).chunk_kind)
+        kind = chunk_format(get_method(meta.method).chunk_kind)
         return selector_out(meta, kind, head)
 
     async def attach(self, meta: SelectorMeta, stream: StreamMeta, start: str) -> Attached:
@@ -345,7 +347,7 @@ class Lifecycle:
         if meta.stream is None:
             raise Conflict(f"selector '{name}' is not attached to a stream")
         method = get_method(meta.method)
-        kind = kind_of(method.chunk_kind)
+        kind = chunk_format(method.chunk_kind)
         standalone = dataclasses.replace(meta, stream=None, stream_incarnation="", stream_base=0)
         for _attempt in range(DETACH_ATTEMPTS):
             head = await self.bring_up_to_date(name)
@@ -485,7 +487,7 @@ class Lifecycle:
                 meta = await self.store.registry.get_meta(name)
                 head = await self.reader.head(name)
                 described.append(
-                    selector_out(meta, kind_of(get_method(meta.method).chunk_kind), head)
+                    selector_out(meta, chunk_format(get_method(meta.method).chunk_kind), head)
                 )
             except NotFound:  # deleted between listing and reading
                 continue

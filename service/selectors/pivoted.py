@@ -18,7 +18,7 @@ from service.resolved import resolved_params
 from service.selectors.reading import StateReader, seen
 from service.selectors.results import PassAccount, RankedFeature, TopOut
 from service.store.records import SelectorMeta
-from service.wire.kinds import Kind
+from service.wire.kinds import ChunkFormat
 
 
 def selecting(meta: SelectorMeta, method: AnyMethod) -> SelectsColumns:
@@ -54,7 +54,7 @@ class Pivoted:
         self,
         meta: SelectorMeta,
         method: SelectsColumns,
-        kind: Kind,
+        kind: ChunkFormat,
         h: int,
         candidates: int | None,
     ) -> TopOut:

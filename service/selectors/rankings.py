@@ -41,7 +41,7 @@ from service.updates import (
     RESAMPLE_RANKS_FIELD,
     RESAMPLE_TOP_FIELD,
 )
-from service.wire.kinds import Kind
+from service.wire.kinds import ChunkFormat
 
 #: Ranking strategies of ``GET .../top``: individual scores, or pivoted QR's spanning selection.
 STRATEGIES = ("score", "diverse")
@@ -52,7 +52,7 @@ class Scores:
     """Every feature's score, at the version it was read from."""
 
     meta: SelectorMeta
-    kind: Kind
+    kind: ChunkFormat
     head: Head
     weights: np.ndarray
 

@@ -19,7 +19,7 @@ from service.store.codec import SCALARS_FIELD, decode_array, decode_state
 from service.store.records import Head, SelectorMeta, default_name
 from service.store.redis_store import SelectorStore
 from service.waiting import KnownHeads
-from service.wire.kinds import Kind, kind_of
+from service.wire.kinds import ChunkFormat, chunk_format
 
 #: Reads of the partitions' checkpoints tried before a replaced one is answered as a conflict.
 CHECKPOINT_READ_ATTEMPTS = 5
@@ -37,7 +37,7 @@ class SelectorMethod:
 
     meta: SelectorMeta
     method: AnyMethod
-    kind: Kind
+    kind: ChunkFormat
 
 
 @dataclass(frozen=True)
@@ -193,13 +193,13 @@ class StateReader:
                 head = read
                 self.heads.read(name, head, mark)
         method = get_method(meta.method)
-        return CurrentSelector(meta, method, kind_of(method.chunk_kind), head)
+        return CurrentSelector(meta, method, chunk_format(method.chunk_kind), head)
 
     async def described(self, name: str) -> SelectorMethod:
         """The selector's description, its method and its method's chunk kind."""
         meta = await self.store.registry.get_meta(name)
         method = get_method(meta.method)
-        return SelectorMethod(meta, method, kind_of(method.chunk_kind))
+        return SelectorMethod(meta, method, chunk_format(method.chunk_kind))
 
     async def arrays(
         self, name: str, fields: Sequence[str], cache: bool = True
@@ -251,7 +251,9 @@ class StateReader:
         snapshot = await self.store.checkpoints.snapshot(name)
         return snapshot.head, {f: v for f, v in snapshot.state.items() if f in fields}
 
-    async def item_names(self, meta: SelectorMeta, kind: Kind, indices: Sequence[int]) -> list[str]:
+    async def item_names(
+        self, meta: SelectorMeta, kind: ChunkFormat, indices: Sequence[int]
+    ) -> list[str]:
         """Names of features by index: given on arrival (feature streams; a selector attached
         to a stream of them: the names its stream's items were given) or at creation."""
         if not kind.names_on_arrival:
@@ -264,7 +266,7 @@ class StateReader:
         return [g or default_name(i) for g, i in zip(given, indices, strict=True)]
 
     async def feature_labels(
-        self, meta: SelectorMeta, kind: Kind, wanted: Iterable[tuple[str | None, int]]
+        self, meta: SelectorMeta, kind: ChunkFormat, wanted: Iterable[tuple[str | None, int]]
     ) -> dict[tuple[str | None, int], str]:
         """The name of each ``(view, index)``, as ``GET .../top`` names it: the names given
         (at creation, or on arrival: ``item_names``), else ``f<index>`` (within its view)."""
@@ -327,12 +329,12 @@ class Seen:
         }
 
 
-def seen(kind: Kind, head: Head) -> Seen:
+def seen(kind: ChunkFormat, head: Head) -> Seen:
     """The head's count, under the name the kind gives it (the other one None)."""
     return counted(kind, head.items_seen)
 
 
-def counted(kind: Kind, items_seen: int) -> Seen:
+def counted(kind: ChunkFormat, items_seen: int) -> Seen:
     """``items_seen`` under the name the kind gives it (the other one None)."""
     counts: dict[str, int | None] = {"rows_seen": None, "features_seen": None}
     counts[kind.seen_field] = items_seen

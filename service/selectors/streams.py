@@ -58,7 +58,7 @@ from service.store.records import (
     new_incarnation,
 )
 from service.store.redis_store import SelectorStore
-from service.wire.kinds import STREAM_FIELDS, kind_of, stream_kind
+from service.wire.kinds import STREAM_FIELDS, chunk_format, stream_kind
 from service.wire.log import COMPRESS_FROM_BYTES, pack_payload
 from service.wire.media import whole_floats_as_ints
 
@@ -139,7 +139,7 @@ class Streams:
                     name=selector.name,
                     method=selector.method,
                     version=at.version,
-                    **seen(kind_of(get_method(selector.method).chunk_kind), at).as_dict(),
+                    **seen(chunk_format(get_method(selector.method).chunk_kind), at).as_dict(),
                     pending_entries=pending,
                     start=attachment.start,
                     checkpoint=attachment.released,
@@ -210,7 +210,7 @@ class Streams:
     def _out(
         self, meta: StreamMeta, head: StreamHead, selectors: list[StreamSelector] | None = None
     ) -> StreamOut:
-        feeds = kind_of(meta.kind).feeds
+        feeds = chunk_format(meta.kind).feeds
         return StreamOut(
             name=meta.name,
             chunk_kind=meta.kind,
@@ -265,7 +265,7 @@ class Streams:
         wait: bool,
         visible: Callable[[str], bool],
     ) -> Receipt:
-        kind = kind_of(meta.kind)
+        kind = chunk_format(meta.kind)
         try:
             decoded = await self.ingest.decode(kind, body, media_type, meta)
             if decoded.adopt is not None:
@@ -368,7 +368,7 @@ class Streams:
                 meta = await self.store.registry.get_meta(name)
                 if meta.incarnation != attachment.incarnation:
                     return None
-            kind = kind_of(get_method(meta.method).chunk_kind)
+            kind = chunk_format(get_method(meta.method).chunk_kind)
             head = None if fresh else await self.store.registry.get_head(name)
             version = items_seen = 0
             reason: str | None = None
@@ -457,7 +457,7 @@ class Streams:
         """A selector's top h with its features indexed as its stream indexes them."""
         top = await self.ranker.top(name, h)
         meta = await self.store.registry.cached_meta(name)
-        kind = kind_of(get_method(meta.method).chunk_kind)
+        kind = chunk_format(get_method(meta.method).chunk_kind)
         features = [
             feature.model_copy(
                 update={"index": kind.stream_feature(feature.index, meta.stream_base)}

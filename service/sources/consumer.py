@@ -35,7 +35,7 @@ from service.store.keys import compare_stream_ids, parse_stream_id
 from service.store.records import Attachment
 from service.store.redis_store import SelectorStore
 from service.store.sources import Gone, Moved, Progress, SourceStore, Target
-from service.wire.kinds import ChunkTarget, kind_of
+from service.wire.kinds import ChunkTarget, chunk_format
 from service.wire.log import encode_chunk
 
 log = logging.getLogger("sift.sources")
@@ -73,7 +73,7 @@ async def describe_target(store: SelectorStore, target: Target, label_field: str
     shaped: ChunkTarget
     if target.kind == "stream":
         stream = await store.streams.get_stream(target.name)
-        kind, shaped, incarnation = kind_of(stream.kind), stream, stream.incarnation
+        kind, shaped, incarnation = chunk_format(stream.kind), stream, stream.incarnation
         attachments = await store.streams.attachments(target.name)
         selectors = [(a.selector, a.incarnation) for a in attachments]
     else:
@@ -88,7 +88,7 @@ async def describe_target(store: SelectorStore, target: Target, label_field: str
                 f"selector '{target.name}' is attached to stream '{meta.stream}': "
                 f'expected "into": {{"stream": "{meta.stream}"}}'
             )
-        kind = kind_of(get_method(meta.method).chunk_kind)
+        kind = chunk_format(get_method(meta.method).chunk_kind)
         shaped, incarnation = meta, meta.incarnation
         selectors = [(meta.name, meta.incarnation)]
     if kind.name not in ("rows", "labelled rows"):

@@ -48,7 +48,7 @@ class SelectorMeta:
     expires_after: float | None = None
     #: The stream this selector is attached to (None: chunks are pushed to it directly), the
     #: incarnation of that stream it attached to, and how many items the stream had before
-    #: the first entry it applies (``Kind.stream_feature``: where its features lie in a
+    #: the first entry it applies (``ChunkFormat.stream_feature``: where its features lie in a
     #: stream of feature columns).
     stream: str | None = None
     stream_incarnation: str = ""

@@ -45,14 +45,14 @@ from service.wire.rows import decode_rows
 from service.wire.views import decode_views
 
 __all__ = [
-    "KINDS",
+    "CHUNK_FORMATS",
     "MAX_FEATURES",
     "MAX_SAMPLES",
+    "ChunkFormat",
     "ChunkTarget",
-    "Kind",
     "Shape",
     "ValidChunk",
-    "kind_of",
+    "chunk_format",
     "stream_kind",
 ]
 
@@ -139,7 +139,7 @@ def validate_size(value: Any, field: str, upper: int) -> int:
     return value
 
 
-#: What ``Kind.shape`` is told it shapes when it shapes a stream.
+#: What ``ChunkFormat.shape`` is told it shapes when it shapes a stream.
 STREAM = "stream"
 
 
@@ -155,8 +155,9 @@ def _reject_fields(document: dict[str, Any], fields: Sequence[str], message: str
         raise InvalidInput(message.format(given=", ".join(given)))
 
 
-class Kind:
-    """A chunk kind; subclasses say what differs."""
+class ChunkFormat:
+    """What a chunk kind means on the wire (its routes, media types, decoding, payload and
+    placeholder); subclasses say what differs."""
 
     name: ChunkKind
     #: The route that takes the chunks: ``POST /v1/selectors/{name}/<route>``.
@@ -264,7 +265,7 @@ def _adopted(meta: ChunkTarget, names: list[str] | None) -> list[str] | None:
     return names if meta.feature_names is None else None
 
 
-class Rows(Kind):
+class RowsFormat(ChunkFormat):
     name: ChunkKind = "rows"
 
     def shape(self, document: dict[str, Any], method: str) -> Shape:
@@ -311,13 +312,13 @@ class Rows(Kind):
         return chunk
 
 
-class LabelledRowsKind(Rows):
+class LabelledRowsFormat(RowsFormat):
     name: ChunkKind = "labelled rows"
     labelled = True
 
     @property
     def feeds(self) -> tuple[ChunkKind, ...]:
-        """Labelled rows feed unlabelled row methods too (``Rows.taken`` keeps the rows)."""
+        """Labelled rows feed unlabelled row methods too (``RowsFormat.taken`` keeps the rows)."""
         return (self.name, "rows")
 
     def decode(self, body: bytes, media_type: str, meta: ChunkTarget, max_bytes: int) -> ValidChunk:
@@ -353,7 +354,7 @@ class LabelledRowsKind(Rows):
         return f"labelled rows at POST /v1/selectors/{meta.name}/chunks"
 
 
-class Views(Kind):
+class ViewsFormat(ChunkFormat):
     name: ChunkKind = "views"
     shape_fields = ("views",)
 
@@ -405,7 +406,7 @@ class Views(Kind):
         return f'every view\'s rows ({{"views": ...}}) at POST /v1/selectors/{meta.name}/chunks'
 
 
-class Columns(Kind):
+class ColumnsFormat(ChunkFormat):
     name: ChunkKind = "columns"
     route = "features"
     media_types = COLUMN_MEDIA_TYPES
@@ -523,13 +524,13 @@ def validate_view_names(names: Any, views: Sequence[tuple[str, int]]) -> list[st
     return flat
 
 
-KINDS: dict[ChunkKind, Kind] = {
-    kind.name: kind for kind in (Rows(), LabelledRowsKind(), Views(), Columns())
+CHUNK_FORMATS: dict[ChunkKind, ChunkFormat] = {
+    kind.name: kind for kind in (RowsFormat(), LabelledRowsFormat(), ViewsFormat(), ColumnsFormat())
 }
 
 
-def kind_of(chunk_kind: ChunkKind) -> Kind:
-    return KINDS[chunk_kind]
+def chunk_format(chunk_kind: ChunkKind) -> ChunkFormat:
+    return CHUNK_FORMATS[chunk_kind]
 
 
 class DeclaredShape(ChunkTarget, Protocol):
@@ -562,7 +563,7 @@ def creation_shape(meta: DeclaredShape) -> dict[str, Any]:
 STREAM_FIELDS = ("name", "labelled")
 
 
-def stream_kind(document: dict[str, Any]) -> tuple[Kind, Shape]:
+def stream_kind(document: dict[str, Any]) -> tuple[ChunkFormat, Shape]:
     """The kind of a stream and its shape, from its creation body: the kind whose shape
     fields it gives (``n_features``, ``views``, ``n_samples``), labelled rows when it says
     ``"labelled": true``; InvalidInput for a body that gives no shape, or several."""
@@ -571,7 +572,7 @@ def stream_kind(document: dict[str, Any]) -> tuple[Kind, Shape]:
         raise InvalidInput(f"labelled must be true or false; got {shown(labelled)}")
     given = {
         kind.name: [f for f in kind.shape_fields if document.get(f) is not None]
-        for kind in KINDS.values()
+        for kind in CHUNK_FORMATS.values()
         if kind.labelled == labelled
     }
     chosen = [name for name, fields in given.items() if fields]
@@ -586,12 +587,12 @@ def stream_kind(document: dict[str, Any]) -> tuple[Kind, Shape]:
         raise InvalidInput(
             f"a stream's shape is {expected}; got {', '.join(got) if got else 'none'}"
         )
-    kind = KINDS[chosen[0]]
+    kind = CHUNK_FORMATS[chosen[0]]
     shape_document = {f: v for f, v in document.items() if f not in STREAM_FIELDS and v is not None}
     return kind, kind.shape(shape_document, STREAM)
 
 
-def require_route(kind: Kind, meta: SelectorMeta, route: str) -> None:
+def require_route(kind: ChunkFormat, meta: SelectorMeta, route: str) -> None:
     """SelectorMismatch unless chunks of ``kind`` come to ``route``."""
     if kind.route != route:
         raise SelectorMismatch(

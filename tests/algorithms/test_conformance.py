@@ -38,7 +38,7 @@ from service.algorithms.resampling import ResampledMethod, summary_fields_of
 from service.algorithms.subsamples import COUNTS_FIELD
 from service.errors import Inconsistent, InvalidParams
 from service.store.codec import decode_state, encode_state
-from service.wire.kinds import kind_of
+from service.wire.kinds import chunk_format
 from tests.support.added_method import NAME as ADDED
 from tests.support.added_method import MeanAbs, registered
 from tests.support.states import array_field
@@ -206,7 +206,7 @@ def test_the_state_does_not_depend_on_the_chunking(name: str) -> None:
     assert method.coalesces, "a chunking-invariant method may let the applier coalesce"
     chunks = stream(method, seed=4, sizes=(3, 8, 1, 6))
     _params, one_by_one = run(method, chunks)
-    _params, joined = run(method, [kind_of(method.chunk_kind).join(chunks)])
+    _params, joined = run(method, [chunk_format(method.chunk_kind).join(chunks)])
     assert_states_equal(kept(one_by_one), kept(joined), exact=False)
     np.testing.assert_allclose(
         method.weights(one_by_one, _params), method.weights(joined, _params), rtol=1e-9
@@ -225,7 +225,7 @@ def test_a_merge_equals_the_union_of_the_streams(name: str) -> None:
     summary.update({field: b[field] for field in summary_fields_of(method, params)})
     merged = method.merge(a, params, decode_state(encode_state(summary)))
     assert method.summary_samples(summary) == sum(
-        kind_of(method.chunk_kind).items_of(c) for c in right
+        chunk_format(method.chunk_kind).items_of(c) for c in right
     )
     np.testing.assert_allclose(
         method.weights(merged, params), method.weights(union, params), rtol=1e-9, atol=1e-12
@@ -286,7 +286,7 @@ def test_every_method_carries_an_example_that_it_accepts(name: str) -> None:
     """Its examples are what the test suite runs it with (``service.algorithms.examples``)."""
     method = METHODS[name]
     assert method.examples, f"{name} declares no examples"
-    kind = kind_of(method.chunk_kind)
+    kind = chunk_format(method.chunk_kind)
     for example in method.examples:
         shape = kind.shape(dict(example.shape), name)
         method.resolve_params({**example.params, **shape.params}, shape.size)

@@ -39,7 +39,7 @@ from service.store.codec import encode_state
 from service.store.keys import SelectorKeys
 from service.store.records import CommitRecord, SelectorMeta
 from service.store.redis_store import SelectorStore
-from service.wire.kinds import kind_of
+from service.wire.kinds import chunk_format
 from tests.support.api import make_settings, running_app, wait_for
 from tests.support.archive import SCENARIOS, answers, create, export, push, weights
 
@@ -59,7 +59,7 @@ def rare(redis_url: str, **overrides: Any) -> Settings:
 
 def chunk_of(meta: SelectorMeta, body: Any) -> Any:
     """A JSON body as the route decodes it (the same validation, the same arrays)."""
-    kind = kind_of(get_method(meta.method).chunk_kind)
+    kind = chunk_format(get_method(meta.method).chunk_kind)
     return kind.decode(json.dumps(body).encode(), "application/json", meta, 2**30).chunk
 
 
@@ -72,7 +72,7 @@ def run_in_process(meta: SelectorMeta, batches: Sequence[Sequence[Any]]) -> Stat
     """The method itself on the same bodies, one update per batch (chunks joined as the
     applier joins them), from its initial state."""
     method = get_method(meta.method)
-    kind = kind_of(method.chunk_kind)
+    kind = chunk_format(method.chunk_kind)
     state = method.initial_state(resolved_params(meta))
     for batch in batches:
         joined = kind.join([chunk_of(meta, body) for body in batch])
@@ -455,7 +455,7 @@ async def test_an_app_takes_over_a_selector_of_the_earlier_layout(
     meta = SelectorMeta("old", method, stored, 1.0, n_features=n)
     bodies = [SCENARIOS[method].chunk(i) for i in range(5)]
     rows = [len(body) for body in bodies]
-    kind = kind_of(get_method(method).chunk_kind)
+    kind = chunk_format(get_method(method).chunk_kind)
     keys = SelectorKeys("sift", "old")
     state_key = keys.state(2, 4, "0ldst4te")
     whole: dict[Any, Any] = {

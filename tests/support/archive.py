@@ -16,7 +16,7 @@ from service.algorithms import METHODS
 from service.algorithms.base import AnyMethod, DecidesOnArrival
 from service.algorithms.examples import Example
 from service.selectors.archive import MEDIA_TYPE
-from service.wire.kinds import kind_of
+from service.wire.kinds import chunk_format
 
 ADMIN_TOKEN = "archive-admin-token"
 
@@ -75,7 +75,7 @@ def scenario(method: AnyMethod) -> Scenario:
     """The method's first example as a scenario: its creation body, route and chunks."""
     example = method.examples[0]
     body = {**example.shape, **({"params": dict(example.params)} if example.params else {})}
-    route = kind_of(method.chunk_kind).route
+    route = chunk_format(method.chunk_kind).route
     return Scenario(body, route, lambda i: example_chunk(method, example, i))
 
 

@@ -17,7 +17,7 @@ from service.api.request_bodies import documented_params
 from service.api.schemas import PROBLEM_RESPONSES
 from service.auth import requires
 from service.selectors.results import MethodList, MethodOut
-from service.wire.kinds import kind_of
+from service.wire.kinds import chunk_format
 
 router = APIRouter(prefix="/v1/methods", tags=["methods"], route_class=GuardedRoute)
 
@@ -32,7 +32,7 @@ def method_list() -> MethodList:
 def _described(methods: tuple[tuple[str, AnyMethod], ...]) -> MethodList:
     described = []
     for name, method in methods:
-        kind = kind_of(method.chunk_kind)
+        kind = chunk_format(method.chunk_kind)
         schema, example_params = documented_params(method, kind)
         example = {"name": f"my-{name}", "method": name, **kind.example()}
         if example_params:

@@ -29,7 +29,7 @@ from service.errors import Forbidden
 from service.selectors import Selectors
 from service.selectors.quotas import Quotas
 from service.selectors.results import StreamChunkOut, StreamList, StreamOut, StreamRankings
-from service.wire.kinds import kind_of
+from service.wire.kinds import chunk_format
 from service.wire.media import require_media_type
 
 router = APIRouter(prefix="/v1/streams", tags=["streams"], route_class=GuardedRoute)
@@ -148,7 +148,7 @@ async def push_stream_chunk(
     """
     meta = await service.store.streams.cached_stream(name)
     media_type = require_media_type(
-        request.headers.get("content-type"), kind_of(meta.kind).media_types
+        request.headers.get("content-type"), chunk_format(meta.kind).media_types
     )
     body = await read_body(request, body_limit(get_settings(request), media_type))
     receipt = await service.streams.push(name, body, media_type, idempotency_key, wait, caller.sees)
