@@ -6,9 +6,11 @@ nor more than two deep; exceptions and the methods, which implement the method p
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import inspect
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,38 @@ def test_the_rule_finds_a_stack() -> None:
         pass
 
     assert _depth(Deeper) == 3 > MOST_DEPTH
+
+
+def _named_in_architecture() -> set[str]:
+    """Every module path ARCHITECTURE.md names: in its layer map (``service/x.py`` or a folder
+    ``service/x/``) or in its table (``x.py``, ``x/{a,b}.py``, ``x/<method>.py``, ``x/*.py``)."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    names: set[str] = set(re.findall(r"^service/(\S+)", text, flags=re.M))
+    for cell in re.findall(r"`([^`\s]+)`", text):
+        cell = cell.removeprefix("service/")
+        braces = re.fullmatch(r"(.*)\{([^}]*)\}(.*)", cell)
+        if braces:
+            names.update(braces[1] + alt + braces[3] for alt in braces[2].split(","))
+        else:
+            names.add(cell)
+    return names
+
+
+def test_architecture_names_every_module() -> None:
+    """ARCHITECTURE.md's map matches the code: every module of the service is named there, by
+    its path, a pattern of its folder, or its folder (a package whose row names its parts)."""
+    named = _named_in_architecture()
+    patterns = [name for name in named if "*" in name or "<" in name]
+    unnamed = []
+    for path in sorted((ROOT / "service").rglob("*.py")):
+        module = path.relative_to(ROOT / "service")
+        folder = f"{module.parent}/"
+        if (
+            module.name == "__init__.py"
+            or str(module) in named
+            or folder in named
+            or any(fnmatch.fnmatch(str(module), re.sub(r"<\w+>", "*", p)) for p in patterns)
+        ):
+            continue
+        unnamed.append(str(module))
+    assert unnamed == []
