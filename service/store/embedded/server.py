@@ -11,6 +11,7 @@ makes this process the directory's one owner and clears what an earlier run left
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import subprocess
 import threading
@@ -25,7 +26,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from service.errors import SiftError
-from service.store.embedded.binary import find_redis_server
+from service.store.embedded.binary import RedisBinary, locate_redis_server
 from service.store.embedded.directory import (
     CONSOLE,
     DBFILENAME,
@@ -37,6 +38,8 @@ from service.store.embedded.directory import (
 )
 
 _APPENDFSYNC = ("always", "everysec", "no")
+log = logging.getLogger("sift.embedded")
+
 #: sun_path is 108 bytes on Linux (104 on macOS), including the trailing NUL.
 _MAX_SOCKET_PATH = 103
 
@@ -61,6 +64,8 @@ class EmbeddedRedis:
         self.appendfsync = appendfsync
         self.process: subprocess.Popen[bytes] | None = None
         self.url: str | None = None
+        #: The ``redis-server`` the last start chose, and why.
+        self.binary: RedisBinary | None = None
         self._lock = DirectoryLock(self.data_dir)
         #: Serialises start, restart and stop (the supervisor restarts from a worker thread
         #: while shutdown may stop from another).
@@ -141,7 +146,9 @@ class EmbeddedRedis:
             if self.running:
                 assert self.url is not None
                 return self.url
-            executable = find_redis_server(self.executable)
+            self.binary = locate_redis_server(self.executable)
+            log.info("embedded Redis: %s", self.binary.describe())
+            executable = self.binary.path
             self.data_dir.mkdir(parents=True, exist_ok=True)
             if self.port is None and len(str(self.socket_path)) > _MAX_SOCKET_PATH:
                 raise SiftError(
@@ -181,7 +188,7 @@ class EmbeddedRedis:
                 self.process.wait()  # reaped: its pidfile and socket are leftovers now
             self.process = None
             self.url = None
-            executable = find_redis_server(self.executable)
+            executable = locate_redis_server(self.executable).path
             self._clear_stale()
             self._spawn(executable, timeout_s)
             assert self.url is not None
