@@ -16,21 +16,18 @@ from service.applier.checkpoint_policy import (
     checkpoint_due,
     due_by_age_at,
 )
-from service.applier.shared import ApplierShared, log
+from service.applier.shared import ApplierShared, Part, log
 from service.applier.state import CheckpointWork, HeldState
 from service.errors import NotFound, Unavailable
 from service.store.codec import cut_fields, encode_state
 from service.store.records import Lease
 
 
-class Checkpointer:
+class Checkpointer(Part):
     """Checkpoints written, and planned (see the module)."""
 
     def __init__(self, shared: ApplierShared, kick: Callable[[str], None]) -> None:
-        self.shared = shared
-        self.store = shared.store
-        self.settings = shared.settings
-        self.metrics = shared.metrics
+        super().__init__(shared)
         # A drain of a selector whose checkpoint is due by age (``Scheduler.kick``).
         self._kick = kick
         # A checkpoint being written while the applier goes on, per selector.

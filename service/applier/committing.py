@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from service.algorithms import get_method
 from service.algorithms.base import State
-from service.applier.shared import ApplierShared, log
+from service.applier.shared import Part, log
 from service.applier.state import HeldState
 from service.errors import Conflict, StaleApplier
 from service.store.monitoring_records import HistoryEntry
@@ -41,14 +41,8 @@ from service.wire.kinds import chunk_format
 INLINE_COMPUTE_SECONDS = 0.003
 
 
-class Committer:
+class Committer(Part):
     """Updates computed and committed, entries rejected, states rebuilt (see the module)."""
-
-    def __init__(self, shared: ApplierShared) -> None:
-        self.shared = shared
-        self.store = shared.store
-        self.settings = shared.settings
-        self.metrics = shared.metrics
 
     async def rebuild(self, meta: SelectorMeta, head: Head) -> HeldState:
         """The state of ``head``: its last checkpoint with the log after it replayed.

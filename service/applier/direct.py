@@ -11,7 +11,7 @@ import time
 
 from service.applier.checkpoints import Checkpointer
 from service.applier.committing import Committer
-from service.applier.shared import ApplierShared, log
+from service.applier.shared import ApplierShared, Part, log
 from service.applier.state import DirectChunk, HeldState
 from service.errors import SiftError, Unavailable
 from service.store.codec import cut_fields, encode_state
@@ -31,16 +31,13 @@ COMMIT_UNKNOWN = (
 )
 
 
-class DirectPath:
+class DirectPath(Part):
     """Waited chunks handed to a drain, and applied by it (see the module)."""
 
     def __init__(
         self, shared: ApplierShared, committer: Committer, checkpoints: Checkpointer
     ) -> None:
-        self.shared = shared
-        self.store = shared.store
-        self.settings = shared.settings
-        self.metrics = shared.metrics
+        super().__init__(shared)
         self.committer = committer
         self.checkpoints = checkpoints
         # Waited chunks handed to this process's drain of their selector, and the event that

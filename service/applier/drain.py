@@ -17,7 +17,7 @@ from service.applier.committing import Committer
 from service.applier.direct import DirectPath
 from service.applier.keepalive import keep_lease
 from service.applier.scheduling import NOT_THE_ENTRYS_FAULT, Scheduler
-from service.applier.shared import ApplierShared, log
+from service.applier.shared import ApplierShared, Part, log
 from service.applier.state import Batch, HeldState, is_applied
 from service.errors import Unavailable
 from service.store.records import (
@@ -39,7 +39,7 @@ from service.updates import (
 LINGER_SLICE = 0.1
 
 
-class DrainLoop:
+class DrainLoop(Part):
     """Drains: batches taken, applied, committed or rejected (see the module)."""
 
     def __init__(
@@ -50,10 +50,7 @@ class DrainLoop:
         committer: Committer,
         direct: DirectPath,
     ) -> None:
-        self.shared = shared
-        self.store = shared.store
-        self.settings = shared.settings
-        self.metrics = shared.metrics
+        super().__init__(shared)
         self.scheduler = scheduler
         self.checkpoints = checkpoints
         self.committer = committer

@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 
-from service.applier.shared import ApplierShared, log
+from service.applier.shared import ApplierShared, Part, log
 from service.applier.state import Backoff, Drain
 from service.errors import NotFound, StaleApplier, Unavailable
 from service.updates import StateUnreadable, UpdateFailed
@@ -49,7 +49,7 @@ NOT_THE_ENTRYS_FAULT = (
 )
 
 
-class Scheduler:
+class Scheduler(Part):
     """Kicks, back-off, forgiveness and the sweeper (see the module)."""
 
     def __init__(
@@ -58,10 +58,7 @@ class Scheduler:
         drain: Callable[[str], Awaitable[None]],
         forget_selector: Callable[[str], None],
     ) -> None:
-        self.shared = shared
-        self.store = shared.store
-        self.settings = shared.settings
-        self.metrics = shared.metrics
+        super().__init__(shared)
         # What a kick starts (``DrainLoop.drain``), and how a selector found gone is let go
         # of by every part (``Applier.forget``).
         self._drain = drain

@@ -78,3 +78,13 @@ class ApplierShared:
         self.handed.forget(name)
         self.waiters.forget(name)
         self.heads.forget(name)
+
+
+class Part:
+    """A part of the applier: the shared state, and the store, settings and metrics it holds."""
+
+    def __init__(self, shared: ApplierShared) -> None:
+        self.shared = shared
+        self.store = shared.store
+        self.settings = shared.settings
+        self.metrics = shared.metrics

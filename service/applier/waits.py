@@ -13,7 +13,7 @@ import time
 from service.applier.checkpoints import Checkpointer
 from service.applier.drain import DrainLoop
 from service.applier.scheduling import Scheduler
-from service.applier.shared import ApplierShared, log
+from service.applier.shared import ApplierShared, Part, log
 from service.errors import NotFound, Unavailable
 from service.store.records import DeletionNotice, Head
 from service.waiting import FALLBACK_SECONDS, Settled
@@ -22,7 +22,7 @@ from service.waiting import FALLBACK_SECONDS, Settled
 CHECKPOINT_NOW_SECONDS = 10.0
 
 
-class Waits:
+class Waits(Part):
     """Waiting on commits and checkpoints (see the module)."""
 
     def __init__(
@@ -32,9 +32,7 @@ class Waits:
         checkpoints: Checkpointer,
         drains: DrainLoop,
     ) -> None:
-        self.shared = shared
-        self.store = shared.store
-        self.settings = shared.settings
+        super().__init__(shared)
         self.scheduler = scheduler
         self.checkpoints = checkpoints
         self.drains = drains
