@@ -55,7 +55,7 @@ async def create_many(url: str, count: int) -> None:
         meta = SelectorMeta(
             name=f"idle-{i}",
             method="fsds",
-            params=params,
+            params=params.as_params(),
             created_at=time.time(),
             n_features=FEATURES,
             incarnation=new_incarnation(),

@@ -37,7 +37,7 @@ def defaults_in_force() -> list[str]:
     for name, method in METHODS.items():
         params, size = _REQUIRED.get(name, ({}, 100))
         resolved = method.resolve_params(params, size)
-        lines.append(f"`{name}` (size {size}): `{json.dumps(resolved, sort_keys=True)}`")
+        lines.append(f"`{name}` (size {size}): `{json.dumps(resolved.as_params(), sort_keys=True)}`")
     for name, extra, what in PROBES:
         params, size = _REQUIRED[name]
         offered = accepts(name, {**params, **extra}, size) is not None

@@ -60,7 +60,7 @@ def _setup(method_name: str, params: dict[str, Any], m: int) -> tuple[dict[str, 
     meta = SelectorMeta(
         name="bench",
         method=method_name,
-        params=resolved,
+        params=resolved.as_params(),
         created_at=0.0,
         n_features=m,
         views=tuple((v, d) for v, d in given["views"].items()) if "views" in given else None,
