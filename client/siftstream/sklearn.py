@@ -45,8 +45,9 @@ from sklearn.base import BaseEstimator
 from sklearn.feature_selection import SelectorMixin
 from sklearn.utils.validation import check_is_fitted
 
+from siftstream._connection import DEFAULT_URL
 from siftstream._inputs import column_names
-from siftstream.clients import DEFAULT_URL, Client
+from siftstream.clients import Client
 from siftstream.errors import InvalidInputError, NotFoundError, SiftClientError
 from siftstream.results import SelectorInfo, Top, Weights
 
