@@ -18,7 +18,7 @@ sleep with ``time`` or ``asyncio``.
 Retries: transport errors (connection refused or reset, timeouts) and 503 (Redis unavailable,
 ``Retry-After`` honoured), with exponential backoff and jitter, capped, within a total time
 budget per call (``RetryPolicy.budget``, 10 s by default): connecting never outlasts what is
-left of it, so a call to a service that is down fails within the budget, with
+left of it (or half a second), so a call to a service that is down fails within the budget, with
 ``ServiceUnreachableError`` naming the URL. A write carries an ``Idempotency-Key`` chosen
 once per logical chunk and kept across its retries, so a retry of a chunk the service did
 apply is answered as a duplicate instead of being applied twice. A call whose retry could
@@ -58,6 +58,9 @@ T = TypeVar("T")
 #: The default total time a call keeps retrying (``RetryPolicy.budget``, ``retry_budget=``,
 #: ``sift --retry-budget``), in seconds.
 DEFAULT_RETRY_BUDGET = 10.0
+#: The least time an attempt may take to connect, however little is left of the budget (a
+#: budget of 0 means no retries, not no time to connect).
+MIN_CONNECT_SECONDS = 0.5
 #: What a user should check when nothing answers, or something else does.
 CHECK_URL = "is that its URL? (Client(url=...), sift --url or SIFT_URL)"
 
@@ -194,9 +197,9 @@ def not_sift(call: Call[Any], response: httpx.Response) -> NotSiftError:
     url = response.request.url
     what = content_type(response) or "no content type"
     return NotSiftError(
-        f"what answers at {origin(url)} is not a Sift service: {call.method} {url} was "
-        f"answered {response.status_code} {response.reason_phrase} with {what}, not Sift's "
-        f"JSON; {CHECK_URL}"
+        f"{origin(url)} did not answer as a Sift service: {call.method} {url} got "
+        f"{response.status_code} {response.reason_phrase} with {what}, not Sift's JSON (another "
+        f"server, or a proxy in front of Sift refusing the request); {CHECK_URL}"
     )
 
 
@@ -249,7 +252,7 @@ def exchange(
     maybe_applied = False  # whether an attempt may have reached the service
     while True:
         attempts += 1
-        left = max(policy.budget - (clock() - started), 0.05)
+        left = max(policy.budget - (clock() - started), MIN_CONNECT_SECONDS)
         outcome = yield replace(call, connect_within=left)
         if isinstance(outcome, httpx.Response):
             status = outcome.status_code

@@ -163,8 +163,8 @@ def test_a_server_that_is_not_sift_is_recognised_in_one_line(status: int) -> Non
     ):
         client.list_selectors()
     message = str(raised.value)
-    assert f"what answers at {url} is not a Sift service" in message
-    assert f"answered {status}" in message and "text/html" in message
+    assert f"{url} did not answer as a Sift service" in message
+    assert f"got {status}" in message and "text/html" in message
     assert "\n" not in message and "<" not in message  # never the page itself
 
 
@@ -173,7 +173,7 @@ def test_another_apis_json_is_not_sift_either() -> None:
     with (
         tiny_server(404, body, "application/json") as url,
         Client(url) as client,
-        pytest.raises(NotSiftError, match="not a Sift service"),
+        pytest.raises(NotSiftError, match="did not answer as a Sift service"),
     ):
         client.describe("news")
 
@@ -194,7 +194,7 @@ def test_the_cli_says_not_sift_in_one_line(capsys: pytest.CaptureFixture[str]) -
     with tiny_server(404, HTML_404, "text/html") as url:
         status, out, err = sift(capsys, "--url", url, "ls")
     assert status == 1 and out == ""
-    assert err.count("\n") == 1 and "not a Sift service" in err and "<" not in err
+    assert err.count("\n") == 1 and "did not answer as a Sift service" in err and "<" not in err
 
 
 # -- URLs -------------------------------------------------------------------------------------

@@ -75,6 +75,7 @@ class Script:
                 outcome: Any = None
             else:
                 assert step.path == self.call.path and step.connect_within is not None
+                assert step.connect_within >= 0.5  # what is left of the budget, or half a second
                 self.sent += 1
                 self.now += 0.01
                 outcome = pending.pop(0)
