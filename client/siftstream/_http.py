@@ -17,10 +17,18 @@ sleep with ``time`` or ``asyncio``.
 
 Retries: transport errors (connection refused or reset, timeouts) and 503 (Redis unavailable,
 ``Retry-After`` honoured), with exponential backoff and jitter, capped, within a total time
-budget. A write carries an ``Idempotency-Key`` chosen once per logical chunk and kept across its
-retries, so a retry of a chunk the service did apply is answered as a duplicate instead of being
-applied twice. A call whose retry could apply twice (``replay_safe=False``, e.g. creating an API
-key) is retried only when the request cannot have reached the service (connection refused).
+budget per call (``RetryPolicy.budget``, 10 s by default): connecting never outlasts what is
+left of it (or half a second), so a call to a service that is down fails within the budget, with
+``ServiceUnreachableError`` naming the URL. A write carries an ``Idempotency-Key`` chosen
+once per logical chunk and kept across its retries, so a retry of a chunk the service did
+apply is answered as a duplicate instead of being applied twice. A call whose retry could
+apply twice (``replay_safe=False``, e.g. creating an API key) is retried only when the request
+cannot have reached the service (connection refused).
+
+Sift answers every refusal as problem+json (``urn:sift:problem:...``) and never answers the
+client's routes with HTML. An answer that is neither (a web server's page, another API) raises
+``NotSiftError`` in one line, the body left out; the same from a proxy's 502, 503 or 504 is
+retried like Sift's 503 (the proxy could not reach the service).
 """
 
 from __future__ import annotations
@@ -30,19 +38,31 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeAlias, TypeVar
 
 import httpx
 
 from siftstream.errors import (
+    PROBLEM_TYPE_PREFIX,
+    NotSiftError,
     ProblemError,
+    ServiceUnreachableError,
     SiftClientError,
     TransportError,
     problem_error,
 )
 
 T = TypeVar("T")
+
+#: The default total time a call keeps retrying (``RetryPolicy.budget``, ``retry_budget=``,
+#: ``sift --retry-budget``), in seconds.
+DEFAULT_RETRY_BUDGET = 10.0
+#: The least time an attempt may take to connect, however little is left of the budget (a
+#: budget of 0 means no retries, not no time to connect).
+MIN_CONNECT_SECONDS = 0.5
+#: What a user should check when nothing answers, or something else does.
+CHECK_URL = "is that its URL? (Client(url=...), sift --url or SIFT_URL)"
 
 #: Statuses worth another attempt: 503 says so itself; 502 and 504 come from a proxy in front
 #: of the service that could not reach it (or gave up waiting).
@@ -74,6 +94,9 @@ class Call(Generic[T]):
     done_earlier: frozenset[int] = frozenset()
     #: False for the readiness probe: its 503 is an answer, not a condition to wait out.
     retry_unavailable: bool = True
+    #: Seconds that connecting may take at most: what is left of the retry budget (set by
+    #: ``exchange`` on each attempt; None: the client's own timeout).
+    connect_within: float | None = None
 
     def describe(self) -> str:
         return f"{self.method} {self.path}"
@@ -105,7 +128,7 @@ class RetryPolicy:
 
     first_delay: float = 0.2
     max_delay: float = 5.0
-    budget: float = 120.0
+    budget: float = DEFAULT_RETRY_BUDGET
     max_attempts: int | None = None
     #: Until the service has answered once, a refused connection or an unknown host fails at
     #: once instead of being retried: a command line pointed at the wrong URL says so now.
@@ -139,36 +162,82 @@ def retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-def problem_of(response: httpx.Response) -> dict[str, Any]:
-    """The problem+json body of a refusal; a stand-in with the text for any other body (a
-    proxy's HTML page, say)."""
+def content_type(response: httpx.Response) -> str:
+    return str(response.headers.get("content-type", "")).split(";")[0].strip().lower()
+
+
+def sift_problem(response: httpx.Response) -> dict[str, Any] | None:
+    """The problem+json body of one of Sift's refusals; None for any other answer."""
     with contextlib.suppress(ValueError):
         document = response.json()
-        if isinstance(document, dict):
+        if isinstance(document, dict) and (
+            content_type(response) == "application/problem+json"
+            or str(document.get("type", "")).startswith(PROBLEM_TYPE_PREFIX)
+        ):
             return document
-    text = response.text.strip()
+    return None
+
+
+def stand_in(response: httpx.Response) -> dict[str, Any]:
+    """A problem for a refusal that is not Sift's (a proxy's page): one line, no body."""
+    what = content_type(response) or "no content type"
     return {
         "title": response.reason_phrase,
         "status": response.status_code,
-        "detail": text[:500] or response.reason_phrase,
+        "detail": f"{response.status_code} {response.reason_phrase} with {what}, not Sift's "
+        "problem+json: a proxy in front of the service, or another server, answered",
     }
 
 
-def refusal(call: Call[Any], response: httpx.Response) -> ProblemError:
-    return problem_error(
-        response.status_code, problem_of(response), call.method, str(response.request.url)
+def origin(url: httpx.URL) -> str:
+    return f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}"
+
+
+def not_sift(call: Call[Any], response: httpx.Response) -> NotSiftError:
+    url = response.request.url
+    what = content_type(response) or "no content type"
+    return NotSiftError(
+        f"{origin(url)} did not answer as a Sift service: {call.method} {url} got "
+        f"{response.status_code} {response.reason_phrase} with {what}, not Sift's JSON (another "
+        f"server, or a proxy in front of Sift refusing the request); {CHECK_URL}"
     )
+
+
+def refusal(call: Call[Any], response: httpx.Response) -> ProblemError:
+    problem = sift_problem(response) or stand_in(response)
+    return problem_error(response.status_code, problem, call.method, str(response.request.url))
 
 
 def parsed(call: Call[T], response: httpx.Response) -> T:
     """The call's answer, or a client error for an answer that is not what Sift sends."""
+    if content_type(response) == "text/html":  # Sift answers no client route with a page
+        raise not_sift(call, response)
     try:
         return call.parse(response)
     except (ValueError, KeyError, TypeError) as exc:
+        if "x-request-id" not in response.headers:  # every answer of Sift's carries one
+            raise not_sift(call, response) from None
         raise SiftClientError(
             f"unexpected answer to {call.describe()} ({response.status_code}, "
             f"{response.headers.get('content-type', 'no content type')}): {exc!r}"
         ) from exc
+
+
+def unreachable_error(
+    call: Call[Any], exc: httpx.TransportError, attempts: int, elapsed: float
+) -> ServiceUnreachableError:
+    """Nothing answered: where, why, and what to check."""
+    try:
+        where = origin(exc.request.url)
+    except RuntimeError:  # pragma: no cover - httpx sets the request of what it raises
+        where = "the service's URL"
+    tried = f"{attempts} attempts in {elapsed:.1f} s" if attempts > 1 else "1 attempt"
+    return ServiceUnreachableError(
+        f"cannot reach the service at {where}: nothing answered {call.describe()} "
+        f"({type(exc).__name__}: {exc or 'no detail'}; {tried}). Is it running, and "
+        f"{CHECK_URL}",
+        attempts,
+    )
 
 
 def exchange(
@@ -183,11 +252,14 @@ def exchange(
     maybe_applied = False  # whether an attempt may have reached the service
     while True:
         attempts += 1
-        outcome = yield call
+        left = max(policy.budget - (clock() - started), MIN_CONNECT_SECONDS)
+        outcome = yield replace(call, connect_within=left)
         if isinstance(outcome, httpx.Response):
             status = outcome.status_code
             if status < 400 or (maybe_applied and status in call.done_earlier):
                 return parsed(call, outcome)
+            if status not in RETRIED_STATUSES and sift_problem(outcome) is None:
+                raise not_sift(call, outcome)
             failure: SiftClientError = refusal(call, outcome)
             if status not in RETRIED_STATUSES or (status == 503 and not call.retry_unavailable):
                 raise failure
@@ -195,11 +267,14 @@ def exchange(
             maybe_applied = True  # the service (or a proxy) got the request
         elif isinstance(outcome, httpx.TransportError):
             not_sent = isinstance(outcome, NOT_SENT)
-            failure = TransportError(
-                f"{call.describe()} failed after {attempts} attempt(s): "
-                f"{type(outcome).__name__}: {outcome}",
-                attempts,
-            )
+            if not_sent:  # nothing answered
+                failure = unreachable_error(call, outcome, attempts, clock() - started)
+            else:
+                failure = TransportError(
+                    f"{call.describe()} failed after {attempts} attempt(s) in "
+                    f"{clock() - started:.1f} s: {type(outcome).__name__}: {outcome}",
+                    attempts,
+                )
             if not isinstance(outcome, TRANSIENT) or not (not_sent or call.replay_safe):
                 raise failure from outcome
             waited = None
@@ -247,22 +322,32 @@ def program(plan: Plan[T], policy: RetryPolicy) -> Generator[Call[Any] | Sleep, 
 
 
 def unreachable(
-    http: httpx.Client | httpx.AsyncClient, policy: RetryPolicy, reached: bool, exc: Exception
+    call: Call[Any], policy: RetryPolicy, reached: bool, exc: httpx.TransportError
 ) -> TransportError | None:
     """The error to raise at once for ``exc`` (``RetryPolicy.fail_fast_unreached``): the
     service never answered and the connection was refused or the host is unknown."""
     if reached or not policy.fail_fast_unreached or not isinstance(exc, httpx.ConnectError):
         return None
-    return TransportError(
-        f"cannot reach the service at {http.base_url} ({exc or type(exc).__name__}): is it "
-        "running, and is that its URL? (--url, or SIFT_URL)",
-        1,
-    )
+    return unreachable_error(call, exc, 1, 0.0)
 
 
 def build_request(http: httpx.Client | httpx.AsyncClient, call: Call[Any]) -> httpx.Request:
+    timeout = http.timeout
+    if call.connect_within is not None:
+        within = call.connect_within
+        timeout = httpx.Timeout(
+            connect=within if timeout.connect is None else min(timeout.connect, within),
+            read=timeout.read,
+            write=timeout.write,
+            pool=within if timeout.pool is None else min(timeout.pool, within),
+        )
     return http.build_request(
-        call.method, call.path, params=call.params, content=call.content, headers=call.headers
+        call.method,
+        call.path,
+        params=call.params,
+        content=call.content,
+        headers=call.headers,
+        timeout=timeout,
     )
 
 
@@ -290,7 +375,7 @@ class SyncDriver:
                 outcome = self.http.send(build_request(self.http, step))
                 self.reached = True
             except httpx.TransportError as exc:
-                failure = unreachable(self.http, self.policy, self.reached, exc)
+                failure = unreachable(step, self.policy, self.reached, exc)
                 if failure is not None:
                     raise failure from exc
                 outcome = exc
@@ -319,7 +404,7 @@ class AsyncDriver:
                 outcome = await self.http.send(build_request(self.http, step))
                 self.reached = True
             except httpx.TransportError as exc:
-                failure = unreachable(self.http, self.policy, self.reached, exc)
+                failure = unreachable(step, self.policy, self.reached, exc)
                 if failure is not None:
                     raise failure from exc
                 outcome = exc

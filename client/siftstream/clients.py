@@ -7,7 +7,7 @@ arguments); ``Operation`` makes it a method of both clients that runs it
 with the client's driver (``siftstream._http``), which does the requests, the retries and
 the waiting.
 
-    with Client("http://127.0.0.1:8000", api_key=...) as sift:
+    with Client("http://127.0.0.1:8000", api_key=...) as sift:   # or SIFT_URL, SIFT_API_KEY
         sift.create("news", "fsds", n_features=X.shape[1], params={"k": 20})
         sift.push("news", X)                      # chunks of about 8 MiB, retried safely
         print(sift.top("news", h=20).names)
@@ -15,6 +15,7 @@ the waiting.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Coroutine, Mapping
@@ -23,14 +24,15 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import httpx
 
+from siftstream import _connection
 from siftstream._api import Api, keys, monitoring, selectors, sources, streams
+from siftstream._connection import DEFAULT_URL as DEFAULT_URL
 from siftstream._http import AsyncDriver, Plan, RetryPolicy, SyncDriver
 from siftstream._inputs import DEFAULT_CHUNK_BYTES
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-DEFAULT_URL = "http://127.0.0.1:8000"
 #: A chunk's POST waits until it is applied (``SIFT_APPLY_WAIT_SECONDS``, 60 s by default)
 #: before answering 202: the read timeout stays above that.
 DEFAULT_TIMEOUT = httpx.Timeout(90.0, connect=5.0)
@@ -42,6 +44,17 @@ def _headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, 
         headers["authorization"] = f"Bearer {api_key}"
     headers.update(extra or {})
     return headers
+
+
+def _policy(retry: RetryPolicy | None, retry_budget: float | None) -> RetryPolicy:
+    """The client's retry policy: ``retry`` (default ``RetryPolicy()``) with ``retry_budget``
+    as its budget when given."""
+    policy = retry or RetryPolicy()
+    if retry_budget is None:
+        return policy
+    if not retry_budget >= 0:
+        raise ValueError(f"retry_budget must be a number of seconds >= 0; got {retry_budget}")
+    return dataclasses.replace(policy, budget=float(retry_budget))
 
 
 def client_version() -> str:
@@ -164,28 +177,34 @@ class Operations:
 class Client(Operations):
     """A blocking client of one Sift service.
 
-    ``url``: the service (default ``http://127.0.0.1:8000``); ``api_key``: sent as a bearer
-    token; ``retry``: the ``RetryPolicy`` (transport errors and 503s are retried with backoff
-    within a total budget, writes keep their Idempotency-Key); ``chunk_bytes``: the size that
-    ``push`` cuts large inputs to; ``transport``: an httpx transport (tests, proxies).
+    ``url``: the service's base URL (default ``$SIFT_URL``, else ``http://127.0.0.1:8000``;
+    ``127.0.0.1:8765`` means ``http://``, a trailing ``/v1`` is dropped: ``_connection``);
+    ``api_key``: sent as a bearer token (default ``$SIFT_API_KEY``, else ``$SIFT_API_TOKEN``;
+    ``""`` sends none); ``retry_budget``: seconds a call keeps retrying transport errors and
+    503s before it gives up (default 10; the budget of ``retry``, the ``RetryPolicy``, which
+    sets the backoff too; writes keep their Idempotency-Key across retries); ``chunk_bytes``:
+    the size that ``push`` cuts large inputs to; ``transport``: an httpx transport (tests,
+    proxies).
     """
 
     def __init__(
         self,
-        url: str = DEFAULT_URL,
+        url: str | None = None,
         api_key: str | None = None,
         *,
+        retry_budget: float | None = None,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.url = url
+        self.url = _connection.service_url(url)
+        key = _connection.api_key(api_key)
         self._http = httpx.Client(
-            base_url=url, headers=_headers(api_key, headers), timeout=timeout, transport=transport
+            base_url=self.url, headers=_headers(key, headers), timeout=timeout, transport=transport
         )
-        self._driver = SyncDriver(self._http, retry or RetryPolicy())
+        self._driver = SyncDriver(self._http, _policy(retry, retry_budget))
         self._api = Api(chunk_bytes)
 
     def close(self) -> None:
@@ -207,24 +226,27 @@ class Client(Operations):
 
 
 class AsyncClient(Operations):
-    """The asyncio client: ``Client``'s operations as coroutines (same arguments, results)."""
+    """The asyncio client: ``Client``'s operations as coroutines (same arguments, results,
+    URL, key and retry budget)."""
 
     def __init__(
         self,
-        url: str = DEFAULT_URL,
+        url: str | None = None,
         api_key: str | None = None,
         *,
+        retry_budget: float | None = None,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.url = url
+        self.url = _connection.service_url(url)
+        key = _connection.api_key(api_key)
         self._http = httpx.AsyncClient(
-            base_url=url, headers=_headers(api_key, headers), timeout=timeout, transport=transport
+            base_url=self.url, headers=_headers(key, headers), timeout=timeout, transport=transport
         )
-        self._driver = AsyncDriver(self._http, retry or RetryPolicy())
+        self._driver = AsyncDriver(self._http, _policy(retry, retry_budget))
         self._api = Api(chunk_bytes)
 
     async def aclose(self) -> None:

@@ -6,7 +6,9 @@ The service answers every refusal as RFC 9457 ``application/problem+json`` (``ty
 callers catch what they can act on (``NotFoundError``, ``ConflictError``, ...), and
 ``InvalidInputError.kind`` names the rule a 422 broke (``invalid-input``, ``inconsistent``,
 ``selector-mismatch``, ...). ``TransportError`` is raised when the service could not be reached
-within the retry budget.
+within the retry budget (``ServiceUnreachableError`` when nothing answered at all),
+``NotSiftError`` when what answers at the URL is not a Sift service, and ``InvalidURLError``
+for a URL the client cannot use.
 
 This tree is the client's own: the client never imports the server's modules.
 """
@@ -33,6 +35,20 @@ class TransportError(SiftClientError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (str(self), self.attempts))
+
+
+class ServiceUnreachableError(TransportError):
+    """Nothing answered at the service's URL (connection refused, unknown host, connect timed
+    out) until the retry budget ran out: the service is down, or the URL is not its."""
+
+
+class NotSiftError(SiftClientError):
+    """Something answered at the URL, but not a Sift service (an answer neither Sift's JSON nor
+    its problem+json: a web server's HTML page, another API); the message says what came."""
+
+
+class InvalidURLError(SiftClientError, ValueError):
+    """A service URL the client cannot use (another scheme, no host, a path of the API)."""
 
 
 class ProblemError(SiftClientError):

@@ -46,7 +46,7 @@ from sklearn.feature_selection import SelectorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from siftstream._inputs import column_names
-from siftstream.clients import DEFAULT_URL, Client
+from siftstream.clients import Client
 from siftstream.errors import InvalidInputError, NotFoundError, SiftClientError
 from siftstream.results import SelectorInfo, Top, Weights
 
@@ -73,7 +73,8 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
     method : the method of a selector created on first use (default ``fsds``).
     n_features_to_select : how many features ``/top`` keeps (capped at the features there are).
     url, api_key : the service, and a key with the ``admin`` scope (to create and delete) or
-        ``write`` (to stream to an existing selector).
+        ``write`` (to stream to an existing selector); read as ``Client`` reads them (None:
+        ``SIFT_URL``, else ``DEFAULT_URL``; ``SIFT_API_KEY``, else ``SIFT_API_TOKEN``).
     params : the method's hyperparameters for a selector created on first use.
     expires_after : seconds without a chunk after which the service deletes the selector a
         ``fit`` made (named ``selector_name_``); None keeps it.
@@ -85,7 +86,7 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
         *,
         method: str = "fsds",
         n_features_to_select: int = 10,
-        url: str = DEFAULT_URL,
+        url: str | None = None,
         api_key: str | None = None,
         params: dict[str, Any] | None = None,
         expires_after: float | None = DEFAULT_EXPIRES_AFTER,

@@ -23,6 +23,14 @@ from tests.support.harness import ServiceProcess, live_service
 _numbers = itertools.count()
 
 
+@pytest.fixture(autouse=True)
+def _no_connection_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Client`` and ``sift`` read SIFT_URL, SIFT_API_KEY and SIFT_API_TOKEN: the shell's
+    must not reach the tests (those that test them set them)."""
+    for variable in ("SIFT_URL", "SIFT_API_KEY", "SIFT_API_TOKEN"):
+        monkeypatch.delenv(variable, raising=False)
+
+
 @pytest.fixture(scope="session")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     # The alert tests' receivers listen on loopback, which alerts reach only when allowed.

@@ -5,6 +5,7 @@ the middle of a push, and ``rows_seen`` is exact afterwards (nothing lost, nothi
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -35,8 +36,15 @@ URL = "http://sift.test/v1/selectors/news/chunks"
 def answer(
     status: int, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None
 ) -> httpx.Response:
+    """An answer as Sift writes it (a refusal's body is problem+json)."""
     problem = body or {"type": "urn:sift:problem:x", "title": "t", "status": status, "detail": "d"}
-    return httpx.Response(status, json=problem, headers=headers, request=httpx.Request("POST", URL))
+    media = "application/problem+json" if status >= 400 else "application/json"
+    return httpx.Response(
+        status,
+        content=json.dumps(problem).encode(),
+        headers={"content-type": media, "x-request-id": "r", **(headers or {})},
+        request=httpx.Request("POST", URL),
+    )
 
 
 def refused() -> httpx.ConnectError:
@@ -66,7 +74,8 @@ class Script:
                 self.now += step.seconds
                 outcome: Any = None
             else:
-                assert step is self.call
+                assert step.path == self.call.path and step.connect_within is not None
+                assert step.connect_within >= 0.5  # what is left of the budget, or half a second
                 self.sent += 1
                 self.now += 0.01
                 outcome = pending.pop(0)

@@ -4,6 +4,7 @@ and ``Api``, the settings the operations run with (see the package's docstring).
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -19,6 +20,7 @@ from siftstream.errors import (
     PROBLEM_TYPE_PREFIX,
     ChunkRejectedError,
 )
+from siftstream.files import DataFile, open_data
 from siftstream.results import (
     ChunkReceipt,
     ChunkStatus,
@@ -197,9 +199,20 @@ def _rows_body(
     return inputs.labelled_body(matrix, labels, flat)
 
 
+def opened(data: Any, y: Any) -> Any:
+    """``data`` as ``push`` reads it: a path (``str`` or ``os.PathLike``) is opened with the
+    reader of ``sift push`` (``siftstream.files``: CSV, Parquet, ``.npy``, ``.npz``; ``y`` a
+    string names its labels column or array); anything else is returned as it is."""
+    if isinstance(data, str | os.PathLike):
+        return open_data(os.fspath(data), y if isinstance(y, str) else None)
+    return data
+
+
 def _names_of(data: Any, y: Any) -> list[str] | dict[str, list[str]] | None:
     """The feature names of pushed rows: a DataFrame's columns (without a labels column named
-    by ``y``), or every view's (all views DataFrames)."""
+    by ``y``), every view's (all views DataFrames), or a file's header."""
+    if isinstance(data, DataFile):
+        return data.feature_names
     if isinstance(data, Mapping):
         return inputs.view_names(data)
     features, _labels = inputs.split_labels(data, y) if isinstance(y, str) else (data, None)
@@ -209,7 +222,11 @@ def _names_of(data: Any, y: Any) -> list[str] | dict[str, list[str]] | None:
 def _row_chunks(
     data: Any, y: Any, chunk_rows: int | None, chunk_bytes: int
 ) -> Iterator[tuple[Any, list[inputs.Label] | None]]:
-    """``data`` (rows, or {view: rows}) and its labels cut into chunks of rows."""
+    """``data`` (rows, {view: rows} or an opened file) and its labels cut into chunks of
+    rows."""
+    if isinstance(data, DataFile):
+        yield from _file_chunks(data, y, chunk_rows, chunk_bytes)
+        return
     if isinstance(data, Mapping):
         views = inputs.views_of(data)
         widest = max(views.values(), key=lambda v: v.shape[1])
@@ -225,3 +242,22 @@ def _row_chunks(
     step = chunk_rows or inputs.rows_per_chunk(matrix, chunk_bytes)
     for part in inputs.row_slices(int(matrix.shape[0]), step):
         yield matrix[part], None if labels is None else labels[part]
+
+
+def _file_chunks(
+    data: DataFile, y: Any, chunk_rows: int | None, chunk_bytes: int
+) -> Iterator[tuple[Any, list[inputs.Label] | None]]:
+    """An opened file's rows in chunks, with its labels column (``y`` its name) or ``y``'s
+    labels (one per row of the file)."""
+    given = None if y is None or isinstance(y, str) else inputs.labels_of(y)
+    if given is not None and len(given) != data.n_rows:
+        raise ValueError(
+            f"expected {data.n_rows} labels (one per row of {data.path}); got {len(given)}"
+        )
+    step = chunk_rows or max(1, chunk_bytes // (8 * max(data.n_features, 1)))
+    start = 0
+    for block in data.blocks(step):
+        n_rows = int(block.rows.shape[0])
+        labels = block.labels if given is None else given[start : start + n_rows]
+        yield block.rows, labels
+        start += n_rows

@@ -32,6 +32,7 @@ from siftstream._api.core import (
     json_body,
     new_key,
     npy_array,
+    opened,
     selector_path,
 )
 from siftstream._http import Call, Sleep, Steps
@@ -184,7 +185,9 @@ def push(
 ) -> Steps[PushSummary]:
     """Push rows in chunks (in order): a numpy array, a scipy sparse matrix or a DataFrame;
     ``y`` the labels for labelled methods (a sequence, a Series, or a DataFrame column's
-    name); or a mapping {view: rows} for multi-view selectors.
+    name); or a mapping {view: rows} for multi-view selectors; or the path of a data file,
+    read as ``sift push`` reads it (CSV with a header of feature names, Parquet, ``.npy``,
+    ``.npz``; ``y`` names its labels column or array), in chunks, never whole.
 
     Chunks hold ``chunk_rows`` rows (default: about 8 MiB each). Each carries the
     Idempotency-Key ``<key_prefix>-<i>`` (a fresh prefix by default): pushing the same data
@@ -194,6 +197,7 @@ def push(
     rows: the service puts each column on the feature of its name, and refuses names it
     does not have (before any row is applied).
     """
+    data = opened(data, y)
     names = feature_names if feature_names is not None else _names_of(data, y)
     chunks = _row_chunks(data, y, chunk_rows, api.chunk_bytes)
     prefix = key_prefix or new_key()

@@ -5,8 +5,9 @@ their parser (``add_commands``) and their runner (``run``, one function per comm
 resumable push is ``siftstream.push``, the tables and JSON output ``siftstream.render``.
 
 Every command talks to the service at ``--url`` (or ``SIFT_URL``, default
-``http://127.0.0.1:8000``) with ``--api-key`` (or ``SIFT_API_KEY``), through ``Client``: transport
-errors and 503s are retried within ``--retry-budget`` seconds. A refusal prints the service's
+``http://127.0.0.1:8000``) with ``--api-key`` (or ``SIFT_API_KEY``, else ``SIFT_API_TOKEN``),
+through ``Client``, which reads them as the library does: transport errors and 503s are retried
+within ``--retry-budget`` seconds (10). A refusal prints the service's
 problem detail and exits with status 1.
 
 ``sift push`` is resumable (``siftstream.push`` says how).

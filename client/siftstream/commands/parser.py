@@ -6,7 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from siftstream.clients import DEFAULT_URL
+from siftstream._connection import DEFAULT_URL, KEY_VARIABLES
+from siftstream._http import DEFAULT_RETRY_BUDGET
 from siftstream.console import CommandError
 from siftstream.files import open_data
 
@@ -23,15 +24,18 @@ def connection_options(suppress: bool) -> argparse.ArgumentParser:
         "--url", default=default, help=f"The service (default $SIFT_URL, else {DEFAULT_URL})."
     )
     parent.add_argument(
-        "--api-key", default=default, help="API key (default $SIFT_API_KEY; none if unset)."
+        "--api-key",
+        default=default,
+        help=f"API key (default ${KEY_VARIABLES[0]}, else ${KEY_VARIABLES[1]}, the service's "
+        "admin token; none if both are unset).",
     )
     parent.add_argument(
         "--retry-budget",
         type=float,
-        default=argparse.SUPPRESS if suppress else 30.0,
+        default=argparse.SUPPRESS if suppress else DEFAULT_RETRY_BUDGET,
         metavar="SECONDS",
         help="How long to keep retrying a request while the service is unreachable or "
-        "answers 503 (default 30).",
+        f"answers 503 (default {DEFAULT_RETRY_BUDGET:g}).",
     )
     return parent
 

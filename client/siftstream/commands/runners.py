@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from siftstream._http import RetryPolicy
-from siftstream.clients import DEFAULT_URL, Client
+from siftstream.clients import Client
 from siftstream.commands.parser import parse_param, shape_of
 from siftstream.commands.sources import run_source
 from siftstream.commands.streams import run_stream
@@ -35,12 +35,14 @@ from siftstream.results import Top
 def run(args: argparse.Namespace, console: Console | None = None) -> int:
     """Run a client command; the exit status."""
     console = console or Console(sys.stdout, sys.stderr)
-    url = args.url or os.environ.get("SIFT_URL") or DEFAULT_URL
-    api_key = args.api_key or os.environ.get("SIFT_API_KEY") or None
     handler = _COMMANDS[args.command]
     try:
-        policy = RetryPolicy(budget=args.retry_budget, fail_fast_unreached=True)
-        with Client(url, api_key, retry=policy) as client:
+        # The URL and the key as Client reads them: --url, else $SIFT_URL; --api-key, else
+        # $SIFT_API_KEY, else $SIFT_API_TOKEN (siftstream._connection).
+        policy = RetryPolicy(fail_fast_unreached=True)
+        with Client(
+            args.url or None, args.api_key, retry=policy, retry_budget=args.retry_budget
+        ) as client:
             return handler(args, client, console)
     except ProblemError as exc:  # the service's own words, and its status
         console.err.write(f"sift {args.command}: {exc.detail} ({exc.status} {exc.title})\n")
