@@ -36,8 +36,8 @@ def defaults_in_force() -> list[str]:
     lines = []
     for name, method in METHODS.items():
         params, size = _REQUIRED.get(name, ({}, 100))
-        resolved = method.resolve_params(params, size)
-        lines.append(f"`{name}` (size {size}): `{json.dumps(resolved.as_params(), sort_keys=True)}`")
+        resolved = method.resolve_params(params, size).as_params()
+        lines.append(f"`{name}` (size {size}): `{json.dumps(resolved, sort_keys=True)}`")
     for name, extra, what in PROBES:
         params, size = _REQUIRED[name]
         offered = accepts(name, {**params, **extra}, size) is not None
