@@ -5,6 +5,7 @@ that is a real HTTP server here."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -27,6 +28,8 @@ pytestmark = pytest.mark.asyncio
 TRACE_ID = 0x4BF92F3577B34DA6A3CE929D0E0E4736
 PARENT_ID = 0x00F067AA0BA902B7
 CHUNKS = "POST /v1/selectors/{name}/chunks"
+#: The applier's drain keeps the state (and the lease) between chunks: chunks may go direct.
+LINGERING = {"applier_linger_seconds": 30.0}
 
 
 def traceparent(trace_id: int, parent_id: int = PARENT_ID) -> dict[str, str]:
@@ -59,8 +62,24 @@ def children(recorded: Sequence[ReadableSpan], parent: ReadableSpan) -> list[Rea
     ]
 
 
+async def ended(exporter: InMemorySpanExporter, predicate: Any) -> list[ReadableSpan]:
+    """The spans once ``predicate`` holds of them (the applier's end after the answer)."""
+    for _ in range(200):
+        recorded = list(exporter.get_finished_spans())
+        if predicate(recorded):
+            return recorded
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"spans never matched: {[s.name for s in exporter.get_finished_spans()]}")
+
+
+def linked_to(span: ReadableSpan, target: ReadableSpan) -> bool:
+    return any(link.context.span_id == target.context.span_id for link in span.links)
+
+
 @pytest.mark.parametrize("hot_path", [True, False])
-async def test_a_post_continues_the_producers_trace(app_factory, spans, hot_path):
+async def test_a_post_continues_the_producers_trace_and_the_apply_links_to_it(
+    app_factory, spans, hot_path
+):
     async with app_factory(hot_path=hot_path) as (_app, http):
         await create_selector(http, "t", 3, method="variance")
         spans.clear()
@@ -68,7 +87,7 @@ async def test_a_post_continues_the_producers_trace(app_factory, spans, hot_path
             "/v1/selectors/t/chunks", json=[[1, 2, 3], [4, 5, 7]], headers=traceparent(TRACE_ID)
         )
         assert answer.status_code == 200, answer.text
-        recorded = list(spans.get_finished_spans())
+        recorded = await ended(spans, lambda r: named(r, "sift.commit"))
     servers = [s for s in recorded if s.kind == SpanKind.SERVER]
     assert [s.name for s in servers] == [CHUNKS]  # one server span, named by its route
     server = servers[0]
@@ -95,6 +114,53 @@ async def test_a_post_continues_the_producers_trace(app_factory, spans, hot_path
         "sift.rows": 2,
         "sift.version": 1,
     }
+    # The applier's span: a trace of its own, linked to the append that brought the chunk.
+    (apply,) = named(recorded, "sift.apply")
+    assert apply.context.trace_id != TRACE_ID and apply.parent is None
+    assert linked_to(apply, append)
+    assert dict(apply.attributes or {}) == {
+        "sift.selector": "t",
+        "sift.method": "variance",
+        "sift.rows": 2,
+        "sift.path": "log",
+    }
+    assert {s.name for s in children(recorded, apply)} == {"sift.compute", "sift.commit"}
+    (commit,) = named(recorded, "sift.commit")
+    assert commit.attributes is not None and commit.attributes["sift.version"] == 1
+
+
+async def test_a_direct_chunk_is_linked_from_the_drain_that_applied_it(app_factory, spans):
+    async with app_factory(**LINGERING) as (_app, http):
+        await create_selector(http, "d", 3, method="variance")
+        first = await http.post("/v1/selectors/d/chunks", json=[[1, 2, 3]])
+        assert first.status_code == 200
+        # The drain now lingers with the state: the next waited chunks go direct (most of them:
+        # one may meet the drain between its reads).
+        for i in range(10):
+            trace_id = TRACE_ID + 1 + i
+            posted = await http.post(
+                "/v1/selectors/d/chunks", json=[[i, 1, 2]], headers=traceparent(trace_id)
+            )
+            assert posted.status_code == 200, posted.text
+            direct = [
+                s
+                for s in named(spans.get_finished_spans(), "sift.direct")
+                if s.context.trace_id == trace_id
+                and s.attributes is not None
+                and s.attributes["sift.applied"]
+            ]
+            if direct:
+                break
+        assert direct, "no chunk went direct"
+        recorded = await ended(
+            spans, lambda r: any(linked_to(s, direct[0]) for s in named(r, "sift.apply"))
+        )
+    (apply,) = [s for s in named(recorded, "sift.apply") if linked_to(s, direct[0])]
+    assert apply.attributes is not None and apply.attributes["sift.path"] == "direct"
+    assert {s.name for s in children(recorded, apply)} == {"sift.compute", "sift.commit"}
+    # The direct chunk was neither appended by its request nor waited for.
+    (server,) = [s for s in recorded if s.kind == SpanKind.SERVER and s.context == direct[0].parent]
+    assert {s.name for s in children(recorded, server)} == {"sift.validate", "sift.direct"}
 
 
 async def test_reads_get_their_span_and_the_redis_read_under_it(app_factory, spans):
@@ -245,3 +311,4 @@ async def test_exported_over_otlp_when_an_endpoint_is_set(app_factory, monkeypat
                 exported += [(s.name, s.trace_id.hex()) for s in scope.spans]
     assert (CHUNKS, f"{TRACE_ID:032x}") in exported
     assert ("sift.append", f"{TRACE_ID:032x}") in exported
+    assert "sift.apply" in {name for name, _ in exported}
