@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI
 from threadpoolctl import threadpool_limits
 
+from service import tracing
 from service.api.guard import BEARER_SCHEME
 from service.api.middleware import install_middleware
 from service.api.problems import install_problem_handlers
@@ -105,9 +106,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redis-server missing, a data directory in use, Redis refusing the credentials)."""
         started = False
         try:
-            async with serving(app):
-                started = True
-                yield
+            with tracing.started():  # OTEL_* variables (service/tracing.py); else nothing
+                async with serving(app):
+                    started = True
+                    yield
         except SiftError as exc:
             if not started:
                 app.state.startup_error = exc.detail
@@ -221,6 +223,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # CDN: FastAPI's own page renders blank offline); ReDoc is not offered.
         docs_url=None,
         redoc_url=None,
+        # Sift traces its requests itself (service/api/tracing.py: the hot path's routes too).
+        telemetry={"tracing": False},
     )
     app.state.settings = settings
     app.state.metrics = metrics

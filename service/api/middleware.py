@@ -6,6 +6,7 @@ answers and costs a thread hop per request.
 
 Order, outermost first (``install_middleware``):
 
+0. :class:`service.api.tracing.TraceRequests`: the request's server span, when traces are on;
 1. :class:`RequestContext`: the request id (``X-Request-ID``) of every line logged while
    serving, echoed on every answer; the HTTP metrics; and the last net for an exception that
    escapes everything else (a 500 problem with the id, instead of a dropped connection);
@@ -31,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.hot_path import HotPath
 from service.api.problems import internal_error, problem_response
+from service.api.tracing import TraceRequests
 from service.config import Settings
 from service.logs import accepted_request_id, request_id_var
 from service.metrics import UNMATCHED_ROUTE, Metrics
@@ -193,3 +195,4 @@ def install_middleware(app: FastAPI, settings: Settings, metrics: Metrics) -> No
             max_age=600,
         )
     app.add_middleware(RequestContext, metrics=metrics)
+    app.add_middleware(TraceRequests)  # outermost: its span covers everything (off: one test)

@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 
+from service import tracing
 from service.algorithms import get_method
 from service.algorithms.base import State
 from service.applier.shared import Part, log
@@ -140,10 +141,12 @@ class Committer(Part):
             return update, time.thread_time() - cpu_started if sampled else None
 
         expected = held.expected_cpu(items)
-        if expected is not None and expected <= INLINE_COMPUTE_SECONDS:
-            update, cpu = computed_update()
-        else:
-            update, cpu = await asyncio.to_thread(computed_update)
+        inline = expected is not None and expected <= INLINE_COMPUTE_SECONDS
+        with tracing.span("sift.compute", {"sift.rows": items, "sift.inline": inline}):
+            if inline:
+                update, cpu = computed_update()
+            else:
+                update, cpu = await asyncio.to_thread(computed_update)
         if cpu is not None:
             held.last_update_cpu, held.last_update_items = cpu, items
         return update, time.perf_counter() - started
@@ -222,19 +225,20 @@ class Committer(Part):
         items_seen = held.head.items_seen + items
         history = self.history_entry(held.head, items, update)
         try:
-            committed_head = await self.store.commits.commit(
-                lease,
-                expected_version=held.head.version,
-                published=update.published,
-                cursor=cursor,
-                items_seen=items_seen,
-                entries=entries,
-                applied_records=applied_records,
-                rejections=rejections or [],
-                history=history,
-                history_kept=self.settings.history_versions,
-                then_take=then_take,
-            )
+            with tracing.span("sift.commit", {"sift.version": held.head.version + 1}):
+                committed_head = await self.store.commits.commit(
+                    lease,
+                    expected_version=held.head.version,
+                    published=update.published,
+                    cursor=cursor,
+                    items_seen=items_seen,
+                    entries=entries,
+                    applied_records=applied_records,
+                    rejections=rejections or [],
+                    history=history,
+                    history_kept=self.settings.history_versions,
+                    then_take=then_take,
+                )
         except StaleApplier:
             self.metrics.stale_commits.inc()
             self.shared.held.pop(name)  # someone else moved the selector on: this state is stale

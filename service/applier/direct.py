@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from service import tracing
 from service.applier.checkpoints import Checkpointer
 from service.applier.committing import Committer
 from service.applier.shared import ApplierShared, Part, log
@@ -89,11 +90,16 @@ class DirectPath(Part):
         ):
             return None
         future: asyncio.Future[AppendOutcome | None] = asyncio.get_running_loop().create_future()
-        self._queued.setdefault(name, []).append(DirectChunk(chunk, entry, future))
-        arrived = self._arrived.get(name)
-        if arrived is not None:
-            arrived.set()
-        return await future
+        with tracing.span("sift.direct", {"sift.selector": name, "sift.rows": entry.items}) as span:
+            self._queued.setdefault(name, []).append(
+                DirectChunk(chunk, entry, future, tracing.here())
+            )
+            arrived = self._arrived.get(name)
+            if arrived is not None:
+                arrived.set()
+            outcome = await future
+            tracing.annotate(span, {"sift.applied": outcome is not None})
+            return outcome
 
     async def apply(self, held: HeldState, lease: Lease) -> Head:
         """Apply the waited chunks handed to this drain (``submit``) before anything of
@@ -119,6 +125,15 @@ class DirectPath(Part):
             self._queued[name] = queued[len(live) :] + self._queued.get(name, [])
         if not live:
             return held.head
+        links = [item.link for item in live]
+        with tracing.applying(name, held.meta.method, rows, links, "direct"):
+            return await self._apply_live(held, lease, live, rows)
+
+    async def _apply_live(
+        self, held: HeldState, lease: Lease, live: list[DirectChunk], rows: int
+    ) -> Head:
+        """``apply`` of the chunks taken (``live``, ``rows`` in all)."""
+        name = held.meta.name
         try:
             update, computed = await self.committer.compute(
                 held, [item.chunk for item in live], False, rows
@@ -137,17 +152,18 @@ class DirectPath(Part):
             if as_state:
                 state = await asyncio.to_thread(lambda: cut_fields(encode_state(update.state)))
             await self.store.checkpoints.put_segments(name, update.segments)
-            result = await self.store.commits.append_and_commit(
-                lease,
-                before.version,
-                before.cursor,
-                update.published,
-                before.items_seen + rows,
-                [item.entry for item in live],
-                history=self.committer.history_entry(before, rows, update),
-                history_kept=self.settings.history_versions,
-                checkpoint=state,
-            )
+            with tracing.span("sift.commit", {"sift.version": before.version + 1}):
+                result = await self.store.commits.append_and_commit(
+                    lease,
+                    before.version,
+                    before.cursor,
+                    update.published,
+                    before.items_seen + rows,
+                    [item.entry for item in live],
+                    history=self.committer.history_entry(before, rows, update),
+                    history_kept=self.settings.history_versions,
+                    checkpoint=state,
+                )
         except Exception as exc:
             # Whether the script ran is not known (its reply was lost): the requests fail as an
             # append that lost its reply would, and a retry with the same key finds out.

@@ -11,6 +11,7 @@ import contextlib
 import time
 from typing import Literal
 
+from service import tracing
 from service.algorithms import get_method
 from service.applier.checkpoints import Checkpointer
 from service.applier.committing import Committer
@@ -312,6 +313,14 @@ class DrainLoop(Part):
     ) -> tuple[Head, Taken | None]:
         """Compute and commit ``batch``; the new head, and the next entries, taken in the
         commit's round trip (None: take them as usual)."""
+        name, ids = held.meta.name, [entry.log_id for entry in batch.entries]
+        links = tracing.appenders(name, ids)
+        with tracing.applying(name, held.meta.method, batch.items, links, "log"):
+            return await self._compute_and_commit(held, lease, batch, one_at_a_time)
+
+    async def _compute_and_commit(
+        self, held: HeldState, lease: Lease, batch: Batch, one_at_a_time: bool
+    ) -> tuple[Head, Taken | None]:
         started = time.perf_counter()
         update, computed = await self.committer.compute(
             held, batch.folded, batch.merge, batch.items

@@ -11,6 +11,8 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from opentelemetry.trace import SpanContext
+
 from service.algorithms.base import State
 from service.applier.checkpoint_policy import Trigger
 from service.store.keys import parse_stream_id
@@ -120,6 +122,8 @@ class DirectChunk:
     chunk: Chunk
     entry: DirectEntry
     future: asyncio.Future[AppendOutcome | None]
+    #: The span that handed it over, for the applier's span to link to (``service.tracing``).
+    link: SpanContext | None = None
 
     @property
     def items(self) -> int:

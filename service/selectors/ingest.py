@@ -16,6 +16,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Literal
 
+from service import tracing
 from service.algorithms import get_method
 from service.algorithms.base import DecidesOnArrival, offers
 from service.algorithms.labels import Label, stored_classes
@@ -225,9 +226,12 @@ class Ingest:
         """A body validated as a chunk of ``kind`` for ``meta`` (a selector, or a stream):
         small bodies on the event loop, the rest (and every ``.npz``) in a worker thread."""
         limit = self.settings.max_body_bytes
-        if len(body) <= INLINE_DECODE_BYTES and media_type not in INFLATING_MEDIA_TYPES:
-            return kind.decode(body, media_type, meta, limit)
-        return await asyncio.to_thread(kind.decode, body, media_type, meta, limit)
+        with tracing.span(
+            "sift.validate", {"sift.bytes": len(body), "sift.media_type": media_type}
+        ):
+            if len(body) <= INLINE_DECODE_BYTES and media_type not in INFLATING_MEDIA_TYPES:
+                return kind.decode(body, media_type, meta, limit)
+            return await asyncio.to_thread(kind.decode, body, media_type, meta, limit)
 
     async def submit(
         self,
@@ -254,6 +258,11 @@ class Ingest:
             partition = self._partition_for(meta, idempotency_key)
             meta = meta.partition(partition)
         name = meta.name
+        traced: tracing.Attributes = {
+            "sift.selector": name,
+            "sift.method": meta.method,
+            "sift.rows": items,
+        }
         if wait and chunk is not None and not merge and not item_names:
             # The direct path: this process's drain holds the selector's lease and state.
             direct = await self.applier.direct.submit(
@@ -265,9 +274,15 @@ class Ingest:
             if direct is not None:
                 self.metrics.labelled(self.metrics.chunks_accepted, meta.method).inc()
                 return Submitted(direct, direct.applied_version, direct.items_seen, partition)
-        outcome = await self.store.log.append(
-            name, payload, items, digest, idempotency_key, item_names, merge, meta.incarnation
-        )
+        with tracing.span("sift.append", traced) as span:
+            outcome = await self.store.log.append(
+                name, payload, items, digest, idempotency_key, item_names, merge, meta.incarnation
+            )
+            tracing.annotate(
+                span, {"sift.log_id": outcome.log_id, "sift.duplicate": outcome.duplicate}
+            )
+            if not outcome.duplicate:
+                tracing.appended(name, outcome.log_id)  # the applier's span links to this one
         if outcome.duplicate:
             self.metrics.chunks_duplicate.inc()
         else:
@@ -281,9 +296,12 @@ class Ingest:
         self.applier.scheduler.kick(name, meta.incarnation)
         if not wait:
             return Submitted(outcome, None, None, partition)
-        settled = await self.applier.waits.wait_applied(
-            name, outcome.log_id, self.settings.apply_wait_seconds, meta.incarnation
-        )
+        with tracing.span("sift.wait", traced) as span:
+            settled = await self.applier.waits.wait_applied(
+                name, outcome.log_id, self.settings.apply_wait_seconds, meta.incarnation
+            )
+            if settled is not None:
+                tracing.annotate(span, {"sift.version": settled.version})
         if settled is None:
             return Submitted(outcome, None, None, partition)
         if settled.rejected:

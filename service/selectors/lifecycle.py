@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from service import tracing
 from service.algorithms import METHODS, get_method, require_capability
 from service.algorithms.base import AnyMethod, Mergeable
 from service.algorithms.subsamples import of_resamples
@@ -450,9 +451,11 @@ class Lifecycle:
     async def describe(self, name: str) -> SelectorOut:
         """The selector, the scalars of its state, what its method shows of the state, and the
         entries still pending."""
-        selector = await self.reader.described(name)
-        meta, method = selector.meta, selector.method
-        head, state = await self.reader.state(name, method.describe_fields)
+        with tracing.span("sift.read", {"sift.selector": name, "sift.read": "state"}) as span:
+            selector = await self.reader.described(name)
+            meta, method = selector.meta, selector.method
+            head, state = await self.reader.state(name, method.describe_fields)
+            tracing.annotate(span, {"sift.method": meta.method, "sift.version": head.version})
         shown = method.describe(state)
         # Scalars the method shows in its own form (a class list) are not repeated raw, nor
         # the resamples' copies of the method's own (``GET .../top`` says what they show).

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from service import tracing
 from service.algorithms.base import (
     AnyMethod,
     EstimatesStability,
@@ -115,8 +116,10 @@ class Rankings:
         data. Multi-view selectors rank each view (or the one asked for)."""
         if strategy not in STRATEGIES:
             raise InvalidInput(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
-        current = await self.reader.current(name)
-        meta, method, kind, head = current.meta, current.method, current.kind, current.head
+        with tracing.span("sift.read", {"sift.selector": name, "sift.read": "head"}) as span:
+            current = await self.reader.current(name)
+            meta, method, kind, head = current.meta, current.method, current.kind, current.head
+            tracing.annotate(span, {"sift.method": meta.method, "sift.version": head.version})
         by_default = offers(method, SelectsColumns) and method.pivoted_by_default
         if strategy == "diverse" or by_default:
             return await self.pivoted.top(meta, selecting(meta, method), kind, h, candidates)
@@ -176,7 +179,8 @@ class Rankings:
         holds ``h``, else from every score (a partitioned selector's merged scores, say)."""
         raw: dict[str, bytes] = {}
         if not meta.partitioned:
-            head, raw = await self.checkpoints.read_state_fields(meta.name, PUBLISHED_TOP)
+            with tracing.span("sift.read", {"sift.selector": meta.name, "sift.read": "top"}):
+                head, raw = await self.checkpoints.read_state_fields(meta.name, PUBLISHED_TOP)
         if RANKING_INDEX_FIELD in raw and RANKING_SCORE_FIELD in raw:
             indices, scores = (
                 decode_array(raw[f]) for f in (RANKING_INDEX_FIELD, RANKING_SCORE_FIELD)
