@@ -460,7 +460,14 @@ CASES = [
     chunk(
         "h-fsds", "no-content-type", 415, "", content=b"[[1,2,3,4]]", headers={"content-type": ""}
     ),
-    chunk("h-fsds", "text-csv", 415, "", content=b"1,2,3,4", headers={"content-type": "text/csv"}),
+    chunk(
+        "h-fsds",
+        "csv-header-only",
+        422,
+        "no rows",
+        content=b"1,2,3,4",
+        headers={"content-type": "text/csv"},
+    ),
     chunk("h-fsds", "binary-over-limit", 413, "", content=b"\0" * (MAX_BODY + 1), headers=NPY),
     chunk(
         "h-fsds",
