@@ -222,7 +222,7 @@ def _csv_labels(text: str, at: int | None, width: int) -> list[Label] | None:
 def _read_arrow(body: bytes, labels: str | None, max_bytes: int) -> Table:
     try:
         import pyarrow as pa
-    except ImportError:  # pragma: no cover - the test environment has pyarrow
+    except ImportError:
         raise UnsupportedMediaType(
             f"{ARROW} needs pyarrow, which this server does not have: install the server "
             "with its arrow extra (pip install 'siftstream-server[arrow]'), or send text/csv, "
@@ -235,7 +235,15 @@ def _read_arrow(body: bytes, labels: str | None, max_bytes: int) -> Table:
         )
     try:
         return _arrow_table(pa, body, labels, max_bytes)
-    except (pa.ArrowException, ValueError, TypeError, OSError, IndexError, struct.error):
+    except (
+        pa.ArrowException,
+        ValueError,
+        TypeError,
+        OSError,
+        IndexError,
+        StopIteration,
+        struct.error,
+    ):
         # pyarrow's own words describe its internals; the client is told what was expected.
         raise BadRequest(
             f"the body is not a well-formed Arrow IPC stream ({ARROW}: a schema message, "

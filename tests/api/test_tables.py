@@ -209,6 +209,7 @@ def _bad_arrow() -> list[tuple[str, bytes, int, str]]:
         ("empty", b"", 422, "empty body"),
         ("garbage", b"not an arrow stream at all", 400, "not a well-formed Arrow IPC stream"),
         ("truncated", good[: len(good) // 2], 400, "not a well-formed Arrow IPC stream"),
+        ("end of stream only", b"\xff\xff\xff\xff\0\0\0\0", 400, "not a well-formed Arrow"),
         ("string column", arrow_body({**floats, "e": ["x", "y"]}), 422, "column 'e' is string"),
         ("bool column", arrow_body({**floats, "e": [True, False]}), 422, "column 'e' is bool"),
         ("nulls", arrow_body({**floats, "e": [1.0, None]}), 422, "column 'e' holds 1 nulls"),
