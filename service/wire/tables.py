@@ -143,7 +143,9 @@ def _read_csv(body: bytes, labels: str | None, max_bytes: int) -> Table:
     _require_size(len(starts), len(features), max_bytes)
     # Fields per line, counted in C: the commas of each line (a segment ends where the next
     # line starts; the last runs to the end).
-    commas = np.add.reduceat(buffer == _COMMA, starts, dtype=np.int64)
+    commas = np.diff(
+        np.searchsorted(np.flatnonzero(buffer == _COMMA), ends, side="right"), prepend=0
+    )
     ragged = np.flatnonzero(commas != len(header) - 1)
     if len(ragged):
         line = int(ragged[0])
@@ -151,10 +153,13 @@ def _read_csv(body: bytes, labels: str | None, max_bytes: int) -> Table:
             f"the CSV is ragged: the header has {len(header)} columns but line {line + 2} has "
             f"{int(commas[line]) + 1} fields"
         )
-    text = _utf8(data)
+    if not data.isascii():
+        _utf8(data)  # refused before parsing; the parser decodes as it reads
     try:
+        # Read as a file, a block at a time: no copy of the body as one string (a StringIO of
+        # it would hold four bytes per character).
         values = np.loadtxt(
-            io.StringIO(text),
+            io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"),
             delimiter=",",
             comments=None,
             dtype=np.float64,
@@ -162,8 +167,9 @@ def _read_csv(body: bytes, labels: str | None, max_bytes: int) -> Table:
             usecols=features,
         )
     except ValueError:
-        raise _not_a_number(text, header, at) from None
-    return Table(values, [header[i] for i in features], _csv_labels(text, at, len(header)))
+        raise _not_a_number(_utf8(data), header, at) from None
+    labels_read = None if at is None else _csv_labels(_utf8(data), at, len(header))
+    return Table(values, [header[i] for i in features], labels_read)
 
 
 def _header(line: bytes) -> list[str]:
@@ -202,11 +208,9 @@ def _not_a_number(text: str, header: list[str], at: int | None) -> InvalidInput:
     return InvalidInput("expected numbers in every feature column of the CSV")  # pragma: no cover
 
 
-def _csv_labels(text: str, at: int | None, width: int) -> list[Label] | None:
+def _csv_labels(text: str, at: int, width: int) -> list[Label]:
     """The label column's fields, one per line, each split off from the nearer end of its line
     (the rest left unsplit: a few Python objects per row, not one per value)."""
-    if at is None:
-        return None
     lines = text.split("\n")
     if not lines[-1]:
         lines.pop()
