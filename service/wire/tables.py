@@ -141,8 +141,8 @@ def _read_csv(body: bytes, labels: str | None, max_bytes: int) -> Table:
             "labels); only the header may quote names"
         )
     _require_size(len(starts), len(features), max_bytes)
-    # Fields per line, counted in C: the commas of each line (a segment ends where the next
-    # line starts; the last runs to the end).
+    # Fields per line, counted in C: the commas before each line's end, less those before the
+    # previous line's.
     commas = np.diff(
         np.searchsorted(np.flatnonzero(buffer == _COMMA), ends, side="right"), prepend=0
     )
@@ -308,7 +308,9 @@ def _require_type(pa: Any, field: Any, label: bool) -> None:
             f"column {field.name!r} is dictionary-encoded ({kind}): expected plain columns"
         )
     if label:
-        if not (pa.types.is_integer(kind) or pa.types.is_string(kind)):
+        if not (
+            pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+        ):
             raise InvalidInput(
                 f"the label column {field.name!r} is {kind}: expected integers or strings"
             )
