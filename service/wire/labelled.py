@@ -82,9 +82,10 @@ def decode_labelled_rows(
         rows, raw_labels, names = table.values, table.labels, table.names
         order = column_order(names, selector_names, n_features)
     elif labels is not None:
-        raise InvalidInput(
-            f"labels={labels!r} names the label column of a text/csv or Arrow body; a "
-            f"{media_type} chunk carries its labels itself ('labels')"
+        # Each valid alone, the parameter and the body contradict each other.
+        raise Inconsistent(
+            f"labels={labels!r} names the label column of a text/csv or Arrow body; a JSON or "
+            f".npz chunk carries its labels itself ('labels'); got {media_type}"
         )
     elif not body:
         raise InvalidInput("empty body: expected rows with one label each")

@@ -83,7 +83,7 @@ def _features(header: list[str], labels: str | None) -> tuple[list[int], int | N
     if labels is None:
         return list(range(len(header))), None
     if labels not in header:
-        raise InvalidInput(
+        raise Inconsistent(
             f"labels={labels!r} names no column of the chunk; its columns are {shown(header, 200)}"
         )
     at = header.index(labels)

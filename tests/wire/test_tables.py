@@ -101,3 +101,19 @@ def test_without_pyarrow_an_arrow_body_is_415_naming_the_extra() -> None:
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert done.stdout.startswith("415 ") and "siftstream-server[arrow]" in done.stdout
+
+
+def test_arrow_labels_may_be_strings_of_either_width_or_integers() -> None:
+    import pyarrow as pa
+
+    for labels in (
+        pa.array(["p", "q"]),
+        pa.array(["p", "q"], pa.large_string()),
+        pa.array([7, -1], pa.int8()),
+    ):
+        table = pa.table({"a": [1.0, 2.0], "y": labels})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        read = read_table(sink.getvalue().to_pybytes(), ARROW, "y", LIMIT)
+        assert read.labels == labels.to_pylist() and read.names == ["a"]
