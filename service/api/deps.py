@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import numpy as np
 import orjson
-from fastapi import Header, Path, Request
+from fastapi import Header, Path, Query, Request
 from starlette.responses import Response
 
 from service.api.schemas import NAME_PATTERN
@@ -17,6 +17,7 @@ from service.errors import NotAcceptable, PayloadTooLarge
 from service.selectors import Selectors
 from service.selectors.results import Result
 from service.wire.media import JSON, NPY, media_type_of, require_media_type
+from service.wire.names import MAX_NAME_LENGTH
 
 #: Names per page of a listing (``GET /v1/selectors``, ``GET /v1/streams``): by default, and at
 #: most.
@@ -33,6 +34,17 @@ IdempotencyKey = Annotated[
         max_length=IDEMPOTENCY_KEY_MAX_LENGTH,
         pattern=IDEMPOTENCY_KEY_PATTERN,
         description="Retry safely: a repeated key answers what the first request answered.",
+    ),
+]
+
+#: ``?labels=<column>``: which column of a table body (``text/csv``, Arrow) holds the labels.
+LabelColumn = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description="Labelled methods (ocfs, ioc), text/csv and Arrow bodies: the column that "
+        "holds the labels (not a feature). JSON and .npz chunks carry their labels themselves.",
     ),
 ]
 
@@ -159,13 +171,17 @@ async def push_items(
     media_types: tuple[str, ...],
     idempotency_key: str | None,
     wait: bool,
+    labels: str | None = None,
 ) -> Response:
     """``POST .../<route>`` (rows or feature columns): the media type and the selector are
-    checked before a large body is read; 200 with the version that holds the items, or 202."""
+    checked before a large body is read; 200 with the version that holds the items, or 202.
+    ``labels`` names the label column of a table body."""
     media_type = require_media_type(request.headers.get("content-type"), media_types)
     # 404 before reading a large body for nothing; the description as cached (the append
     # checks that it is still the selector's).
     meta = await service.store.registry.cached_meta(name)
     body = await read_body(request, body_limit(get_settings(request), media_type))
-    receipt = await service.ingest.push(meta, route, body, media_type, idempotency_key, wait)
+    receipt = await service.ingest.push(
+        meta, route, body, media_type, idempotency_key, wait, labels
+    )
     return result_response(receipt.result, 200 if receipt.applied else 202)

@@ -20,6 +20,7 @@ from service.api.schemas import NAME_PATTERN
 from service.selectors.lifecycle import MAX_EXPIRES_AFTER, STREAM_STARTS
 from service.store.records import MAX_PARTITIONS
 from service.wire.kinds import CHUNK_FORMATS, MAX_FEATURES, ChunkFormat, chunk_format
+from service.wire.media import ARROW, CSV
 from service.wire.names import FEATURE_NAMES, MAX_NAME_LENGTH
 from service.wire.rows import MAX_CHUNK_ROWS
 
@@ -235,12 +236,41 @@ ROWS_JSON = {
     ]
 }
 BINARY = {"schema": {"type": "string", "format": "binary"}}
+#: A table body (``service.wire.tables``): the schema only says it is text; its rules are in the
+#: description (a string schema cannot state them).
+CSV_DESCRIPTION = (
+    "A header line of column names, then one line per row of comma-separated "
+    "numbers (LF or CRLF; a UTF-8 BOM is skipped; only the header may quote). Columns are "
+    "matched to the selector's feature names by name, as a JSON chunk's feature_names are; a "
+    "selector without names takes these. Labelled methods (ocfs, ioc): the labels parameter "
+    "names the label column (an integer where a label reads as one, else the string). No empty "
+    "fields, no NaN or infinity."
+)
+CSV_BODY = {
+    "schema": {"type": "string"},
+    "description": CSV_DESCRIPTION,
+    "examples": {
+        "named columns": {"value": "f0,f1,f2\n0.0,1.5,2.0\n1.0,0.0,0.5\n"},
+        "labelled, with ?labels=class (ocfs, ioc)": {
+            "value": "f0,f1,f2,class\n0.0,1.5,2.0,a\n1.0,0.0,0.5,7\n"
+        },
+    },
+}
+ARROW_DESCRIPTION = (
+    "An Arrow IPC stream (pyarrow.ipc.new_stream; one or more record batches) "
+    "whose columns are named: matched by name as text/csv's are; integer or floating-point "
+    "columns without nulls, the label column (labels parameter) of integers or strings; no "
+    "dictionary-encoded columns, no compressed batches. Needs pyarrow on the server (its arrow "
+    "extra); without it, 415."
+)
+ARROW_BODY = {**BINARY, "description": ARROW_DESCRIPTION}
 
 ROW_BODY = {
     "required": True,
     "description": "A chunk of rows (samples x n_features); labelled methods (ocfs, ioc) need "
-    "one label per row: JSON 'labels' or an .npz from numpy.savez with 'labels'. Values are "
-    f"finite with |x| <= {MAX_ABS_VALUE:g}.",
+    "one label per row: JSON 'labels', an .npz from numpy.savez with 'labels', or the column "
+    "of a text/csv or Arrow body that the labels parameter names. Values are finite with "
+    f"|x| <= {MAX_ABS_VALUE:g}. Multi-view chunks (omvfs) are JSON or .npz only.",
     "content": {
         "application/json": {
             "schema": ROWS_JSON,
@@ -275,6 +305,8 @@ ROW_BODY = {
             "(and labels, for labelled methods) or one array per view (omvfs); an optional "
             "string array feature_names names the columns (matched by name).",
         },
+        CSV: CSV_BODY,
+        ARROW: ARROW_BODY,
     },
 }
 
@@ -378,5 +410,7 @@ STREAM_CHUNK_BODY = {
             "description": "numpy.save of a 2-D numeric array: rows, or n_samples x c columns.",
         },
         "application/x-npz": ROW_CONTENT["application/x-npz"],
+        CSV: {**CSV_BODY, "description": "Rows: " + CSV_DESCRIPTION},
+        ARROW: {**ARROW_BODY, "description": "Rows: " + ARROW_DESCRIPTION},
     },
 }

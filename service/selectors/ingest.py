@@ -145,9 +145,10 @@ class Ingest:
         media_type: str,
         idempotency_key: str | None,
         wait: bool,
+        labels: str | None = None,
     ) -> Receipt:
         """Append a chunk that came to ``POST .../<route>``; answer with the version that
-        contains it (200), or pending (202).
+        contains it (200), or pending (202). ``labels`` names the label column of a table body.
 
         ``meta`` may be this process's cached description (``Registry.cached_meta``): the
         append refuses a chunk checked against an earlier incarnation of the name (StaleMeta),
@@ -155,7 +156,7 @@ class Ingest:
         incarnation now; either way it is checked again against the selector the name holds.
         """
         try:
-            return await self._push(meta, route, body, media_type, idempotency_key, wait)
+            return await self._push(meta, route, body, media_type, idempotency_key, wait, labels)
         except StaleMeta:
             meta = await self.store.registry.get_meta(meta.name)
         except InvalidInput:
@@ -163,7 +164,7 @@ class Ingest:
             if current.incarnation == meta.incarnation:
                 raise
             meta = current
-        return await self._push(meta, route, body, media_type, idempotency_key, wait)
+        return await self._push(meta, route, body, media_type, idempotency_key, wait, labels)
 
     async def _push(
         self,
@@ -173,6 +174,7 @@ class Ingest:
         media_type: str,
         idempotency_key: str | None,
         wait: bool,
+        labels: str | None,
     ) -> Receipt:
         method = get_method(meta.method)
         kind = chunk_format(method.chunk_kind)
@@ -180,7 +182,7 @@ class Ingest:
         if meta.stream is not None:
             await self._refuse_attached(meta)
         try:
-            decoded = await self.decode(kind, body, media_type, meta)
+            decoded = await self.decode(kind, body, media_type, meta, labels)
             if decoded.adopt is not None:
                 # The first chunk that names its columns names a selector created without
                 # names; a chunk that named them otherwise at the same moment lost the race:
@@ -188,7 +190,7 @@ class Ingest:
                 adopted = await self.store.registry.adopt_feature_names(meta.name, decoded.adopt)
                 if adopted != list(decoded.adopt):
                     meta = dataclasses.replace(meta, feature_names=adopted)
-                    decoded = await self.decode(kind, body, media_type, meta)
+                    decoded = await self.decode(kind, body, media_type, meta, labels)
             if decoded.classes:
                 await self.check_class_budget(meta, decoded.classes)
         except InvalidInput as exc:
@@ -221,7 +223,12 @@ class Ingest:
             raise attached_to_stream(meta.name, current.stream)
 
     async def decode(
-        self, kind: ChunkFormat, body: bytes, media_type: str, meta: ChunkTarget
+        self,
+        kind: ChunkFormat,
+        body: bytes,
+        media_type: str,
+        meta: ChunkTarget,
+        labels: str | None = None,
     ) -> ValidChunk:
         """A body validated as a chunk of ``kind`` for ``meta`` (a selector, or a stream):
         small bodies on the event loop, the rest (and every ``.npz``) in a worker thread."""
@@ -230,8 +237,8 @@ class Ingest:
             "sift.validate", {"sift.bytes": len(body), "sift.media_type": media_type}
         ):
             if len(body) <= INLINE_DECODE_BYTES and media_type not in INFLATING_MEDIA_TYPES:
-                return kind.decode(body, media_type, meta, limit)
-            return await asyncio.to_thread(kind.decode, body, media_type, meta, limit)
+                return kind.decode(body, media_type, meta, limit, labels)
+            return await asyncio.to_thread(kind.decode, body, media_type, meta, limit, labels)
 
     async def submit(
         self,

@@ -238,6 +238,7 @@ class Streams:
         idempotency_key: str | None,
         wait: bool,
         visible: Callable[[str], bool],
+        labels: str | None = None,
     ) -> Receipt:
         """Append a chunk to the stream's log once; every selector attached then applies it.
         With ``wait``, answer once each has applied it (or set it aside), else 202.
@@ -246,7 +247,7 @@ class Streams:
         it; a labelled stream also keeps each labelled selector within its class budget."""
         meta = await self.store.streams.cached_stream(name)
         try:
-            return await self._push(meta, body, media_type, idempotency_key, wait, visible)
+            return await self._push(meta, body, media_type, idempotency_key, wait, visible, labels)
         except StaleMeta:  # the name was deleted and created again since it was cached
             meta = await self.store.streams.get_stream(name)
         except InvalidInput:
@@ -254,7 +255,7 @@ class Streams:
             if current.incarnation == meta.incarnation:
                 raise
             meta = current
-        return await self._push(meta, body, media_type, idempotency_key, wait, visible)
+        return await self._push(meta, body, media_type, idempotency_key, wait, visible, labels)
 
     async def _push(
         self,
@@ -264,16 +265,17 @@ class Streams:
         idempotency_key: str | None,
         wait: bool,
         visible: Callable[[str], bool],
+        labels: str | None,
     ) -> Receipt:
         kind = chunk_format(meta.kind)
         try:
-            decoded = await self.ingest.decode(kind, body, media_type, meta)
+            decoded = await self.ingest.decode(kind, body, media_type, meta, labels)
             if decoded.adopt is not None:
                 adopted = await self.store.streams.adopt_stream_names(meta.name, decoded.adopt)
                 await self._name_selectors(meta.name, adopted)
                 if adopted != list(decoded.adopt):
                     meta = dataclasses.replace(meta, feature_names=adopted)
-                    decoded = await self.ingest.decode(kind, body, media_type, meta)
+                    decoded = await self.ingest.decode(kind, body, media_type, meta, labels)
             if decoded.classes:
                 for selector in await self._labelled_selectors(meta):
                     await self.ingest.check_class_budget(selector, decoded.classes)

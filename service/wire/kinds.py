@@ -42,7 +42,7 @@ from service.wire.log import encode_chunk
 from service.wire.media import COLUMN_MEDIA_TYPES, JSON, ROW_MEDIA_TYPES
 from service.wire.names import MAX_NAME_LENGTH, validate_names
 from service.wire.rows import decode_rows
-from service.wire.views import decode_views
+from service.wire.views import decode_views, validate_view_names
 
 __all__ = [
     "CHUNK_FORMATS",
@@ -203,7 +203,11 @@ class ChunkFormat:
         """The shape fields of an example creation."""
         raise NotImplementedError
 
-    def decode(self, body: bytes, media_type: str, meta: ChunkTarget, max_bytes: int) -> ValidChunk:
+    def decode(
+        self, body: bytes, media: str, meta: ChunkTarget, max_bytes: int, labels: str | None = None
+    ) -> ValidChunk:
+        """A body of media type ``media`` validated as a chunk for ``meta``; ``labels`` names
+        the label column of a table body (``text/csv``, Arrow), where labelled rows have one."""
         raise NotImplementedError
 
     def join(self, chunks: Sequence[Chunk]) -> Chunk:
@@ -297,8 +301,10 @@ class RowsFormat(ChunkFormat):
     def example(self) -> dict[str, Any]:
         return {"n_features": 4862}
 
-    def decode(self, body: bytes, media_type: str, meta: ChunkTarget, max_bytes: int) -> ValidChunk:
-        named = decode_rows(body, media_type, meta.size, max_bytes, meta.feature_names)
+    def decode(
+        self, body: bytes, media: str, meta: ChunkTarget, max_bytes: int, labels: str | None = None
+    ) -> ValidChunk:
+        named = decode_rows(body, media, meta.size, max_bytes, meta.feature_names, labels)
         return _matrix_decoded(named.rows, adopt=_adopted(meta, named.names))
 
     def taken(self, chunk: Chunk) -> Chunk:
@@ -321,9 +327,11 @@ class LabelledRowsFormat(RowsFormat):
         """Labelled rows feed unlabelled row methods too (``RowsFormat.taken`` keeps the rows)."""
         return (self.name, "rows")
 
-    def decode(self, body: bytes, media_type: str, meta: ChunkTarget, max_bytes: int) -> ValidChunk:
+    def decode(
+        self, body: bytes, media: str, meta: ChunkTarget, max_bytes: int, labels: str | None = None
+    ) -> ValidChunk:
         chunk, names = decode_labelled_rows(
-            body, media_type, meta.size, max_bytes, meta.feature_names
+            body, media, meta.size, max_bytes, meta.feature_names, labels
         )
         payload = encode_chunk(chunk)
         digest = hashlib.sha256(payload).hexdigest()
@@ -397,9 +405,11 @@ class ViewsFormat(ChunkFormat):
     def probe_body(self, meta: ChunkTarget) -> dict[str, Any] | list[Any]:
         return {"views": {view: [[1.0] * dim] for view, dim in meta.views or ()}}
 
-    def decode(self, body: bytes, media_type: str, meta: ChunkTarget, max_bytes: int) -> ValidChunk:
+    def decode(
+        self, body: bytes, media: str, meta: ChunkTarget, max_bytes: int, labels: str | None = None
+    ) -> ValidChunk:
         views = list(meta.views or ())
-        rows, names = decode_views(body, media_type, views, max_bytes, meta.feature_names)
+        rows, names = decode_views(body, media, views, max_bytes, meta.feature_names, labels)
         return _matrix_decoded(rows, adopt=_adopted(meta, names))
 
     def expects(self, meta: ChunkTarget) -> str:
@@ -460,8 +470,10 @@ class ColumnsFormat(ChunkFormat):
     def example(self) -> dict[str, Any]:
         return {"n_samples": 1440}
 
-    def decode(self, body: bytes, media_type: str, meta: ChunkTarget, max_bytes: int) -> ValidChunk:
-        columns, names = decode_columns(body, media_type, meta.size)
+    def decode(
+        self, body: bytes, media: str, meta: ChunkTarget, max_bytes: int, labels: str | None = None
+    ) -> ValidChunk:
+        columns, names = decode_columns(body, media, meta.size)
         decoded = _matrix_decoded(columns, names or ())
         # A chunk of columns counts columns, not the samples its matrix has as rows.
         return ValidChunk(
@@ -505,23 +517,6 @@ def validate_views(views: Any) -> tuple[tuple[str, int], ...]:
     if sum(dim for _, dim in out) > MAX_FEATURES:
         raise Inconsistent(f"the views have more than {MAX_FEATURES} features in all")
     return tuple(out)
-
-
-def validate_view_names(names: Any, views: Sequence[tuple[str, int]]) -> list[str] | None:
-    """Optional ``{"<view>": [names...]}``, flattened in view order (stored like any names)."""
-    if names is None:
-        return None
-    if not isinstance(names, dict) or set(names) != {view for view, _ in views}:
-        got = sorted(names) if isinstance(names, dict) else type(names).__name__
-        error = Inconsistent if isinstance(names, dict) else InvalidInput
-        raise error(
-            f"feature_names of a multi-view selector must be an object with a list for every "
-            f"view {[view for view, _ in views]}; got {got}"
-        )
-    flat: list[str] = []
-    for view, dim in views:
-        flat += validate_names(names[view], dim, f"feature_names['{view}']", "feature") or []
-    return flat
 
 
 CHUNK_FORMATS: dict[ChunkKind, ChunkFormat] = {

@@ -6,7 +6,9 @@ Supported bodies:
   ``{"shape", "indptr", "indices", "data", "labels"}``;
 * ``application/x-npz`` written by ``numpy.savez`` with ``labels`` (1-D, integers or strings)
   and either ``rows`` (2-D) or the CSR parts ``data``, ``indices``, ``indptr``, ``shape``; read
-  by ``service.wire.arrays.read_npz`` (never ``np.load``, never pickle).
+  by ``service.wire.arrays.read_npz`` (never ``np.load``, never pickle);
+* ``text/csv`` and ``application/vnd.apache.arrow.stream`` (``service.wire.tables``): named
+  columns, one of which holds the labels, named by the request (``?labels=<column>``).
 
 A label is an integer or a string of 1-256 characters, one per row. ``.npy`` cannot carry
 labels. Rows pass the same checks as unlabelled ones (``service.wire.rows``: sparse parts
@@ -25,7 +27,14 @@ from service.algorithms.base import Matrix
 from service.algorithms.labels import Label, LabelledRows, labelled
 from service.errors import Inconsistent, InvalidInput, SelectorMismatch, UnsupportedMediaType, shown
 from service.wire.arrays import read_npz
-from service.wire.media import JSON, NPY, NPZ, parse_json, whole_floats_as_ints
+from service.wire.media import (
+    JSON,
+    NPY,
+    NPZ,
+    TABLE_MEDIA_TYPES,
+    parse_json,
+    whole_floats_as_ints,
+)
 from service.wire.names import (
     FEATURE_NAMES,
     MAX_NAME_LENGTH,
@@ -42,6 +51,7 @@ from service.wire.rows import (
     sparse_from_arrays,
     validate_rows,
 )
+from service.wire.tables import read_table
 
 #: Most distinct classes one chunk may introduce (a selector keeps a row of sums per class).
 MAX_CLASSES_PER_CHUNK = 10_000
@@ -55,13 +65,31 @@ def decode_labelled_rows(
     n_features: int,
     max_bytes: int,
     selector_names: Sequence[str] | None = None,
+    labels: str | None = None,
 ) -> tuple[LabelledRows, list[str] | None]:
     """Decode and fully validate a chunk of labelled rows for ``n_features`` features (named
     ``selector_names``, if the selector has names); the chunk, with its rows in the selector's
-    column order, and the names it gave its columns (None: positional)."""
-    if not body:
+    column order, and the names it gave its columns (None: positional). ``labels`` names the
+    label column of a table body (and only of one)."""
+    names: list[str] | None
+    if media_type in TABLE_MEDIA_TYPES:
+        if labels is None:
+            raise SelectorMismatch(
+                f"this selector needs labelled rows: a {media_type} chunk names the column "
+                "that holds the labels with the labels parameter (?labels=<column>); got none"
+            )
+        table = read_table(body, media_type, labels, max_bytes)
+        rows, raw_labels, names = table.values, table.labels, table.names
+        order = column_order(names, selector_names, n_features)
+    elif labels is not None:
+        # Each valid alone, the parameter and the body contradict each other.
+        raise Inconsistent(
+            f"labels={labels!r} names the label column of a text/csv or Arrow body; a JSON or "
+            f".npz chunk carries its labels itself ('labels'); got {media_type}"
+        )
+    elif not body:
         raise InvalidInput("empty body: expected rows with one label each")
-    if media_type == JSON:
+    elif media_type == JSON:
         document = parse_json(body)
         rows, raw_labels = _from_json(document, n_features)  # first: is it labelled rows?
         names = names_given(document.get(FEATURE_NAMES))
@@ -82,8 +110,7 @@ def decode_labelled_rows(
         raise UnsupportedMediaType(f"unsupported media type '{media_type}'")
     require_width(names, rows)
     rows = in_selector_order(validate_rows(rows, n_features), order)
-    labels = validate_labels(raw_labels, rows.shape[0])
-    return labelled(rows, labels), names
+    return labelled(rows, validate_labels(raw_labels, rows.shape[0])), names
 
 
 def _from_json(document: Any, n_features: int) -> tuple[Matrix, Any]:

@@ -14,7 +14,15 @@ NPY = "application/x-npy"
 
 NPZ = "application/x-npz"
 
-ROW_MEDIA_TYPES = (JSON, NPY, NPZ)
+#: Rows as a table with a header of column names (``service.wire.tables``).
+CSV = "text/csv"
+#: Rows as an Arrow IPC stream of named columns (``service.wire.tables``; needs pyarrow).
+ARROW = "application/vnd.apache.arrow.stream"
+
+ROW_MEDIA_TYPES = (JSON, NPY, NPZ, CSV, ARROW)
+#: Media types whose bodies name their columns in a table: a label column is named by the
+#: request (``?labels=<column>``), where JSON and ``.npz`` bodies carry ``labels`` themselves.
+TABLE_MEDIA_TYPES = (CSV, ARROW)
 
 COLUMN_MEDIA_TYPES = (JSON, NPY)
 #: Media types whose bodies inflate when decoded (a zip archive): never decoded on the event

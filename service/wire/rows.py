@@ -7,7 +7,9 @@ Bodies (``decode_rows``):
   its columns (``"feature_names"``);
 * ``application/x-npy``: one 2-D numeric array (``numpy.save``), never unpickled;
 * ``application/x-npz``: ``numpy.savez`` with ``rows``, or a ``scipy.sparse.save_npz`` matrix
-  (CSR, CSC or COO), and optionally a ``feature_names`` array.
+  (CSR, CSC or COO), and optionally a ``feature_names`` array;
+* ``text/csv`` and ``application/vnd.apache.arrow.stream``: a table whose header (schema) names
+  every column (``service.wire.tables``).
 
 A chunk that names its columns is matched to the selector's names (``service.wire.names``).
 
@@ -47,7 +49,14 @@ from service.errors import (
     shown,
 )
 from service.wire.arrays import read_npy, read_npz
-from service.wire.media import JSON, NPY, NPZ, parse_json, whole_floats_as_ints
+from service.wire.media import (
+    JSON,
+    NPY,
+    NPZ,
+    TABLE_MEDIA_TYPES,
+    parse_json,
+    whole_floats_as_ints,
+)
 from service.wire.names import (
     FEATURE_NAMES,
     column_order,
@@ -55,6 +64,7 @@ from service.wire.names import (
     names_given,
     require_width,
 )
+from service.wire.tables import read_table
 
 #: Most rows of one chunk, whatever its container: a sparse shape is checked against it before
 #: anything is built (a CSC or COO of shape (10^12, m) with no values would otherwise allocate a
@@ -92,17 +102,28 @@ def decode_rows(
     n_features: int,
     max_bytes: int,
     selector_names: Sequence[str] | None = None,
+    labels: str | None = None,
 ) -> NamedRows:
     """Decode and fully validate a chunk of rows for a selector with ``n_features`` columns
     (named ``selector_names``, if it has names): a chunk that names its columns is matched to
     them (``service.wire.names``).
 
-    ``max_bytes`` is the body limit: an ``.npz`` may inflate to at most that much.
+    ``max_bytes`` is the body limit: an ``.npz`` (or the floats of a table) may inflate to at
+    most that much. ``labels`` (a table's label column) is refused: these rows have none.
     """
-    if not body:
-        raise InvalidInput("empty body: expected a chunk with at least one row")
+    if labels is not None:
+        raise SelectorMismatch(
+            f"labels={labels!r} names a label column; labels apply to labelled methods (ocfs, "
+            "ioc) and this selector takes rows only"
+        )
     names: list[str] | None = None
-    if media_type == JSON:
+    if media_type in TABLE_MEDIA_TYPES:
+        table = read_table(body, media_type, None, max_bytes)
+        names, rows = table.names, table.values
+        order = column_order(names, selector_names, n_features)
+    elif not body:
+        raise InvalidInput("empty body: expected a chunk with at least one row")
+    elif media_type == JSON:
         document = parse_json(body)
         rows = rows_from_json(document, n_features)  # first: is it rows at all?
         names = names_given(document.get(FEATURE_NAMES) if isinstance(document, dict) else None)

@@ -25,6 +25,7 @@ from service.wire.names import (
     in_selector_order,
     names_given,
     require_width,
+    validate_names,
 )
 from service.wire.rows import first_offending, is_rows_document, rows_from_json, validate_rows
 
@@ -35,6 +36,7 @@ def decode_views(
     views: list[tuple[str, int]],
     max_bytes: int,
     selector_names: Sequence[str] | None = None,
+    labels: str | None = None,
 ) -> tuple[Matrix, list[str] | None]:
     """Decode and validate a multi-view chunk; the views side by side, in ``views`` order, and
     the names the chunk gave the features of every view (flat, in view order; None if it gave
@@ -45,6 +47,11 @@ def decode_views(
     sparse. A JSON chunk may name every view's columns (``"feature_names": {"<view>": [...]}``):
     each view's are matched to the selector's names for that view (``service.wire.names``).
     """
+    if labels is not None:
+        raise SelectorMismatch(
+            f"labels={labels!r} names a label column; labels apply to labelled methods (ocfs, "
+            "ioc) and this multi-view selector takes every view's rows"
+        )
     if not body:
         raise InvalidInput("empty body: expected a chunk with one matrix per view")
     named: dict[str, list[str] | None] = {view: None for view, _ in views}
@@ -62,8 +69,10 @@ def decode_views(
         parts = read_npz(body, max_bytes)
         decode = _dense_view
     else:
+        # A table (text/csv, Arrow) has one header: it cannot say which columns are which view.
         raise UnsupportedMediaType(
-            f"a multi-view chunk is application/json or application/x-npz; got '{media_type}'"
+            "a multi-view chunk is application/json or application/x-npz (one matrix per "
+            f"view); got '{media_type}'"
         )
     expected = [name for name, _ in views]
     missing = [name for name in expected if name not in parts]
@@ -119,3 +128,20 @@ def _names_of_views(raw: Any, views: list[tuple[str, int]]) -> dict[str, list[st
 def _dense_view(array: np.ndarray, _n_features: int) -> np.ndarray:
     """A view of a ``numpy.savez`` multi-view chunk (``read_npz`` already made it numeric)."""
     return array
+
+
+def validate_view_names(names: Any, views: Sequence[tuple[str, int]]) -> list[str] | None:
+    """Optional ``{"<view>": [names...]}``, flattened in view order (stored like any names)."""
+    if names is None:
+        return None
+    if not isinstance(names, dict) or set(names) != {view for view, _ in views}:
+        got = sorted(names) if isinstance(names, dict) else type(names).__name__
+        error = Inconsistent if isinstance(names, dict) else InvalidInput
+        raise error(
+            f"feature_names of a multi-view selector must be an object with a list for every "
+            f"view {[view for view, _ in views]}; got {got}"
+        )
+    flat: list[str] = []
+    for view, dim in views:
+        flat += validate_names(names[view], dim, f"feature_names['{view}']", "feature") or []
+    return flat

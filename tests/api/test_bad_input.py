@@ -144,7 +144,9 @@ BAD_CHUNKS = [
     ({"content": b"\x93NUMPY garbage", "headers": NPY}, 400, ".npy"),
     ({"content": b"not a zip", "headers": NPZ}, 400, ".npz"),
     ({"content": b"{not json", "headers": {"content-type": "application/json"}}, 400, "JSON"),
-    ({"content": b"1,2,3", "headers": {"content-type": "text/csv"}}, 415, "'text/csv'"),
+    ({"content": b"1,2,3", "headers": {"content-type": "text/plain"}}, 415, "'text/plain'"),
+    # A CSV's first line is its header: these are three column names, and no rows.
+    ({"content": b"1,2,3", "headers": {"content-type": "text/csv"}}, 422, "no rows"),
     ({"content": b"[[1]]", "headers": {"content-type": ""}}, 415, "no Content-Type"),
 ]
 

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from starlette.requests import Request
 
@@ -22,6 +23,19 @@ pytestmark = pytest.mark.asyncio
 
 ADMIN = {"authorization": "Bearer hot-admin"}
 NPY = {"content-type": "application/x-npy"}
+CSV = {"content-type": "text/csv"}
+ARROW = {"content-type": "application/vnd.apache.arrow.stream"}
+
+
+def _arrow_chunk() -> bytes:
+    table = pa.table({name: [0.5, 1.5] for name in "badc"})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+ARROW_CHUNK = _arrow_chunk()
 
 #: (method, path, query, headers, body, whether the hot path should serve it)
 Case = tuple[str, str, str, dict[str, str], Any, bool]
@@ -53,6 +67,13 @@ MATRIX: list[Case] = [
         True,
     ),
     ("POST", "/v1/selectors/hp/chunks", "", {**ADMIN, **NPY}, np.eye(4), True),
+    # Tables: the first names the selector's features, the next lands by name; a label column
+    # is a parameter, which FastAPI decides.
+    ("POST", "/v1/selectors/hp/chunks", "", {**ADMIN, **CSV}, b"a,b,c,d\n1,2,3,4\n", True),
+    ("POST", "/v1/selectors/hp/chunks", "", {**ADMIN, **CSV}, b"d,c,b,a\r\n1,2,3,4\r\n", True),
+    ("POST", "/v1/selectors/hp/chunks", "", {**ADMIN, **ARROW}, ARROW_CHUNK, True),
+    ("POST", "/v1/selectors/hp/chunks", "", {**ADMIN, **CSV}, b"a,b,c,d\n1,2,3\n", True),
+    ("POST", "/v1/selectors/hp/chunks", "labels=d", {**ADMIN, **CSV}, b"a,b,c,d\n1,2,3,4\n", False),
     # Refused bodies: wrong width, a NaN, not JSON, an unknown media type.
     ("POST", "/v1/selectors/hp/chunks", "", ADMIN, [[1, 2, 3]], True),
     ("POST", "/v1/selectors/hp/chunks", "", ADMIN, b"[[1, 2, NaN, 4]]", True),

@@ -31,6 +31,8 @@ NPY = {"content-type": "application/x-npy"}
 NPZ = {"content-type": "application/x-npz"}
 JSON = {"content-type": "application/json"}
 TEXT = {"content-type": "text/plain"}
+CSV = {"content-type": "text/csv"}
+ARROW = {"content-type": "application/vnd.apache.arrow.stream"}
 M = 4
 #: Limits of the service under attack (small, so that over-limit bodies are cheap to send).
 MAX_BODY = 4 * 2**20
@@ -460,7 +462,56 @@ CASES = [
     chunk(
         "h-fsds", "no-content-type", 415, "", content=b"[[1,2,3,4]]", headers={"content-type": ""}
     ),
-    chunk("h-fsds", "text-csv", 415, "", content=b"1,2,3,4", headers={"content-type": "text/csv"}),
+    # -- tables: text/csv and Arrow streams ------------------------------------------------
+    chunk("h-fsds", "csv-header-only", 422, "no rows", content=b"1,2,3,4", headers=CSV),
+    chunk(
+        "h-fsds",
+        "csv-inflates-beyond-the-limit",
+        422,
+        "bytes of float64",
+        # Under the body limit, but four times it in floats: refused before they exist.
+        content=b"a,b,c,d\n" + b"0,0,0,0\n" * ((MAX_BODY - 8) // 8),
+        headers=CSV,
+    ),
+    chunk("h-fsds", "csv-1e308", 422, "1e+50", content=b"a,b,c,d\n1e308,0,0,0\n", headers=CSV),
+    chunk("h-fsds", "csv-ragged", 422, "ragged", content=b"a,b,c,d\n1,2,3,4\n1,2\n", headers=CSV),
+    chunk(
+        "h-fsds",
+        "csv-labels-unlabelled",
+        422,
+        "labelled methods",
+        content=b"a,b,c,d,y\n1,2,3,4,5\n",
+        headers=CSV,
+        params={"labels": "y"},
+    ),
+    chunk(
+        "h-ocfs",
+        "ocfs-csv-without-labels",
+        422,
+        "?labels=",
+        content=b"a,b,c,d,y\n1,2,3,4,5\n",
+        headers=CSV,
+    ),
+    chunk(
+        "h-fsds",
+        "arrow-zstd-bomb",
+        422,
+        "compressed",
+        # Twice the body limit in floats, in a few kilobytes: refused before it inflates.
+        content=bodies.arrow_stream(
+            {name: np.zeros(MAX_BODY // 16) for name in "abcd"}, compression="zstd"
+        ),
+        headers=ARROW,
+    ),
+    chunk("h-fsds", "arrow-garbage", 400, "Arrow IPC stream", content=b"\xff" * 64, headers=ARROW),
+    chunk(
+        "h-fsds",
+        "arrow-strings",
+        422,
+        "string",
+        content=bodies.arrow_stream({name: ["x"] for name in "abcd"}),
+        headers=ARROW,
+    ),
     chunk("h-fsds", "binary-over-limit", 413, "", content=b"\0" * (MAX_BODY + 1), headers=NPY),
     chunk(
         "h-fsds",

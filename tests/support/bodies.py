@@ -121,3 +121,15 @@ def header_of(body: bytes) -> dict[str, object]:
     parsed = ast.literal_eval(body[10 : 10 + length].decode())
     assert isinstance(parsed, dict)
     return parsed
+
+
+def arrow_stream(columns: dict[str, object], compression: str | None = None) -> bytes:
+    """An Arrow IPC stream of ``columns`` (pyarrow's own writer: a well-formed stream)."""
+    import pyarrow as pa
+
+    table = pa.table(columns)
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())

@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from service.api.deps import (
     IdempotencyKey,
+    LabelColumn,
     LogId,
     SelectorName,
     get_selectors,
@@ -41,14 +42,16 @@ async def push_chunk(
     service: Service,
     wait: Wait = True,
     idempotency_key: IdempotencyKey = None,
+    labels: LabelColumn = None,
 ) -> Response:
     """Append a chunk of rows; by default answer once it is applied, with that version.
 
     With ``wait=false`` (or when applying takes longer than the configured bound) the answer
-    is 202 with the log ID. A repeated ``Idempotency-Key`` returns the first answer.
+    is 202 with the log ID. A repeated ``Idempotency-Key`` returns the first answer. A
+    ``text/csv`` or Arrow chunk for a labelled method names its label column with ``labels``.
     """
     return await push_items(
-        request, service, name, "chunks", ROW_MEDIA_TYPES, idempotency_key, wait
+        request, service, name, "chunks", ROW_MEDIA_TYPES, idempotency_key, wait, labels
     )
 
 

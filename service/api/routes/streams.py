@@ -13,6 +13,7 @@ from service.api.deps import (
     DEFAULT_PAGE,
     MAX_PAGE,
     IdempotencyKey,
+    LabelColumn,
     LogId,
     body_limit,
     get_principal,
@@ -138,6 +139,7 @@ async def push_stream_chunk(
         bool, Query(description="Wait until every attached selector has applied the chunk.")
     ] = True,
     idempotency_key: IdempotencyKey = None,
+    labels: LabelColumn = None,
 ) -> Response:
     """Append a chunk to the stream's log, once: every selector attached to it applies it,
     exactly once. By default answer once each has (200, with each one's version), else 202.
@@ -151,7 +153,9 @@ async def push_stream_chunk(
         request.headers.get("content-type"), chunk_format(meta.kind).media_types
     )
     body = await read_body(request, body_limit(get_settings(request), media_type))
-    receipt = await service.streams.push(name, body, media_type, idempotency_key, wait, caller.sees)
+    receipt = await service.streams.push(
+        name, body, media_type, idempotency_key, wait, caller.sees, labels
+    )
     return result_response(receipt.result, 200 if receipt.applied else 202)
 
 
