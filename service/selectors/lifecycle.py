@@ -61,6 +61,7 @@ CREATE_FIELDS = (
     "views",
     "partitions",
     "expires_after",
+    "temporary",
     "stream",
     "from",
 )
@@ -100,6 +101,8 @@ def selector_out(
     }
     if meta.expires_after is not None:
         body["expires_after"] = meta.expires_after
+    if meta.temporary:
+        body["temporary"] = True
     if meta.n_samples is not None:
         body["n_samples"] = meta.n_samples
     if meta.views is not None:
@@ -171,6 +174,9 @@ class Lifecycle:
         shape = kind.shape(document, method.name)
         partitions = self._partitions(document, method)
         expires_after = self._expires_after(document, partitions)
+        temporary = document.get("temporary", False)
+        if not isinstance(temporary, bool):
+            raise InvalidInput(f"temporary must be true or false; got {shown(temporary)}")
         resolved = method.resolve_params({**(params or {}), **shape.params}, shape.size)
         if partitions > 1 and isinstance(method, Mergeable):
             refusal = method.merge_refusal(resolved)
@@ -198,6 +204,7 @@ class Lifecycle:
             partitions=partitions,
             incarnation=new_incarnation(),
             expires_after=expires_after,
+            temporary=temporary,
         )
         if admit is not None:  # counted as the tenant's usage counts it
             await admit(selectors=1, state_bytes=declared_state_bytes(meta))

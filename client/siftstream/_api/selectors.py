@@ -71,12 +71,14 @@ def create(
     expires_after: float | None = None,
     stream: str | None = None,
     from_: str | None = None,
+    temporary: bool = False,
 ) -> Steps[SelectorInfo]:
     """Create a selector: ``n_features`` for row methods, ``n_samples`` for feature-column
     methods (ofs, iqrp), ``views`` ({view: features}) for multi-view ones; ``params`` are
     the method's hyperparameters. The answer echoes the resolved parameters.
     ``expires_after``: the service deletes the selector after this many seconds without a
-    commit.
+    commit. ``temporary``: a job's selector, that the job deletes when done (listings mark
+    it; ``list_selectors(temporary=False)`` leaves it out).
 
     ``stream``: attach it to that stream instead (no shape: it takes the stream's), from
     ``from_`` (``"start"``, the default: every chunk the stream holds; ``"now"``: the
@@ -106,6 +108,8 @@ def create(
     )
     if from_ is not None:
         document["from"] = from_
+    if temporary:
+        document["temporary"] = True
     created: SelectorInfo | None = yield Call(
         "POST",
         "/v1/selectors",

@@ -33,6 +33,8 @@ class SelectorInfo:
     chunk_kind: str = "rows"
     #: Seconds without a commit after which the service deletes it (None: never).
     expires_after: float | None = None
+    #: A job's selector that the job deletes when done (a scikit-learn fit's).
+    temporary: bool = False
     rows_seen: int | None = None
     features_seen: int | None = None
     n_samples: int | None = None
@@ -75,6 +77,7 @@ class SelectorInfo:
             has_feature_names=bool(doc.get("has_feature_names", False)),
             chunk_kind=str(doc["chunk_kind"]),
             expires_after=None if doc.get("expires_after") is None else float(doc["expires_after"]),
+            temporary=bool(doc.get("temporary", False)),
             rows_seen=_int_or_none(doc.get("rows_seen")),
             features_seen=_int_or_none(doc.get("features_seen")),
             n_samples=_int_or_none(doc.get("n_samples")),

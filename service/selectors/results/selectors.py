@@ -53,6 +53,12 @@ class SelectorOut(Result):
         default=None,
         description="Seconds without a commit after which the service deletes this selector.",
     )
+    temporary: bool | None = Field(
+        default=None,
+        description="True for a selector created temporary (a job's, such as a scikit-learn "
+        "fit, that deletes it when done): listings mark it and `temporary=false` leaves it "
+        "out. Absent otherwise.",
+    )
     classes: list[ClassCount] | None = Field(
         default=None, description="Labelled methods (describe only): classes seen, in order."
     )
