@@ -482,11 +482,16 @@ class Lifecycle:
         return [meta.partition(i).name for i in range(meta.partitions)]
 
     async def page(
-        self, limit: int, after: str | None, visible: Callable[[str], bool]
+        self,
+        limit: int,
+        after: str | None,
+        visible: Callable[[str], bool],
+        accept: Callable[[SelectorMeta], bool] | None = None,
     ) -> SelectorList:
         """At most ``limit`` selectors after the name ``after``, sorted by name, among those
-        ``visible`` accepts (a key's prefix filters before paging); reads only those."""
-        names = await self.inventory.page(limit, after, visible)
+        ``visible`` accepts (a key's prefix filters before paging) whose description ``accept``
+        takes (``Inventory.page``); reads only those (``service.selectors.listing``)."""
+        names = await self.inventory.page(limit, after, visible, accept)
         described = []
         unreadable = []
         for name in names.names:

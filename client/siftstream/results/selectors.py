@@ -152,6 +152,28 @@ class SelectorPage(Page[SelectorInfo]):
 
 
 @dataclass(frozen=True)
+class DeletedSelectors:
+    """What ``Client.delete_selectors`` deleted (``DELETE /v1/selectors?prefix=``): the names,
+    sorted, and those that matched and could not be deleted (``failed``). One batch's answer
+    also has ``next`` (None: the last batch); the client follows them all."""
+
+    deleted: list[str]
+    next: str | None = None
+    failed: list[str] = field(default_factory=list)
+    raw: Json = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, doc: Json) -> DeletedSelectors:
+        following = doc.get("next")
+        return cls(
+            deleted=[str(n) for n in doc["deleted"]],
+            next=None if following is None else str(following),
+            failed=[str(n) for n in doc.get("failed") or []],
+            raw=doc,
+        )
+
+
+@dataclass(frozen=True)
 class Merged:
     """What a merge added: the source, the version of it that was read, its rows."""
 

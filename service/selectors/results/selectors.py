@@ -150,6 +150,29 @@ class SelectorList(Result):
         return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
+class SelectorsDeleted(Result):
+    """What one ``DELETE /v1/selectors?prefix=`` deleted: a bounded batch, in name order."""
+
+    deleted: list[str] = Field(description="The selectors deleted, sorted by name.")
+    next: str | None = Field(
+        default=None,
+        description="More may match: pass it as `after` to delete the next batch; null when "
+        "this batch was the last.",
+    )
+    failed: list[str] = Field(
+        default_factory=list,
+        description="Selectors that matched and could not be deleted (the server log says "
+        "why); absent when there are none.",
+    )
+
+    def render(self) -> bytes:
+        """As every answer, but with ``next`` always present (null on the last batch)."""
+        body: dict[str, object] = {"deleted": self.deleted, "next": self.next}
+        if self.failed:
+            body["failed"] = self.failed
+        return orjson.dumps(body)
+
+
 class ChunkOut(Result):
     model_config = ConfigDict(
         json_schema_extra={
