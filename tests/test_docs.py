@@ -82,3 +82,24 @@ def test_a_method_page_shows_every_parameter_it_takes(hook: ModuleType, method: 
     table = hook.params_table(method)
     for parameter in METHODS[method].params_schema.get("properties", {}):
         assert f"| `{parameter}` |" in table
+
+
+def test_the_command_table_names_every_client_command() -> None:
+    """docs/client.md's table of commands has a row for every command ``sift`` has, and for
+    every action of the commands that have actions."""
+    from siftstream.commands import CLIENT_COMMANDS
+
+    table = (Path(__file__).parents[1] / "docs" / "client.md").read_text()
+    actions = {
+        "alerts": ["add", "ls", "rm", "events", "rotate", "rearm", "redeliver"],
+        "stream": ["create", "push", "top", "ls", "rm"],
+        "source": ["create", "ls", "show", "rm"],
+    }
+    wanted = [
+        f"`sift {command}{' ' + action if action else ''}"
+        for command in sorted(CLIENT_COMMANDS)
+        for action in actions.get(command, [""])
+    ]
+    wanted += ["`sift serve [--host] [--port] [--workers N]", "`sift delete --prefix P"]
+    missing = [row for row in wanted if row not in table]
+    assert not missing, missing

@@ -127,6 +127,7 @@ class Operations:
     list_page = Operation(selectors.list_page)
     list_selectors = Operation(selectors.list_selectors)
     delete = Operation(selectors.delete)
+    delete_selectors = Operation(selectors.delete_selectors)
     detach = Operation(selectors.detach)
     create_stream = Operation(streams.create_stream)
     describe_stream = Operation(streams.describe_stream)

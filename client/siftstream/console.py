@@ -16,3 +16,5 @@ class CommandError(Exception):
 class Console:
     out: TextIO
     err: TextIO
+    #: Where a question's answer is read (None: ``sys.stdin``).
+    input: TextIO | None = None

@@ -9,12 +9,20 @@ a ``Client`` for its requests:
 
 * ``fit(X[, y])`` learns afresh in a selector of its own, ``<name>-<8 hex digits>``, created
   with ``method``, ``params``, X's width and a DataFrame's column names: clones (a grid search,
-  cross-validation, ``n_jobs=2``) never touch each other's data. The service deletes it after
-  ``expires_after`` seconds without a chunk (an hour by default; None keeps it), and the next
-  fit deletes the previous one; ``selector_name_`` is its name;
-* ``partial_fit(X[, y])`` streams X's rows to ``selector_name_`` once fitted, else to the
-  selector named ``name`` (created on first use; an existing one is used as it is: streaming
-  batches into one selector that the dashboard shows), then reads its selection again;
+  cross-validation, ``n_jobs=2``) never touch each other's data. The fit reads what the
+  estimator needs (support, scores, ranking) and then deletes that selector: a grid search
+  leaves nothing behind, and ``transform`` needs no service. ``keep=True`` keeps it (to look
+  at it, or to continue it with ``partial_fit``); the next fit deletes it then. The selector is
+  created ``temporary`` (listings mark it, the dashboard hides it) unless kept, and the service
+  deletes it after ``expires_after`` seconds without a chunk (an hour by default; None: never),
+  which covers a fit that crashed before it could delete it. A delete that fails does not fail
+  the fit (a warning is logged on the ``siftstream`` logger). ``selector_name_`` is its name,
+  ``selector_kept_`` whether it still exists;
+* ``partial_fit(X[, y])`` streams X's rows to ``selector_name_`` once fitted with
+  ``keep=True``, else (not fitted) to the selector named ``name`` (created on first use; an
+  existing one is used as it is: streaming batches into one selector that the dashboard shows;
+  it is never deleted), then reads its selection again. After a fit that deleted its
+  selector (``keep=False``) it raises ``ValueError``: there is nothing left to continue;
 * ``transform`` keeps the selected columns (``SelectorMixin``); ``get_support``,
   ``get_feature_names_out`` and ``inverse_transform`` come with it.
 
@@ -25,7 +33,7 @@ Learned attributes: ``n_features_in_`` (and ``feature_names_in_`` for DataFrames
 (the features of the service's ``/top``), ``ranking_`` (1 for the best; the selected features
 in ``/top``'s order first, then the others by score), ``scores_`` (every feature's score from
 ``/weights``), ``version_`` and ``seen_`` (the selector's version and rows seen when read),
-``top_`` (the ``/top`` answer), ``selector_name_``.
+``top_`` (the ``/top`` answer), ``selector_name_``, ``selector_kept_``.
 
 Methods: those whose chunks are rows (``fsds``, ``variance``) ignore ``y``; labelled methods
 (``ocfs``, ``ioc``: their chunk kind says so) require it, so a Pipeline passes it on. The
@@ -37,6 +45,7 @@ service's explanation (use ``Client.push_features`` or ``Client.push`` with view
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 from typing import Any
 
@@ -58,6 +67,8 @@ except ImportError:  # pragma: no cover - scikit-learn < 1.6
         return estimator._validate_data(X, **options)
 
 
+log = logging.getLogger("siftstream")
+
 #: Seconds without a chunk after which the service deletes the selector a fit made.
 DEFAULT_EXPIRES_AFTER = 3600.0
 #: Attempts at reading /top and /weights of one version while producers keep committing.
@@ -77,7 +88,9 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
         ``SIFT_URL``, else ``DEFAULT_URL``; ``SIFT_API_KEY``, else ``SIFT_API_TOKEN``).
     params : the method's hyperparameters for a selector created on first use.
     expires_after : seconds without a chunk after which the service deletes the selector a
-        ``fit`` made (named ``selector_name_``); None keeps it.
+        ``fit`` made (named ``selector_name_``) if the fit could not; None: never.
+    keep : keep the selector a ``fit`` made (default False: the fit deletes it once it has
+        read the selection; ``transform`` needs only what it read).
     """
 
     def __init__(
@@ -90,6 +103,7 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
         api_key: str | None = None,
         params: dict[str, Any] | None = None,
         expires_after: float | None = DEFAULT_EXPIRES_AFTER,
+        keep: bool = False,
     ) -> None:
         self.name = name
         self.method = method
@@ -98,6 +112,7 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
         self.api_key = api_key
         self.params = params
         self.expires_after = expires_after
+        self.keep = keep
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -109,8 +124,11 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
         return tags
 
     def fit(self, X: Any, y: Any = None) -> SiftSelector:
-        """Learn afresh in a selector of this fit's own (see the module docstring)."""
+        """Learn afresh in a selector of this fit's own, then delete it unless ``keep`` (see
+        the module docstring)."""
         previous = getattr(self, "selector_name_", None)
+        if not getattr(self, "selector_kept_", False):
+            previous = None  # deleted by its fit already
         for attribute in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
             delattr(self, attribute)
         own = f"{self.name}-{secrets.token_hex(4)}"
@@ -118,19 +136,47 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
             if previous is not None and previous != self.name:  # the last fit's own
                 with contextlib.suppress(SiftClientError):
                     client.delete(previous)
-            self._stream(client, own, X, y, reset=True, expires_after=self.expires_after)
+            try:
+                self._stream(client, own, X, y, reset=True, own=True)
+            finally:  # a failed fit deletes what it made too (expiry covers a crash)
+                if not self.keep:
+                    self._let_go(client, own)
         self.selector_name_ = own
+        self.selector_kept_ = bool(self.keep)
         return self
 
     def partial_fit(self, X: Any, y: Any = None) -> SiftSelector:
-        """Stream X's rows (and their labels y) to ``selector_name_`` once fitted, else to the
-        selector named ``name`` (created if needed), and read the selection again."""
+        """Stream X's rows (and their labels y) to ``selector_name_`` once fitted (with
+        ``keep=True``), else to the selector named ``name`` (created if needed), and read the
+        selection again."""
         fitted = hasattr(self, "selector_name_")
+        if fitted and not getattr(self, "selector_kept_", True):
+            raise ValueError(
+                f"selector '{self.selector_name_}', which this estimator learned in, was deleted "
+                "at the end of its fit (keep=False): fit with keep=True to continue it with "
+                "partial_fit"
+            )
         target = self.selector_name_ if fitted else self.name
         with self._client() as client:
             self._stream(client, target, X, y, reset=not fitted, existing=fitted)
         self.selector_name_ = target
+        self.selector_kept_ = True
         return self
+
+    @staticmethod
+    def _let_go(client: Client, name: str) -> None:
+        """Delete the selector a fit made; a failure is logged, not raised (it expires)."""
+        try:
+            client.delete(name)
+        except NotFoundError:
+            pass  # never created (the fit failed first), or expired
+        except SiftClientError as exc:
+            log.warning(
+                "SiftSelector could not delete its selector '%s' (%s); the service deletes it "
+                "once it has been idle for expires_after",
+                name,
+                exc,
+            )
 
     def _client(self) -> Client:
         return Client(self.url, self.api_key)
@@ -144,14 +190,14 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
         reset: bool,
         *,
         existing: bool = False,
-        expires_after: float | None = None,
+        own: bool = False,
     ) -> None:
         if not isinstance(self.n_features_to_select, int) or self.n_features_to_select < 1:
             chosen = self.n_features_to_select
             raise ValueError(f"n_features_to_select must be a positive integer; got {chosen!r}")
         names = column_names(X)
         rows = validate_data(self, X, reset=reset, accept_sparse="csr", dtype=np.float64)
-        info = self._selector(client, name, int(rows.shape[1]), names, existing, expires_after)
+        info = self._selector(client, name, int(rows.shape[1]), names, existing, own)
         if info.labelled and y is None:
             raise ValueError(f"selector '{name}' ({info.method}) learns from labelled rows: pass y")
         client.push(name, rows, y if info.labelled else None, feature_names=names)
@@ -164,10 +210,11 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
         width: int,
         names: list[str] | None,
         existing: bool,
-        expires_after: float | None,
+        own: bool,
     ) -> SelectorInfo:
         """Selector ``name``, created for rows of ``width`` features if it does not exist (and
-        is not one this estimator learned in already: that one is gone)."""
+        is not one this estimator learned in already: that one is gone). A fit's ``own``
+        expires when idle, and is temporary unless kept."""
         try:
             info = client.describe(name)
         except NotFoundError:
@@ -184,7 +231,8 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
                     n_features=width,
                     feature_names=names,
                     params=self.params,
-                    expires_after=expires_after,
+                    expires_after=self.expires_after if own else None,
+                    temporary=own and not self.keep,
                 )
             except InvalidInputError as exc:
                 raise ValueError(

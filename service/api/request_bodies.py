@@ -68,6 +68,12 @@ def create_request_body() -> dict[str, Any]:
             "description": "Seconds without a commit after which the service deletes the "
             "selector (for one a job makes and forgets); not with partitions.",
         }
+        properties["temporary"] = {
+            "type": "boolean",
+            "default": False,
+            "description": "A job's selector, deleted when the job is done (a scikit-learn "
+            "fit): listings mark it, and GET /v1/selectors?temporary=false leaves it out.",
+        }
         if isinstance(method, Mergeable):  # only methods whose states merge take partitions
             properties["partitions"] = {
                 "type": "integer",

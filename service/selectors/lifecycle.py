@@ -62,6 +62,7 @@ CREATE_FIELDS = (
     "views",
     "partitions",
     "expires_after",
+    "temporary",
     "stream",
     "from",
 )
@@ -101,6 +102,8 @@ def selector_out(
     }
     if meta.expires_after is not None:
         body["expires_after"] = meta.expires_after
+    if meta.temporary:
+        body["temporary"] = True
     if meta.n_samples is not None:
         body["n_samples"] = meta.n_samples
     if meta.views is not None:
@@ -172,6 +175,9 @@ class Lifecycle:
         shape = kind.shape(document, method.name)
         partitions = self._partitions(document, method)
         expires_after = self._expires_after(document, partitions)
+        temporary = document.get("temporary", False)
+        if not isinstance(temporary, bool):
+            raise InvalidInput(f"temporary must be true or false; got {shown(temporary)}")
         resolved = method.resolve_params({**(params or {}), **shape.params}, shape.size)
         if partitions > 1 and isinstance(method, Mergeable):
             refusal = method.merge_refusal(resolved)
@@ -199,6 +205,7 @@ class Lifecycle:
             partitions=partitions,
             incarnation=new_incarnation(),
             expires_after=expires_after,
+            temporary=temporary,
         )
         if admit is not None:  # counted as the tenant's usage counts it
             await admit(selectors=1, state_bytes=declared_state_bytes(meta))
@@ -478,11 +485,16 @@ class Lifecycle:
         return [meta.partition(i).name for i in range(meta.partitions)]
 
     async def page(
-        self, limit: int, after: str | None, visible: Callable[[str], bool]
+        self,
+        limit: int,
+        after: str | None,
+        visible: Callable[[str], bool],
+        accept: Callable[[SelectorMeta], bool] | None = None,
     ) -> SelectorList:
         """At most ``limit`` selectors after the name ``after``, sorted by name, among those
-        ``visible`` accepts (a key's prefix filters before paging); reads only those."""
-        names = await self.inventory.page(limit, after, visible)
+        ``visible`` accepts (a key's prefix filters before paging) whose description ``accept``
+        takes (``Inventory.page``); reads only those (``service.selectors.listing``)."""
+        names = await self.inventory.page(limit, after, visible, accept)
         described = []
         unreadable = []
         for name in names.names:

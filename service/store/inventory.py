@@ -2,8 +2,9 @@
 each selector (pending log entries, state bytes) for the gauges of ``/metrics``.
 
 The registry is one Redis set of names (``{prefix}:selectors``). A page costs one ``SMEMBERS``
-(names only, a few bytes each) sorted here, plus reads of at most ``limit`` selectors; never a
-read of every selector's description. Usage reads are pipelined in batches and capped.
+(names only, a few bytes each) sorted here, plus reads of at most ``limit`` selectors; a page
+filtered by what descriptions say (a method, temporary) reads at most ``MAX_SCANNED`` of them,
+pipelined. Usage reads are pipelined in batches and capped.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from service.store.redis_errors import map_redis_errors
 from service.store.redis_store import SelectorStore
 
 _BATCH = 256
+#: Descriptions one filtered page reads at most (``Inventory.page``'s ``accept``).
+MAX_SCANNED = 10_000
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,15 @@ def declared_state_bytes(meta: SelectorMeta) -> int:
     return sum(sizes.values()) * max(meta.partitions, 1)
 
 
+def _accepted(raw: bytes | str, accept: Callable[[SelectorMeta], bool]) -> bool:
+    """Whether ``accept`` takes the stored description ``raw``; a damaged one is taken (its
+    listing says it is unreadable)."""
+    try:
+        return accept(SelectorMeta.from_json(raw, None))
+    except CodecError:
+        return True
+
+
 def _text(value: bytes | str) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
@@ -99,12 +111,21 @@ class Inventory:
         return sorted(n for n in registered if not is_partition(n))
 
     @map_redis_errors
-    async def page(self, limit: int, after: str | None, visible: Callable[[str], bool]) -> NamePage:
+    async def page(
+        self,
+        limit: int,
+        after: str | None,
+        visible: Callable[[str], bool],
+        accept: Callable[[SelectorMeta], bool] | None = None,
+    ) -> NamePage:
         """At most ``limit`` names after ``after`` that ``visible`` accepts and that still have
-        a description; ``next`` is set when more may follow.
+        a description (that ``accept`` accepts, if given); ``next`` is set when more may follow.
 
-        Visibility (a key's prefix) filters before paging, so a caller's pages are full pages
-        of what it may see.
+        Visibility (a key's prefix, a name filter) filters before paging, so a caller's pages
+        are full pages of what it may see. ``accept`` reads the descriptions (pipelined, a
+        batch at a time); at most ``MAX_SCANNED`` of them per page, after which the page ends
+        early, with ``next`` the last name looked at: a filter that matches few of many
+        selectors answers short pages rather than one long request.
         """
         if limit < 1:
             raise InvalidInput(f"limit must be >= 1; got {limit}")
@@ -112,16 +133,28 @@ class Inventory:
         start = bisect.bisect_right(names, after) if after is not None else 0
         chosen: list[str] = []
         position = start
+        scanned = 0
         # Registry entries whose description is gone (a delete in flight) are skipped, so
         # read a batch at a time until the page is full.
         while position < len(names) and len(chosen) <= limit:
+            if accept is not None and scanned >= MAX_SCANNED:
+                return NamePage(chosen, names[position - 1])
             batch = [n for n in names[position : position + _BATCH] if visible(n)]
             position += _BATCH
             described = self.store.keyed(batch)
             metas = [self.store.keys(name).meta for name in described]
-            exists = await self.store.read_each(metas, lambda pipe, key: pipe.exists(key))
-            # A selector whose master is down (UNREACHABLE) is listed: the registry says so.
-            chosen.extend(n for n, e in zip(described, exists, strict=True) if e)
+            if accept is None:
+                exists = await self.store.read_each(metas, lambda pipe, key: pipe.exists(key))
+                # A selector whose master is down (UNREACHABLE) is listed: the registry says so.
+                chosen.extend(n for n, e in zip(described, exists, strict=True) if e)
+                continue
+            scanned += len(described)
+            raw = await self.store.read_each(metas, lambda pipe, key: pipe.get(key))
+            for name, meta in zip(described, raw, strict=True):
+                if meta is UNREACHABLE:
+                    chosen.append(name)  # listed, as above: the reads say it is unreachable
+                elif meta is not None and _accepted(meta, accept):
+                    chosen.append(name)
         if len(chosen) > limit:
             return NamePage(chosen[:limit], chosen[limit - 1])
         return NamePage(chosen, None)

@@ -53,6 +53,9 @@ class SelectorMeta:
     stream: str | None = None
     stream_incarnation: str = ""
     stream_base: int = 0
+    #: Made by a job that deletes it when done (a scikit-learn fit): listings mark it, and may
+    #: leave it out (``GET /v1/selectors?temporary=false``).
+    temporary: bool = False
 
     @property
     def partitioned(self) -> bool:
@@ -90,6 +93,8 @@ class SelectorMeta:
                 "partitions": self.partitions,
                 "incarnation": self.incarnation,
                 "expires_after": self.expires_after,
+                # Stored only when set: the descriptions of every other selector stay as they were.
+                **({"temporary": True} if self.temporary else {}),
                 **(
                     {}
                     if self.stream is None
@@ -130,6 +135,7 @@ class SelectorMeta:
                 stream=None if data.get("stream") is None else str(data["stream"]),
                 stream_incarnation=str(data.get("stream_incarnation", "")),
                 stream_base=int(data.get("stream_base", 0)),
+                temporary=bool(data.get("temporary", False)),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CodecError(f"stored selector description does not parse: {exc}") from exc

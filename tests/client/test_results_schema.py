@@ -29,6 +29,7 @@ MODELS: dict[str, tuple[str, ...]] = {
     "CreatedAlert": ("AlertCreated",),
     "CreatedKey": ("KeyOut",),
     "Decision": ("Decision",),
+    "DeletedSelectors": ("SelectorsDeleted",),
     "Drift": ("DriftOut",),
     "FeaturePage": ("FeaturePage",),
     "FeatureRef": ("FeatureRef",),

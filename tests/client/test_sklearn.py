@@ -31,6 +31,7 @@ def test_parameters_are_stored_as_given_and_clone_works() -> None:
         "api_key": None,
         "params": params,
         "expires_after": 3600.0,
+        "keep": False,
     }
     assert selector.params is params  # stored as given, not copied or resolved
     copy = clone(selector)
@@ -59,6 +60,7 @@ def test_pipeline_with_a_labelled_method_on_pcmac(
                     method="ocfs",
                     n_features_to_select=20,
                     url=service.url,
+                    keep=True,  # compared with the service's answers below
                 ),
             ),
             ("model", LogisticRegression(max_iter=2000)),
@@ -94,6 +96,7 @@ def test_pipeline_into_kmeans_on_coil20(service: ServiceProcess, selector_name: 
                     n_features_to_select=50,
                     url=service.url,
                     params={"k": 20},
+                    keep=True,  # compared with the service's answers below
                 ),
             ),
             ("cluster", KMeans(n_clusters=20, n_init=1, random_state=0)),
@@ -143,11 +146,13 @@ def test_partial_fit_streams_and_fit_starts_afresh(
         assert sift.describe(selector_name).has_feature_names
         assert selector.selector_name_ == selector_name
 
-        selector.fit(frame.iloc[:100])
+        selector.set_params(keep=True).fit(frame.iloc[:100])
         assert selector.seen_ == 100  # a selector of its own, made afresh ...
         first_own = selector.selector_name_
         assert first_own.startswith(selector_name + "-")
-        assert sift.describe(first_own).expires_after == 3600.0  # ... that expires when idle
+        kept = sift.describe(first_own)
+        assert kept.expires_after == 3600.0  # ... that expires when idle
+        assert not kept.temporary  # kept: not marked as a job's
         assert sift.describe(selector_name).rows_seen == 900  # the streamed one is untouched
         selector.partial_fit(frame.iloc[100:150])  # continues the fitted selector
         assert selector.seen_ == 150 and selector.selector_name_ == first_own
@@ -222,7 +227,8 @@ def test_a_grid_search_fits_every_clone_on_a_selector_of_its_own(
     service: ServiceProcess, selector_name: str, n_jobs: int
 ) -> None:
     """GridSearchCV clones the estimator for every fold and candidate, in worker processes with
-    n_jobs=2: every fit owns its selector, none sees another's rows, none is left behind."""
+    n_jobs=2: every fit owns its selector, none sees another's rows, and each fit deletes its
+    own: nothing is left behind (13 fits, 0 selectors)."""
     from sklearn.model_selection import GridSearchCV, cross_val_score
 
     rng = np.random.default_rng(6)
@@ -246,21 +252,85 @@ def test_a_grid_search_fits_every_clone_on_a_selector_of_its_own(
     assert scores.shape == (3,) and np.all(scores > 0.5)
     with Client(service.url) as sift:
         made = [s for s in sift.list_selectors() if s.name.startswith(selector_name + "-")]
-    # 3 candidates x 3 folds + the refit + 3 folds of cross_val_score: one selector each, each
-    # with every row of its fold once, and each expiring when idle (nothing left for good).
-    assert len(made) == 13 and all(s.expires_after == 3600.0 for s in made)
-    assert sorted(s.rows_seen or 0 for s in made) == sorted([266, 267, 267] * 4 + [400])
+    # 3 candidates x 3 folds + the refit + 3 folds of cross_val_score: each deleted its own.
+    assert made == []
 
 
 def test_scikit_learns_own_estimator_checks_pass(service: ServiceProcess, selector_name: str):
     """``check_estimator`` against the live service: every check passes or is skipped for a
-    reason scikit-learn gives (``non_deterministic``: a service answers)."""
-    from sklearn.utils.estimator_checks import check_estimator
+    reason scikit-learn gives (``non_deterministic``: a service answers), but one: by default
+    a fit deletes its selector, so ``partial_fit`` after ``fit`` (which only
+    ``check_fit_score_takes_y`` does) says to keep it; with ``keep=True`` that check passes."""
+    from sklearn.utils.estimator_checks import check_estimator, check_fit_score_takes_y
 
     estimator = SiftSelector(selector_name, url=service.url, n_features_to_select=2)
     results = check_estimator(estimator, on_fail=None)
     failed = {
         r["check_name"]: str(r["exception"])[:200] for r in results if r["status"] == "failed"
     }
-    assert not failed, failed
-    assert sum(r["status"] == "passed" for r in results) >= 40
+    assert set(failed) <= {"check_fit_score_takes_y"}, failed
+    assert all("fit with keep=True" in reason for reason in failed.values()), failed
+    assert sum(r["status"] == "passed" for r in results) >= 39
+    check_fit_score_takes_y("SiftSelector", estimator.set_params(keep=True))
+
+
+def test_a_fit_deletes_its_selector_and_transforms_without_it(
+    service: ServiceProcess, selector_name: str
+) -> None:
+    """By default a fit reads what it needs and deletes its selector: transform, the support,
+    the names out and the scores need no service afterwards. The selector was temporary while
+    it lived (expiring when idle); partial_fit cannot continue a deleted one."""
+    rng = np.random.default_rng(7)
+    frame = pd.DataFrame(rng.normal(size=(300, 5)), columns=list("vwxyz"))
+    frame["x"] *= 8
+    frame["v"] *= 4
+    selector = SiftSelector(
+        selector_name, method="variance", n_features_to_select=2, url=service.url
+    )
+    selector.fit(frame)
+    assert selector.selector_name_.startswith(selector_name + "-") and not selector.selector_kept_
+    with Client(service.url) as sift:
+        with pytest.raises(NotFoundError):
+            sift.describe(selector.selector_name_)
+        assert not [s for s in sift.list_selectors() if s.name.startswith(selector_name)]
+    selector.url = "http://127.0.0.1:1"  # no service: nothing below asks it
+    assert list(selector.get_feature_names_out()) == ["v", "x"]
+    np.testing.assert_array_equal(selector.transform(frame), frame[["v", "x"]].to_numpy())
+    np.testing.assert_allclose(selector.scores_, frame.to_numpy().var(axis=0), rtol=1e-10)
+    assert selector.ranking_[[0, 2]].tolist() == [2, 1] and selector.seen_ == 300
+    with pytest.raises(ValueError, match="keep=True"):
+        selector.partial_fit(frame)
+
+
+def test_a_kept_fit_is_not_temporary_and_a_failed_fit_leaves_nothing(
+    service: ServiceProcess, selector_name: str
+) -> None:
+    """A fit that fails after creating its selector deletes it too; a kept fit's selector is
+    not marked temporary (a job's selector created so is), and partial_fit continues it."""
+    x = np.random.default_rng(8).normal(size=(40, 3))
+    failing = SiftSelector(selector_name, method="ocfs", url=service.url)
+    with pytest.raises(ValueError, match="pass y"):
+        failing.fit(x)  # created, refused, deleted
+    with Client(service.url) as sift:
+        assert not [s for s in sift.list_selectors() if s.name.startswith(selector_name)]
+        kept = SiftSelector(selector_name, method="variance", url=service.url, keep=True)
+        kept.fit(x)
+        info = sift.describe(kept.selector_name_)
+        assert kept.selector_kept_ and not info.temporary and info.expires_after == 3600.0
+        sift.create(f"{selector_name}-job", "variance", n_features=3, temporary=True)
+        assert sift.describe(f"{selector_name}-job").temporary
+        sift.delete(f"{selector_name}-job")
+        kept.partial_fit(x)  # a kept fit continues
+        assert kept.seen_ == 80
+        sift.delete(kept.selector_name_)
+
+
+def test_a_delete_that_fails_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    """The service unreachable when the fit deletes its selector: a warning, and the fit
+    stands (the selector expires)."""
+    from siftstream import RetryPolicy
+
+    unreachable = Client("http://127.0.0.1:1", retry=RetryPolicy(max_attempts=1))
+    with unreachable, caplog.at_level("WARNING", logger="siftstream"):
+        SiftSelector._let_go(unreachable, "gone-1234")
+    assert "could not delete its selector 'gone-1234'" in caplog.text

@@ -123,7 +123,9 @@ def _every_page(page_after: Callable[[str | None], Call[P]]) -> Steps[list[Any]]
     while True:
         page: P = yield page_after(after)
         found.extend(page.items)
-        if page.next is None or not page.items:
+        # A filtered page may be empty and still have a next (the service looked at as many
+        # selectors as one page may): follow it while it moves on.
+        if page.next is None or page.next == after:
             return found
         after = page.next
 

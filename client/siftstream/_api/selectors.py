@@ -43,6 +43,7 @@ from siftstream.results import (
     ChunkReceipt,
     ChunkStatus,
     Clustering,
+    DeletedSelectors,
     FeaturePage,
     FeaturesReceipt,
     History,
@@ -72,12 +73,14 @@ def create(
     expires_after: float | None = None,
     stream: str | None = None,
     from_: str | None = None,
+    temporary: bool = False,
 ) -> Steps[SelectorInfo]:
     """Create a selector: ``n_features`` for row methods, ``n_samples`` for feature-column
     methods (ofs, iqrp), ``views`` ({view: features}) for multi-view ones; ``params`` are
     the method's hyperparameters. The answer echoes the resolved parameters.
     ``expires_after``: the service deletes the selector after this many seconds without a
-    commit.
+    commit. ``temporary``: a job's selector, that the job deletes when done (listings mark
+    it; ``list_selectors(temporary=False)`` leaves it out).
 
     ``stream``: attach it to that stream instead (no shape: it takes the stream's), from
     ``from_`` (``"start"``, the default: every chunk the stream holds; ``"now"``: the
@@ -107,6 +110,8 @@ def create(
     )
     if from_ is not None:
         document["from"] = from_
+    if temporary:
+        document["temporary"] = True
     created: SelectorInfo | None = yield Call(
         "POST",
         "/v1/selectors",
@@ -141,21 +146,56 @@ def describe(api: Api, name: str) -> Call[SelectorInfo]:
 
 
 def list_page(
-    api: Api, *, limit: int | None = None, after: str | None = None
+    api: Api,
+    *,
+    limit: int | None = None,
+    after: str | None = None,
+    prefix: str | None = None,
+    q: str | None = None,
+    method: str | None = None,
+    temporary: bool | None = None,
 ) -> Call[SelectorPage]:
-    """One page of the selectors this key may see, sorted by name, after ``after``."""
+    """One page of the selectors this key may see, sorted by name, after ``after``; filtered
+    on the service by ``prefix`` (names that start with it), ``q`` (names that contain it,
+    ignoring case), ``method`` and ``temporary`` (True: only the ones jobs made, such as a
+    scikit-learn fit's; False: none of them). A filtered page may hold fewer than ``limit``
+    selectors and still have a ``next``."""
     return Call(
         "GET",
         "/v1/selectors",
         lambda r: SelectorPage.from_json(_json(r)),
-        params=_drop_none(limit=limit, after=after),
+        params=_drop_none(
+            limit=limit,
+            after=after,
+            prefix=prefix,
+            q=q,
+            method=method,
+            temporary=None if temporary is None else str(temporary).lower(),
+        ),
     )
 
 
-def list_selectors(api: Api, *, page_size: int | None = None) -> Steps[list[SelectorInfo]]:
-    """Every selector this key may see, following the pages."""
+def list_selectors(
+    api: Api,
+    *,
+    page_size: int | None = None,
+    prefix: str | None = None,
+    q: str | None = None,
+    method: str | None = None,
+    temporary: bool | None = None,
+) -> Steps[list[SelectorInfo]]:
+    """Every selector this key may see (those the filters of ``list_page`` take), following
+    the pages."""
     found: list[SelectorInfo] = yield from _every_page(
-        lambda after: list_page(api, limit=page_size, after=after)
+        lambda after: list_page(
+            api,
+            limit=page_size,
+            after=after,
+            prefix=prefix,
+            q=q,
+            method=method,
+            temporary=temporary,
+        )
     )
     return found
 
@@ -163,6 +203,42 @@ def list_selectors(api: Api, *, page_size: int | None = None) -> Steps[list[Sele
 def delete(api: Api, name: str) -> Call[None]:
     """Delete a selector and everything of it (a retry that finds it gone is done)."""
     return Call("DELETE", selector_path(name), _nothing, done_earlier=frozenset({404}))
+
+
+def delete_selectors(
+    api: Api,
+    prefix: str | None = None,
+    *,
+    all_: bool = False,
+    temporary: bool | None = None,
+    batch: int | None = None,
+) -> Steps[DeletedSelectors]:
+    """Delete every selector whose name starts with ``prefix`` (``all_=True`` without a
+    prefix: every selector this key may see), or only the temporary ones of them
+    (``temporary=True``); the service deletes up to ``batch`` (1,000 by default) per request,
+    and this follows its batches. A key limited to a name prefix deletes only its own.
+    Returns every name deleted, and those that could not be (``failed``)."""
+    deleted: list[str] = []
+    failed: list[str] = []
+    after: str | None = None
+    while True:
+        answer: DeletedSelectors = yield Call(
+            "DELETE",
+            "/v1/selectors",
+            lambda r: DeletedSelectors.from_json(_json(r)),
+            params=_drop_none(
+                prefix=prefix,
+                all="true" if all_ else None,
+                temporary=None if temporary is None else str(temporary).lower(),
+                limit=batch,
+                after=after,
+            ),
+        )
+        deleted.extend(answer.deleted)
+        failed.extend(answer.failed)
+        if answer.next is None or answer.next == after:
+            return DeletedSelectors(deleted=deleted, failed=failed)
+        after = answer.next
 
 
 def detach(api: Api, name: str) -> Call[SelectorInfo]:

@@ -216,16 +216,48 @@ def add_commands(commands: Any) -> None:
     )
     methods.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
 
-    listing = commands.add_parser("ls", parents=common, help="List the selectors.")
+    listing = commands.add_parser(
+        "ls",
+        parents=common,
+        help="List the selectors (temporary ones, a job's such as a scikit-learn fit's, are "
+        "marked).",
+    )
     listing.add_argument("--json", action="store_true", help="Print JSON, one list.")
+    listing.add_argument("--prefix", help="Only the names that start with this.")
+    listing.add_argument(
+        "--search", metavar="TEXT", help="Only the names that contain this (ignoring case)."
+    )
+    listing.add_argument("--method", help="Only the selectors of this method.")
+    _temporary_options(listing, "only the temporary selectors", "leave the temporary ones out")
 
     describe = commands.add_parser(
         "describe", parents=common, help="Describe a selector (JSON: state, classes, pending)."
     )
     describe.add_argument("name")
 
-    delete = commands.add_parser("delete", parents=common, help="Delete a selector.")
-    delete.add_argument("name")
+    delete = commands.add_parser(
+        "delete",
+        parents=common,
+        help="Delete a selector, or every selector whose name starts with a prefix.",
+        description="sift delete NAME deletes one selector; sift delete --prefix PREFIX every "
+        "one whose name starts with PREFIX (--all: every one the API key may see), in batches "
+        "on the service, after asking on a terminal (--yes: without asking; required when not "
+        "on a terminal).",
+    )
+    delete.add_argument("name", nargs="?")
+    delete.add_argument("--prefix", help="Delete every selector whose name starts with this.")
+    delete.add_argument(
+        "--all",
+        dest="everything",
+        action="store_true",
+        help="Delete every selector the API key may see.",
+    )
+    delete.add_argument(
+        "--temporary",
+        action="store_true",
+        help="With --prefix or --all: only the temporary selectors.",
+    )
+    delete.add_argument("-y", "--yes", action="store_true", help="Do not ask.")
 
     export = commands.add_parser(
         "export", parents=common, help="Save a selector to an archive file."
@@ -241,6 +273,17 @@ def add_commands(commands: Any) -> None:
 
     _add_stream_commands(commands, common)
     _add_source_commands(commands, common)
+
+
+def _temporary_options(parser: Any, only: str, without: str) -> None:
+    """``--temporary`` (only them) and ``--no-temporary`` (without them)."""
+    marked = parser.add_mutually_exclusive_group()
+    marked.add_argument(
+        "--temporary", dest="temporary", action="store_const", const=True, help=only
+    )
+    marked.add_argument(
+        "--no-temporary", dest="temporary", action="store_const", const=False, help=without
+    )
 
 
 def _shape_options(shape: Any) -> None:

@@ -218,7 +218,9 @@ def _alerts(args: argparse.Namespace, client: Client, console: Console) -> int:
 
 
 def _ls(args: argparse.Namespace, client: Client, console: Console) -> int:
-    selectors = client.list_selectors()
+    selectors = client.list_selectors(
+        prefix=args.prefix, q=args.search, method=args.method, temporary=args.temporary
+    )
     if args.json:
         print_json(console.out, [s.raw for s in selectors])
         return 0
@@ -233,11 +235,18 @@ def _ls(args: argparse.Namespace, client: Client, console: Console) -> int:
             f"{s.seen:,} {'features' if s.is_feature_stream else 'rows'}",
             str(s.version),
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.updated_at)),
+            "temporary" if s.temporary else "",
         ]
         for s in selectors
     ]
-    headers = ["name", "method", "features", "seen", "version", "updated"]
+    headers = ["name", "method", "features", "seen", "version", "updated", ""]
     console.out.write(table(headers, rows, {2, 3, 4}) + "\n")
+    temporary = sum(s.temporary for s in selectors)
+    if temporary and args.temporary is None:
+        console.out.write(
+            f"{temporary} temporary (a job's, such as a scikit-learn fit's): --no-temporary "
+            "leaves them out; sift delete --prefix PREFIX --temporary deletes them\n"
+        )
     return 0
 
 
@@ -247,9 +256,52 @@ def _describe(args: argparse.Namespace, client: Client, console: Console) -> int
 
 
 def _delete(args: argparse.Namespace, client: Client, console: Console) -> int:
-    client.delete(args.name)
-    console.out.write(f"deleted {args.name}\n")
+    many = args.prefix is not None or args.everything
+    if args.name is not None:
+        if many or args.temporary:
+            raise CommandError("give a NAME, or --prefix PREFIX (or --all), not both")
+        client.delete(args.name)
+        console.out.write(f"deleted {args.name}\n")
+        return 0
+    if not many:
+        raise CommandError("give a NAME, --prefix PREFIX or --all")
+    if args.prefix is not None and args.everything:
+        raise CommandError("give --prefix PREFIX or --all, not both")
+    if args.prefix == "":
+        raise CommandError("an empty --prefix would delete every selector: use --all")
+    temporary = True if args.temporary else None
+    if not args.yes:
+        _confirm_deletion(args, client, console, temporary)
+    started = time.monotonic()
+    done = client.delete_selectors(args.prefix, all_=args.everything, temporary=temporary)
+    console.out.write(
+        f"deleted {len(done.deleted):,} selectors in {time.monotonic() - started:.1f} s\n"
+    )
+    if done.failed:
+        console.err.write(f"sift delete: could not delete {', '.join(done.failed)}\n")
+        return 1
     return 0
+
+
+def _confirm_deletion(
+    args: argparse.Namespace, client: Client, console: Console, temporary: bool | None
+) -> None:
+    """Ask on a terminal before deleting many selectors; refuse elsewhere (``--yes`` skips)."""
+    matching = [s.name for s in client.list_selectors(prefix=args.prefix, temporary=temporary)]
+    what = "every selector" if args.everything else f"the selectors starting with '{args.prefix}'"
+    if temporary:
+        what = f"the temporary ones of {what}"
+    if not matching:
+        raise CommandError(f"nothing to delete: no selectors match ({what})")
+    shown = ", ".join(matching[:3]) + (", ..." if len(matching) > 3 else "")
+    question = f"delete {len(matching):,} selectors, {what} ({shown})?"
+    stdin = console.input if console.input is not None else sys.stdin
+    if not stdin.isatty():
+        raise CommandError(f"{question} Not on a terminal: add --yes to delete them")
+    console.err.write(f"{question} [y/N] ")
+    console.err.flush()
+    if stdin.readline().strip().lower() not in ("y", "yes"):
+        raise CommandError("nothing deleted")
 
 
 def _export(args: argparse.Namespace, client: Client, console: Console) -> int:

@@ -33,6 +33,8 @@ class SelectorInfo:
     chunk_kind: str = "rows"
     #: Seconds without a commit after which the service deletes it (None: never).
     expires_after: float | None = None
+    #: A job's selector that the job deletes when done (a scikit-learn fit's).
+    temporary: bool = False
     rows_seen: int | None = None
     features_seen: int | None = None
     n_samples: int | None = None
@@ -75,6 +77,7 @@ class SelectorInfo:
             has_feature_names=bool(doc.get("has_feature_names", False)),
             chunk_kind=str(doc["chunk_kind"]),
             expires_after=None if doc.get("expires_after") is None else float(doc["expires_after"]),
+            temporary=bool(doc.get("temporary", False)),
             rows_seen=_int_or_none(doc.get("rows_seen")),
             features_seen=_int_or_none(doc.get("features_seen")),
             n_samples=_int_or_none(doc.get("n_samples")),
@@ -146,6 +149,28 @@ class SelectorPage(Page[SelectorInfo]):
     @property
     def selectors(self) -> list[SelectorInfo]:
         return self.items
+
+
+@dataclass(frozen=True)
+class DeletedSelectors:
+    """What ``Client.delete_selectors`` deleted (``DELETE /v1/selectors?prefix=``): the names,
+    sorted, and those that matched and could not be deleted (``failed``). One batch's answer
+    also has ``next`` (None: the last batch); the client follows them all."""
+
+    deleted: list[str]
+    next: str | None = None
+    failed: list[str] = field(default_factory=list)
+    raw: Json = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, doc: Json) -> DeletedSelectors:
+        following = doc.get("next")
+        return cls(
+            deleted=[str(n) for n in doc["deleted"]],
+            next=None if following is None else str(following),
+            failed=[str(n) for n in doc.get("failed") or []],
+            raw=doc,
+        )
 
 
 @dataclass(frozen=True)

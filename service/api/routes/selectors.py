@@ -1,4 +1,5 @@
-"""Routes of the selector resource: create, list, describe, delete (``Selectors.lifecycle``)."""
+"""Routes of the selector resource: create, list, describe, delete (``Selectors.lifecycle``),
+and list or delete many at once (``service.selectors.listing``)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ from service.api.guard import GuardedRoute, read_json
 from service.api.schemas import NAME_PATTERN, PROBLEM_RESPONSES
 from service.auth import Principal, requires
 from service.errors import Forbidden, NotFound
-from service.selectors import Selectors
+from service.selectors import Selectors, listing
+from service.selectors.listing import SelectorFilter
 from service.selectors.quotas import Quotas
-from service.selectors.results import SelectorList, SelectorOut
+from service.selectors.results import SelectorList, SelectorOut, SelectorsDeleted
 
 router = APIRouter(prefix="/v1/selectors", tags=["selectors"], route_class=GuardedRoute)
 Service = Annotated[Selectors, Depends(get_selectors)]
@@ -60,6 +62,31 @@ async def create_selector(request: Request, service: Service, caller: Caller) ->
     return result_response(created, 201, {"Location": f"/v1/selectors/{created.name}"})
 
 
+#: A part of a name, as the filters take it (a prefix, or a part to search for).
+NAME_PART = r"^[A-Za-z0-9._-]{0,128}$"
+#: Selectors one ``DELETE /v1/selectors`` deletes at most (``limit``'s default and bound).
+MAX_DELETED = 1000
+
+Prefix = Annotated[
+    str,
+    Query(pattern=NAME_PART, description="Only the selectors whose names start with this."),
+]
+Temporary = Annotated[
+    bool | None,
+    Query(
+        description="true: only temporary selectors (a job's, such as a scikit-learn fit's); "
+        "false: none of them; absent: both."
+    ),
+]
+After = Annotated[
+    str | None,
+    Query(
+        pattern=NAME_PATTERN,
+        description="Start after this name: the `next` of the previous page.",
+    ),
+]
+
+
 @router.get("", responses={200: {"model": SelectorList}, **PROBLEM_RESPONSES})
 @requires("read")
 async def list_selectors(
@@ -68,17 +95,61 @@ async def list_selectors(
     limit: Annotated[
         int, Query(ge=1, le=MAX_PAGE, description="At most this many selectors.")
     ] = DEFAULT_PAGE,
-    after: Annotated[
-        str | None,
+    after: After = None,
+    prefix: Prefix = "",
+    q: Annotated[
+        str,
         Query(
-            pattern=NAME_PATTERN,
-            description="Start after this name: the `next` of the previous page.",
+            pattern=NAME_PART,
+            description="Only the selectors whose names contain this (ignoring case).",
         ),
+    ] = "",
+    method: Annotated[
+        str | None, Query(max_length=64, description="Only the selectors of this method.")
     ] = None,
+    temporary: Temporary = None,
 ) -> Response:
     """The selectors this API key may see (all of them without a name prefix), sorted by name,
-    a page at a time: ``next`` is the ``after`` of the following page, null on the last."""
-    return result_response(await service.lifecycle.page(limit, after, caller.sees))
+    a page at a time: ``next`` is the ``after`` of the following page, null on the last.
+
+    The filters apply on the server before paging. ``method`` and ``temporary`` read the
+    descriptions: a page of them looks at 10,000 selectors at most, and may then hold fewer
+    than ``limit`` (even none) with ``next`` set: follow ``next`` until it is null."""
+    chosen = SelectorFilter(prefix=prefix, q=q, method=method, temporary=temporary)
+    return result_response(await listing.page(service.lifecycle, limit, after, caller.sees, chosen))
+
+
+@router.delete("", responses={200: {"model": SelectorsDeleted}, **PROBLEM_RESPONSES})
+@requires("admin")
+async def delete_selectors(
+    service: Service,
+    caller: Caller,
+    prefix: Prefix = "",
+    all_: Annotated[
+        bool,
+        Query(
+            alias="all",
+            description="Delete every selector this API key may see (without a prefix).",
+        ),
+    ] = False,
+    temporary: Temporary = None,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_DELETED, description="Delete at most this many.")
+    ] = MAX_DELETED,
+    after: After = None,
+) -> Response:
+    """Delete the selectors whose names start with ``prefix`` (or, with ``all=true`` and no
+    prefix, every one), among those this API key may see: a key limited to the prefix ``a-``
+    deletes none of ``b-*``. An empty prefix without ``all=true`` is refused (422).
+
+    At most ``limit`` per request, in name order, deleted side by side on the server; ``next``
+    set means more may match: call again with ``after=next`` until it is null. A selector
+    deleted meanwhile is skipped; one that could not be deleted is named in ``failed``."""
+    chosen = SelectorFilter(prefix=prefix, temporary=temporary)
+    deleted = await listing.delete_matching(
+        service.lifecycle, limit, after, caller.sees, chosen, everything=all_
+    )
+    return result_response(deleted)
 
 
 @router.get("/{name}", responses={200: {"model": SelectorOut}, **PROBLEM_RESPONSES})

@@ -8,7 +8,8 @@
  *
  * Live updates come from polling, not server-sent events: EventSource cannot send an
  * Authorization header (the key would have to travel in the URL, which access logs keep), and
- * a poll is cheap: one page of the selector list, a few describes for the pending counts, and
+ * a poll is cheap: one page of the selector list (searched, filtered and paged by the server:
+ * the page never downloads thousands of descriptions), a few describes for the pending counts, and
  * the top and history of the shown selector only when its version, h or view changed; one page
  * of the stream list, and the shown stream's rankings side by side (``#stream=<name>``); and
  * the sources (``GET /v1/sources``), shown beside the selectors they feed (a source into a
@@ -26,8 +27,10 @@
   const MAX_BACKOFF_MS = 30000;
   /** Describes per poll for the pending counts (the list does not carry them): round robin. */
   const DESCRIBES_PER_POLL = 6;
-  const LIST_PAGE_SIZE = 100;
-  const LIST_MAX_PAGES = 10;
+  /** Selectors per page of the list (the server pages, searches and filters it). */
+  const LIST_PAGE_SIZE = 25;
+  /** How long the search waits for more typing before it asks the server. */
+  const SEARCH_DELAY_MS = 250;
   const HISTORY_LIMIT = 20;
   /** Alert events shown under the charts, newest first. */
   const EVENTS_SHOWN = 10;
@@ -57,6 +60,14 @@
     selectorRows: $("selectors").querySelector("tbody"),
     selectorSourceHead: $("selectors").querySelector("th.sources"),
     noSelectors: $("no-selectors"),
+    noMatches: $("no-matches"),
+    search: $("selector-search"),
+    method: $("selector-method"),
+    showTemporary: $("show-temporary"),
+    prev: $("selector-prev"),
+    next: $("selector-next"),
+    pageLabel: $("selector-page"),
+    stabilityLegend: $("stability-legend"),
     title: $("detail-title"),
     facts: $("detail-facts"),
     detailSources: $("detail-sources"),
@@ -88,8 +99,17 @@
   };
 
   const state = {
-    /** The selectors as the list answered them, sorted by name. */
+    /** The selectors of the page shown, as the list answered them, sorted by name. */
     selectors: [],
+    /** What the list asks the server for: a part of the name, a method, temporary ones too. */
+    filter: { q: "", method: "", temporary: false },
+    /** The ``after`` of every page up to the one shown (null: the first), and the next one's. */
+    pages: [null],
+    nextPage: null,
+    /** The chosen selector when it is not on the page shown (its describe answer), or null. */
+    outside: null,
+    /** Whether the method filter has its options (GET /v1/methods, once). */
+    methodsKnown: false,
     /** name -> the last describe answer (pending entries, classes, ...). */
     described: new Map(),
     describeCursor: 0,
@@ -442,22 +462,74 @@
     if (!document.hidden) poll();
   });
 
+  /** One page of the list, as the filters ask (the server searches, filters and pages). */
   async function refreshList() {
-    const listed = [];
-    let after = null;
-    for (let page = 0; page < LIST_MAX_PAGES; page += 1) {
-      const answer = await api("selectors", { limit: LIST_PAGE_SIZE, after });
-      listed.push(...(answer.selectors || []));
-      after = answer.next || null;
-      if (!after) break;
-    }
+    if (!state.methodsKnown) await loadMethods();
+    const { q, method, temporary } = state.filter;
+    const answer = await api("selectors", {
+      limit: LIST_PAGE_SIZE,
+      after: state.pages[state.pages.length - 1],
+      q: q || null,
+      method: method || null,
+      temporary: temporary ? null : "false",
+    });
+    const listed = answer.selectors || [];
     state.selectors = listed;
+    state.nextPage = answer.next || null;
     const names = new Set(listed.map((entry) => entry.name));
     for (const name of state.described.keys()) {
-      if (!names.has(name)) state.described.delete(name);
+      if (!names.has(name) && name !== state.selected) state.described.delete(name);
     }
     if (state.selected === null && listed.length > 0) choose(listed[0].name, { replace: true });
+    // The chosen selector off this page (searched away, another page, or opened by its URL):
+    // its own describe.
+    state.outside = null;
+    if (state.selected !== null && !names.has(state.selected)) {
+      const described = await settle(api(selectorPath(state.selected)));
+      state.outside = described.answer || null;
+    }
   }
+
+  /** The methods' names for the method filter (GET /v1/methods, once). */
+  async function loadMethods() {
+    const answer = await settle(api("methods"));
+    if (!answer.answer) return;
+    const options = (answer.answer.methods || []).map(
+      (method) => element("option", { value: method.name }, method.name),
+    );
+    ui.method.append(...options);
+    state.methodsKnown = true;
+  }
+
+  /** Back to the first page with other filters, and ask at once. */
+  function refilter(change) {
+    Object.assign(state.filter, change);
+    state.pages = [null];
+    poll();
+  }
+
+  let searchTimer = null;
+  ui.search.addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = window.setTimeout(() => refilter({ q: ui.search.value.trim() }), SEARCH_DELAY_MS);
+  });
+  document.getElementById("selector-filters").addEventListener("submit", (event) => {
+    event.preventDefault();
+    clearTimeout(searchTimer);
+    refilter({ q: ui.search.value.trim() });
+  });
+  ui.method.addEventListener("change", () => refilter({ method: ui.method.value }));
+  ui.showTemporary.addEventListener("change", () => refilter({ temporary: ui.showTemporary.checked }));
+  ui.next.addEventListener("click", () => {
+    if (!state.nextPage) return;
+    state.pages.push(state.nextPage);
+    poll();
+  });
+  ui.prev.addEventListener("click", () => {
+    if (state.pages.length < 2) return;
+    state.pages.pop();
+    poll();
+  });
 
   /** Describe the shown selector and a few others in turn, for the pending counts. */
   async function refreshPending() {
@@ -604,6 +676,13 @@
       const link = element("a", { href: `#${encodeURIComponent(entry.name)}` }, entry.name);
       const nameCell = element("td", { class: "name" });
       nameCell.append(link);
+      if (entry.temporary) {
+        nameCell.append(element(
+          "span",
+          { class: "badge", title: "Made by a job that deletes it when done (a scikit-learn fit)" },
+          "temporary",
+        ));
+      }
       const pending = pendingOf(entry);
       const pendingCell = element(
         "td",
@@ -626,7 +705,13 @@
     });
     ui.selectorRows.replaceChildren(...rows);
     ui.selectorSourceHead.hidden = state.sources.length === 0;
-    ui.noSelectors.hidden = state.selectors.length > 0;
+    const { q, method } = state.filter;
+    const filtered = Boolean(q || method) || state.pages.length > 1;
+    ui.noSelectors.hidden = state.selectors.length > 0 || filtered;
+    ui.noMatches.hidden = state.selectors.length > 0 || !filtered;
+    ui.prev.disabled = state.pages.length < 2;
+    ui.next.disabled = !state.nextPage;
+    ui.pageLabel.textContent = `Page ${state.pages.length}`;
   }
 
   function choose(name, { replace = false } = {}) {
@@ -719,7 +804,8 @@
       return;
     }
     ui.title.textContent = name;
-    const entry = state.selectors.find((candidate) => candidate.name === name);
+    const entry = state.selectors.find((candidate) => candidate.name === name)
+      || (state.outside && state.outside.name === name ? state.outside : null);
     if (!entry) {
       ui.facts.textContent = "";
       renderDetailSources(null);
@@ -768,6 +854,7 @@
   function renderStability(top) {
     const stability = top.answer && top.answer.stability;
     ui.stability.hidden = !stability;
+    ui.stabilityLegend.hidden = !stability;
     if (!stability) {
       ui.stability.textContent = "";
       return;

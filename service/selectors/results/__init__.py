@@ -61,6 +61,7 @@ from service.selectors.results.selectors import (
     MethodOut,
     SelectorList,
     SelectorOut,
+    SelectorsDeleted,
 )
 from service.selectors.results.streams import (
     Agreement,
@@ -112,6 +113,7 @@ __all__ = [
     "Result",
     "SelectorList",
     "SelectorOut",
+    "SelectorsDeleted",
     "StabilityOut",
     "StreamChunkOut",
     "StreamChunkSelector",

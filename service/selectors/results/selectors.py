@@ -53,6 +53,12 @@ class SelectorOut(Result):
         default=None,
         description="Seconds without a commit after which the service deletes this selector.",
     )
+    temporary: bool | None = Field(
+        default=None,
+        description="True for a selector created temporary (a job's, such as a scikit-learn "
+        "fit, that deletes it when done): listings mark it and `temporary=false` leaves it "
+        "out. Absent otherwise.",
+    )
     classes: list[ClassCount] | None = Field(
         default=None, description="Labelled methods (describe only): classes seen, in order."
     )
@@ -142,6 +148,29 @@ class SelectorList(Result):
         if self.unreadable:
             body["unreadable"] = self.unreadable
         return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+class SelectorsDeleted(Result):
+    """What one ``DELETE /v1/selectors?prefix=`` deleted: a bounded batch, in name order."""
+
+    deleted: list[str] = Field(description="The selectors deleted, sorted by name.")
+    next: str | None = Field(
+        default=None,
+        description="More may match: pass it as `after` to delete the next batch; null when "
+        "this batch was the last.",
+    )
+    failed: list[str] = Field(
+        default_factory=list,
+        description="Selectors that matched and could not be deleted (the server log says "
+        "why); absent when there are none.",
+    )
+
+    def render(self) -> bytes:
+        """As every answer, but with ``next`` always present (null on the last batch)."""
+        body: dict[str, object] = {"deleted": self.deleted, "next": self.next}
+        if self.failed:
+            body["failed"] = self.failed
+        return orjson.dumps(body)
 
 
 class ChunkOut(Result):
