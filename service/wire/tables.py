@@ -173,7 +173,8 @@ def _read_csv(body: bytes, labels: str | None, max_bytes: int) -> Table:
 
 
 def _header(line: bytes) -> list[str]:
-    if not line.strip():
+    # Only an empty line is no header: a name of spaces is a name, as it is in a JSON chunk.
+    if not line.rstrip(b"\r\n"):
         raise InvalidInput("the CSV's first line is empty: expected a header of column names")
     try:
         header = next(csv.reader([_utf8(line)], strict=True))
