@@ -26,7 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if sys.path[:1] != [str(REPO_ROOT)]:
     sys.path.insert(0, str(REPO_ROOT))
 
-from evaluation import drift, fsds, iqrp, labelled, ofs, omvfs  # noqa: E402
+from evaluation import drift, fsds, intervals, iqrp, labelled, ofs, omvfs  # noqa: E402
 from evaluation.defaults import defaults_in_force  # noqa: E402
 from evaluation.peers import LAPLACIAN_GRAPH, MCFS_GRAPH, versions  # noqa: E402
 from evaluation.protocol import MODES, Datasets, Mode  # noqa: E402
@@ -40,6 +40,7 @@ TASKS: dict[str, Callable[[Context], Section]] = {
     "omvfs": omvfs.run,
     "labelled": labelled.run,
     "drift": drift.run,
+    "intervals": intervals.run,
 }
 
 

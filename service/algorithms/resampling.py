@@ -2,13 +2,14 @@
 a ranking is (``service.algorithms.stability`` measures it).
 
 A row method (chunk kinds ``rows``, ``labelled rows``, ``views``) that inherits
-``ResampledMethod`` keeps, next to its own state, ``K`` subsamples (``resamples``, default 2):
+``ResampledMethod`` keeps, next to its own state, ``K`` subsamples (``resamples``, default 4):
 subsample ``g`` has seen only the rows dealt to it (``service.algorithms.subsamples``: dealt by
 their position in the stream, so any chunking, coalescing or replay deals them alike).
 
 **What a subsample holds is the method's choice** (the ``subsample_*`` hooks), within the
-issue's bound: with the default ``K = 2``, at most twice the state and the update time of the
-method without them. Two layouts:
+bound of the issue that brought them (issue 22: at ``K = 2``, at most twice the state and the
+update time of the method without them); the default became ``K = 4`` with issue 34, for an
+interval that says something (its measured cost: docs/stability-and-drift.md). Two layouts:
 
 * *Derived* (``derives_last``: variance's moments, OCFS's and IOC's class counts and sums,
   FSDS's sketch). The whole stream's state holds what the subsamples hold together, so only

@@ -185,7 +185,9 @@ def test_update_does_not_mutate_its_input(kernel: str) -> None:
 
 def test_state_is_flat_arrays_and_scalars() -> None:
     rng = np.random.default_rng(5)
-    method, params, state = run(rng.standard_normal((40, 12)), {"k": 2, "ell": 4}, 15)
+    method, params, state = run(
+        rng.standard_normal((40, 12)), {"k": 2, "ell": 4, "resamples": 2}, 15
+    )
     own = {
         "sketch_rows", "singular_values", "weights", "alpha", "rows_seen",
         "shrinkage_total", "squared_norm_seen", "kernel_bandwidth",
@@ -223,7 +225,7 @@ def test_defaults() -> None:
     method = FSDS()
     assert method.resolve_params({}, 1024).as_params() == {
         "k": 10, "ell": 32, "alpha_exponent": 3.0, "normalize_rows": True,
-        "block_rows": 200, "kernel": "cosine", "resamples": 2,
+        "block_rows": 200, "kernel": "cosine", "resamples": 4,
     }  # fmt: skip
     assert method.resolve_params({}, 100).ell == 11  # max(ceil(sqrt(m)), k + 1)
     tiny = method.resolve_params({}, 5)

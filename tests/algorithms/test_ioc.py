@@ -191,7 +191,7 @@ def test_defaults_are_the_papers():
     assert METHOD.resolve_params({}, 4).as_params() == {
         "n_components": 1,
         "amnesia": 0.0,
-        "resamples": 2,
+        "resamples": 4,
     }
 
 

@@ -164,7 +164,7 @@ def test_scores_of_a_single_class_are_zero_and_no_data_scores_nothing():
 
 
 def test_ocfs_takes_no_parameters_but_how_its_stability_is_estimated():
-    assert METHOD.resolve_params({}, 4).as_params() == {"resamples": 2}
+    assert METHOD.resolve_params({}, 4).as_params() == {"resamples": 4}
     assert METHOD.resolve_params({"resamples": 0}, 4).as_params() == {"resamples": 0}
     assert (
         METHOD.resolve_params({}, 4, stored=True).as_params() == {}

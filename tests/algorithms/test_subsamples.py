@@ -75,7 +75,8 @@ def streamed(
     """The state after chunks of ``sizes`` rows, with every row and label streamed."""
     method = resampled(name)
     rng = np.random.default_rng(seed)
-    resolved = method.resolve_params(params, SIZE)
+    # Two subsamples unless asked (the layouts below are written for two; K > 2: their own tests).
+    resolved = method.resolve_params({"resamples": 2, **params}, SIZE)
     state = method.initial_state(resolved)
     every, labels = [], []
     for n in sizes:
@@ -397,7 +398,7 @@ def test_omvfs_subsamples_are_omvfs_on_their_rows_within_the_whole_streams_itera
     a time from its rows alone (its own view split and moments), to rounding (the subsample
     reuses the chunk's scaled views and shares its moments' pass)."""
     method = resampled("omvfs")
-    params = method.resolve_params(given("omvfs", tol=1e-2, max_iter=60), SIZE)
+    params = method.resolve_params(given("omvfs", tol=1e-2, max_iter=60, resamples=2), SIZE)
     state = method.initial_state(params)
     alone = method.subsample_initial_state(params)
     rng = np.random.default_rng(6)

@@ -14,6 +14,7 @@ import pytest
 
 from service.algorithms import METHODS
 from service.algorithms.base import EstimatesStability
+from service.algorithms.subsamples import DEFAULT_RESAMPLES
 from service.selectors.archive import _PREAMBLE, FORMAT_VERSION, MAGIC, unpack
 from tests.support.api import assert_problem, make_settings, running_app
 
@@ -78,7 +79,11 @@ async def test_every_row_method_says_how_settled_its_top_is(client, method):
     answer = await top(client, "s", 3)
     stability = answer["stability"]
     assert stability is not None, answer
-    assert stability["resamples"] == 2 and stability["h"] == 3 and stability["level"] == 0.95
+    assert (
+        stability["resamples"] == DEFAULT_RESAMPLES
+        and stability["h"] == 3
+        and stability["level"] == 0.95
+    )
     low, high = stability["interval"]
     assert -1 <= low <= stability["index"] <= high <= 1
     estimator = METHODS[method]
@@ -189,12 +194,12 @@ async def test_partitioned_selectors_merge_their_resamples(client):
     await filled(client, "variance", "p", partitions=2)
     answer = await top(client, "p", 3)
     assert answer["versions"] is not None and answer["stability"] is not None
-    assert answer["stability"]["resamples"] == 2
+    assert answer["stability"]["resamples"] == DEFAULT_RESAMPLES
 
 
 async def test_descriptions_leave_the_resamples_copies_out(client):
     await filled(client, "fsds", "s")
     described = (await client.get("/v1/selectors/s")).json()
-    assert described["params"]["resamples"] == 2
+    assert described["params"]["resamples"] == DEFAULT_RESAMPLES
     assert not [key for key in described["state"] if key.startswith("resample")]
     assert described["state"]["rows_seen"] == 600

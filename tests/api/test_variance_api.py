@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from service.algorithms.subsamples import DEFAULT_RESAMPLES
 from tests.support.api import csr_json, npz_bytes
 
 pytestmark = pytest.mark.asyncio
@@ -21,7 +22,7 @@ async def test_variance_selector_ranks_and_merges_exactly(client):
             "/v1/selectors", json={"name": name, "method": "variance", "n_features": 6}
         )
         assert created.status_code == 201, created.text
-        assert created.json()["params"] == {"ddof": 0, "resamples": 2}
+        assert created.json()["params"] == {"ddof": 0, "resamples": DEFAULT_RESAMPLES}
     assert (await client.post("/v1/selectors/east/chunks", json=a.tolist())).status_code == 200
     sparse = {
         "content": npz_bytes(sp.csr_matrix(b)),
