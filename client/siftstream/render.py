@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from siftstream.results import (
     Alert,
     AlertEvent,
+    BaselineRule,
     Drift,
     FeatureRef,
     Moved,
@@ -100,13 +101,24 @@ def moved_line(what: str, moved: Moved) -> str:
     return line
 
 
+def baseline_wait_text(rule: BaselineRule | None) -> str:
+    """Why there is no baseline yet, at the h the rule judges (which may not be the h shown)."""
+    if rule is None:
+        return "(until a version's ranking is stable)"
+    now = "not estimated" if rule.stability is None else f"{rule.stability:.2f}"
+    return (
+        f"(a version becomes it when the stability of its top {rule.h} reaches "
+        f"{rule.threshold:.2f}; now {now})"
+    )
+
+
 def drift_lines(drift: Drift) -> str:
     """How far the top h moved: since the previous version and since the baseline."""
     lines = [f"drift of the top {drift.h} at version {drift.version}"]
     if drift.previous is not None:
         lines.append("  " + moved_line("since the previous version", drift.previous))
     if drift.baseline is None:
-        lines.append("  since the baseline: none yet (until a version's ranking is stable)")
+        lines.append("  since the baseline: none yet " + baseline_wait_text(drift.baseline_rule))
     else:
         lines.append("  " + moved_line(f"since the baseline, {drift.baseline.how}", drift.baseline))
     return "\n".join(lines)

@@ -73,5 +73,5 @@ class Selectors:
         # Judges every commit of this process for baselines and alerts, off the commit's path.
         self.monitor = Monitor(store, settings, metrics, self.reader.feature_labels)
         applier.shared.observers.append(self.monitor.committed)
-        self.drift = Drift(self.reader, store, self.monitor, settings)
+        self.drift = Drift(self.reader, self.rankings, store, self.monitor, settings)
         self.alerts = Alerts(self.drift, store.monitoring, self.monitor, settings)

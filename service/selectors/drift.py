@@ -7,21 +7,24 @@ Read from the ranking history (the newest versions' tops) and the baseline the m
 
 from __future__ import annotations
 
+import contextlib
 import time
 
-from service.algorithms.drift import Comparison, compare
+from service.algorithms.drift import Comparison, baseline_h, compare
 from service.config import Settings
-from service.errors import Conflict, Inconsistent, NotFound, SelectorMismatch
+from service.errors import Conflict, Inconsistent, InvalidInput, NotFound, SelectorMismatch
 from service.monitoring.monitor import Monitor
+from service.selectors.rankings import Rankings
 from service.selectors.reading import StateReader
 from service.selectors.results import (
     BaselineDrift,
     BaselineOut,
+    BaselineRule,
     DriftOut,
     FeatureRef,
     VersionDrift,
 )
-from service.store.monitoring_records import Baseline, HistoryEntry
+from service.store.monitoring_records import Alert, Baseline, HistoryEntry
 from service.store.records import SelectorMeta
 from service.store.redis_store import SelectorStore
 from service.wire.kinds import ChunkFormat
@@ -32,9 +35,15 @@ DEFAULT_H = 10
 
 class Drift:
     def __init__(
-        self, reader: StateReader, store: SelectorStore, monitor: Monitor, settings: Settings
+        self,
+        reader: StateReader,
+        rankings: Rankings,
+        store: SelectorStore,
+        monitor: Monitor,
+        settings: Settings,
     ) -> None:
         self.reader = reader
+        self.rankings = rankings
         self.store = store
         self.monitor = monitor
         self.settings = settings
@@ -59,11 +68,14 @@ class Drift:
             )
         meta, kind = await self.monitored(name)
         entries = await self.store.history.read(name, 2)
-        baseline = await self.store.monitoring.baseline(name)
+        baseline, alerts = await self.store.monitoring.watched(name)
         if baseline is not None and baseline.incarnation != meta.incarnation:
             baseline = None
+        rule = None
+        if baseline is None:
+            rule = await self._baseline_rule(name, entries[0] if entries else None, alerts)
         if not entries:
-            return DriftOut(name=name, method=meta.method, h=h, version=0)
+            return DriftOut(name=name, method=meta.method, h=h, version=0, baseline_rule=rule)
         newest = entries[0]
         comparisons: list[tuple[HistoryEntry, Comparison]] = []
         if len(entries) > 1:
@@ -105,8 +117,28 @@ class Drift:
                 kind.seen_field: newest.items_seen,
                 "previous": previous,
                 "baseline": since_baseline,
+                "baseline_rule": rule,
             }
         )
+
+    async def _baseline_rule(
+        self, name: str, newest: HistoryEntry | None, alerts: list[Alert]
+    ) -> BaselineRule:
+        """What would make a version the baseline (the monitor's rule: ``baseline_h``), with the
+        newest version's stability of that top h, so that an answer about another h never
+        stands beside a baseline judged elsewhere without saying so. The history keeps the
+        top 10's; another h (an alert's) is assessed from the current state."""
+        h = baseline_h([a.h for a in alerts])
+        stability = None
+        if newest is not None and newest.stability is not None:
+            # A method that estimates no stability has none in its history either.
+            if newest.stability["h"] == h:
+                stability = float(newest.stability["index"])
+            else:
+                with contextlib.suppress(InvalidInput):  # h beyond the features: not estimated
+                    assessed = (await self.rankings.top(name, h)).stability
+                    stability = None if assessed is None else assessed.index
+        return BaselineRule(h=h, threshold=self.settings.baseline_stability, stability=stability)
 
     async def pin(self, name: str) -> BaselineOut:
         """Make the newest version the baseline."""

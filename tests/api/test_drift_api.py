@@ -45,7 +45,8 @@ async def test_drift_compares_the_top_h_with_the_previous_version(client):
     await create(client)
     empty = await drift(client)
     assert empty == {
-        "name": "s", "method": "variance", "h": 5, "version": 0, "previous": None, "baseline": None
+        "name": "s", "method": "variance", "h": 5, "version": 0, "previous": None, "baseline": None,
+        "baseline_rule": {"h": 10, "threshold": 0.75},
     }  # fmt: skip
     first = np.zeros((4, FEATURES))
     first[:, :5] = [[1, 2, 3, 4, 5], [-1, -2, -3, -4, -5], [1, 2, 3, 4, 5], [-1, -2, -3, -4, -5]]
@@ -66,6 +67,28 @@ async def test_drift_compares_the_top_h_with_the_previous_version(client):
     assert [f["name"] for f in two["left"]] == ["x4", "x3"]
 
 
+async def test_without_a_baseline_the_rule_says_its_h_and_where_the_newest_version_stands(client):
+    """The rule judges the top 10 (or an alert's smaller h), whatever h the answer is about;
+    the stability beside it is of that h: the history's top 10, or the current state's."""
+    await create(client)
+    rng = np.random.default_rng(3)
+    await push(client, "s", rng.standard_normal((400, FEATURES)) * SCALE)
+    await wait_for(lambda: _version_at_least(client, 1))
+    rule = (await drift(client, h=3))["baseline_rule"]
+    top10 = (await client.get("/v1/selectors/s/top", params={"h": 10})).json()["stability"]
+    assert rule == {"h": 10, "threshold": 0.75, "stability": top10["index"]}
+    assert rule["stability"] < 0.75  # seven of the twelve features are noise of one scale
+    hook = {"url": "http://hooks.example.invalid/x", "h": 4, "threshold": 0.9}
+    assert (await client.post("/v1/selectors/s/alerts", json=hook)).status_code == 201
+    rule = (await drift(client, h=3))["baseline_rule"]
+    top4 = (await client.get("/v1/selectors/s/top", params={"h": 4})).json()["stability"]
+    assert rule["h"] == 4 and rule["stability"] == top4["index"]
+
+
+async def _version_at_least(client: httpx.AsyncClient, version: int) -> bool:
+    return bool((await drift(client))["version"] >= version)
+
+
 async def test_the_first_stable_version_becomes_the_baseline_then_pins_and_forgets(client):
     await create(client)
     rng = np.random.default_rng(0)
@@ -82,8 +105,10 @@ async def test_the_first_stable_version_becomes_the_baseline_then_pins_and_forge
         await asyncio.sleep(0.05)
         if (await drift(client))["baseline"] is not None:
             break
-    found = (await drift(client))["baseline"]
+    answer = await drift(client)
+    found = answer["baseline"]
     assert found is not None and found["how"] == "auto"
+    assert "baseline_rule" not in answer  # the rule is said only while there is no baseline
     top = (await client.get("/v1/selectors/s/top", params={"h": 5})).json()
     # The baseline was stable when chosen: its top 5 is the current one's.
     assert found["jaccard"] == 1.0 and top["stability"]["index"] >= 0.75

@@ -22,6 +22,7 @@ MODELS: dict[str, tuple[str, ...]] = {
     "AlertEvent": ("AlertEventOut",),
     "ApiKey": ("KeyInfo",),
     "Baseline": ("BaselineOut",),
+    "BaselineRule": ("BaselineRule",),
     "ChunkReceipt": ("ChunkOut", "ChunkPending", "MergeOut"),
     "ChunkStatus": ("ChunkStatus",),
     "ClassCount": ("ClassCount",),

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from service.algorithms.subsamples import DEFAULT_RESAMPLES
 from service.monitoring.signing import new_secret, signed_headers
 from siftstream import AsyncClient, Client, NotFoundError
 from siftstream.webhooks import verify
@@ -20,6 +21,8 @@ from tests.support.webhooks import webhook_receiver
 FEATURES = 12
 BEFORE = np.array([5.0, 4.0, 3.5, 3.0, 2.5] + [1.0] * 7)
 AFTER = np.array([1.0] * 7 + [12.0, 11.0, 10.0, 9.0, 8.0])
+#: Without alerts the baseline waits for a stable top 10: ten features clearly above two.
+TEN_APART = np.array([5.0, 4.0, 3.5, 3.0, 2.5, 2.2, 2.0, 1.8, 1.6, 1.5, 0.5, 0.5])
 
 
 @pytest.fixture
@@ -31,11 +34,11 @@ def cli_env(service: ServiceProcess, tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def settled(client: Client, name: str, rng: np.random.Generator) -> None:
-    """A variance selector pushed until its top 5 made a version the baseline."""
+    """A variance selector pushed until its top 10 made a version the baseline."""
     client.create(name, "variance", n_features=FEATURES)
 
     def has_baseline() -> bool:
-        client.push(name, rng.standard_normal((400, FEATURES)) * BEFORE)
+        client.push(name, rng.standard_normal((400, FEATURES)) * TEN_APART)
         return client.drift(name, 5).baseline is not None
 
     poll(has_baseline, timeout_s=30, interval_s=0.05)
@@ -57,7 +60,7 @@ def test_top_drift_baseline_and_alerts_from_the_client(sift: Client, selector_na
         poll(has_baseline, timeout_s=30, interval_s=0.05)
         sift.push(selector_name, rng.standard_normal((400, FEATURES)) * BEFORE)
         top = sift.top(selector_name, 5)
-        assert top.stability is not None and top.stability.resamples == 2
+        assert top.stability is not None and top.stability.resamples == DEFAULT_RESAMPLES
         assert top.stability.corrected and top.stability.interval[0] <= top.stability.index
         assert all(
             band is not None and band[0] <= f.rank <= band[1]
@@ -148,7 +151,10 @@ def test_sift_top_watch_drift_baseline_and_alerts(
     assert status == 0, err
     table, stability, bands = out.rstrip("\n").rsplit("\n", 2)
     assert table.splitlines()[1].startswith("rank  index  name")
-    assert stability.startswith("stability of the top 5: ") and "2 resamples" in stability
+    assert (
+        stability.startswith("stability of the top 5: ")
+        and f"{DEFAULT_RESAMPLES} resamples" in stability
+    )
     assert bands.startswith("bands: f0 ")
 
     status, out, err = sift(capsys, "watch", selector_name, "-h", "5", "--once")
@@ -162,6 +168,9 @@ def test_sift_top_watch_drift_baseline_and_alerts(
     assert status == 0 and "is the baseline (pinned)" in out
     status, out, _ = sift(capsys, "baseline", selector_name, "--forget")
     assert status == 0 and "forgot the baseline" in out
+    status, out, _ = sift(capsys, "drift", selector_name, "-h", "3")
+    waiting = "since the baseline: none yet (a version becomes it when the stability of its top 10"
+    assert status == 0 and f"{waiting} reaches 0.75; now 1.00)" in out, out
 
     status, out, err = sift(
         capsys,

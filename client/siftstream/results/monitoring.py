@@ -57,6 +57,23 @@ class Moved:
 
 
 @dataclass(frozen=True)
+class BaselineRule:
+    """Without a baseline: a version becomes it when the stability index of its top ``h``
+    reaches ``threshold``; ``stability`` is the newest version's there (None: not known)."""
+
+    h: int
+    threshold: float
+    stability: float | None = None
+
+    @classmethod
+    def from_json(cls, doc: Json) -> BaselineRule:
+        stability = doc.get("stability")
+        return cls(
+            int(doc["h"]), float(doc["threshold"]), None if stability is None else float(stability)
+        )
+
+
+@dataclass(frozen=True)
 class Drift:
     """How far a selector's top h moved since the previous version and since the baseline
     (None: no earlier version kept, no baseline yet)."""
@@ -69,11 +86,13 @@ class Drift:
     baseline: Moved | None
     rows_seen: int | None = None
     features_seen: int | None = None
+    baseline_rule: BaselineRule | None = None
     raw: Json = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, doc: Json) -> Drift:
         previous, baseline = doc.get("previous"), doc.get("baseline")
+        rule = doc.get("baseline_rule")
         return cls(
             str(doc["name"]),
             str(doc["method"]),
@@ -83,6 +102,7 @@ class Drift:
             None if baseline is None else Moved.from_json(baseline),
             _int_or_none(doc.get("rows_seen")),
             _int_or_none(doc.get("features_seen")),
+            None if rule is None else BaselineRule.from_json(rule),
             raw=doc,
         )
 

@@ -878,6 +878,15 @@
     return parts.join(" · ");
   }
 
+  // Why there is no baseline yet, at the h the rule judges (it may not be the h shown).
+  function baselineWaitText(rule) {
+    if (!rule) return "No baseline yet: the first version whose ranking is stable becomes it.";
+    const now = rule.stability === null || rule.stability === undefined
+      ? "not estimated yet" : rule.stability.toFixed(2);
+    return `No baseline yet: a version becomes it when the stability of its top ${rule.h} ` +
+      `reaches ${rule.threshold.toFixed(2)} (now ${now}).`;
+  }
+
   function renderMovement(drift, events) {
     if (drift.error) {
       ui.driftFacts.textContent = `No drift: ${problemLines(drift.error).detail}`;
@@ -887,7 +896,7 @@
       if (answer.previous) lines.push(movedText("Since the previous version", answer.previous));
       lines.push(answer.baseline
         ? movedText(`Since the baseline, ${answer.baseline.how}`, answer.baseline)
-        : "No baseline yet: the first version whose ranking is stable becomes it.");
+        : baselineWaitText(answer.baseline_rule));
       ui.driftFacts.textContent = lines.join(" — ");
     }
     const listed = events.answer ? events.answer.events : [];

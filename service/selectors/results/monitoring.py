@@ -44,6 +44,22 @@ class BaselineDrift(VersionDrift):
     pinned_at: float = Field(description="When it became the baseline (seconds, epoch).")
 
 
+class BaselineRule(Result):
+    """When a selector without a baseline gets one: the rule, and where its newest version
+    stands (``service.algorithms.drift.is_stable``)."""
+
+    h: int = Field(
+        description="The top h whose stability is judged: 10, or the smallest h of the "
+        "selector's alerts if smaller (not necessarily the h of this answer)."
+    )
+    threshold: float = Field(description="The index it must reach (SIFT_BASELINE_STABILITY).")
+    stability: float | None = Field(
+        default=None,
+        description="The newest version's stability index of that top h (null: not estimated "
+        "for that h, or not yet).",
+    )
+
+
 class DriftOut(Result):
     """How far the top h moved since the previous version and since the baseline."""
 
@@ -83,6 +99,11 @@ class DriftOut(Result):
         default=None,
         description="Since the baseline (null: none yet, until a version's ranking is stable "
         "or one is pinned).",
+    )
+    baseline_rule: BaselineRule | None = Field(
+        default=None,
+        description="Without a baseline: what makes a version the baseline, at which h, and the "
+        "newest version's stability there.",
     )
 
     def render(self) -> bytes:
