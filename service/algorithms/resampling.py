@@ -109,6 +109,12 @@ class ResampledMethod(MethodBase[RP]):
     #: within twice the method's.
     caches_resample_scores: ClassVar[bool] = False
 
+    def stability_estimate_for(self, params: RP) -> str:
+        """``stability_estimate`` for a selector of these params (``GET .../top``'s
+        ``estimated_by``): the class's text unless the params change what it says (FSDS's
+        kernel mode)."""
+        return self.stability_estimate
+
     # -- what the method declares of itself --------------------------------------------------
 
     def core_initial_state(self, params: RP) -> State:
