@@ -283,8 +283,9 @@ def scored_fields(method: AnyMethod, meta: SelectorMeta) -> list[str]:
     fields, the whole stream's its derivation reads, the counts) when the selector keeps
     resamples (``ResampledMethod``); read with the scalars."""
     fields = [method.score_field]
-    k = resample_count(resolved_params(meta))
-    fields.extend(f for f in resample_fields(method, k) if f not in fields)
+    params = resolved_params(meta)
+    k = resample_count(params)
+    fields.extend(f for f in resample_fields(method, k, params) if f not in fields)
     return fields
 
 
