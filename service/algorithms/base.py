@@ -369,6 +369,10 @@ class EstimatesStability(Protocol):
     #: (``service.algorithms.stability.replicate_scores``).
     stability_corrected: bool
 
+    def stability_estimate_for(self, params: MethodParams) -> str:
+        """``stability_estimate`` as it holds for a selector of these (resolved) params."""
+        ...
+
     def resample_scores(self, state: State, params: MethodParams) -> np.ndarray | None:
         """The subsamples' scores (``K x d``); None if the state keeps none (a selector created
         before resamples existed, or with ``resamples: 0``) or one has seen no row yet."""

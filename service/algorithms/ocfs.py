@@ -11,6 +11,12 @@ state is exactly those: any chunking gives the same scores (up to the rounding o
 and two selectors over disjoint data merge exactly by adding their counts and sums. The sum
 of all scores is ``trace(S_b)``.
 
+``standardize`` (default off, the paper) divides every score by the feature's pooled
+within-class variance, ``S_b^ii / S_w^ii``: the OCFS score of the feature scaled by its pooled
+within-class standard deviation, which no rescaling of a feature changes. It needs every
+class's sum of squared deviations too (``service.algorithms.class_moments``), kept (field
+``class_m2``) only by selectors created with it; they merge exactly as well.
+
 The batch references ``between_class_scatter`` and ``oc_directions`` (the eigenvectors of
 ``S_b``, the batch Orthogonal Centroid solution) serve the tests and IOC's convergence curve.
 """
@@ -22,8 +28,17 @@ from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
+from pydantic import Field
 
 from service.algorithms.base import ChunkKind, Matrix, State
+from service.algorithms.class_moments import (
+    M2_FIELD,
+    check_class_m2,
+    chunk_class_m2,
+    combine_m2,
+    separate_m2,
+    standardized_scores,
+)
 from service.algorithms.examples import Example
 from service.algorithms.labels import (
     CLASSES_FIELD,
@@ -41,7 +56,7 @@ from service.algorithms.labels import (
 )
 from service.algorithms.resampling import ResampledMergeable
 from service.algorithms.subsamples import ResampledParams, SubsampleRows
-from service.errors import Inconsistent
+from service.errors import Inconsistent, InvalidInput
 
 #: The state field holding every class's row sum (``c x m``).
 SUMS_FIELD = "class_sums"
@@ -64,7 +79,18 @@ def add_classes(state: State, rows: LabelledRows, among: np.ndarray | None = Non
     (or the rows at positions ``among``, read in place)."""
     classes, tally = class_tally(state, rows, among)
     counts, sums = class_totals_of(rows.rows, [tally], rows.multiplicity)[0]
-    return fold_classes(state, classes, counts, sums)
+    return fold_classes(state, classes, counts, sums, spread_of(state, rows, tally, counts, sums))
+
+
+def spread_of(
+    state: State, rows: LabelledRows, tally: Tally, counts: np.ndarray, sums: np.ndarray
+) -> np.ndarray | None:
+    """The chunk's per-class ``M2`` where ``state`` keeps it (``standardize``), else None."""
+    if M2_FIELD not in state:
+        return None
+    if rows.multiplicity is not None:
+        raise ValueError("class summaries carry no spread: merge them with merge_classes")
+    return chunk_class_m2(rows.rows, tally, counts, sums)
 
 
 def class_tally(
@@ -84,11 +110,57 @@ def class_tally(
     return classes, Tally(among, codes, len(classes))
 
 
-def fold_classes(state: State, classes: list[Label], counts: np.ndarray, sums: np.ndarray) -> State:
-    """``state``'s class counts and sums with a chunk's added (``classes``: all of them now)."""
-    counts = counts + grow_rows(np.asarray(state[COUNTS_FIELD], dtype=np.int64), len(classes))
-    sums = sums + grow_rows(np.asarray(state[SUMS_FIELD], dtype=np.float64), len(classes))
-    return {CLASSES_FIELD: encode_classes(classes), COUNTS_FIELD: counts, SUMS_FIELD: sums}
+def fold_classes(
+    state: State,
+    classes: list[Label],
+    counts: np.ndarray,
+    sums: np.ndarray,
+    m2: np.ndarray | None = None,
+) -> State:
+    """``state``'s class counts and sums with a chunk's added (``classes``: all of them now),
+    and, where the state keeps them, its per-class ``M2`` by Chan's update (``m2``: the
+    chunk's)."""
+    before_counts = grow_rows(np.asarray(state[COUNTS_FIELD], dtype=np.int64), len(classes))
+    before_sums = grow_rows(np.asarray(state[SUMS_FIELD], dtype=np.float64), len(classes))
+    out: State = {
+        CLASSES_FIELD: encode_classes(classes),
+        COUNTS_FIELD: counts + before_counts,
+        SUMS_FIELD: sums + before_sums,
+    }
+    if M2_FIELD in state:
+        if m2 is None:
+            raise ValueError(f"a state that keeps {M2_FIELD} takes a chunk's with its sums")
+        before = grow_rows(np.asarray(state[M2_FIELD], dtype=np.float64), len(classes))
+        out[M2_FIELD] = combine_m2(before_counts, before_sums, before, counts, sums, m2)
+    return out
+
+
+def merge_classes(state: State, summary: State) -> State:
+    """``state``'s class statistics with another state's (``summary``: its classes, counts,
+    sums and, where ``state`` keeps it, ``M2``) added class by class, matched by label, new
+    classes appended in the summary's order: those of one state that saw both streams."""
+    if M2_FIELD in state and M2_FIELD not in summary:
+        raise InvalidInput(
+            "this selector standardizes (it keeps every class's spread); the merged one does "
+            "not: merge selectors created with the same standardize"
+        )
+    classes, codes = discover(stored_classes(state), summary_rows(summary))
+    m = np.asarray(summary[SUMS_FIELD]).shape[1]
+    counts = np.zeros(len(classes), dtype=np.int64)
+    sums, m2 = np.zeros((len(classes), m)), np.zeros((len(classes), m))
+    counts[codes] = np.asarray(summary[COUNTS_FIELD], dtype=np.int64)
+    sums[codes] = np.asarray(summary[SUMS_FIELD], dtype=np.float64)
+    if M2_FIELD in state:
+        m2[codes] = np.asarray(summary[M2_FIELD], dtype=np.float64)
+    return fold_classes(state, classes, counts, sums, m2 if M2_FIELD in state else None)
+
+
+def class_scores(state: State) -> np.ndarray:
+    """Table 2's scores of a state's class statistics, standardized where it keeps ``M2``."""
+    counts, sums = np.asarray(state[COUNTS_FIELD]), np.asarray(state[SUMS_FIELD])
+    if M2_FIELD in state:
+        return standardized_scores(counts, sums, np.asarray(state[M2_FIELD]))
+    return ocfs_scores(counts, sums)
 
 
 def remove_classes(whole: State, part: State) -> State:
@@ -103,16 +175,28 @@ def remove_classes(whole: State, part: State) -> State:
     sums = np.array(whole[SUMS_FIELD], dtype=np.float64)
     part_counts = np.asarray(part[COUNTS_FIELD], dtype=np.int64)
     part_sums = np.asarray(part[SUMS_FIELD], dtype=np.float64)
+    # The part's statistics in the whole's class order (zero for classes it has not seen).
+    taken_counts = np.zeros_like(counts)
+    taken_sums = np.zeros_like(sums)
+    taken_m2 = np.zeros_like(sums)
     for j, label in enumerate(stored_classes(part)):
         at = index.get((type(label), label))
         if at is None:
             raise Inconsistent(f"a subsample holds class {label!r}, which the whole stream lacks")
-        counts[at] -= part_counts[j]
-        sums[at] -= part_sums[j]
+        taken_counts[at] = part_counts[j]
+        taken_sums[at] = part_sums[j]
+        if M2_FIELD in whole:
+            taken_m2[at] = np.asarray(part[M2_FIELD], dtype=np.float64)[j]
+    rest: State = {CLASSES_FIELD: encode_classes(classes)}
+    if M2_FIELD in whole:
+        m2 = np.asarray(whole[M2_FIELD], dtype=np.float64)
+        rest[M2_FIELD] = separate_m2(counts, sums, m2, taken_counts, taken_sums, taken_m2)
+    counts -= taken_counts
+    sums -= taken_sums
     if np.any(counts < 0):
         raise Inconsistent("a subsample holds more rows of a class than the whole stream")
     sums[counts == 0] = 0.0
-    return {CLASSES_FIELD: encode_classes(classes), COUNTS_FIELD: counts, SUMS_FIELD: sums}
+    return {**rest, COUNTS_FIELD: counts, SUMS_FIELD: sums}
 
 
 class ClassSubsamples:
@@ -129,6 +213,7 @@ class ClassSubsamples:
             CLASSES_FIELD: encode_classes([]),
             COUNTS_FIELD: np.zeros(0, dtype=np.int64),
             SUMS_FIELD: np.zeros((0, params.size)),
+            **_no_spread(params),
         }
 
     def subsample_state_sizes(self, params: ResampledParams) -> dict[str, int]:
@@ -148,23 +233,49 @@ class ClassSubsamples:
         return int(np.asarray(subsample[COUNTS_FIELD]).sum())
 
     def subsample_check(self, subsample: State, params: ResampledParams) -> None:
-        check_classes(subsample, SUMS_FIELD)
+        check_spread(subsample)
 
     def subsample_merge(self, subsample: State, params: ResampledParams, other: State) -> State:
-        return add_classes(subsample, summary_rows(other))
+        return merge_classes(subsample, other)
 
     def subsample_of_whole(self, whole: State, params: ResampledParams) -> State:
-        return {f: whole[f] for f in (CLASSES_FIELD, COUNTS_FIELD, SUMS_FIELD)}
+        return {
+            f: whole[f] for f in (CLASSES_FIELD, COUNTS_FIELD, SUMS_FIELD, M2_FIELD) if f in whole
+        }
 
     def subsample_unmerge(self, whole: State, params: ResampledParams, part: State) -> State:
         return remove_classes(whole, part)
 
 
+def _no_spread(params: ResampledParams) -> State:
+    """The per-class ``M2`` of no class, for states that keep it (``standardize``)."""
+    return {M2_FIELD: np.zeros((0, params.size))} if getattr(params, "standardize", False) else {}
+
+
+def check_spread(state: State) -> None:
+    """``check_classes``, and the per-class ``M2`` where the state keeps it."""
+    check_classes(state, SUMS_FIELD)
+    if M2_FIELD in state:
+        sums = np.asarray(state[SUMS_FIELD])
+        check_class_m2(np.asarray(state[COUNTS_FIELD]), np.asarray(state[M2_FIELD]), sums.shape)
+
+
 class OCFSParams(ResampledParams):
-    """OCFS's scores are exact: its one parameter is how their stability is estimated."""
+    """OCFS's scores are exact (Table 2, eq. 2); ``standardize`` scales every feature by its
+    pooled within-class deviation first."""
 
     method: ClassVar[str] = "ocfs"
     unknown_hint: ClassVar[str] = " (the scores are exact)"
+
+    standardize: bool = Field(
+        False,
+        description=(
+            "Scale every feature by its pooled within-class standard deviation before scoring: "
+            "the score becomes between-class scatter / pooled within-class variance "
+            "(S_b_ii / S_w_ii), which rescaling a feature does not change. false: the paper's "
+            "score, which grows with the square of a feature's scale."
+        ),
+    )
 
 
 class OCFS(ClassSubsamples, ResampledMergeable[OCFSParams]):
@@ -177,11 +288,16 @@ class OCFS(ClassSubsamples, ResampledMergeable[OCFSParams]):
     )
     chunk_kind: ChunkKind = "labelled rows"
     params_model = OCFSParams
-    examples: tuple[Example, ...] = (Example({"n_features": 4}, items=10),)
+    examples: tuple[Example, ...] = (
+        Example({"n_features": 4}, items=10),
+        Example({"n_features": 4}, {"standardize": True}, items=10),
+    )
     score_field = "scores"
     describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
-    #: ``Mergeable``: another OCFS selector's class counts and sums add exactly.
+    #: ``Mergeable``: another OCFS selector's class counts and sums add exactly ...
     summary_fields: tuple[str, ...] = (COUNTS_FIELD, SUMS_FIELD)
+    #: ... and, with ``standardize``, its classes' M2 too (Chan's update), as its subsamples'.
+    optional_fields: ClassVar[tuple[str, ...]] = (M2_FIELD,)
     stability_estimate = (
         "the class counts and sums of K interleaved subsamples of the rows (K - 1 stored, the "
         "last the whole stream's minus theirs), scored by Table 2, their spread scaled to "
@@ -193,18 +309,22 @@ class OCFS(ClassSubsamples, ResampledMergeable[OCFSParams]):
             CLASSES_FIELD: encode_classes([]),
             COUNTS_FIELD: np.zeros(0, dtype=np.int64),
             SUMS_FIELD: np.zeros((0, params.size)),
+            **_no_spread(params),
             "scores": np.zeros(params.size),
         }
 
+    def keeps_optional(self, params: OCFSParams) -> bool:
+        return params.standardize
+
     def core_state_sizes(self, params: OCFSParams) -> dict[str, int]:
-        return {"scores": 8 * params.size}  # class sums grow by one row per class found
+        # Class sums (and, with standardize, their M2) grow by one row per class found.
+        return {"scores": 8 * params.size}
 
     def core_update(self, state: State, params: OCFSParams, rows: LabelledRows) -> State:
-        """Fold the chunk's class counts and sums in, then recompute every score (O(cm))."""
+        """Fold the chunk's class counts and sums (and M2) in, then recompute every score
+        (O(cm))."""
         totals = add_classes(state, rows)
-        totals["scores"] = ocfs_scores(
-            np.asarray(totals[COUNTS_FIELD]), np.asarray(totals[SUMS_FIELD])
-        )
+        totals["scores"] = class_scores(totals)
         return totals
 
     def update_with_subsamples(
@@ -216,27 +336,30 @@ class OCFS(ClassSubsamples, ResampledMergeable[OCFSParams]):
         dealt: np.ndarray,
     ) -> tuple[State, list[State]]:
         """The chunk's class counts and sums for the whole stream and for each stored
-        subsample's rows in one product (``class_totals_of``: the chunk is read once)."""
+        subsample's rows in one product (``class_totals_of``: the chunk is read once); with
+        ``standardize``, each one's M2 around its own class means (a second pass)."""
         plans = [class_tally(state, chunk)]
         for g, subsample in enumerate(subsamples):
             plans.append(class_tally(subsample, chunk, np.flatnonzero(dealt == g)))
         totals = class_totals_of(chunk.rows, [tally for _, tally in plans], chunk.multiplicity)
         folded = [
-            fold_classes(before, classes, counts, sums)
-            for before, (classes, _), (counts, sums) in zip(
+            fold_classes(
+                before, classes, counts, sums, spread_of(before, chunk, tally, counts, sums)
+            )
+            for before, (classes, tally), (counts, sums) in zip(
                 [state, *subsamples], plans, totals, strict=True
             )
         ]
         new = folded[0]
-        new["scores"] = ocfs_scores(np.asarray(new[COUNTS_FIELD]), np.asarray(new[SUMS_FIELD]))
+        new["scores"] = class_scores(new)
         return new, folded[1:]
 
     def weights(self, state: State, params: OCFSParams) -> np.ndarray:
         return np.array(state["scores"], dtype=np.float64)
 
     def subsample_scores(self, subsample: State, params: OCFSParams) -> np.ndarray:
-        """Table 2 on the subsample's class statistics."""
-        return ocfs_scores(np.asarray(subsample[COUNTS_FIELD]), np.asarray(subsample[SUMS_FIELD]))
+        """Table 2 on the subsample's class statistics (standardized as the whole stream's)."""
+        return class_scores(subsample)
 
     def describe(self, state: State) -> dict[str, Any]:
         return describe_classes(state)
@@ -247,13 +370,16 @@ class OCFS(ClassSubsamples, ResampledMergeable[OCFSParams]):
         params: OCFSParams,
         segments: Mapping[str, np.ndarray],
     ) -> None:
-        """``ChecksState``: one count and one row of sums per class."""
-        check_classes(state, SUMS_FIELD)
+        """``ChecksState``: one count and one row of sums (and of M2) per class."""
+        check_spread(state)
 
     def core_merge(self, state: State, params: OCFSParams, summary: State) -> State:
-        """Add another selector's counts and sums (classes matched by label, new ones appended
-        in its order): the scores are those of one selector that saw both streams."""
-        return self.core_update(state, params, summary_rows(summary))
+        """Add another selector's counts and sums, and M2 by Chan's update (classes matched by
+        label, new ones appended in its order): the scores are those of one selector that saw
+        both streams."""
+        merged = merge_classes(state, summary)
+        merged["scores"] = class_scores(merged)
+        return merged
 
     def summary_samples(self, summary: State) -> int:
         return int(np.asarray(summary[COUNTS_FIELD]).sum())

@@ -109,6 +109,21 @@ class ResampledMethod(MethodBase[RP]):
     #: the subsamples as of at most that share of the rows ago, and the update time stays
     #: within twice the method's.
     caches_resample_scores: ClassVar[bool] = False
+    #: Array fields that the whole stream's state and every stored subsample hold only under
+    #: some params (``keeps_optional``; OCFS's per-class M2, kept with ``standardize``). Each
+    #: version publishes them where the state has them; merges and the subsamples' scores read
+    #: them with the others where the params keep them.
+    optional_fields: ClassVar[tuple[str, ...]] = ()
+
+    def keeps_optional(self, params: RP) -> bool:
+        """Whether states of these params hold the ``optional_fields``."""
+        return False
+
+    def stability_estimate_for(self, params: RP) -> str:
+        """``stability_estimate`` for a selector of these params (``GET .../top``'s
+        ``estimated_by``): the class's text unless the params change what it says (FSDS's
+        kernel mode)."""
+        return self.stability_estimate
 
     # -- what the method declares of itself --------------------------------------------------
 
@@ -392,33 +407,46 @@ class ResampledMergeable(ResampledMethod[RP]):
         return self.with_scores(new, params, None)  # a merge's scores are computed afresh
 
 
-def resample_fields(method: Any, k: int) -> list[str]:
+def resample_fields(method: Any, k: int, params: MethodParams | None = None) -> list[str]:
     """The array fields ``resample_scores`` reads of a state of ``k`` subsamples (besides its
     scalars): the scores it keeps (``caches_resample_scores``), else
-    ``subsample_state_fields``."""
+    ``subsample_state_fields`` (``params``: as there)."""
     if k and isinstance(method, ResampledMethod) and method.caches_resample_scores:
         return [SCORES_FIELD, COUNTS_FIELD]
-    return subsample_state_fields(method, k)
+    return subsample_state_fields(method, k, params)
 
 
-def subsample_state_fields(method: Any, k: int) -> list[str]:
+def optional_fields_of(method: Any, params: MethodParams | None) -> tuple[str, ...]:
+    """The method's ``optional_fields`` that states of ``params`` hold (None: any params, all
+    of them: for readers that keep the fields a state has)."""
+    if not isinstance(method, ResampledMethod):
+        return ()
+    if params is None or method.keeps_optional(params):
+        return method.optional_fields
+    return ()
+
+
+def subsample_state_fields(method: Any, k: int, params: MethodParams | None = None) -> list[str]:
     """The array fields ``k`` subsamples are made of: the stored subsamples'
     ``subsample_fields``, the whole stream's ``derived_from`` for sums, and the counts; none
-    without resamples."""
+    without resamples. With them the ``optional_fields`` that states of ``params`` hold
+    (``optional_fields_of``)."""
     if not k or not isinstance(method, ResampledMethod):
         return []
-    fields = list(method.derived_from) if method.derives_last else []
+    optional = optional_fields_of(method, params)
+    fields = [*method.derived_from, *optional] if method.derives_last else []
     for g in range(method.stored_subsamples(k)):
-        fields.extend(group_field(g, f) for f in method.subsample_fields)
+        fields.extend(group_field(g, f) for f in (*method.subsample_fields, *optional))
     return [*fields, COUNTS_FIELD]
 
 
 def summary_fields_of(method: Any, params: MethodParams) -> list[str]:
-    """A mergeable method's summary fields (``summary_fields``) with its stored subsamples'
-    own (``subsample_state_fields``: what a merge of them reads)."""
-    fields = list(method.summary_fields)
+    """A mergeable method's summary fields (``summary_fields``, and the ``optional_fields``
+    its states of ``params`` hold) with its stored subsamples' own
+    (``subsample_state_fields``: what a merge of them reads)."""
+    fields = [*method.summary_fields, *optional_fields_of(method, params)]
     k = resample_count(params)
-    fields.extend(f for f in subsample_state_fields(method, k) if f not in fields)
+    fields.extend(f for f in subsample_state_fields(method, k, params) if f not in fields)
     return fields
 
 
@@ -432,10 +460,11 @@ def served_from_checkpoint(served: tuple[str, ...], field: str) -> bool:
 
 
 def published_state_fields(method: Any, state: State) -> set[str]:
-    """The array fields a version of ``state`` publishes: ``published_fields`` of the method
-    and what the resamples' scores read (``resample_fields``), except what the method serves
-    from checkpoints."""
+    """The array fields a version of ``state`` publishes: ``published_fields`` of the method,
+    the ``optional_fields`` the state holds, and what the resamples' scores read
+    (``resample_fields``), except what the method serves from checkpoints."""
     out = set(published_fields(method))
+    out.update(f for f in optional_fields_of(method, None) if f in state)
     k = groups_in(state)
     if k and isinstance(method, ResampledMethod):
         served = method.served_from_checkpoints

@@ -75,6 +75,13 @@ class Merging:
         head, summary = await self.reader.state(source, fields)
         if head.items_seen == 0:
             raise Conflict(f"selector '{source}' has seen no rows: nothing to merge")
+        lacking = [f for f in fields if f not in summary]
+        if lacking:
+            raise SelectorMismatch(
+                f"'{name}' merges {lacking} from its source, which '{source}' does not keep: "
+                f"its params differ ({other.params} here {meta.params}); merge selectors "
+                "created with the same params"
+            )
         payload = await asyncio.to_thread(lambda: pack_fields(encode_state(summary)))
         samples = method.summary_samples(summary)
         # The request is "merge <source>": a retry with the same key is a duplicate even if

@@ -138,7 +138,7 @@ class Rankings:
                 self._by_view, meta, method, scored, h, view
             )
             if assessed is not None:
-                stability = stability_out(method, assessed, h)
+                stability = stability_out(method, meta, assessed, h)
         else:
             at, order, top_scores, assessment = await self._best(meta, method, h)
             names = await self.reader.item_names(meta, kind, order)
@@ -156,7 +156,7 @@ class Rankings:
                 )
             ]
             if assessment is not None:
-                stability = stability_out(method, assessment.stability, len(features))
+                stability = stability_out(method, meta, assessment.stability, len(features))
         counts = seen(kind, at)
         answer = TopOut(
             name=name,
@@ -283,8 +283,9 @@ def scored_fields(method: AnyMethod, meta: SelectorMeta) -> list[str]:
     fields, the whole stream's its derivation reads, the counts) when the selector keeps
     resamples (``ResampledMethod``); read with the scalars."""
     fields = [method.score_field]
-    k = resample_count(resolved_params(meta))
-    fields.extend(f for f in resample_fields(method, k) if f not in fields)
+    params = resolved_params(meta)
+    k = resample_count(params)
+    fields.extend(f for f in resample_fields(method, k, params) if f not in fields)
     return fields
 
 
@@ -301,10 +302,15 @@ def corrected(method: AnyMethod) -> bool:
     return not offers(method, EstimatesStability) or method.stability_corrected
 
 
-def stability_out(method: AnyMethod, stability: Stability, h: int) -> StabilityOut:
+def stability_out(
+    method: AnyMethod, meta: SelectorMeta, stability: Stability, h: int
+) -> StabilityOut:
     """The answer's stability; ``h`` as the answer counts it (per view, for multi-view ones:
-    the index itself is of the views' tops together)."""
-    estimate = method.stability_estimate if offers(method, EstimatesStability) else ""
+    the index itself is of the views' tops together); ``estimated_by`` as it holds for the
+    selector's params (FSDS's kernel mode)."""
+    estimate = ""
+    if offers(method, EstimatesStability):
+        estimate = method.stability_estimate_for(resolved_params(meta))
     return StabilityOut(
         index=stability.index,
         interval=[stability.low, stability.high],

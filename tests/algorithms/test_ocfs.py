@@ -20,6 +20,7 @@ from service.algorithms.ocfs import (
     ocfs_scores,
     summary_rows,
 )
+from service.algorithms.subsamples import DEFAULT_RESAMPLES
 from service.errors import InvalidParams
 from service.store.codec import decode_state, encode_state
 from tests.support.datasets import load_mat
@@ -163,14 +164,18 @@ def test_scores_of_a_single_class_are_zero_and_no_data_scores_nothing():
     assert not np.any(state["scores"])
 
 
-def test_ocfs_takes_no_parameters_but_how_its_stability_is_estimated():
-    assert METHOD.resolve_params({}, 4).as_params() == {"resamples": 4}
-    assert METHOD.resolve_params({"resamples": 0}, 4).as_params() == {"resamples": 0}
-    assert (
-        METHOD.resolve_params({}, 4, stored=True).as_params() == {}
-    )  # stored before resamples existed
-    with pytest.raises(InvalidParams, match=r"unknown parameter.*for ocfs.*some of: resamples"):
+def test_ocfs_takes_standardize_and_how_its_stability_is_estimated():
+    plain = {"standardize": False}
+    assert METHOD.resolve_params({}, 4).as_params() == {**plain, "resamples": DEFAULT_RESAMPLES}
+    assert METHOD.resolve_params({"resamples": 0}, 4).as_params() == {**plain, "resamples": 0}
+    # Stored before resamples and standardize existed: neither, the paper's scores.
+    assert METHOD.resolve_params({}, 4, stored=True).as_params() == plain
+    with pytest.raises(
+        InvalidParams, match=r"unknown parameter.*for ocfs.*some of: standardize, resamples"
+    ):
         METHOD.resolve_params({"k": 3}, 4)
+    with pytest.raises(InvalidParams, match="standardize must be"):
+        METHOD.resolve_params({"standardize": 1}, 4)
 
 
 def test_summary_rows_carry_counts_as_multiplicity():

@@ -310,7 +310,10 @@ async def test_ioc_parameters_are_validated_at_creation(client):
     response = await client.post(
         "/v1/selectors", json={"name": "bad", "method": "ocfs", "n_features": 4, "params": {"k": 1}}
     )
-    assert response.status_code == 422 and "some of: resamples" in response.json()["detail"]
+    assert (
+        response.status_code == 422
+        and "some of: standardize, resamples" in response.json()["detail"]
+    )
 
 
 async def test_labelled_chunks_survive_a_restart_and_coalesce_in_log_order(app_factory):

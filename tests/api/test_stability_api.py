@@ -88,10 +88,30 @@ async def test_every_row_method_says_how_settled_its_top_is(client, method):
     assert -1 <= low <= stability["index"] <= high <= 1
     estimator = METHODS[method]
     assert isinstance(estimator, EstimatesStability)
-    assert stability["estimated_by"] == estimator.stability_estimate
+    if method == "fsds":  # its text names the kernel mode (cosine by default)
+        assert "in cosine mode" in stability["estimated_by"]
+    else:
+        assert stability["estimated_by"] == estimator.stability_estimate
     for feature in answer["features"]:
         lowest, highest = feature["band"]
         assert 1 <= lowest <= feature["rank"] <= highest  # the band holds the current rank
+
+
+@pytest.mark.parametrize(
+    "params, said, not_said",
+    [
+        ({}, "in cosine mode", "gaussian"),
+        ({"kernel": "cosine"}, "in cosine mode", "gaussian"),
+        ({"kernel": "gaussian", "kernel_components": 16}, "in gaussian mode", "cosine"),
+    ],
+)
+async def test_fsds_says_how_it_estimates_in_its_own_kernel_mode(client, params, said, not_said):
+    """``estimated_by`` names the selector's kernel mode: a cosine selector's spoke of the
+    gaussian mode's bandwidth before (issue 34)."""
+    await filled(client, "fsds", "k", **params)
+    estimated_by = (await top(client, "k", 3))["stability"]["estimated_by"]
+    assert said in estimated_by and not_said not in estimated_by
+    assert ("bandwidth" in estimated_by) == (said == "in gaussian mode")
 
 
 async def test_feature_column_methods_answer_null(client):

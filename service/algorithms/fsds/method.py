@@ -173,6 +173,17 @@ def _with_weights(upd: SketchUpdate, folded: State, cfg: FSDSParams, m: int) -> 
     }
 
 
+#: How FSDS keeps its resamples (``stability_estimate``), naming the selector's kernel mode.
+_ESTIMATE = (
+    "a Frequent-Directions sketch (Algorithm 2, ell rows) of each of K interleaved "
+    "subsamples of the rows: K - 1 stored, their rows weighed as the whole stream weighs "
+    "them, the last the whole stream's sketch minus theirs (within both shrinkages); steps "
+    "5-7 on each, {kernel}; compared as they are: the index is that of n/K rows "
+    "(conservative); their scores computed again once the rows grew by a tenth (as of at "
+    "most a tenth of the rows ago)"
+)
+
+
 class FSDS(ResampledMergeable[FSDSParams]):
     """Feature Selection on Data Streams (Algorithm 2 STREAMFEATWEIGHT) over row chunks.
 
@@ -221,14 +232,7 @@ class FSDS(ResampledMergeable[FSDSParams]):
     pivot_fields: tuple[str, ...] = ("sketch_rows",)
     #: ``Mergeable``: another sketch of the same features (with the state's scalars).
     summary_fields: tuple[str, ...] = ("sketch_rows",)
-    stability_estimate = (
-        "a Frequent-Directions sketch (Algorithm 2, ell rows) of each of K interleaved "
-        "subsamples of the rows: K - 1 stored, their rows weighed as the whole stream weighs "
-        "them, the last the whole stream's sketch minus theirs (within both shrinkages); steps "
-        "5-7 on each, in gaussian mode with the whole stream's bandwidth; compared as they are: "
-        "the index is that of n/K rows (conservative); their scores computed again once the "
-        "rows grew by a tenth (as of at most a tenth of the rows ago)"
-    )
+    stability_estimate = _ESTIMATE.format(kernel="in the selector's kernel mode")
     #: A stored subsample's sketch (``subsample_config``): what its scores and merges read,
     #: served from checkpoints as the whole stream's. The last subsample's is derived from the
     #: whole stream's sketch (``unmerge_sketches``).
@@ -242,6 +246,13 @@ class FSDS(ResampledMergeable[FSDSParams]):
     #: an update at m = 20,000 if computed every version, so they are kept and refreshed as
     #: the rows grow (``resampling.SCORES_REFRESH_GROWTH``).
     caches_resample_scores = True
+
+    def stability_estimate_for(self, params: FSDSParams) -> str:
+        """``stability_estimate`` in this selector's kernel mode: the gaussian mode scores each
+        subsample with the whole stream's bandwidth, the cosine mode has none."""
+        if params.gaussian:
+            return _ESTIMATE.format(kernel="in gaussian mode with the whole stream's bandwidth")
+        return _ESTIMATE.format(kernel="in cosine mode")
 
     def core_initial_state(self, params: FSDSParams) -> State:
         return {
