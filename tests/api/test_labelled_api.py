@@ -355,3 +355,41 @@ async def test_the_number_of_classes_is_bounded(client, monkeypatch):
     assert "at most 4 classes" in response.json()["detail"]
     assert "has 4 and this chunk brings 1 new" in response.json()["detail"]
     assert (await client.get("/v1/selectors/many")).json()["rows_seen"] == 5
+
+
+async def test_ocfs_standardize_ranks_wine_by_separation_not_by_magnitude(client):
+    """On wine, plain OCFS ranks proline first for its magnitude (hundreds, where most features
+    are below 10); standardized, each feature is judged against its own within-class spread,
+    and the separation the classes make leads. Both are the numpy reference's scores."""
+    from sklearn.datasets import load_wine
+
+    wine = load_wine()
+    x, y = np.asarray(wine.data), [int(v) for v in wine.target]
+    names = [str(n) for n in wine.feature_names]
+    tops = {}
+    for name, standardize in (("plain", False), ("scaled", True)):
+        body = {"name": name, "method": "ocfs", "n_features": x.shape[1], "feature_names": names}
+        params = {"standardize": standardize}
+        created = await client.post("/v1/selectors", json={**body, "params": params})
+        assert created.status_code == 201, created.text
+        assert created.json()["params"]["standardize"] is standardize
+        for start in range(0, len(y), 50):  # chunked, as a stream comes
+            pushed = await push(client, name, x[start : start + 50], y[start : start + 50])
+            assert pushed.status_code == 200, pushed.text
+        answer = (await client.get(f"/v1/selectors/{name}/top", params={"h": 13})).json()
+        tops[name] = answer["features"]
+    classes = np.unique(y)
+    target = np.asarray(y)
+    means = np.array([x[target == c].mean(axis=0) for c in classes])
+    counts = np.array([np.sum(target == c) for c in classes])
+    between = (counts[:, None] * (means - x.mean(axis=0)) ** 2).sum(axis=0) / len(y)
+    within = sum(((x[target == c] - means[i]) ** 2).sum(axis=0) for i, c in enumerate(classes))
+    expected = {"plain": between, "scaled": between / (within / len(y))}
+    for name, features in tops.items():
+        got = {f["index"]: f["score"] for f in features}
+        want = expected[name]
+        ratio = [got[i] / want[i] for i in range(x.shape[1])]
+        assert np.allclose(ratio, ratio[0], rtol=1e-9), (name, ratio)  # up to one constant
+        assert [f["index"] for f in features] == list(np.argsort(-want, kind="stable"))
+    assert tops["plain"][0]["name"] == "proline"
+    assert tops["scaled"][0]["name"] == "flavanoids"
