@@ -117,7 +117,11 @@ def test_two_replicas_split_the_partitions_and_take_over_a_dead_ones(
     for victim, other in ((a, b), (b, a)):
         victim.kill()
         killed_at = time.monotonic()
-        must(lambda other=other: set(holders(redis_proc).values()) == {other.pid}, 30)
+
+        def all_taken(other: ServiceProcess = other) -> bool:
+            return set(holders(redis_proc).values()) == {other.pid}
+
+        must(all_taken, 30)
         takeovers.append(time.monotonic() - killed_at)
         victim.start()
         print(f"split again: {must(split, 30)}")
