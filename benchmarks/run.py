@@ -39,7 +39,8 @@ Benchmarks (``--only`` takes these names, or the keys of the target rows they me
   variance ``.npy``, against the floor app storing the same body once; Redis bytes per ocfs
   chunk byte.
 * ``sources``: a Redis stream of 100,000 entries with 100 named features read by a source
-  into ``variance``, against one-row POSTs and the method in-process (rows/s applied).
+  into ``variance`` (and the same rows from NATS JetStream and a 4-partition Kafka topic),
+  against one-row POSTs and the method in-process (rows/s applied).
 * ``stability``: what the resamples behind ``top``'s stability cost each row method (update
   time, state and published bytes, with 2 resamples against none), in-process.
 

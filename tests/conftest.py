@@ -16,7 +16,10 @@
   server or on every master of *our* cluster afterwards;
 * ``store`` (function): ``SelectorStore(redis_client, prefix="sift")``;
 * ``restartable_redis`` (function): an EmbeddedRedis (not started) in its own temp dir with a
-  fixed free port, for tests that stop and restart Redis.
+  fixed free port, for tests that stop and restart Redis;
+* ``kafka_broker`` (session, started on first use): a single-node KRaft Apache Kafka broker
+  (``tests.support.kafka.KafkaBroker``) on free ports, from the jars ``scripts/setup`` fetched;
+  ``kafka_restartable`` (function): one of the test's own, for tests that stop and restart it.
 
 A missing redis-server (or redis-cli, for the cluster) fails the fixtures loudly; nothing is
 skipped.
@@ -34,6 +37,7 @@ from service.store.connection import RedisClient, connect
 from service.store.embedded import EmbeddedRedis
 from service.store.redis_store import SelectorStore
 from tests.support.cluster import LocalCluster
+from tests.support.kafka import KafkaBroker
 from tests.support.redis import RedisServer, free_port, require_redis_server, start_embedded
 
 #: The Redis deployments the store and API suites run against.
@@ -142,3 +146,23 @@ def restartable_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def kafka_restartable(tmp_path: Path) -> Iterator[KafkaBroker]:
+    broker = KafkaBroker(tmp_path / "kafka")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.kill()

@@ -14,6 +14,7 @@ the same rows in chunks of the same size. The selector's variance must equal num
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,12 @@ from report import table
 from service.algorithms.variance import Variance
 from service.sources.spec import DEFAULT_BATCH_ROWS as BATCH_ROWS
 from suite.context import SEED, Context
+from tests.support.kafka import KafkaBroker, create_topic, produce
 from tests.support.nats import NatsServer, add_stream, publish
 
 FEATURES = 100
+#: The Kafka topic's partitions (one process reads them all).
+KAFKA_PARTITIONS = 4
 NAMES = [f"f{i:03d}" for i in range(FEATURES)]
 #: Target and goal of the consumption rate (rows/s applied).
 TARGET = 20_000
@@ -81,6 +85,32 @@ def nats_rate(s: Stack, folder: Path, x: np.ndarray) -> float | None:
         server.stop()
 
 
+def kafka_rate(s: Stack, folder: Path, x: np.ndarray) -> float | None:
+    """The same rows as JSON messages in a Kafka topic of ``KAFKA_PARTITIONS`` partitions
+    (produced round robin before the clock starts), read by a ``kafka`` source: rows/s
+    applied; None without a JDK or the broker's jars (``scripts/kafka/fetch``)."""
+    try:
+        broker = KafkaBroker(folder / "kafka")
+        broker.start()
+    except (RuntimeError, OSError, subprocess.CalledProcessError):
+        return None
+    try:
+        asyncio.run(create_topic(broker.bootstrap, "bench", KAFKA_PARTITIONS))
+        documents = [dict(zip(NAMES, row, strict=True)) for row in x.tolist()]
+        asyncio.run(produce(broker.bootstrap, "bench", documents, lambda i: i % KAFKA_PARTITIONS))
+        source = {
+            "name": "bench-kafka",
+            "kind": "kafka",
+            "bootstrap": broker.bootstrap,
+            "topic": "bench",
+        }
+        seconds = consume(s, "via-kafka", source, len(x))
+        exactness(s, "via-kafka", x)
+        return len(x) / seconds
+    finally:
+        broker.stop()
+
+
 def bench_sources(ctx: Context) -> None:
     rows_total = ctx.sizes.source_rows
     rng = np.random.default_rng([SEED, 32])
@@ -122,6 +152,7 @@ def bench_sources(ctx: Context) -> None:
         s.wait_applied("w", posts, 120)
         post_rate = posts / (time.perf_counter() - started)
         via_nats = nats_rate(s, s.folder, x)
+        via_kafka = kafka_rate(s, s.folder, x)
 
     received = redis_after.net_input_bytes - redis_before.net_input_bytes
     lines = [
@@ -134,6 +165,12 @@ def bench_sources(ctx: Context) -> None:
             f"source: NATS JetStream (JSON messages) -> variance, {BATCH_ROWS:,}-row batches",
             "nats-server not installed" if via_nats is None else f"{via_nats:,.0f}",
             "-" if via_nats is None else f"{via_nats / local_rate:.3f}",
+        ],
+        [
+            f"source: Kafka, {KAFKA_PARTITIONS} partitions (JSON messages) -> variance, "
+            f"{BATCH_ROWS:,}-row batches",
+            "no JDK or Kafka jars" if via_kafka is None else f"{via_kafka:,.0f}",
+            "-" if via_kafka is None else f"{via_kafka / local_rate:.3f}",
         ],
         [
             "one-row POSTs (`wait=false`, one connection), applied",
@@ -153,6 +190,7 @@ def bench_sources(ctx: Context) -> None:
     ctx.report.figure(
         "sources",
         f"{source_rate:,.0f} rows/s applied ({source_rate / post_rate:.0f}x one-row POSTs); "
-        + ("NATS not measured" if via_nats is None else f"NATS {via_nats:,.0f} rows/s"),
+        + ("NATS not measured" if via_nats is None else f"NATS {via_nats:,.0f} rows/s")
+        + ("; Kafka not measured" if via_kafka is None else f"; Kafka {via_kafka:,.0f} rows/s"),
         source_rate >= TARGET,
     )

@@ -6,13 +6,29 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from service.sources.bus import Bus
+from service.sources.kafka import KafkaBus
 from service.sources.nats import NatsBus
 from service.sources.redis_stream import RedisStreamBus
 
 ADAPTERS: Mapping[str, Callable[[Mapping[str, Any]], Bus]] = {
     "redis-stream": lambda d: RedisStreamBus(str(d["url"]), str(d["key"])),
     "nats": lambda d: NatsBus(str(d["url"]), str(d["stream"]), d.get("subject")),
+    "kafka": lambda d: KafkaBus(
+        str(d["bootstrap"]),
+        str(d["topic"]),
+        str(d.get("group") or f"sift-{d['name']}"),
+        d.get("username"),
+        d.get("password"),
+        str(d.get("mechanism") or "PLAIN"),
+        bool(d.get("tls")),
+    ),
 }
+
+
+def shared(definition: Mapping[str, Any]) -> bool:
+    """Whether a source's partitions are shared by the processes (a lease per partition,
+    taken by its consumer) rather than the whole source held by one (a lease per source)."""
+    return str(definition["kind"]) == "kafka"
 
 
 def bus_for(definition: Mapping[str, Any]) -> Bus:

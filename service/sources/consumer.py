@@ -49,6 +49,10 @@ STATUS_EVERY_SECONDS = 1.0
 RATE_WINDOW_SECONDS = 10.0
 #: How often a paused consumer looks whether the target caught up.
 PAUSE_POLL_SECONDS = 0.05
+#: A shared source (Kafka): each partition's lease, taken over this long after its process
+#: stopped renewing it; how often a consumer renews its partitions and takes its share.
+PARTITION_LEASE_MS = 5000
+CLAIM_EVERY_SECONDS = 1.0
 
 
 class CannotFeed(SelectorMismatch):
@@ -147,8 +151,13 @@ class Consumer:
         self._rates: collections.deque[tuple[float, int]] = collections.deque()
         self._status_at = 0.0
         self._feeding: Feeding | None = None
-        #: The batch being read ahead: (partition, after) and the read.
-        self._ahead: tuple[tuple[str, str], asyncio.Task[list[BusEntry]]] | None = None
+        #: The batch being read ahead of each partition: after which position, and the read.
+        self._ahead: dict[str, tuple[str, asyncio.Task[list[BusEntry]]]] = {}
+        #: A bus whose partitions the processes share (a lease each, ``_claim``), and the
+        #: partitions this one holds.
+        self.shared = bool(getattr(bus, "shared", False))
+        self.owned: list[str] = []
+        self._claimed_at = 0.0
 
     async def run(self) -> None:
         """Consume until cancelled, or until the source can no longer feed its target."""
@@ -184,6 +193,56 @@ class Consumer:
         finally:
             self._drop_ahead()
             await self.bus.close()
+            if self.shared:
+                await self._let_go()
+
+    async def _let_go(self) -> None:
+        """A shared source's partitions released (and this process no longer counted), so
+        that the others take them at once rather than when the leases end."""
+        owned, self.owned = self.owned, []
+        with contextlib.suppress(SiftError, asyncio.CancelledError):
+            for partition in owned:
+                await self.sources.release_lease(self.name, self.holder, partition)
+            await self.sources.leave(self.name, self.holder)
+
+    async def _claim(self, partitions: list[str]) -> list[str]:
+        """The partitions of a shared source this process reads: those whose leases it renewed,
+        and free ones taken, up to its share (all of them over the processes consuming it,
+        rounded up); beyond its share it lets the last go. Called between batches, so a
+        partition let go has no read or commit of this process in flight: it stops before
+        another takes it (and a commit racing a takeover finds its position moved anyway)."""
+        if time.monotonic() - self._claimed_at < CLAIM_EVERY_SECONDS:
+            return self.owned
+        self._claimed_at = time.monotonic()
+        members = await self.sources.join(self.name, self.holder, PARTITION_LEASE_MS)
+        share = -(-len(partitions) // max(members, 1))
+        kept = []
+        for partition in self.owned:
+            if partition in partitions and await self.sources.renew_lease(
+                self.name, self.holder, PARTITION_LEASE_MS, partition
+            ):
+                kept.append(partition)
+            else:
+                self._drop_ahead(partition)
+        while len(kept) > share:
+            partition = kept.pop()
+            self._drop_ahead(partition)
+            await self.sources.release_lease(self.name, self.holder, partition)
+        for partition in partitions:
+            if len(kept) >= share:
+                break
+            if partition not in kept and await self.sources.take_lease(
+                self.name, self.holder, PARTITION_LEASE_MS, partition
+            ):
+                kept.append(partition)
+        if sorted(kept) != sorted(self.owned):
+            log.info("source '%s': this process reads partitions %s", self.name, sorted(kept))
+        self.owned = sorted(kept, key=lambda p: (len(p), p))
+        keep = getattr(self.bus, "keep", None)
+        if keep is not None:
+            keep(self.owned)
+        self.lag = {p: lag for p, lag in self.lag.items() if p in self.owned}
+        return self.owned
 
     async def _retry(self, why: str, backoff: float) -> None:
         with contextlib.suppress(SiftError):
@@ -198,13 +257,20 @@ class Consumer:
         progress = await self.sources.progress(self.name, self.target)
         if progress is None or progress.id != self.id:
             raise Gone(f"source '{self.name}' was deleted")
+        partitions = list(await self.bus.partitions())
+        if self.shared:
+            partitions = await self._claim(partitions)
+            if not partitions:  # the others hold them all: wait for a share
+                await self._maybe_status(progress)
+                await asyncio.sleep(CLAIM_EVERY_SECONDS / 4)
+                return
         if await self._behind():
             if self.state != "paused":
                 await self._say("paused", None)
             await asyncio.sleep(PAUSE_POLL_SECONDS)
             await self._maybe_status(progress)
             return
-        for partition in await self.bus.partitions():
+        for partition in partitions:
             position = progress.positions.get(partition)
             if position is None:
                 start = await self.bus.start(partition, str(self.definition["start"]))
@@ -233,8 +299,8 @@ class Consumer:
         """The batch after ``after``: the one read ahead while the previous batch was
         converted and committed, if it was read from there; and the next one read ahead (a
         batch in memory besides the one being committed, at most)."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead[0] == (partition, after):
+        ahead = self._ahead.pop(partition, None)
+        if ahead is not None and ahead[0] == after:
             entries = await ahead[1]
         else:
             if ahead is not None:
@@ -242,16 +308,21 @@ class Consumer:
             entries = await self._read_batch(partition, after)
         if entries:
             task = asyncio.create_task(self._read_batch(partition, entries[-1].position))
-            self._ahead = ((partition, entries[-1].position), task)
+            self._ahead[partition] = (entries[-1].position, task)
         return entries
 
-    def _drop_ahead(self) -> None:
-        """Forget the batch read ahead (the position moved, or the bus failed)."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            ahead[1].cancel()
+    def _drop_ahead(self, partition: str | None = None) -> None:
+        """Forget the batches read ahead (of one partition: it was let go; of all: the
+        position moved, or the bus failed)."""
+        if partition is None:
+            dropped, self._ahead = list(self._ahead.values()), {}
+        else:
+            one = self._ahead.pop(partition, None)
+            dropped = [] if one is None else [one]
+        for _after, task in dropped:
+            task.cancel()
             # Its failure, if any, is the next read's to meet.
-            ahead[1].add_done_callback(lambda task: task.cancelled() or task.exception())
+            task.add_done_callback(lambda task: task.cancelled() or task.exception())
 
     async def _read_batch(self, partition: str, after: str) -> list[BusEntry]:
         """Up to ``batch_rows`` entries after ``after``: what came within ``batch_ms`` of the
@@ -333,7 +404,13 @@ class Consumer:
 
     async def _maybe_status(self, progress: Progress) -> None:
         if time.monotonic() - self._status_at >= STATUS_EVERY_SECONDS:
-            for partition, position in progress.positions.items():
+            positions = progress.positions
+            if self.shared:
+                positions = {p: v for p, v in positions.items() if p in self.owned}
+                committed = getattr(self.bus, "committed", None)
+                if committed is not None:
+                    await committed(positions)
+            for partition, position in positions.items():
                 try:
                     self.lag[partition] = await self.bus.lag(
                         partition, position, progress.entries, progress.before.get(partition)
@@ -372,6 +449,7 @@ class Consumer:
                 "rows_per_second": round(self.rows_per_second(), 1),
                 "at": time.time(),
             },
+            self.holder if self.shared else None,
         )
 
 

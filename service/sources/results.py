@@ -28,11 +28,12 @@ class SourceOut(Result):
     shows_nulls: ClassVar[bool] = True
 
     name: str
-    kind: Literal["redis-stream", "nats"]
+    kind: Literal["redis-stream", "nats", "kafka"]
     url: str = Field(description="The bus's URL, its credentials replaced by ***.")
     key: str | None = Field(None, description="The Redis stream's key (redis-stream).")
     stream: str | None = Field(None, description="The JetStream stream (nats).")
     subject: str | None = Field(None, description="The subject filter (nats).")
+    topic: str | None = Field(None, description="The topic (kafka).")
     into: dict[str, str] = Field(description='{"selector": name} or {"stream": name}.')
     batch_rows: int
     batch_ms: int
@@ -47,10 +48,15 @@ class SourceOut(Result):
     last_error: str | None
     positions: dict[str, str] = Field(
         description="Each partition's committed position: the last entry read (a Redis entry "
-        "id, a JetStream sequence)."
+        "id, a JetStream sequence, a Kafka offset: -1 before the first)."
     )
     lag: int | None = Field(
         description="Entries on the bus after the committed positions (null: the bus cannot say)."
+    )
+    partition_lag: dict[str, int | None] = Field(
+        default_factory=dict,
+        description="The lag of each partition (null: the bus cannot say), as its consumers "
+        "last said it.",
     )
     entries: int = Field(description="Entries consumed (rows and rejected entries).")
     rows: int = Field(description="Rows appended to the target.")

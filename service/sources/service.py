@@ -25,10 +25,10 @@ from service.applier import Applier
 from service.config import Settings
 from service.errors import Forbidden, NotFound, SiftError
 from service.metrics import Metrics
-from service.sources.adapters import bus_for
+from service.sources.adapters import bus_for, shared
 from service.sources.consumer import Consumer, describe_target
 from service.sources.results import RejectedEntry, SourceList, SourceOut
-from service.sources.spec import NatsSource, RedisStreamSource, redacted
+from service.sources.spec import AnySource, redacted
 from service.store.redis_store import SelectorStore
 from service.store.sources import SourceStore, Target
 
@@ -65,7 +65,7 @@ class Sources:
 
     async def create(
         self,
-        spec: RedisStreamSource | NatsSource,
+        spec: AnySource,
         visible: Callable[[str], bool],
         prefix: str,
         admit: Callable[[], Awaitable[None]],
@@ -136,6 +136,7 @@ class Sources:
             key=definition.get("key"),
             stream=definition.get("stream"),
             subject=definition.get("subject"),
+            topic=definition.get("topic"),
             into=target.to_json(),
             batch_rows=int(definition["batch_rows"]),
             batch_ms=int(definition["batch_ms"]),
@@ -146,6 +147,7 @@ class Sources:
             last_error=last_error,
             positions={} if progress is None else progress.positions,
             lag=sum(known) if known and len(known) == len(lags) else None,
+            partition_lag=lags,
             entries=0 if progress is None else progress.entries,
             rows=0 if progress is None else progress.rows,
             rejected=0 if progress is None else progress.rejected,
@@ -188,7 +190,9 @@ class Sources:
             definition = definitions.get(name)
             if definition is None or str(definition["id"]) != source_id:
                 await self._stop(name)
-            elif not await self.records.renew_lease(name, self.holder, LEASE_MS):
+            elif not shared(definition) and not await self.records.renew_lease(
+                name, self.holder, LEASE_MS
+            ):
                 log.warning("source '%s': lease lost, another process consumes it", name)
                 await self._stop(name, release=False)
             elif task.done():
@@ -199,7 +203,9 @@ class Sources:
         for name, definition in definitions.items():
             if name in self._running:
                 continue
-            if await self.records.take_lease(name, self.holder, LEASE_MS):
+            # A shared source (Kafka) is consumed by every process, each reading the
+            # partitions whose leases it holds (``Consumer._claim``).
+            if shared(definition) or await self.records.take_lease(name, self.holder, LEASE_MS):
                 self._begin(name, definition)
 
     def _begin(self, name: str, definition: dict[str, Any]) -> None:

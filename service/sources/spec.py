@@ -1,7 +1,8 @@
 """What a source is, as ``POST /v1/sources`` takes it: one model per kind of bus (the schema, the
 refusals and the documentation come from them), and the URL shown without its credentials.
 
-A bus URL may carry credentials (``redis://user:secret@host``, ``nats://token@host``). They are
+A bus URL may carry credentials (``redis://user:secret@host``, ``nats://token@host``; a Kafka
+source's SASL user and password make ``kafka://user:secret@brokers``). They are
 kept with the source's definition, which only the consuming process reads; every answer, log
 line, metric and recorded error shows ``redacted(url)`` (and errors go through ``scrub``).
 """
@@ -140,7 +141,62 @@ class NatsSource(SourceBase):
     )
 
 
-SourceIn = Annotated[RedisStreamSource | NatsSource, Field(discriminator="kind")]
+class KafkaSource(SourceBase):
+    """A Kafka topic: each message's value is a JSON object keyed by feature name (or a JSON
+    array of numbers, for a selector without names). Its partitions are shared by the Sift
+    processes running: each takes a fair share, under a lease per partition."""
+
+    kind: Literal["kafka"]
+    bootstrap: str = Field(
+        min_length=1,
+        max_length=2048,
+        pattern=r"^[A-Za-z0-9._\[\]:-]+:[0-9]{1,5}(,[A-Za-z0-9._\[\]:-]+:[0-9]{1,5})*$",
+        description="The brokers to start from: host:port, comma-separated.",
+    )
+    topic: str = Field(
+        min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$", description="The topic."
+    )
+    group: str | None = Field(
+        None,
+        min_length=1,
+        max_length=255,
+        description="The consumer group whose committed offsets Sift updates after its own "
+        "commits, for Kafka's lag tools (default: sift-<name>). Sift reads from the offsets "
+        "it keeps with the state, never from these.",
+    )
+    username: str | None = Field(
+        None, min_length=1, max_length=256, description="SASL user (with password)."
+    )
+    password: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1024,
+        description="SASL password: kept, used, and never shown.",
+    )
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
+        "PLAIN", description="The SASL mechanism, when a username is given."
+    )
+    tls: bool = Field(False, description="Connect over TLS (the system's trusted CAs).")
+    start: str = Field(
+        "earliest",
+        pattern=r"^(earliest|latest|-1|[0-9]{1,20})$",
+        description="Where the first read of each partition begins: earliest, latest (what "
+        "the partition holds then is skipped), or after this offset.",
+    )
+
+    @property
+    def url(self) -> str:
+        """The brokers as a URL, the credentials in it (shown as ``redacted(url)``)."""
+        if self.username is None:
+            return f"kafka://{self.bootstrap}"
+        return f"kafka://{self.username}:{self.password or ''}@{self.bootstrap}"
+
+    def definition(self) -> dict[str, Any]:
+        return {**super().definition(), "url": self.url}
+
+
+AnySource = RedisStreamSource | NatsSource | KafkaSource
+SourceIn = Annotated[AnySource, Field(discriminator="kind")]
 
 
 def redacted(url: str) -> str:

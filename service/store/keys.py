@@ -341,6 +341,23 @@ def source_lease_key(prefix: str, name: str) -> str:
     return f"{prefix}:source:{{{name}}}:lease"
 
 
+def source_partition_lease_key(prefix: str, name: str, partition: str) -> str:
+    """The lease of the process that consumes one partition of source ``name`` (a source whose
+    partitions the processes share: Kafka)."""
+    return f"{prefix}:source:{{{name}}}:lease:{partition}"
+
+
+def source_members_key(prefix: str, name: str) -> str:
+    """The processes consuming a shared source: holder -> until when (ms), renewed each second;
+    each takes its share of the partitions."""
+    return f"{prefix}:source:{{{name}}}:members"
+
+
+def source_statuses_key(prefix: str, name: str) -> str:
+    """What each consumer of a shared source last said: holder -> JSON, as a status."""
+    return f"{prefix}:source:{{{name}}}:statuses"
+
+
 def source_status_key(prefix: str, name: str) -> str:
     """What the consumer of source ``name`` last said of it (state, error, lag, rate)."""
     return f"{prefix}:source:{{{name}}}:status"

@@ -22,7 +22,10 @@ from service.store.keys import (
     SelectorKeys,
     StreamKeys,
     source_lease_key,
+    source_members_key,
+    source_partition_lease_key,
     source_status_key,
+    source_statuses_key,
     sources_registry_key,
 )
 from service.store.records import as_text
@@ -179,6 +182,7 @@ class SourceStore:
         await self.redis.hdel(self._registry, name)
         await self._forget_progress(target.keys(self.prefix), name, source_id)
         await self.redis.delete(source_lease_key(self.prefix, name))
+        await self.redis.delete(source_members_key(self.prefix, name))
 
     async def _forget_progress(self, keys: SelectorKeys, name: str, source_id: str) -> None:
         raw = await self.redis.hget(keys.sources, name)
@@ -307,40 +311,100 @@ class SourceStore:
 
     # -- the consumer's lease and status -----------------------------------------------------
 
+    def _lease_key(self, name: str, partition: str | None) -> str:
+        if partition is None:
+            return source_lease_key(self.prefix, name)
+        return source_partition_lease_key(self.prefix, name, partition)
+
     @map_redis_errors
-    async def take_lease(self, name: str, holder: str, ttl_ms: int) -> bool:
-        """Whether this holder has the source's lease now (taken, or still its own)."""
-        key = source_lease_key(self.prefix, name)
+    async def take_lease(
+        self, name: str, holder: str, ttl_ms: int, partition: str | None = None
+    ) -> bool:
+        """Whether this holder has the source's lease (or one partition's) now (taken, or
+        still its own)."""
+        key = self._lease_key(name, partition)
         if await self.redis.set(key, holder, nx=True, px=ttl_ms):
             return True
         return bool(await self._renew(keys=[key], args=[holder, ttl_ms]))
 
     @map_redis_errors
-    async def renew_lease(self, name: str, holder: str, ttl_ms: int) -> bool:
-        key = source_lease_key(self.prefix, name)
+    async def renew_lease(
+        self, name: str, holder: str, ttl_ms: int, partition: str | None = None
+    ) -> bool:
+        key = self._lease_key(name, partition)
         return bool(await self._renew(keys=[key], args=[holder, ttl_ms]))
 
     @map_redis_errors
-    async def release_lease(self, name: str, holder: str) -> None:
+    async def release_lease(self, name: str, holder: str, partition: str | None = None) -> None:
         # The applier's script: a lease released only by its holder.
-        await self.store.run("release_lease", [source_lease_key(self.prefix, name)], [holder])
+        await self.store.run("release_lease", [self._lease_key(name, partition)], [holder])
 
     @map_redis_errors
-    async def lease_holder(self, name: str) -> str | None:
-        raw = await self.redis.get(source_lease_key(self.prefix, name))
+    async def lease_holder(self, name: str, partition: str | None = None) -> str | None:
+        raw = await self.redis.get(self._lease_key(name, partition))
         return None if raw is None else as_text(raw)
 
     @map_redis_errors
-    async def write_status(self, name: str, status: dict[str, Any]) -> None:
-        await self.redis.set(
-            source_status_key(self.prefix, name), json.dumps(status), px=STATUS_TTL_MS
-        )
+    async def join(self, name: str, holder: str, ttl_ms: int) -> int:
+        """Say that ``holder`` consumes the shared source ``name`` for ``ttl_ms`` more; how
+        many holders do now (those that stopped saying so are forgotten)."""
+        key = source_members_key(self.prefix, name)
+        now = int(time.time() * 1000)
+        await self.redis.hset(key, holder, str(now + ttl_ms))
+        await self.redis.pexpire(key, 4 * ttl_ms)
+        members = await self.redis.hgetall(key)
+        gone = [h for h, until in members.items() if int(until) <= now]
+        if gone:
+            await self.redis.hdel(key, *gone)
+        return len(members) - len(gone)
+
+    @map_redis_errors
+    async def leave(self, name: str, holder: str) -> None:
+        await self.redis.hdel(source_members_key(self.prefix, name), holder)
+
+    @map_redis_errors
+    async def write_status(
+        self, name: str, status: dict[str, Any], holder: str | None = None
+    ) -> None:
+        """The consumer's status (of a shared source: this holder's, beside the others')."""
+        if holder is None:
+            await self.redis.set(
+                source_status_key(self.prefix, name), json.dumps(status), px=STATUS_TTL_MS
+            )
+            return
+        key = source_statuses_key(self.prefix, name)
+        await self.redis.hset(key, holder, json.dumps(status))
+        await self.redis.pexpire(key, STATUS_TTL_MS)
 
     @map_redis_errors
     async def read_status(self, name: str) -> dict[str, Any] | None:
+        """The consumer's status; of a shared source, its consumers' together: every
+        partition's lag, the rows per second summed, running if one runs."""
         raw = await self.redis.get(source_status_key(self.prefix, name))
-        return None if raw is None else dict(json.loads(raw))
+        if raw is not None:
+            return dict(json.loads(raw))
+        held = await self.redis.hgetall(source_statuses_key(self.prefix, name))
+        fresh_after = time.time() - STATUS_TTL_MS / 1000 / 3
+        statuses = [json.loads(v) for v in held.values()]
+        statuses = [s for s in statuses if float(s.get("at") or 0) >= fresh_after]
+        if not statuses:
+            return None
+        newest = max(statuses, key=lambda s: float(s.get("at") or 0))
+        statuses = [s for s in statuses if s.get("id") == newest.get("id")]
+        order = ("running", "paused", "retrying", "starting", "failed")
+        best = min(statuses, key=lambda s: order.index(s["state"]) if s["state"] in order else 9)
+        lag: dict[str, Any] = {}
+        for status in statuses:
+            lag.update(status.get("lag") or {})
+        errors = [s["last_error"] for s in statuses if s.get("last_error")]
+        return {
+            **best,
+            "lag": lag,
+            "last_error": best.get("last_error") or (errors[0] if errors else None),
+            "rows_per_second": sum(float(s.get("rows_per_second") or 0) for s in statuses),
+        }
 
     @map_redis_errors
     async def forget_status(self, name: str) -> None:
         await self.redis.delete(source_status_key(self.prefix, name))
+        await self.redis.delete(source_statuses_key(self.prefix, name))
