@@ -164,8 +164,13 @@ class KafkaBus:
             )
         except (KafkaError, OSError) as exc:
             raise BusUnavailable(_why(exc)) from None
-        records = batches.get(tp, [])
+        # A fetch answered after a seek (the partition taken back, a rebalance) can still hand
+        # over messages from where the consumer was before: only those from ``wanted`` on are
+        # the ones after the committed position, so the others are dropped, never appended.
+        records = [r for r in batches.get(tp, []) if r.offset >= wanted]
         if not records:
+            if batches.get(tp):
+                consumer.seek(tp, wanted)  # the fetch ran behind: read again from the position
             if time.monotonic() - self._checked >= CHECK_EVERY_SECONDS:
                 await self._ends_of([number])  # raises BusUnavailable if the broker is away
             return []
