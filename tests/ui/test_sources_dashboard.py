@@ -12,6 +12,8 @@ without a reload, shows a stream's sources under its selectors' columns, and sho
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, Route
 
 from tests.support.harness import ServiceProcess, wait_for
+from tests.support.kafka import KafkaBroker, create_topic, produce
 from tests.support.redis import RedisServer, free_port
 from tests.support.ui import OfflinePage
 
@@ -249,4 +252,42 @@ def test_no_sources_when_the_key_may_not_read_them(
     assert page.locator("#selectors thead th.sources").is_hidden()
     assert page.locator("#detail-sources").is_hidden()
     assert page.locator("#problem").is_hidden()
+    opened.assert_clean()
+
+
+def test_a_kafka_source_shows_its_topic_and_each_partitions_lag(
+    live_sift: Callable[..., ServiceProcess],
+    offline_page: Callable[[str], OfflinePage],
+    kafka_broker: KafkaBroker,
+) -> None:
+    """A Kafka source's view names its topic and the lag of each of its partitions."""
+    topic = f"ui-{secrets.token_hex(4)}"
+    rows = [{name: float(i * (j + 1)) for j, name in enumerate(NAMES)} for i in range(30)]
+
+    async def fill() -> None:
+        await create_topic(kafka_broker.bootstrap, topic, 3)
+        await produce(kafka_broker.bootstrap, topic, rows, lambda i: i % 3)
+
+    # Playwright's sync API runs an event loop in this thread: the producer runs in another.
+    with concurrent.futures.ThreadPoolExecutor(1) as apart:
+        apart.submit(asyncio.run, fill()).result()
+    service = live_sift("kafka-ui")
+    with httpx.Client(base_url=service.url, timeout=30.0) as client:
+        created(
+            client,
+            "/v1/selectors",
+            {"name": "orders", "method": "variance", "n_features": 4, "feature_names": NAMES},
+        )
+        body = {"name": "orders-feed", "kind": "kafka", "bootstrap": kafka_broker.bootstrap}
+        created(client, "/v1/sources", {**body, "topic": topic, "into": {"selector": "orders"}})
+    opened = offline_page(service.url)
+    page = opened.page
+    page.goto(f"{service.url}/ui#orders")
+    in_detail = '#detail-sources li[data-source="orders-feed"]'
+    wait_for_text(page, in_detail, "30 rows appended", "the rows appended")
+    wait_for_text(page, in_detail, "lag by partition 0: 0, 1: 0, 2: 0", "each partition's lag")
+    assert (
+        f"kafka topic {topic} at kafka://{kafka_broker.bootstrap}"
+        in page.locator(in_detail).inner_text()
+    )
     opened.assert_clean()

@@ -579,6 +579,15 @@
     return typeof source.lag === "number" ? `lag ${NUMBER.format(source.lag)}` : "lag –";
   }
 
+  /** "lag by partition 0: 12, 1: 0" for a bus of several partitions (Kafka); null otherwise. */
+  function partitionLagText(source) {
+    const lags = Object.entries(source.partition_lag || {})
+      .sort(([a], [b]) => Number(a) - Number(b) || a.localeCompare(b));
+    if (lags.length < 2) return null;
+    const shown = lags.map(([p, lag]) => `${p}: ${typeof lag === "number" ? NUMBER.format(lag) : "–"}`);
+    return `lag by partition ${shown.join(", ")}`;
+  }
+
   function rateText(source) {
     const rate = typeof source.rows_per_second === "number" ? source.rows_per_second : 0;
     const shown = rate >= 10 || rate === 0 ? NUMBER.format(Math.round(rate)) : rate.toFixed(1);
@@ -640,9 +649,10 @@
   /** What a source reads: "redis-stream events at redis://host:6379" (its URL as the API
    * shows it, without credentials). */
   function busText(source) {
-    const what = source.kind === "nats"
-      ? [source.stream, source.subject ? `subject ${source.subject}` : null]
-      : [source.key];
+    const what = {
+      nats: [source.stream, source.subject ? `subject ${source.subject}` : null],
+      kafka: [source.topic ? `topic ${source.topic}` : null],
+    }[source.kind] ?? [source.key];
     return [source.kind, ...what.filter(Boolean), `at ${source.url}`].join(" ");
   }
 
@@ -658,6 +668,8 @@
         `${NUMBER.format(source.rejected)} entries set aside`,
         source.updated_at ? `last batch ${ago(source.updated_at)}` : "no batch yet",
       ];
+      const byPartition = partitionLagText(source);
+      if (byPartition) facts.push(byPartition);
       item.append(
         sourceLine(source, { whole: true }),
         element("span", { class: "source-facts" }, `${busText(source)} · ${facts.join(" · ")}`),
