@@ -184,15 +184,26 @@ def sources_table(sources: Sequence[Source]) -> str:
 
 def source_line(source: Source) -> str:
     """``NAME: KIND URL, key K, into selector S`` (``stream S, subject X`` for JetStream)."""
-    reads = (
-        f"stream {source.stream}" + (f", subject {source.subject}" if source.subject else "")
-        if source.kind == "nats"
-        else f"key {source.key}"
-    )
+    if source.kind == "nats":
+        subject = f", subject {source.subject}" if source.subject else ""
+        reads = f"stream {source.stream}{subject}"
+    elif source.kind == "kafka":
+        reads = f"topic {source.topic}"
+    else:
+        reads = f"key {source.key}"
     return (
         f"{source.name}: {source.kind} {source.url}, {reads}, into {source.into_kind} "
         f"{source.into_name}"
     )
+
+
+def _by_partition(source: Source) -> str:
+    """`` (0: 12, 1: 0)``: each partition's lag, for a bus of several partitions."""
+    if len(source.partition_lag) < 2:
+        return ""
+    ordered = sorted(source.partition_lag.items(), key=lambda item: (len(item[0]), item[0]))
+    shown = [f"{p}: {'-' if lag is None else f'{lag:,}'}" for p, lag in ordered]
+    return " (" + ", ".join(shown) + ")"
 
 
 def source_lines(source: Source) -> str:
@@ -204,7 +215,9 @@ def source_lines(source: Source) -> str:
         lines.append(f"last error: {source.last_error}")
     lines += [
         f"positions: {positions or 'none yet'}",
-        "lag: " + ("unknown" if source.lag is None else _entries(source.lag)),
+        "lag: "
+        + ("unknown" if source.lag is None else _entries(source.lag))
+        + _by_partition(source),
         f"consumed: {_entries(source.entries)}: {count(source.rows, 'row')} appended, "
         f"{source.rejected:,} rejected; {source.rows_per_second:,.1f} rows/s",
         f"batches: up to {count(source.batch_rows, 'row')} or {source.batch_ms} ms; start "

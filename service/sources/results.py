@@ -34,6 +34,9 @@ class SourceOut(Result):
     stream: str | None = Field(None, description="The JetStream stream (nats).")
     subject: str | None = Field(None, description="The subject filter (nats).")
     topic: str | None = Field(None, description="The topic (kafka).")
+    group: str | None = Field(
+        None, description="The consumer group whose committed offsets follow Sift's (kafka)."
+    )
     into: dict[str, str] = Field(description='{"selector": name} or {"stream": name}.')
     batch_rows: int
     batch_ms: int

@@ -137,6 +137,7 @@ class Sources:
             stream=definition.get("stream"),
             subject=definition.get("subject"),
             topic=definition.get("topic"),
+            group=definition.get("group"),
             into=target.to_json(),
             batch_rows=int(definition["batch_rows"]),
             batch_ms=int(definition["batch_ms"]),

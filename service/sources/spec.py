@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.names import ANCHORED_NAME, NAME_RULE
 
@@ -183,6 +183,13 @@ class KafkaSource(SourceBase):
         description="Where the first read of each partition begins: earliest, latest (what "
         "the partition holds then is skipped), or after this offset.",
     )
+
+    @model_validator(mode="after")
+    def _named_group(self) -> KafkaSource:
+        """The group said at creation, so that answers name the one Kafka's tools show."""
+        if self.group is None:
+            self.group = f"sift-{self.name}"
+        return self
 
     @property
     def url(self) -> str:

@@ -31,6 +31,7 @@ from siftstream import (
 from siftstream.results import RejectedEntry, Source
 from tests.support.client import sift as run_sift
 from tests.support.harness import ServiceProcess, wait_for
+from tests.support.kafka import KafkaBroker, create_topic, produce
 from tests.support.redis import RedisServer
 
 NAMES = ["alpha", "beta", "gamma"]
@@ -385,3 +386,52 @@ def test_sift_source_create_ls_show_rm(
     assert status == 1 and "does not exist" in err and "(404 Not found)" in err
     status, _, err = run_sift(capsys, "source", "rm", name)
     assert status == 1 and "(404 Not found)" in err
+
+
+def test_a_kafka_topic_from_the_client_and_the_cli(
+    cli_env: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    sift: Client,
+    kafka_broker: KafkaBroker,
+    selector_name: str,
+) -> None:
+    """``create_source(kind="kafka")`` and ``sift source create --kind kafka`` name the brokers
+    and the topic; the answers carry the topic and each partition's lag, and the password read
+    from standard input is kept and never shown."""
+    topic = f"{selector_name}-topic"
+    rows = np.random.default_rng(10).normal(size=(20, 3))
+    documents = [dict(zip(NAMES, map(float, row), strict=True)) for row in rows]
+
+    async def fill() -> None:
+        await create_topic(kafka_broker.bootstrap, topic, 2)
+        await produce(kafka_broker.bootstrap, topic, documents, lambda i: i % 2)
+
+    asyncio.run(fill())
+    sift.create(selector_name, "variance", n_features=3, feature_names=NAMES)
+    name = f"{selector_name}-src"
+    created = sift.create_source(
+        name, "kafka", kafka_broker.bootstrap, into_selector=selector_name, topic=topic
+    )
+    assert (created.kind, created.topic, created.reads) == ("kafka", topic, topic)
+    assert created.group == f"sift-{name}"
+    consumed(sift, name, 20)
+    settled = caught_up(sift, name)
+    assert settled.partition_lag == {"0": 0, "1": 0}
+    applied(sift, selector_name, 20)
+
+    other = f"{selector_name}-cli"
+    sift.create(other, "variance", n_features=3, feature_names=NAMES)
+    create = ["source", "create", other, kafka_broker.bootstrap, "--kind", "kafka"]
+    status, _, err = run_sift(capsys, *create, "--into-selector", other, "--key", "k")
+    assert status == 1 and "--key applies to --kind redis-stream" in err
+    status, out, err = run_sift(capsys, *create, "--topic", topic, "--into-selector", other)
+    assert status == 0, err
+    assert out == (
+        f"created source {other}: kafka kafka://{kafka_broker.bootstrap}, topic {topic}, "
+        f"into selector {other}; start earliest\n"
+    )
+    consumed(sift, other, 20)
+    caught_up(sift, other)
+    status, out, err = run_sift(capsys, "source", "show", other)
+    assert status == 0, err
+    assert "lag: 0 entries (0: 0, 1: 0)" in out, out

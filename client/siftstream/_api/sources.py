@@ -33,6 +33,12 @@ def create_source(
     key: str | None = None,
     stream: str | None = None,
     subject: str | None = None,
+    topic: str | None = None,
+    group: str | None = None,
+    username: str | None = None,
+    password: str | None = None,
+    mechanism: str | None = None,
+    tls: bool | None = None,
     batch_rows: int | None = None,
     batch_ms: int | None = None,
     start: str | None = None,
@@ -46,6 +52,10 @@ def create_source(
     ``rediss://``, ``unix://``), one field per feature name in each entry.
     ``kind="nats"``: the JetStream ``stream`` at ``url`` (``nats://``, ``tls://``), only
     its messages on ``subject`` if given, each a JSON object keyed by feature name.
+    ``kind="kafka"``: the topic ``topic`` of the brokers ``url`` (``host:port``,
+    comma-separated), each message a JSON object keyed by feature name; ``group`` (whose
+    committed offsets Sift brings up to its own, for Kafka's tools), SASL ``username``,
+    ``password`` and ``mechanism``, and ``tls``.
     A labelled target takes each entry's label from ``label_field``. Entries become chunks
     of up to ``batch_rows`` rows, or what ``batch_ms`` milliseconds gathered; ``start``:
     ``earliest`` (the default), ``latest``, or after this position (a Redis entry id, a
@@ -56,12 +66,20 @@ def create_source(
     if (into_selector is None) == (into_stream is None):
         raise ValueError("expected exactly one of into_selector and into_stream")
     into = _drop_none(selector=into_selector, stream=into_stream)
-    document: dict[str, Any] = {"name": name, "kind": kind, "url": url, "into": into}
+    # A Kafka source names its brokers (bootstrap), the others a URL.
+    where = "bootstrap" if kind == "kafka" else "url"
+    document: dict[str, Any] = {"name": name, "kind": kind, where: url, "into": into}
     document.update(
         _drop_none(
             key=key,
             stream=stream,
             subject=subject,
+            topic=topic,
+            group=group,
+            username=username,
+            password=password,
+            mechanism=mechanism,
+            tls=tls,
             batch_rows=batch_rows,
             batch_ms=batch_ms,
             start=start,

@@ -367,10 +367,12 @@ def _add_source_commands(commands: Any, common: list[argparse.ArgumentParser]) -
     source = commands.add_parser(
         "source",
         parents=common,
-        help="Sources: the service reads a Redis stream or a JetStream stream into a selector.",
+        help="Sources: the service reads a Redis stream, a JetStream stream or a Kafka topic "
+        "into a selector.",
         description="A source is a bus the service reads by itself: a Redis stream (one field "
-        "per feature name in each entry) or a NATS JetStream stream (each message a JSON "
-        "object keyed by feature name), appended to a selector (or a stream) exactly once. "
+        "per feature name in each entry), a NATS JetStream stream or a Kafka topic (each "
+        "message a JSON object keyed by feature name), appended to a selector (or a stream) "
+        "exactly once. "
         "Entries that cannot be rows are set aside with their position and reason "
         "(sift source show).",
     )
@@ -382,20 +384,23 @@ def _add_source_commands(commands: Any, common: list[argparse.ArgumentParser]) -
         description="Create a source reading the bus at URL into a selector (--into-selector) "
         "or a stream (--into-stream). --kind redis-stream reads the Redis stream --key; "
         "--kind nats reads the JetStream stream --stream (only the messages on --subject, if "
-        "given). Credentials in URL are kept by the service and never shown.",
+        "given); --kind kafka reads the topic --topic of the brokers URL (host:port, "
+        "comma-separated). Credentials are kept by the service and never shown.",
     )
     create.add_argument("name")
     create.add_argument(
         "bus",
         metavar="URL",
-        help="The bus: redis://, rediss:// or unix:// (redis-stream), nats:// or tls:// (nats). "
+        help="The bus: redis://, rediss:// or unix:// (redis-stream), nats:// or tls:// (nats), "
+        "host:port[,host:port...] (kafka). "
         "(--url is the Sift service, as for every command.)",
     )
     create.add_argument(
         "--kind",
         required=True,
-        choices=["redis-stream", "nats"],
-        help="redis-stream: a Redis stream (--key); nats: a JetStream stream (--stream).",
+        choices=["redis-stream", "nats", "kafka"],
+        help="redis-stream: a Redis stream (--key); nats: a JetStream stream (--stream); kafka: "
+        "a Kafka topic (--topic).",
     )
     into = create.add_mutually_exclusive_group(required=True)
     into.add_argument("--into-selector", metavar="SELECTOR", help="Append to this selector.")
@@ -409,8 +414,25 @@ def _add_source_commands(commands: Any, common: list[argparse.ArgumentParser]) -
     create.add_argument(
         "--subject", help="nats: only the stream's messages on this subject (wildcards allowed)."
     )
+    create.add_argument("--topic", help="kafka: the topic.")
     create.add_argument(
-        "--batch-rows", type=int, metavar="N", help="Most rows per chunk appended (default 1000)."
+        "--group", help="kafka: the consumer group whose offsets follow Sift's (sift-NAME)."
+    )
+    create.add_argument("--username", help="kafka: the SASL user.")
+    create.add_argument(
+        "--password-stdin",
+        action="store_true",
+        default=None,
+        help="kafka: read the SASL password from the first line of standard input.",
+    )
+    create.add_argument(
+        "--mechanism",
+        choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+        help="kafka: the SASL mechanism (default PLAIN).",
+    )
+    create.add_argument("--tls", action="store_true", default=None, help="kafka: connect over TLS.")
+    create.add_argument(
+        "--batch-rows", type=int, metavar="N", help="Most rows per chunk appended (default 2000)."
     )
     create.add_argument(
         "--batch-ms",
@@ -422,7 +444,7 @@ def _add_source_commands(commands: Any, common: list[argparse.ArgumentParser]) -
         "--start",
         metavar="POSITION",
         help="Where the first read begins: earliest (the default), latest, or after this "
-        "position (a Redis entry id, a JetStream sequence).",
+        "position (a Redis entry id, a JetStream sequence, a Kafka offset).",
     )
     create.add_argument(
         "--label-field",

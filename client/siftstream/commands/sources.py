@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
 from siftstream.clients import Client
@@ -20,7 +21,11 @@ def run_source(args: argparse.Namespace, client: Client, console: Console) -> in
 
 
 #: The options of ``source create`` that only one kind of bus takes.
-_KIND_OPTIONS = {"redis-stream": ("key",), "nats": ("stream", "subject")}
+_KIND_OPTIONS = {
+    "redis-stream": ("key",),
+    "nats": ("stream", "subject"),
+    "kafka": ("topic", "group", "username", "password_stdin", "mechanism", "tls"),
+}
 
 
 def _source_create(args: argparse.Namespace, client: Client, console: Console) -> int:
@@ -37,6 +42,13 @@ def _source_create(args: argparse.Namespace, client: Client, console: Console) -
         key=args.key,
         stream=args.stream,
         subject=args.subject,
+        topic=args.topic,
+        group=args.group,
+        username=args.username,
+        # Read from stdin, never from the command line (where ps and the history would see it).
+        password=sys.stdin.readline().rstrip("\r\n") if args.password_stdin else None,
+        mechanism=args.mechanism,
+        tls=args.tls,
         batch_rows=args.batch_rows,
         batch_ms=args.batch_ms,
         start=args.start,

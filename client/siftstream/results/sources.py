@@ -27,13 +27,15 @@ class RejectedEntry:
 @dataclass(frozen=True)
 class Source:
     """A source (create, list, describe): the bus it reads (``url`` with its credentials shown
-    as ``***``; ``key`` for a Redis stream, ``stream`` and ``subject`` for JetStream), where it
+    as ``***``; ``key`` for a Redis stream, ``stream`` and ``subject`` for JetStream, ``topic``
+    and ``group`` for Kafka), where it
     appends (``into``: ``{"selector": name}`` or ``{"stream": name}``), and how far it got.
 
     ``state``: starting, running, paused (its target is behind: consumption waits), retrying
     (the bus or Sift's Redis does not answer: see ``last_error``) or failed (it cannot feed its
     target: see ``last_error``). ``positions``: each partition's committed position; ``lag``:
-    entries on the bus after them (None: the bus cannot say). ``rejected_entries``: the newest
+    entries on the bus after them (None: the bus cannot say), and ``partition_lag`` each
+    partition's. ``rejected_entries``: the newest
     of the ``rejected`` entries, newest first."""
 
     name: str
@@ -56,6 +58,9 @@ class Source:
     key: str | None = None
     stream: str | None = None
     subject: str | None = None
+    topic: str | None = None
+    group: str | None = None
+    partition_lag: dict[str, int | None] = field(default_factory=dict)
     label_field: str | None = None
     updated_at: float | None = None
     raw: Json = field(default_factory=dict, repr=False, compare=False)
@@ -72,10 +77,12 @@ class Source:
 
     @property
     def reads(self) -> str:
-        """What it reads on the bus: the Redis stream's key, or the JetStream stream (and its
-        subject filter)."""
+        """What it reads on the bus: the Redis stream's key, the JetStream stream (and its
+        subject filter), or the Kafka topic."""
         if self.kind == "nats":
             return f"{self.stream}" + (f" ({self.subject})" if self.subject else "")
+        if self.kind == "kafka":
+            return str(self.topic)
         return str(self.key)
 
     @classmethod
@@ -102,6 +109,11 @@ class Source:
             key=None if doc.get("key") is None else str(doc["key"]),
             stream=None if doc.get("stream") is None else str(doc["stream"]),
             subject=None if doc.get("subject") is None else str(doc["subject"]),
+            topic=None if doc.get("topic") is None else str(doc["topic"]),
+            group=None if doc.get("group") is None else str(doc["group"]),
+            partition_lag={
+                str(p): _int_or_none(lag) for p, lag in (doc.get("partition_lag") or {}).items()
+            },
             label_field=None if doc.get("label_field") is None else str(doc["label_field"]),
             updated_at=None if updated is None else float(updated),
             raw=doc,
