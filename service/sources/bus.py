@@ -23,13 +23,16 @@ class BusEntry:
     """One entry as read: its position, and its fields, by name: a mapping (a JSON message's
     values are the JSON values), or a Redis entry's flat list ``[name, value, name, value,
     ...]`` of bytes as Redis sends it (``pairs``; building a dict per entry would cost more
-    than the rest of its conversion). ``fields`` and ``pairs`` both None: ``problem`` says
-    why the message holds no fields."""
+    than the rest of its conversion), or a JSON message's value as the bus carries it
+    (``raw``: an object keyed by feature name, or an array of numbers by position), parsed
+    with its batch (``EntryShape.convert``). None of the three: ``problem`` says why the
+    message holds no fields."""
 
     position: str
     fields: Mapping[str, Any] | None
     problem: str | None = None
     pairs: list[bytes] | None = None
+    raw: bytes | None = None
 
 
 @dataclass(frozen=True)

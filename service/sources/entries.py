@@ -8,8 +8,11 @@ a number that is not finite or beyond ``MAX_ABS_VALUE`` (the checks every chunk 
 
 The common case is converted in bulk: a Redis entry whose fields come in the expected order is
 recognised by one list comparison, any other entry's values gathered by one ``itemgetter``;
-the values of the whole batch are then parsed in one pass; only when that fails (a value that
-is not a number somewhere in the batch) are the entries parsed one at a time to find which.
+a batch of JSON messages (``BusEntry.raw``) is parsed and gathered in one pass when every
+message is an object of exactly the expected fields; the values of the whole batch are then
+parsed in one pass; only when that fails (a message that is not JSON or has other fields, a
+value that is not a number somewhere in the batch) are the entries parsed one at a time to
+find which.
 """
 
 from __future__ import annotations
@@ -63,16 +66,19 @@ class EntryShape:
 
     def convert(self, entries: Sequence[BusEntry]) -> Rows:
         """The rows of ``entries`` and the entries set aside."""
-        gathered: list[Sequence[Any]] = []
-        positions: list[str] = []
         rejects: list[tuple[str, str]] = []
-        for entry in entries:
-            values = self._gather(entry)
-            if isinstance(values, str):
-                rejects.append((entry.position, values))
-            else:
-                gathered.append(values)
-                positions.append(entry.position)
+        gathered = self._gather_json(entries)
+        if gathered is not None:
+            positions = [entry.position for entry in entries]
+        else:
+            gathered, positions = [], []
+            for entry in entries:
+                values = self._gather(entry)
+                if isinstance(values, str):
+                    rejects.append((entry.position, values))
+                else:
+                    gathered.append(values)
+                    positions.append(entry.position)
         n = len(self.names)
         matrix = _parse_bulk(gathered, n)
         good: list[int] = []
@@ -120,11 +126,32 @@ class EntryShape:
         rejects.sort(key=lambda reject: _order(reject[0]))
         return Rows(np.ascontiguousarray(matrix, dtype=np.float64), labels, rejects)
 
+    def _gather_json(self, entries: Sequence[BusEntry]) -> list[Sequence[Any]] | None:
+        """The values of a batch of JSON messages (label last) when each is an object of
+        exactly the expected fields, the common case, in one pass; None otherwise (entries of
+        another kind, or a message that is not such: the batch then goes entry by entry, which
+        says which and why). One ``orjson.loads`` per message: one call on the batch joined
+        into an array was slower (benchmarks/README.md, "Sources")."""
+        if not entries or entries[0].raw is None:
+            return None
+        try:
+            documents = list(map(orjson.loads, [entry.raw or b"" for entry in entries]))
+            if set(map(len, documents)) != {self.width}:
+                return None
+            return list(map(self._get_text, documents))
+        except (ValueError, TypeError, KeyError):  # not JSON, not an object, a field missing
+            return None
+
     def _gather(self, entry: BusEntry) -> Sequence[Any] | str:
         """The entry's values in the expected order (label last), or why it has none."""
         pairs = entry.pairs
         fields: Mapping[Any, Any] | None
-        if pairs is not None:
+        if entry.raw is not None:
+            document = json_fields(entry.raw)
+            if isinstance(document, str):
+                return document
+            fields = document
+        elif pairs is not None:
             if pairs[0::2] == self._keys:  # the expected fields, in the expected order
                 return pairs[1::2]
             fields = dict(zip(pairs[0::2], pairs[1::2], strict=False))
@@ -152,6 +179,20 @@ class EntryShape:
             )
         missing = [name for name in (*self.names, self.label_field) if name and name not in given]
         return f"missing field '{missing[0]}'"
+
+
+def json_fields(raw: bytes) -> Mapping[str, Any] | str:
+    """A JSON message's fields: an object's, or an array's by position (``f0``, ``f1``, ...:
+    the names of a selector given none); else why it has none."""
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return "not JSON: expected an object keyed by feature name"
+    if isinstance(document, list):
+        return {f"f{i}": v for i, v in enumerate(document)}
+    if not isinstance(document, dict):
+        return f"expected a JSON object keyed by feature name; got {type(document).__name__}"
+    return document
 
 
 def _getter(keys: Sequence[Any]) -> Callable[[Mapping[Any, Any]], tuple[Any, ...]]:

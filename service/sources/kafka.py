@@ -24,7 +24,6 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
@@ -223,23 +222,10 @@ class KafkaBus:
 
 
 def _entry(position: str, value: bytes | None) -> BusEntry:
-    """A message's value as fields: a JSON object by name, or a JSON array of numbers by
-    position (``f0``, ``f1``, ...: the names of a selector given none)."""
+    """A message's value, parsed with its batch (``EntryShape.convert``)."""
     if value is None:
         return BusEntry(position, None, "no value (a tombstone)")
-    try:
-        document = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return BusEntry(position, None, "not JSON: expected an object keyed by feature name")
-    if isinstance(document, list):
-        return BusEntry(position, {f"f{i}": v for i, v in enumerate(document)})
-    if not isinstance(document, dict):
-        return BusEntry(
-            position,
-            None,
-            f"expected a JSON object keyed by feature name; got {type(document).__name__}",
-        )
-    return BusEntry(position, document)
+    return BusEntry(position, None, raw=value)
 
 
 def _why(exc: BaseException) -> str:

@@ -152,3 +152,75 @@ def test_credentials_never_survive(url: str, shown: str, secret: str | None) -> 
     assert shown in cleaned
     if secret is not None:
         assert secret not in cleaned
+
+
+def raw_entry(position: int, value: bytes | None) -> BusEntry:
+    """A message as a JSON bus carries it (Kafka): its value not yet parsed."""
+    if value is None:
+        return BusEntry(str(position), None, "no value (a tombstone)")
+    return BusEntry(str(position), None, raw=value)
+
+
+json_values = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False, width=64),
+    st.integers(min_value=-(10**20), max_value=10**20),
+    st.sampled_from(["1.5", "", True, False, None, [1.0], {"a": 1}, 1e300, -0.0]),
+)
+raw_values = st.one_of(
+    st.fixed_dictionaries({n: json_values for n in NAMES}).map(lambda d: json.dumps(d).encode()),
+    st.fixed_dictionaries({n: json_values for n in NAMES}, optional={"d": json_values}).map(
+        lambda d: json.dumps(dict(reversed(list(d.items())))).encode()
+    ),
+    st.dictionaries(st.sampled_from([*NAMES, "y"]), json_values).map(
+        lambda d: json.dumps(d).encode()
+    ),
+    st.lists(json_values, max_size=4).map(lambda v: json.dumps(v).encode()),
+    st.sampled_from([b"not json", b"", b"3", b'"abc"', b"[1, 2", b"null", None]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(raw_values, min_size=1, max_size=20))
+def test_a_batch_of_json_messages_and_each_alone_agree(batch: list[bytes | None]) -> None:
+    """A batch of JSON messages parsed together (the fast path) gives, message for message,
+    what each gives alone, and what its parsed fields give (the path of a bus that parses)."""
+    shape = EntryShape(NAMES, None)
+    entries = [raw_entry(i, value) for i, value in enumerate(batch)]
+    together = shape.convert(entries)
+    rows, rejects = [], []
+    for entry in entries:
+        alone = shape.convert([entry])
+        rows += alone.rows.tolist()
+        rejects += alone.rejects
+    assert together.rejects == rejects
+    assert together.rows.tobytes() == np.array(rows, dtype=np.float64).reshape(-1, 3).tobytes()
+    parsed = [
+        BusEntry(e.position, json.loads(e.raw), None)
+        if e.raw is not None and e.raw.startswith(b"{")
+        else e
+        for e in entries
+    ]
+    assert shape.convert(parsed).rows.tobytes() == together.rows.tobytes()
+
+
+def test_a_batch_of_good_json_messages_takes_the_fast_path() -> None:
+    rows = np.random.default_rng(1).normal(size=(30, 3))
+    shape = EntryShape(NAMES, "y")
+    documents = [
+        {**dict(zip(NAMES, r.tolist(), strict=True)), "y": i % 3} for i, r in enumerate(rows)
+    ]
+    entries = [raw_entry(i, json.dumps(d).encode()) for i, d in enumerate(documents)]
+    assert shape._gather_json(entries) is not None
+    converted = shape.convert(entries)
+    assert converted.rejects == []
+    assert converted.rows.tobytes() == rows.tobytes()
+    assert converted.labels == [i % 3 for i in range(30)]
+    entries[7] = raw_entry(7, b'{"a": 1, "b": 2, "c": "3", "y": 1}')
+    entries[9] = raw_entry(9, None)
+    assert shape._gather_json(entries) is None
+    converted = shape.convert(entries)
+    assert dict(converted.rejects) == {
+        "7": "field 'c' is not a number: got \"3\"",
+        "9": "no value (a tombstone)",
+    }
+    np.testing.assert_array_equal(converted.rows, np.delete(rows, [7, 9], axis=0))
