@@ -76,6 +76,8 @@ class KafkaBus:
         #: The offset each assigned partition's next message has (where reads left off).
         self._next: dict[int, int] = {}
         self._assigned: frozenset[int] = frozenset()
+        #: How many times the partitions were assigned (a read across one drops its records).
+        self._assignments = 0
         self._checked = 0.0
         self._ends: dict[int, int] = {}
         self._ends_at = 0.0
@@ -133,7 +135,11 @@ class KafkaBus:
             return
         self._client().assign([TopicPartition(self.topic, p) for p in sorted(wanted)])
         self._assigned = wanted
-        self._next = {p: offset for p, offset in self._next.items() if p in wanted}
+        # A new assignment forgets every partition's position, kept ones included (aiokafka
+        # would start them again at Kafka's committed offsets, behind Sift's): each is sought
+        # again at its next read, and a read that was waiting meanwhile finds nothing.
+        self._next = {}
+        self._assignments += 1
 
     async def start(self, partition: str, start: str) -> Start:
         tp = TopicPartition(self.topic, int(partition))
@@ -157,19 +163,22 @@ class KafkaBus:
         if self._next.get(number) != wanted:
             consumer.seek(tp, wanted)
             self._next[number] = wanted
+        assignments = self._assignments
         try:
             batches = await consumer.getmany(
                 tp, timeout_ms=max(1, int(max_wait_s * 1000)), max_records=max_entries
             )
         except (KafkaError, OSError) as exc:
             raise BusUnavailable(_why(exc)) from None
-        # A fetch answered after a seek (the partition taken back, a rebalance) can still hand
-        # over messages from where the consumer was before: only those from ``wanted`` on are
-        # the ones after the committed position, so the others are dropped, never appended.
-        records = [r for r in batches.get(tp, []) if r.offset >= wanted]
+        if assignments != self._assignments:
+            return []
+        # Only what follows ``after``: never an earlier offset, whatever the fetcher held.
+        fetched = batches.get(tp, [])
+        records = [r for r in fetched if r.offset >= wanted]
+        if fetched and not records:
+            self._next.pop(number, None)  # sought again at the next read
+            return []
         if not records:
-            if batches.get(tp):
-                consumer.seek(tp, wanted)  # the fetch ran behind: read again from the position
             if time.monotonic() - self._checked >= CHECK_EVERY_SECONDS:
                 await self._ends_of([number])  # raises BusUnavailable if the broker is away
             return []
