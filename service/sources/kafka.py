@@ -37,6 +37,8 @@ TIMEOUT_SECONDS = 5.0
 CHECK_EVERY_SECONDS = 1.0
 #: How often the topic's partitions are asked again (partitions added to it are read).
 PARTITIONS_EVERY_SECONDS = 10.0
+#: Why a message without a value is set aside.
+TOMBSTONE = "no value (a tombstone)"
 
 
 class KafkaBus:
@@ -174,7 +176,12 @@ class KafkaBus:
             return []
         # Only what follows ``after``: never an earlier offset, whatever the fetcher held.
         fetched = batches.get(tp, [])
-        records = [r for r in fetched if r.offset >= wanted]
+        # Offsets only grow within a partition: the first record says whether to filter.
+        records = (
+            fetched
+            if not fetched or fetched[0].offset >= wanted
+            else [r for r in fetched if r.offset >= wanted]
+        )
         if fetched and not records:
             self._next.pop(number, None)  # sought again at the next read
             return []
@@ -183,7 +190,13 @@ class KafkaBus:
                 await self._ends_of([number])  # raises BusUnavailable if the broker is away
             return []
         self._next[number] = records[-1].offset + 1
-        return [_entry(str(r.offset), r.value) for r in records]
+        # Each value is parsed with its batch (``EntryShape.convert``); None is a tombstone.
+        return [
+            BusEntry(str(r.offset), None, None, None, r.value)
+            if r.value is not None
+            else BusEntry(str(r.offset), None, TOMBSTONE)
+            for r in records
+        ]
 
     async def lag(
         self, partition: str, position: str, consumed: int, before: int | None
@@ -228,13 +241,6 @@ class KafkaBus:
             return await asyncio.wait_for(awaitable, TIMEOUT_SECONDS + 1)
         except (KafkaError, OSError, TimeoutError) as exc:
             raise BusUnavailable(_why(exc)) from None
-
-
-def _entry(position: str, value: bytes | None) -> BusEntry:
-    """A message's value, parsed with its batch (``EntryShape.convert``)."""
-    if value is None:
-        return BusEntry(position, None, "no value (a tombstone)")
-    return BusEntry(position, None, raw=value)
 
 
 def _why(exc: BaseException) -> str:
