@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 
-@dataclass(frozen=True)
-class BusEntry:
+class BusEntry(NamedTuple):
     """One entry as read: its position, and its fields, by name: a mapping (a JSON message's
     values are the JSON values), or a Redis entry's flat list ``[name, value, name, value,
     ...]`` of bytes as Redis sends it (``pairs``; building a dict per entry would cost more
