@@ -224,3 +224,71 @@ def test_a_batch_of_good_json_messages_takes_the_fast_path() -> None:
         "9": "no value (a tombstone)",
     }
     np.testing.assert_array_equal(converted.rows, np.delete(rows, [7, 9], axis=0))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    names=st.lists(
+        st.text(
+            st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters='"\\'),
+            min_size=1,
+            max_size=12,
+        ),
+        min_size=1,
+        max_size=12,
+        unique=True,
+    ),
+    labelled=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+    orders=st.integers(1, 4),
+)
+def test_json_messages_in_any_key_order_give_what_their_fields_give(
+    names: list[str], labelled: bool, seed: int, orders: int
+) -> None:
+    """JSON messages decoded into structs (their keys in one or several orders, names that
+    are not identifiers, a feature named like the label's attribute) give exactly the rows
+    and labels their parsed fields give, the path independent of msgspec."""
+    label = "y" if labelled and "y" not in names else None
+    shape = EntryShape(names, label)
+    assert shape._decoders is not None
+    rng = np.random.default_rng(seed)
+    keys = [*names, *([label] if label else [])]
+    permutations = [rng.permutation(len(keys)) for _ in range(orders)]
+    rows = rng.normal(size=(25, len(names))) * 10.0 ** rng.integers(-5, 5, size=len(names))
+    entries, parsed = [], []
+    for i, row in enumerate(rows):
+        values: dict[str, Any] = dict(zip(names, row.tolist(), strict=True))
+        if label:
+            values[label] = ["cat", 3, "dog"][i % 3]
+        document = {keys[k]: values[keys[k]] for k in permutations[i % orders]}
+        raw = json.dumps(document).encode()
+        entries.append(raw_entry(i, raw))
+        parsed.append(BusEntry(str(i), json.loads(raw)))
+    assert shape._decoders.decode(entries) is not None
+    decoded, reference = shape.convert(entries), shape.convert(parsed)
+    assert decoded.rejects == reference.rejects == []
+    assert decoded.rows.tobytes() == reference.rows.tobytes() == rows.tobytes()
+    assert decoded.labels == reference.labels
+
+
+@pytest.mark.parametrize(
+    "wide",
+    [[f"feature {i}" for i in range(200)], ['say "hi"', "back\\slash", "tab\t", "plain"]],
+    ids=["wider than MAX_FIELDS", "names msgspec refuses"],
+)
+def test_a_target_structs_cannot_serve_is_read_with_orjson_to_the_same_rows(
+    wide: list[str],
+) -> None:
+    """Beyond ``MAX_FIELDS`` a shuffled message would cost the width squared in a struct,
+    and msgspec refuses some keys: such targets are read with orjson, to the same rows."""
+    shape = EntryShape(wide, None)
+    assert shape._decoders is None
+    rows = np.random.default_rng(3).normal(size=(10, len(wide)))
+    order = np.random.default_rng(4).permutation(len(wide))
+    entries = [
+        raw_entry(i, json.dumps({wide[k]: row[k] for k in order}).encode())
+        for i, row in enumerate(rows.tolist())
+    ]
+    converted = shape.convert(entries)
+    assert converted.rejects == []
+    assert converted.rows.tobytes() == rows.tobytes()
