@@ -116,6 +116,8 @@ class Committed:
     log_id: str | None
     #: The selectors attached to a stream target as of the append (to kick).
     attached: list[tuple[str, str]] = field(default_factory=list)
+    #: The source's progress as the commit left it (what ``progress`` would read next).
+    progress: Progress | None = None
 
 
 class Moved(SiftError):
@@ -295,7 +297,7 @@ class SourceStore:
                 for selector, _ in attached:
                     self.store.log.mark_pending(selector)
             log_id = as_text(reply[1]) or None
-            return Committed(log_id, attached)
+            return Committed(log_id, attached, Progress.parse(reply[3]))
         if status == "MOVED":
             raise Moved(as_text(reply[1]))
         if status in ("GONE", "NOTFOUND"):

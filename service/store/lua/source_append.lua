@@ -16,7 +16,8 @@
 -- Replies: {'GONE'} (no such source here: deleted, or the target deleted with it);
 -- {'MOVED', position} (another consumer committed since: read again from there); what
 -- ``append`` refuses with ({'NOTFOUND'}, {'INCARNATION'}, {'ATTACHED', stream}); a stream
--- being deleted: {'CLOSING'}; else {'OK', log id or '', attachments (stream, flat)}.
+-- being deleted: {'CLOSING'}; else {'OK', log id or '', attachments (stream, flat), the
+-- source's progress as now recorded (JSON)}.
 -- uses: int, now_ms, append_entry
 local raw = redis.call('HGET', KEYS[6], ARGV[1])
 if not raw then
@@ -77,5 +78,6 @@ record['entries'] = (record['entries'] or 0) + tonumber(ARGV[7])
 record['rows'] = (record['rows'] or 0) + rows
 record['rejected'] = (record['rejected'] or 0) + n_rejected
 record['updated_at'] = now / 1000
-redis.call('HSET', KEYS[6], ARGV[1], cjson.encode(record))
-return {'OK', log_id, attached}
+local encoded = cjson.encode(record)
+redis.call('HSET', KEYS[6], ARGV[1], encoded)
+return {'OK', log_id, attached, encoded}
