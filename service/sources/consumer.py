@@ -55,6 +55,16 @@ PARTITION_LEASE_MS = 5000
 CLAIM_EVERY_SECONDS = 1.0
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Entries read from one partition, and their rows for the shape they were converted
+    for (None: no entries)."""
+
+    entries: list[BusEntry]
+    shape: EntryShape
+    converted: Rows | None
+
+
 class CannotFeed(SelectorMismatch):
     """The target cannot take this source's rows (gone, replaced, or of a kind sources do not
     feed): the source fails, until it is deleted."""
@@ -151,8 +161,9 @@ class Consumer:
         self._rates: collections.deque[tuple[float, int]] = collections.deque()
         self._status_at = 0.0
         self._feeding: Feeding | None = None
-        #: The batch being read ahead of each partition: after which position, and the read.
-        self._ahead: dict[str, tuple[str, asyncio.Task[list[BusEntry]]]] = {}
+        #: The batch being read (and converted) ahead of each partition: after which
+        #: position, and the read.
+        self._ahead: dict[str, tuple[str, asyncio.Task[Batch]]] = {}
         #: A bus whose partitions the processes share (a lease each, ``_claim``), and the
         #: partitions this one holds.
         self.shared = bool(getattr(bus, "shared", False))
@@ -287,29 +298,30 @@ class Consumer:
                     [],
                 )
                 continue
-            entries = await self._gather(partition, position)
-            if entries:
-                await self._commit(partition, position, entries, self._feeding)
-                progress = await self.sources.progress(self.name, self.target) or progress
+            batch = await self._gather(partition, position, self._feeding.shape)
+            if batch.entries:
+                progress = await self._commit(partition, position, batch, self._feeding) or progress
         if self.state != "running":
             await self._say("running", None)
         await self._maybe_status(progress)
 
-    async def _gather(self, partition: str, after: str) -> list[BusEntry]:
-        """The batch after ``after``: the one read ahead while the previous batch was
-        converted and committed, if it was read from there; and the next one read ahead (a
-        batch in memory besides the one being committed, at most)."""
+    async def _gather(self, partition: str, after: str, shape: EntryShape) -> Batch:
+        """The batch after ``after``, converted for ``shape``: the one read and converted
+        ahead while the previous batch was committed, if it was read from there; and the
+        next one read ahead (a batch in memory besides the one being committed, at most).
+        Converting ahead overlaps the conversion with the commit's round trip to Redis."""
         ahead = self._ahead.pop(partition, None)
         if ahead is not None and ahead[0] == after:
-            entries = await ahead[1]
+            batch = await ahead[1]
         else:
             if ahead is not None:
                 ahead[1].cancel()
-            entries = await self._read_batch(partition, after)
-        if entries:
-            task = asyncio.create_task(self._read_batch(partition, entries[-1].position))
-            self._ahead[partition] = (entries[-1].position, task)
-        return entries
+            batch = await self._read_batch(partition, after, shape)
+        if batch.entries:
+            after = batch.entries[-1].position
+            task = asyncio.create_task(self._read_batch(partition, after, shape))
+            self._ahead[partition] = (after, task)
+        return batch
 
     def _drop_ahead(self, partition: str | None = None) -> None:
         """Forget the batches read ahead (of one partition: it was let go; of all: the
@@ -324,9 +336,14 @@ class Consumer:
             # Its failure, if any, is the next read's to meet.
             task.add_done_callback(lambda task: task.cancelled() or task.exception())
 
-    async def _read_batch(self, partition: str, after: str) -> list[BusEntry]:
-        """Up to ``batch_rows`` entries after ``after``: what came within ``batch_ms`` of the
-        first (waiting at most that long for the first)."""
+    async def _read_batch(self, partition: str, after: str, shape: EntryShape) -> Batch:
+        """Up to ``batch_rows`` entries after ``after`` (what came within ``batch_ms`` of the
+        first, waiting at most that long for the first), converted for ``shape``."""
+        entries = await self._read_entries(partition, after)
+        converted = await _convert(shape, entries) if entries else None
+        return Batch(entries, shape, converted)
+
+    async def _read_entries(self, partition: str, after: str) -> list[BusEntry]:
         entries = await self.bus.read(partition, after, self.batch_rows, self.batch_s)
         if not entries:
             return entries
@@ -344,9 +361,14 @@ class Consumer:
         return entries
 
     async def _commit(
-        self, partition: str, expected: str, entries: list[BusEntry], feeding: Feeding
-    ) -> None:
-        converted = await _convert(feeding.shape, entries)
+        self, partition: str, expected: str, batch: Batch, feeding: Feeding
+    ) -> Progress | None:
+        """Commit ``batch`` (its rows, rejects and position) and hand its chunk to the
+        applier; the source's progress as the commit left it."""
+        entries = batch.entries
+        converted = batch.converted
+        if converted is None or batch.shape is not feeding.shape:  # the target changed since
+            converted = await _convert(feeding.shape, entries)
         rows = converted.rows
         payload, chunk = None, None
         if len(rows):
@@ -370,7 +392,7 @@ class Consumer:
         self.metrics.source_rejected.labels(self.name).inc(len(converted.rejects))
         self._rates.append((time.monotonic(), len(rows)))
         if committed.log_id is None or chunk is None or payload is None:
-            return
+            return committed.progress
         self._appended.append(committed.log_id)
         if self.target.kind == "stream":
             attached = [Attachment.parse(s, v) for s, v in committed.attached]
@@ -383,6 +405,7 @@ class Consumer:
         else:
             self.applier.shared.hand_over(self.target.name, committed.log_id, chunk, len(payload))
             self.applier.scheduler.kick(self.target.name, feeding.incarnation)
+        return committed.progress
 
     async def _behind(self) -> bool:
         """Whether more than ``max_pending`` of the chunks this consumer appended wait for
