@@ -140,7 +140,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "idle": Benchmark(bench_idle, ("idle",)),
     "big-chunk": Benchmark(bench_big_chunk, ("big-chunk",)),
     "streams": Benchmark(bench_streams, ("streams",)),
-    "sources": Benchmark(bench_sources, ("sources",)),
+    "sources": Benchmark(bench_sources, ("sources", "sources-kafka")),
 }
 
 

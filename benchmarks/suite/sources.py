@@ -196,3 +196,10 @@ def bench_sources(ctx: Context) -> None:
         + ("; Kafka not measured" if via_kafka is None else f"; Kafka {via_kafka:,.0f} rows/s"),
         source_rate >= TARGET,
     )
+    if via_kafka is not None:
+        ctx.report.figure(
+            "sources-kafka",
+            f"{via_kafka:,.0f} rows/s applied ({via_kafka / source_rate:.2f}x the Redis-stream "
+            "source in the same run)",
+            via_kafka >= TARGET,
+        )

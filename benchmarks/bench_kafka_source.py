@@ -1,0 +1,80 @@
+"""The Kafka phase of the sources benchmark alone, repeated in one stack: rows/s applied, and
+the CPU the service and Redis spent per row while it ran (benchmarks/README.md, "Sources").
+
+    .venv/bin/python benchmarks/bench_kafka_source.py --runs 4      # ~1 minute
+
+The topic (4 partitions, 100,000 JSON messages of 100 named features, produced round robin)
+is written once; each run creates a new ``kafka`` source reading it from the start into a new
+``variance`` selector, so the runs differ only by the machine's noise. Needs a JDK and the
+broker's jars (``scripts/kafka/fetch``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# benchmarks/ is this script's directory, hence on sys.path, as for run.py.
+from live import stack  # noqa: E402
+from suite.sources import FEATURES, KAFKA_PARTITIONS, NAMES, consume  # noqa: E402
+
+from tests.support.kafka import KafkaBroker, create_topic, produce  # noqa: E402
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--rows", type=int, default=100_000)
+    args = parser.parse_args()
+    rng = np.random.default_rng([7, 32])
+    x = rng.standard_normal((args.rows, FEATURES)) * rng.uniform(0.5, 50, FEATURES)
+    documents = [dict(zip(NAMES, row, strict=True)) for row in x.tolist()]
+    with tempfile.TemporaryDirectory() as folder:
+        broker = KafkaBroker(Path(folder) / "kafka")
+        broker.start()
+        try:
+            asyncio.run(create_topic(broker.bootstrap, "bench", KAFKA_PARTITIONS))
+            asyncio.run(
+                produce(broker.bootstrap, "bench", documents, lambda i: i % KAFKA_PARTITIONS)
+            )
+            with stack(ROOT) as s:
+                service = psutil.Process(s.service.pid)
+                redis = psutil.Process(s.redis.server.pid)
+                for run in range(args.runs):
+                    service_before, redis_before = cpu_seconds(service), cpu_seconds(redis)
+                    source = {
+                        "name": f"kafka-{run}",
+                        "kind": "kafka",
+                        "bootstrap": broker.bootstrap,
+                        "topic": "bench",
+                    }
+                    seconds = consume(s, f"via-kafka-{run}", source, args.rows)
+                    service_cpu = cpu_seconds(service) - service_before
+                    redis_cpu = cpu_seconds(redis) - redis_before
+                    print(
+                        f"run {run + 1}: {args.rows / seconds:,.0f} rows/s applied; service "
+                        f"{service_cpu / seconds:.0%} of a core, "
+                        f"{service_cpu / args.rows * 1e6:.1f} us of CPU per row; Redis "
+                        f"{redis_cpu / seconds:.0%}, {redis_cpu / args.rows * 1e6:.1f} us per row",
+                        flush=True,
+                    )
+        finally:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    main()
