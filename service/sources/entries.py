@@ -221,7 +221,7 @@ class _StructDecoders:
     wider than ``MAX_FIELDS`` are read with orjson, whose cost does not depend on the order,
     so that a producer shuffling its keys costs at most a few times the ordered case."""
 
-    #: The widest target decoded so (a shuffled message of 128 fields: ~4x an ordered one).
+    #: The widest target decoded so (a shuffled message of 100 fields: ~4x an ordered one).
     MAX_FIELDS = 128
     #: How many key orders are kept (one per producer writing differently, in practice).
     ORDERS_KEPT = 8
