@@ -37,6 +37,7 @@ TARGET_ROWS = (
     "big-chunk",
     "many-clients-wrk",
     "sources",
+    "sources-kafka",
 )
 #: Peers measured in the same run whatever is installed (River's needs the ``bench`` extra).
 PEERS = ("paper's SVD update", "IncrementalPCA", "naive pinv", "batch OCFS")
