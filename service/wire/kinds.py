@@ -29,7 +29,7 @@ import orjson
 import scipy.sparse as sp
 
 from service.algorithms import METHODS
-from service.algorithms.base import ChunkKind, Matrix
+from service.algorithms.base import AnyMethod, ChunkKind, Matrix
 from service.algorithms.labels import Label, LabelledRows, join
 from service.algorithms.params import VIEW_NAME
 from service.errors import CodecError, Inconsistent, InvalidInput, SelectorMismatch, shown
@@ -172,12 +172,27 @@ class ChunkFormat:
     shape_fields: tuple[str, ...] = ("n_features",)
     #: ... and whether its rows carry labels (a stream's ``labelled``).
     labelled = False
+    #: Whether a source feeds this kind: a bus entry is one row (its label in a field).
+    from_sources = False
 
     @property
     def feeds(self) -> tuple[ChunkKind, ...]:
         """The kinds of the methods a stream of this kind feeds: its own, and those that take
         its chunks with something left out (``taken``)."""
         return (self.name,)
+
+    def feeds_method(self, method: AnyMethod) -> bool:
+        """Whether a stream of this kind feeds ``method`` (its kind is one of ``feeds``)."""
+        return method.chunk_kind in self.feeds
+
+    def feeds_whole(self, method: AnyMethod) -> bool:
+        """Whether a stream of this kind feeds ``method`` its chunks as they are (labels and
+        all), not ``taken`` by a kind that leaves something out."""
+        return method.chunk_kind == self.name
+
+    def fed_methods(self) -> list[str]:
+        """The names of the methods a stream of this kind feeds, sorted."""
+        return sorted(name for name, method in METHODS.items() if self.feeds_method(method))
 
     def taken(self, chunk: Chunk) -> Chunk:
         """A chunk of a stream that feeds this kind (``feeds``), as this kind's chunk."""
@@ -271,6 +286,7 @@ def _adopted(meta: ChunkTarget, names: list[str] | None) -> list[str] | None:
 
 class RowsFormat(ChunkFormat):
     name: ChunkKind = "rows"
+    from_sources = True
 
     def shape(self, document: dict[str, Any], method: str) -> Shape:
         if document.get("views") is not None:

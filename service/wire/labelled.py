@@ -38,9 +38,11 @@ from service.wire.media import (
 from service.wire.names import (
     FEATURE_NAMES,
     MAX_NAME_LENGTH,
+    WidthMismatch,
     column_order,
     in_selector_order,
     names_given,
+    refuse_by_names,
     require_width,
 )
 from service.wire.rows import (
@@ -91,14 +93,22 @@ def decode_labelled_rows(
         raise InvalidInput("empty body: expected rows with one label each")
     elif media_type == JSON:
         document = parse_json(body)
-        rows, raw_labels = _from_json(document, n_features)  # first: is it labelled rows?
+        try:
+            rows, raw_labels = _from_json(document, n_features)  # first: is it labelled rows?
+        except WidthMismatch:
+            refuse_by_names(document.get(FEATURE_NAMES), selector_names, n_features)
+            raise
         names = names_given(document.get(FEATURE_NAMES))
         order = column_order(names, selector_names, n_features)
     elif media_type == NPZ:
         # Labels may be strings; rows and CSR parts are checked to be numeric below.
         arrays = read_npz(body, max_bytes, allow_strings=True)
         raw_names = arrays.pop(FEATURE_NAMES, None)
-        rows, raw_labels = _from_npz(arrays, n_features)
+        try:
+            rows, raw_labels = _from_npz(arrays, n_features)
+        except WidthMismatch:
+            refuse_by_names(raw_names, selector_names, n_features)
+            raise
         names = names_given(raw_names)
         order = column_order(names, selector_names, n_features)
     elif media_type == NPY:

@@ -12,7 +12,11 @@ scikit-learn matches ``feature_names_in_`` and a feature store matches its schem
 A selector created without names takes the names of the first chunk that carries them (its
 chunk kind says ``adopt``; ``Registry.adopt_feature_names`` sets them once, atomically);
 from then on, the same rule. A chunk without names (a ``.npy``, a JSON list of rows) is
-positional, as ever.
+positional, as ever. Until it has names, a selector's features are its positions, which its
+answers call ``f0``, ``f1``, ...: a named chunk of another width is refused saying how many
+columns it lacks (or has too many), and, if its names are those (a header ``f0,...,f19``
+written for the selector's features), which ones; names of its own cannot be matched to
+positions, and the refusal says so.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import scipy.sparse as sp
 
 from service.algorithms.base import Matrix
 from service.errors import Inconsistent, InvalidInput, SelectorMismatch, shown
+from service.store.records import default_name
 
 #: Longest feature name accepted (names end up in Redis hashes and in every ranking).
 MAX_NAME_LENGTH = 256
@@ -74,9 +79,7 @@ def column_order(
         return None
     if selector is None:
         if len(given) != n_features:
-            raise SelectorMismatch(
-                f"{where}expected {n_features} features per row; the chunk names {len(given)}"
-            )
+            raise SelectorMismatch(unnamed_mismatch(given, n_features, where))
         return None
     if list(given) == list(selector):
         return None
@@ -89,6 +92,57 @@ def column_order(
             f"{_listed(missing)}, unexpected {_listed(unexpected)}; nothing of it was applied"
         )
     return np.array([position[name] for name in selector], dtype=np.intp)
+
+
+def unnamed_mismatch(given: Sequence[str], n_features: int, where: str = "") -> str:
+    """Why a chunk naming ``given`` columns does not fit a selector of ``n_features`` features
+    without names (module docstring): what was expected, what came, and which of the names
+    its answers show (``f<position>``) the chunk lacks or does not know, when it uses them."""
+    count = len(given)
+    short = n_features - count
+    by = f"{short} fewer" if short > 0 else f"{-short} more"
+    shown_as = default_name(0)
+    if n_features > 1:
+        shown_as += f" to {default_name(n_features - 1)}"
+    text = (
+        f"{where}expected {n_features} features per row; the chunk names {count} columns "
+        f"({by}). The selector has no feature names: its features are its positions, "
+        f"{shown_as} in its answers"
+    )
+    positions = [default_name(i) for i in range(n_features)]
+    known, named = set(positions), set(given)
+    if named & known:
+        missing = [name for name in positions if name not in named]
+        unexpected = [name for name in given if name not in known]
+        return (
+            f"{text}; by those names the chunk's columns are missing {_listed(missing)}, "
+            f"unexpected {_listed(unexpected)}; nothing of it was applied"
+        )
+    return (
+        f"{text}, which the chunk's names ({_listed(list(given))}) are not, so no column can be "
+        f"told missing: send all {n_features} columns in the selector's order (the first chunk "
+        f"naming {n_features} gives the selector its names); nothing of it was applied"
+    )
+
+
+class WidthMismatch(SelectorMismatch):
+    """A chunk's rows of another width than the selector's, found before its names were read
+    (``refuse_by_names``)."""
+
+
+def refuse_by_names(
+    raw: Any, selector: Sequence[str] | None, n_features: int, where: str = ""
+) -> None:
+    """For a chunk whose rows were found of another width than the selector's before its
+    names were read (a sparse shape is checked before anything is built): the refusal by
+    its names (``column_order``: which are missing), if it names another number of columns;
+    else nothing, and the caller's refusal stands."""
+    try:
+        given = names_given(raw, where)
+    except InvalidInput:
+        return
+    if given is not None and len(given) != n_features:
+        column_order(given, selector, n_features, where)
 
 
 def in_selector_order(rows: Matrix, order: np.ndarray | None) -> Matrix:

@@ -59,17 +59,15 @@ from service.wire.media import (
 )
 from service.wire.names import (
     FEATURE_NAMES,
+    WidthMismatch,
     column_order,
     in_selector_order,
     names_given,
+    refuse_by_names,
     require_width,
 )
+from service.wire.tables import MAX_CHUNK_ROWS as MAX_CHUNK_ROWS  # every format holds to it
 from service.wire.tables import read_table
-
-#: Most rows of one chunk, whatever its container: a sparse shape is checked against it before
-#: anything is built (a CSC or COO of shape (10^12, m) with no values would otherwise allocate a
-#: row pointer of 10^12 entries).
-MAX_CHUNK_ROWS = 1_000_000
 
 #: The index arrays of each sparse format Sift accepts, as ``scipy.sparse.save_npz`` names them.
 SPARSE_INDEX_PARTS = {
@@ -125,15 +123,24 @@ def decode_rows(
         raise InvalidInput("empty body: expected a chunk with at least one row")
     elif media_type == JSON:
         document = parse_json(body)
-        rows = rows_from_json(document, n_features)  # first: is it rows at all?
-        names = names_given(document.get(FEATURE_NAMES) if isinstance(document, dict) else None)
+        raw_names = document.get(FEATURE_NAMES) if isinstance(document, dict) else None
+        try:
+            rows = rows_from_json(document, n_features)  # first: is it rows at all?
+        except WidthMismatch:
+            refuse_by_names(raw_names, selector_names, n_features)
+            raise
+        names = names_given(raw_names)
         order = column_order(names, selector_names, n_features)
     elif media_type == NPY:
         order, rows = None, read_npy(body)
     elif media_type == NPZ:
         arrays = read_npz(body, max_bytes, allow_strings=True, max_ndim=3)
         raw_names = arrays.pop(FEATURE_NAMES, None)
-        rows = _rows_from_arrays(arrays, n_features)
+        try:
+            rows = _rows_from_arrays(arrays, n_features)
+        except WidthMismatch:
+            refuse_by_names(raw_names, selector_names, n_features)
+            raise
         names = names_given(raw_names)
         order = column_order(names, selector_names, n_features)
     else:  # pragma: no cover - require_media_type guards this
@@ -313,7 +320,7 @@ def sparse_shape(raw: Any, n_features: int, label: str) -> tuple[int, int]:
         )
     n_rows, n_cols = raw
     if n_cols != n_features:
-        raise SelectorMismatch(f"expected {n_features} features per row; got {n_cols}")
+        raise WidthMismatch(f"expected {n_features} features per row; got {n_cols}")
     _require_chunk_rows(n_rows)
     return n_rows, n_cols
 

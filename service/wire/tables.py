@@ -2,24 +2,29 @@
 names and, for labelled methods, the labels of a column named by the request (``?labels=``).
 
 ``text/csv``: a header line of column names (RFC 4180: quoted if need be), then one line per row
-of comma-separated numbers (``1``, ``-2.5``, ``3e-7``; spaces around a number are ignored).
+of comma-separated numbers (``1``, ``-2.5``, ``3e-7``; spaces around a number are ignored: the
+grammar of every number written as text, ``service.wire.numbers``).
 Lines may end with LF or CRLF; a UTF-8 byte-order mark at the start is skipped. Refused, with
 what was expected and what came: an empty body, a header without rows, an empty line, a row
 with another number of fields than the header, a quoted field in a row, a field that is not a
 number (NaN and infinities parse, and are refused as every format refuses them, by
-``rows.validate_rows``). The numbers are parsed by numpy's C reader (``numpy.loadtxt``), never
-as one Python object per value; the label column, the one column read as text, gives one
+``rows.validate_rows``), more than ``MAX_CHUNK_ROWS`` rows. Empty lines, stray carriage
+returns, quotes and the number of rows are found by searching and counting the bytes, so a body
+is refused for them before anything per line is built; the fields per line are then counted a
+block of the body at a time. The numbers are parsed by numpy's C reader (``numpy.loadtxt``),
+never as one Python object per value; the label column, the one column read as text, gives one
 label per row: an integer if it reads as one (``-?[0-9]+``, as ``sift push`` sends it), else
 the string.
 
 ``application/vnd.apache.arrow.stream``: the Arrow IPC streaming format
 (``pyarrow.ipc.new_stream``), one or more record batches; columns of integer or floating-point
 types, the label column of integers or strings; no nulls, no dictionary-encoded columns, no
-compressed batches (a compressed batch may inflate without bound). Every batch's row count is
-read from its message before the batch is, so the matrix never exceeds the body limit, and
-every batch is validated in full before its values are touched. Arrow support needs
-``pyarrow``, an optional dependency of the server (the ``arrow`` extra): without it such a body
-is answered 415 saying so.
+compressed batches (a compressed batch may inflate without bound). Every message, its framing,
+its flatbuffer and every buffer its batches declare, is checked by Sift (``service.wire.ipc``)
+before pyarrow reads a byte, the row count of each batch with it, so the matrix never exceeds
+the body limit; pyarrow then validates each batch in full before its values are touched.
+Arrow support needs ``pyarrow``, an optional dependency of the server (the ``arrow`` extra):
+without it such a body is answered 415 saying so.
 
 Either way the decoded matrix is at most ``max_bytes`` of float64 (a CSV of ``0,0,0,...``
 holds four times its size in floats), checked before it is allocated; its rows and values are
@@ -31,7 +36,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,17 +43,21 @@ import numpy as np
 
 from service.algorithms.labels import Label
 from service.errors import BadRequest, Inconsistent, InvalidInput, UnsupportedMediaType, shown
+from service.wire import ipc
 from service.wire.media import ARROW, CSV
 from service.wire.names import names_given
+from service.wire.numbers import is_number
 
-#: What a field of a CSV row may be, as ``numpy.loadtxt`` reads it: used only to name the field
-#: it refused (it parses the same set).
-_NUMBER = re.compile(
-    r"\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf|infinity)\s*", re.IGNORECASE
-)
 _INTEGER = re.compile(r"-?[0-9]+")
+#: Most rows of one chunk, whatever its container, checked before anything of that many rows is
+#: built: a table counts its lines first, a sparse shape is checked before its parts are (a CSC
+#: or COO of shape (10^12, m) with no values would otherwise allocate a row pointer of 10^12
+#: entries).
+MAX_CHUNK_ROWS = 1_000_000
 _BOM = b"\xef\xbb\xbf"
 _NEWLINE, _COMMA = ord("\n"), ord(",")
+#: Bytes of a CSV body scanned at once where a scan finds positions (8 bytes each).
+_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -119,15 +127,12 @@ def _read_csv(body: bytes, labels: str | None, max_bytes: int) -> Table:
             "row after it"
         )
     features, at = _features(header, labels)
-    buffer = np.frombuffer(data, dtype=np.uint8)
-    ends = np.flatnonzero(buffer == _NEWLINE)
-    if not len(ends) or ends[-1] != len(data) - 1:  # the last line without its newline
-        ends = np.append(ends, len(data))
-    starts = np.concatenate(([0], ends[:-1] + 1))
-    lengths = ends - starts
-    blank = np.flatnonzero((lengths == 0) | ((lengths == 1) & (buffer[starts] == ord("\r"))))
-    if len(blank):
-        raise InvalidInput(f"line {int(blank[0]) + 2} of the CSV is empty: expected a row")
+    # Checked on the bytes as they are (searches and counts in C, nothing allocated): empty
+    # lines, stray carriage returns, quotes, and the rows a body holds, so that the per-line
+    # arrays below are built only for a body within the row limit and the size limit.
+    blank = _first_blank_line(data)
+    if blank is not None:
+        raise InvalidInput(f"line {blank} of the CSV is empty: expected a row")
     if data.count(b"\r") != data.count(b"\r\n"):
         line = data.count(b"\n", 0, data.index(b"\r")) + 2
         raise InvalidInput(
@@ -140,12 +145,15 @@ def _read_csv(body: bytes, labels: str | None, max_bytes: int) -> Table:
             f"line {line} of the CSV holds a quoted field: rows are plain numbers (and plain "
             "labels); only the header may quote names"
         )
-    _require_size(len(starts), len(features), max_bytes)
-    # Fields per line, counted in C: the commas before each line's end, less those before the
-    # previous line's.
-    commas = np.diff(
-        np.searchsorted(np.flatnonzero(buffer == _COMMA), ends, side="right"), prepend=0
-    )
+    rows = data.count(b"\n") + (not data.endswith(b"\n"))
+    if rows > MAX_CHUNK_ROWS:
+        raise InvalidInput(f"a chunk holds at most {MAX_CHUNK_ROWS} rows; got {rows}")
+    _require_size(rows, len(features), max_bytes)
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(buffer == _NEWLINE)
+    if len(ends) < rows:  # the last line without its newline
+        ends = np.append(ends, len(data))
+    commas = _commas_per_line(buffer, ends)
     ragged = np.flatnonzero(commas != len(header) - 1)
     if len(ragged):
         line = int(ragged[0])
@@ -170,6 +178,34 @@ def _read_csv(body: bytes, labels: str | None, max_bytes: int) -> Table:
         raise _not_a_number(_utf8(data), header, at) from None
     labels_read = None if at is None else _csv_labels(_utf8(data), at, len(header))
     return Table(values, [header[i] for i in features], labels_read)
+
+
+def _commas_per_line(buffer: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The commas of each line (``ends``: where each line ends), counted in C a block of the
+    body at a time: the positions of one block's commas at most, never of all of them."""
+    before = np.empty(len(ends), dtype=np.int64)  # the commas before each line's end
+    seen = 0
+    done = 0  # the lines whose end is counted
+    for start in range(0, len(buffer), _BLOCK):
+        stop = min(start + _BLOCK, len(buffer))
+        positions = np.flatnonzero(buffer[start:stop] == _COMMA)
+        upto = int(np.searchsorted(ends, stop))
+        before[done:upto] = seen + np.searchsorted(positions, ends[done:upto] - start)
+        seen += len(positions)
+        done = upto
+    before[done:] = seen
+    return np.diff(before, prepend=0)
+
+
+def _first_blank_line(data: bytes) -> int | None:
+    """The number (the header is line 1) of the first empty line of the rows, a line of
+    nothing or of a lone carriage return (None: none is)."""
+    if data.startswith((b"\n", b"\r\n")):
+        return 2
+    found = [at for at in (data.find(b"\n\n"), data.find(b"\n\r\n")) if at >= 0]
+    if not found:
+        return None
+    return data.count(b"\n", 0, min(found) + 1) + 2
 
 
 def _header(line: bytes) -> list[str]:
@@ -201,7 +237,7 @@ def _not_a_number(text: str, header: list[str], at: int | None) -> InvalidInput:
     the fast path)."""
     for line, row in enumerate(io.StringIO(text)):
         for column, field in enumerate(row.rstrip("\r\n").split(",")):
-            if column != at and not _NUMBER.fullmatch(field):
+            if column != at and not is_number(field):
                 return InvalidInput(
                     f"expected numbers in every feature column; line {line + 2}, column "
                     f"{header[column]!r} is {shown(field)}"
@@ -240,113 +276,70 @@ def _read_arrow(body: bytes, labels: str | None, max_bytes: int) -> Table:
         )
     try:
         return _arrow_table(pa, body, labels, max_bytes)
-    except (
-        pa.ArrowException,
-        ValueError,
-        TypeError,
-        OSError,
-        IndexError,
-        StopIteration,
-        struct.error,
-    ):
-        # pyarrow's own words describe its internals; the client is told what was expected.
+    except (ipc.Malformed, pa.ArrowException, ValueError, TypeError, OSError, IndexError) as exc:
+        # Sift's own words say where the stream broke; pyarrow's describe its internals.
+        reason = f": {exc}" if isinstance(exc, ipc.Malformed) else ""
         raise BadRequest(
             f"the body is not a well-formed Arrow IPC stream ({ARROW}: a schema message, "
-            "then record batches, as pyarrow.ipc.new_stream writes them)"
+            f"then record batches, as pyarrow.ipc.new_stream writes them){reason}"
         ) from None
 
 
 def _arrow_table(pa: Any, body: bytes, labels: str | None, max_bytes: int) -> Table:
-    messages = pa.ipc.MessageReader.open_stream(pa.py_buffer(body))
-    schema = pa.ipc.read_schema(messages.read_next_message())
-    header = names_given([field.name for field in schema], "the Arrow schema's ")
+    # Every message is checked by ``ipc`` before pyarrow reads a byte of the body.
+    stream = ipc.Stream(body)
+    header = names_given([column.name for column in stream.columns], "the Arrow schema's ")
     if header is None:  # pragma: no cover - a list is never None
         raise AssertionError
     features, at = _features(header, labels)
-    for i, field in enumerate(schema):
-        _require_type(pa, field, label=i == at)
-    columns: list[list[Any]] = [[] for _ in header]
-    rows = 0
-    for message in messages:
-        if message.type != "record batch":
-            raise InvalidInput(
-                f"expected record batches after the schema; got a {message.type} message "
-                "(dictionary-encoded columns are not accepted)"
-            )
-        length, compressed = _batch_header(bytes(message.metadata))
-        if compressed:
-            raise InvalidInput(
-                "compressed record batches are not accepted (they may inflate beyond the body "
-                "limit): write the stream without IpcWriteOptions(compression=...)"
-            )
-        rows += length
+    for i, column in enumerate(stream.columns):
+        _require_type(column, label=i == at)
+    rows, batches = 0, 0
+    nulls = [0] * len(header)
+    for batch in stream.batches():
+        rows += batch.rows
+        batches += 1
+        if rows > MAX_CHUNK_ROWS:
+            raise InvalidInput(f"a chunk holds at most {MAX_CHUNK_ROWS} rows; got {rows}")
         _require_size(rows, len(features), max_bytes)
+        nulls = [total + count for total, count in zip(nulls, batch.nulls, strict=True)]
+    if rows == 0:
+        raise InvalidInput("the Arrow stream holds no rows: expected at least one")
+    for name, count in zip(header, nulls, strict=True):
+        if count:
+            raise InvalidInput(f"column {name!r} holds {count} nulls: expected none")
+    messages = pa.ipc.MessageReader.open_stream(pa.py_buffer(body))
+    schema = pa.ipc.read_schema(messages.read_next_message())
+    if [(field.name, str(field.type)) for field in schema] != [
+        (column.name, column.type) for column in stream.columns
+    ]:
+        raise ValueError("pyarrow reads another schema than the stream's")
+    columns: list[list[Any]] = [[] for _ in header]
+    for message in messages:
         batch = pa.ipc.read_record_batch(message, schema)
-        # pyarrow trusts a batch's buffers as the message describes them: a malformed one is
-        # read out of bounds (it crashed the process) unless checked in full first.
         batch.validate(full=True)
         for i, column in enumerate(batch.columns):
             columns[i].append(column)
-    if rows == 0:
-        raise InvalidInput("the Arrow stream holds no rows: expected at least one")
-    for i, parts in enumerate(columns):
-        nulls = sum(part.null_count for part in parts)
-        if nulls:
-            raise InvalidInput(f"column {header[i]!r} holds {nulls} nulls: expected none")
+    if len(columns[0]) != batches:
+        raise ValueError("pyarrow reads another number of batches than the stream's")
     values = np.empty((rows, len(features)), dtype=np.float64)
-    for j, i in enumerate(features):
-        values[:, j] = pa.chunked_array(columns[i]).to_numpy()
+    # A signalling NaN raises the invalid flag as it widens; it is refused as every NaN is.
+    with np.errstate(invalid="ignore"):
+        for j, i in enumerate(features):
+            values[:, j] = pa.chunked_array(columns[i], schema[i].type).to_numpy()
     label_list = None
     if at is not None:
-        label_list = pa.chunked_array(columns[at]).to_pylist()
+        label_list = pa.chunked_array(columns[at], schema[at].type).to_pylist()
     return Table(values, [header[i] for i in features], label_list)
 
 
-def _require_type(pa: Any, field: Any, label: bool) -> None:
-    kind = field.type
-    if pa.types.is_dictionary(kind):
-        raise InvalidInput(
-            f"column {field.name!r} is dictionary-encoded ({kind}): expected plain columns"
-        )
+def _require_type(column: ipc.Column, label: bool) -> None:
     if label:
-        if not (
-            pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
-        ):
+        if column.kind not in ("int", "string"):
             raise InvalidInput(
-                f"the label column {field.name!r} is {kind}: expected integers or strings"
+                f"the label column {column.name!r} is {column.type}: expected integers or strings"
             )
-    elif not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+    elif column.kind not in ("int", "float"):
         raise InvalidInput(
-            f"column {field.name!r} is {kind}: expected integers or floating-point numbers"
+            f"column {column.name!r} is {column.type}: expected integers or floating-point numbers"
         )
-
-
-def _batch_header(metadata: bytes) -> tuple[int, bool]:
-    """A record batch message's row count and whether its body is compressed, read from its
-    flatbuffer (``Message.header`` is a ``RecordBatch``: ``length`` is field 0, ``compression``
-    field 3) before pyarrow allocates anything for it."""
-    message = _table(metadata, struct.unpack_from("<I", metadata, 0)[0])
-    header_at = _field(metadata, message, 2)
-    if header_at is None:
-        raise ValueError("a record batch message without its header")
-    batch = _table(metadata, header_at + struct.unpack_from("<I", metadata, header_at)[0])
-    length_at = _field(metadata, batch, 0)
-    length = 0 if length_at is None else struct.unpack_from("<q", metadata, length_at)[0]
-    if length < 0:
-        raise ValueError("a negative row count")
-    return length, _field(metadata, batch, 3) is not None
-
-
-def _table(buffer: bytes, at: int) -> tuple[int, int]:
-    """A flatbuffer table: its position and its vtable's."""
-    return at, at - struct.unpack_from("<i", buffer, at)[0]
-
-
-def _field(buffer: bytes, table: tuple[int, int], index: int) -> int | None:
-    """Where field ``index`` of a flatbuffer table lies (None: absent)."""
-    at, vtable = table
-    size = struct.unpack_from("<H", buffer, vtable)[0]
-    if 4 + 2 * index + 2 > size:
-        return None
-    offset = struct.unpack_from("<H", buffer, vtable + 4 + 2 * index)[0]
-    return at + offset if offset else None

@@ -228,8 +228,43 @@ def _bad_arrow() -> list[tuple[str, bytes, int, str]]:
         ("no rows", arrow_body({name: pa.array([], pa.float64()) for name in NAMES}), 422, "no"),
         ("nan", arrow_body({**floats, "e": [1.0, float("nan")]}), 422, "finite"),
         ("file format", _arrow_file(floats), 422, "Arrow IPC file"),
+        (
+            "pre-1.0 framing",
+            arrow_body(floats, options=pa.ipc.IpcWriteOptions(use_legacy_format=True)),
+            400,
+            "expected the continuation marker 0xFFFFFFFF at byte 0",
+        ),
+        ("bytes after the end", arrow_body(floats) + b"\0" * 8, 400, "8 bytes follow the end"),
+        (
+            "a batch where the schema belongs",
+            _header_type(arrow_body(floats), 3),
+            400,
+            "the first message is a record batch: expected the schema",
+        ),
+        ("a batch of the wrong width", _wrong_width(), 400, "a record batch has 5 columns"),
         ("unknown name", arrow_body({**floats, "z": [1.0, 2.0]}), 422, "unexpected ['z']"),
     ]
+
+
+def _header_type(body: bytes, kind: int) -> bytes:
+    """The stream with its first message's header type changed (a schema read as another
+    message kills pyarrow unless Sift refuses it first)."""
+    metadata = bytes(pa.ipc.read_message(pa.py_buffer(body)).metadata)
+    at = 8  # after the continuation marker and the metadata length
+    root = int.from_bytes(metadata[:4], "little")
+    vtable = root - int.from_bytes(metadata[root : root + 4], "little", signed=True)
+    slot = int.from_bytes(metadata[vtable + 6 : vtable + 8], "little")  # field 1: header_type
+    changed = bytearray(body)
+    changed[at + root + slot] = kind
+    return bytes(changed)
+
+
+def _wrong_width() -> bytes:
+    """A schema of four columns followed by a batch of five."""
+    four = arrow_body({name: [1.0] for name in NAMES[:4]})
+    five = arrow_body({name: [1.0] for name in NAMES})
+    schema_end = 8 + len(pa.ipc.read_message(pa.py_buffer(four)).metadata)
+    return four[:schema_end] + five[8 + len(pa.ipc.read_message(pa.py_buffer(five)).metadata) :]
 
 
 def _arrow_file(columns: dict[str, Any]) -> bytes:
