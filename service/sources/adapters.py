@@ -8,12 +8,14 @@ from typing import Any
 from service.sources.bus import Bus
 from service.sources.kafka import KafkaBus
 from service.sources.nats import NatsBus
+from service.sources.reach import Reach
 from service.sources.redis_stream import RedisStreamBus
+from service.sources.spec import DEFAULT_BATCH_BYTES
 
-ADAPTERS: Mapping[str, Callable[[Mapping[str, Any]], Bus]] = {
-    "redis-stream": lambda d: RedisStreamBus(str(d["url"]), str(d["key"])),
-    "nats": lambda d: NatsBus(str(d["url"]), str(d["stream"]), d.get("subject")),
-    "kafka": lambda d: KafkaBus(
+ADAPTERS: Mapping[str, Callable[[Mapping[str, Any], Reach], Bus]] = {
+    "redis-stream": lambda d, reach: RedisStreamBus(str(d["url"]), str(d["key"]), reach),
+    "nats": lambda d, reach: NatsBus(str(d["url"]), str(d["stream"]), d.get("subject"), reach),
+    "kafka": lambda d, reach: KafkaBus(
         str(d["bootstrap"]),
         str(d["topic"]),
         str(d.get("group") or f"sift-{d['name']}"),
@@ -21,6 +23,9 @@ ADAPTERS: Mapping[str, Callable[[Mapping[str, Any]], Bus]] = {
         d.get("password"),
         str(d.get("mechanism") or "PLAIN"),
         bool(d.get("tls")),
+        reach=reach,
+        name=str(d["name"]),
+        batch_bytes=int(d.get("batch_bytes") or DEFAULT_BATCH_BYTES),
     ),
 }
 
@@ -40,6 +45,7 @@ def shared(definition: Mapping[str, Any]) -> bool:
     return bool(getattr(BUS_CLASSES[str(definition["kind"])], "shared", False))
 
 
-def bus_for(definition: Mapping[str, Any]) -> Bus:
-    """A (not yet connected) bus for a source's definition."""
-    return ADAPTERS[str(definition["kind"])](definition)
+def bus_for(definition: Mapping[str, Any], reach: Reach) -> Bus:
+    """A (not yet connected) bus for a source's definition, connecting where ``reach``
+    allows."""
+    return ADAPTERS[str(definition["kind"])](definition, reach)

@@ -1,7 +1,8 @@
 """One source consumed: read its bus in batches, commit each batch with its position, say how it
 goes. Run by the one process that holds the source's lease (``service.sources.service``).
 
-Each batch (up to ``batch_rows`` entries, or what came within ``batch_ms`` of the first) becomes
+Each batch (up to ``batch_rows`` entries, gathered until they reach ``batch_bytes``, or what came
+within ``batch_ms`` of the first; an entry larger than ``batch_bytes`` is read alone) becomes
 one chunk of the target's log, committed by ``SourceStore.commit`` together with the entries
 set aside and the partition's new position: a crash before the commit leaves the position
 where it was (the batch is read again), a crash after it leaves the new one (it is not), and a
@@ -11,6 +12,13 @@ chunk is handed to this process's applier decoded, as a POSTed chunk is.
 Backpressure: before reading, the consumer counts the chunks it appended that the target has
 not applied yet (every attached selector, for a stream); over ``max_pending`` it waits, so the
 bus holds what the service cannot take yet and memory stays one batch.
+
+Resets: before the first read of each connection, and every second, each partition is checked
+against the bus (``Bus.check``): a partition created again below the position (its entries up
+to it would never be read) is a reset, counted, recorded with the source's progress, and met as
+the source's ``on_reset`` says: ``stop`` holds the partition (state ``reset``) until an operator
+restarts the source, ``restart`` moves its position to the new partition's start. Every batch is
+confirmed (``Bus.confirm``) before its commit, so none read across a reset is committed.
 """
 
 from __future__ import annotations
@@ -30,9 +38,11 @@ from service.errors import NotFound, SelectorMismatch, SiftError, StaleMeta, Una
 from service.metrics import Metrics
 from service.sources.bus import Bus, BusEntry, BusUnavailable
 from service.sources.entries import EntryShape, Rows
-from service.sources.spec import scrub
+from service.sources.resets import Checker, counted_from, halted_reason
+from service.sources.spec import DEFAULT_BATCH_BYTES, scrub
 from service.store.keys import compare_stream_ids, parse_stream_id
-from service.store.records import Attachment
+from service.store.parts.appends import SourceStep
+from service.store.records import Attachment, Entry
 from service.store.redis_store import SelectorStore
 from service.store.sources import Gone, Moved, Progress, SourceStore, Target
 from service.wire.kinds import ChunkTarget, chunk_format
@@ -53,6 +63,10 @@ PAUSE_POLL_SECONDS = 0.05
 #: stopped renewing it; how often a consumer renews its partitions and takes its share.
 PARTITION_LEASE_MS = 5000
 CLAIM_EVERY_SECONDS = 1.0
+#: How often each partition is checked for a reset (and before the first read of every
+#: connection); how often a consumer whose partitions are all stopped at one looks again.
+CHECK_EVERY_SECONDS = 1.0
+HALTED_POLL_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -105,11 +119,11 @@ async def describe_target(store: SelectorStore, target: Target, label_field: str
         kind = chunk_format(get_method(meta.method).chunk_kind)
         shaped, incarnation = meta, meta.incarnation
         selectors = [(meta.name, meta.incarnation)]
-    if kind.name not in ("rows", "labelled rows"):
+    if not kind.from_sources:
         raise CannotFeed(
             f"{target.kind} '{target.name}' takes {kind.name}: a source feeds rows or labelled rows"
         )
-    is_labelled = kind.name == "labelled rows"
+    is_labelled = kind.labelled
     if is_labelled and label_field is None:
         raise CannotFeed(
             f"{target.kind} '{target.name}' takes labelled rows: expected label_field, the "
@@ -145,8 +159,10 @@ class Consumer:
         self.url = str(definition["url"])
         self.target = Target.of(definition["into"])
         self.batch_rows = int(definition["batch_rows"])
+        self.batch_bytes = int(definition.get("batch_bytes") or DEFAULT_BATCH_BYTES)
         self.batch_s = int(definition["batch_ms"]) / 1000
         self.label_field: str | None = definition.get("label_field")
+        self.on_reset = str(definition.get("on_reset") or "stop")
         self.bus = bus
         self.store = store
         self.sources = sources
@@ -169,6 +185,9 @@ class Consumer:
         self.shared = bool(getattr(bus, "shared", False))
         self.owned: list[str] = []
         self._claimed_at = 0.0
+        #: When each partition was last checked for a reset (this connection).
+        self._checked: dict[str, float] = {}
+        self.checker = Checker(name, self.id, self.target, self.on_reset, bus, sources, metrics)
 
     async def run(self) -> None:
         """Consume until cancelled, or until the source can no longer feed its target."""
@@ -180,6 +199,7 @@ class Consumer:
                     if not connected:
                         await self.bus.connect()
                         connected = True
+                        self._checked = {}
                     await self._step()
                     backoff = FIRST_BACKOFF_SECONDS
                     continue
@@ -190,6 +210,8 @@ class Consumer:
                 except BusUnavailable as exc:
                     self._drop_ahead()
                     connected = False
+                    # Unknown while the bus does not answer (0 would say it was caught up).
+                    self.lag = dict.fromkeys(self.lag)
                     await self.bus.close()
                     why = f"{exc}; retrying in {backoff:g} s"
                 except Unavailable as exc:
@@ -198,6 +220,16 @@ class Consumer:
                     self._feeding = None  # read the position (and the target) again
                     self._drop_ahead()
                     continue
+                except Exception as exc:
+                    # Said, not swallowed with the task: the service tries it again later.
+                    log.exception("source '%s' stopped by an unexpected error", self.name)
+                    with contextlib.suppress(SiftError):
+                        await self._say(
+                            "failed",
+                            f"an unexpected error stopped it ({type(exc).__name__}); it is "
+                            "tried again in 30 s",
+                        )
+                    return
                 self._drop_ahead()
                 await self._retry(why, backoff)
                 backoff = min(backoff * 2, MOST_BACKOFF_SECONDS)
@@ -282,28 +314,52 @@ class Consumer:
             await self._maybe_status(progress)
             return
         for partition in partitions:
+            if partition in progress.halted:
+                continue
             position = progress.positions.get(partition)
             if position is None:
-                start = await self.bus.start(partition, str(self.definition["start"]))
-                await self.sources.commit(
+                option = progress.starts.get(partition) or str(self.definition["start"])
+                start = await self.bus.start(partition, option)
+                progress = await self.sources.move(
                     self.name,
                     self.id,
                     self.target,
                     partition,
                     "",
                     start.position,
-                    start.before,
-                    0,
-                    0,
-                    [],
+                    counted_from(start.before, progress),
+                    start.epoch,
                 )
+                self._checked[partition] = time.monotonic()
                 continue
+            if time.monotonic() - self._checked.get(partition, -CHECK_EVERY_SECONDS) >= (
+                CHECK_EVERY_SECONDS
+            ):
+                progress = await self._check(partition, position, progress)
+                if progress.positions.get(partition) != position or partition in progress.halted:
+                    continue  # restarted or stopped at a reset: the next step goes on
             batch = await self._gather(partition, position, self._feeding.shape)
             if batch.entries:
                 progress = await self._commit(partition, position, batch, self._feeding) or progress
-        if self.state != "running":
+        halted = {p: e for p, e in progress.halted.items() if p in partitions}
+        if halted:
+            reason = halted_reason(self.name, halted)
+            if self.state != "reset" or self.last_error != reason:
+                await self._say("reset", reason)
+            if len(halted) == len(partitions):
+                await asyncio.sleep(HALTED_POLL_SECONDS)
+        elif self.state != "running":
             await self._say("running", None)
         await self._maybe_status(progress)
+
+    async def _check(self, partition: str, position: str, progress: Progress) -> Progress:
+        """Check ``partition`` for a reset (``Checker``); what was read ahead of a reset met
+        is dropped."""
+        checked = await self.checker.check(partition, position, progress)
+        self._checked[partition] = time.monotonic()
+        if checked.positions.get(partition) != position or partition in checked.halted:
+            self._drop_ahead(partition)
+        return checked
 
     async def _gather(self, partition: str, after: str, shape: EntryShape) -> Batch:
         """The batch after ``after``, converted for ``shape``: the one read and converted
@@ -337,27 +393,44 @@ class Consumer:
             task.add_done_callback(lambda task: task.cancelled() or task.exception())
 
     async def _read_batch(self, partition: str, after: str, shape: EntryShape) -> Batch:
-        """Up to ``batch_rows`` entries after ``after`` (what came within ``batch_ms`` of the
-        first, waiting at most that long for the first), converted for ``shape``."""
+        """Up to ``batch_rows`` entries and about ``batch_bytes`` after ``after`` (what came
+        within ``batch_ms`` of the first, waiting at most that long for the first), converted
+        for ``shape``."""
         entries = await self._read_entries(partition, after)
-        converted = await _convert(shape, entries) if entries else None
+        if not entries:
+            return Batch(entries, shape, None)
+        # Confirmed read from the partition the source reads, while it is converted.
+        confirming = asyncio.ensure_future(self.bus.confirm(partition))
+        try:
+            converted = await _convert(shape, entries)
+        except BaseException:
+            confirming.cancel()
+            raise
+        await confirming  # its failure (a reset) is the batch's
         return Batch(entries, shape, converted)
 
     async def _read_entries(self, partition: str, after: str) -> list[BusEntry]:
-        entries = await self.bus.read(partition, after, self.batch_rows, self.batch_s)
+        budget = self.batch_bytes
+        entries = await self.bus.read(partition, after, self.batch_rows, budget, self.batch_s)
         if not entries:
             return entries
+        size = sum(entry.size for entry in entries)
         deadline = time.monotonic() + self.batch_s
-        while len(entries) < self.batch_rows:
+        while len(entries) < self.batch_rows and size < budget:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
             more = await self.bus.read(
-                partition, entries[-1].position, self.batch_rows - len(entries), left
+                partition,
+                entries[-1].position,
+                self.batch_rows - len(entries),
+                budget - size,
+                left,
             )
             if not more:
                 break
             entries += more
+            size += sum(entry.size for entry in more)
         return entries
 
     async def _commit(
@@ -374,37 +447,34 @@ class Consumer:
         if len(rows):
             chunk = rows if not feeding.labelled else labelled(rows, converted.labels or [])
             payload = encode_chunk(chunk)
-        committed = await self.sources.commit(
+        step = SourceStep(
             self.name,
             self.id,
-            self.target,
             partition,
             expected,
             entries[-1].position,
-            None,
             len(entries),
-            len(rows),
             converted.rejects,
-            payload,
-            feeding.incarnation,
         )
+        entry = None
+        if payload is not None:
+            entry = Entry(payload, len(rows), incarnation=feeding.incarnation)
+        committed = await self.sources.commit(self.target, step, entry)
         self.metrics.source_rows.labels(self.name).inc(len(rows))
         self.metrics.source_rejected.labels(self.name).inc(len(converted.rejects))
         self._rates.append((time.monotonic(), len(rows)))
         if committed.log_id is None or chunk is None or payload is None:
             return committed.progress
         self._appended.append(committed.log_id)
+        fed: list[tuple[str, str | None]] = [(self.target.name, feeding.incarnation)]
         if self.target.kind == "stream":
             attached = [Attachment.parse(s, v) for s, v in committed.attached]
-            for attachment in attached:
-                if compare_stream_ids(attachment.start, committed.log_id) < 0:
-                    self.applier.shared.hand_over(
-                        attachment.selector, committed.log_id, chunk, len(payload)
-                    )
-                    self.applier.scheduler.kick(attachment.selector, attachment.incarnation)
-        else:
-            self.applier.shared.hand_over(self.target.name, committed.log_id, chunk, len(payload))
-            self.applier.scheduler.kick(self.target.name, feeding.incarnation)
+            fed = [
+                (attachment.selector, attachment.incarnation)
+                for attachment in attached
+                if compare_stream_ids(attachment.start, committed.log_id) < 0
+            ]
+        self.applier.appended(committed.log_id, chunk, len(payload), fed)
         return committed.progress
 
     async def _behind(self) -> bool:
@@ -434,12 +504,11 @@ class Consumer:
                 if committed is not None:
                     await committed(positions)
             for partition, position in positions.items():
-                try:
-                    self.lag[partition] = await self.bus.lag(
-                        partition, position, progress.entries, progress.before.get(partition)
-                    )
-                except BusUnavailable:
-                    self.lag[partition] = None
+                # A bus that does not answer is met as a read's failure would be (the state
+                # says so, the lag is unknown).
+                self.lag[partition] = await self.bus.lag(
+                    partition, position, progress.entries, progress.before.get(partition)
+                )
                 known = self.lag[partition]
                 if known is not None:
                     self.metrics.source_lag.labels(self.name, partition).set(known)

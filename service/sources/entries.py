@@ -18,6 +18,7 @@ find which.
 from __future__ import annotations
 
 import itertools
+import json
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from service.algorithms.labels import Label
 from service.errors import InvalidInput, shown
 from service.sources.bus import BusEntry, label_value
 from service.wire.labelled import validate_labels
+from service.wire.numbers import parse_number
 from service.wire.rows import value_problem
 
 #: JSON numbers (``bool`` is an ``int`` in Python, and is not a number here).
@@ -150,13 +152,16 @@ class EntryShape:
         exactly the expected fields, the common case, in one pass; None otherwise (entries of
         another kind, or a message that is not such: the batch then goes entry by entry, which
         says which and why). One ``orjson.loads`` per message: one call on the batch joined
-        into an array was slower (benchmarks/README.md, "Sources")."""
+        into an array was slower (BENCHMARKS.md, "Sources")."""
         if not entries or entries[0].raw is None:
             return None
         try:
             documents = list(map(orjson.loads, [entry.raw or b"" for entry in entries]))
             # The fields in the expected order in every message (one producer's messages are
             # written alike): their values as they are, cheaper than gathering them by name.
+            # A key given twice: entry by entry, which says which.
+            if not all(map(_once, [entry.raw or b"" for entry in entries], documents)):
+                return None
             if list(documents[0]) == self._wanted and all(
                 list(document) == self._wanted for document in documents
             ):
@@ -210,7 +215,7 @@ class _StructDecoders:
     """A batch of JSON messages decoded by msgspec into structs of exactly the expected
     fields: it checks each value is a number (not a string, boolean or null) and that no field
     is missing or unknown as it parses, in C, so that a message costs about half what
-    ``orjson.loads``, gathering and checking its values cost (benchmarks/README.md,
+    ``orjson.loads``, gathering and checking its values cost (BENCHMARKS.md,
     "Sources").
 
     msgspec matches a key against the struct's fields starting after the last one matched,
@@ -269,6 +274,15 @@ class _StructDecoders:
             return None
         n = len(self.names)
         labels = [row[n] for row in values] if self.label_field is not None else []
+        # Each key once (msgspec keeps a key given twice's last value): a message holds the
+        # quotes of its keys and of a label written as text, no more.
+        quotes = 2 * len(self._expected)
+        counts = [raw.count(b'"') for raw in raws]
+        if labels:
+            if counts != [quotes + 2 * (type(label) is str) for label in labels]:
+                return None
+        elif counts.count(quotes) != len(counts):
+            return None
         if labels:
             values = [row[:n] for row in values]
         matrix = np.array(values, dtype=np.float64).reshape(len(values), n)
@@ -312,7 +326,50 @@ def json_fields(raw: bytes) -> Mapping[str, Any] | str:
         return {f"f{i}": v for i, v in enumerate(document)}
     if not isinstance(document, dict):
         return f"expected a JSON object keyed by feature name; got {type(document).__name__}"
-    return document
+    return duplicated(raw, document) or document
+
+
+def _once(raw: bytes, document: Any) -> bool:
+    """Whether the JSON text ``raw`` (parsed as ``document``) gives no key twice, as far as
+    one count of its quotes can tell (``duplicated``)."""
+    return not isinstance(document, dict) or raw.count(b'"') == _quotes(document)
+
+
+def _quotes(document: Mapping[str, Any]) -> int | None:
+    """The quotes the text of ``document`` holds if each key is in it once and no string
+    holds one (None: a value is a container, whose text cannot be told so)."""
+    quotes = 2 * len(document)
+    for value in document.values():
+        kind = type(value)
+        if kind is str:
+            quotes += 2
+        elif kind is list or kind is dict:
+            return None
+    return quotes
+
+
+def duplicated(raw: bytes, document: Mapping[str, Any]) -> str | None:
+    """Why the JSON object ``raw`` (parsed as ``document``, where a key given twice keeps its
+    last value) is refused if a key is given twice in it; None if none is. Each key and string
+    is two quotes at least, so a text holding exactly the quotes ``document`` needs holds each
+    key once (the common case, one count); any other is parsed again, pair by pair."""
+    if raw.count(b'"') == _quotes(document):
+        return None
+    twice: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _value in items:
+            if key in seen:
+                twice.append(key)
+            seen.add(key)
+        return dict(items)
+
+    try:
+        json.loads(raw, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None  # orjson read it: the other parser's limits are not the message's
+    return None if not twice else f"field '{twice[0][:200]}' is given twice"
 
 
 def _getter(keys: Sequence[Any]) -> Callable[[Mapping[Any, Any]], tuple[Any, ...]]:
@@ -342,11 +399,12 @@ def _parse_bulk(gathered: list[Sequence[Any]], n: int) -> np.ndarray | None:
 
 def _parse_text(rows: list[Sequence[Any]], n: int) -> np.ndarray | None:
     """A Redis batch's values (text) as floats: written as one JSON array of arrays and read
-    by orjson, much faster than ``float()`` of each (benchmarks/README.md, "Sources"). Only
+    by orjson, much faster than ``float()`` of each (BENCHMARKS.md, "Sources"). Only
     text made of JSON number characters goes this way (no quote, letter or space can hide a
     value or split one), and the shape must come out as the entries'; anything else (``nan``,
-    ``1_0``, `` 7 ``, a value that is not a number) is left to ``float()``, entry by entry. For
-    a JSON number both give the same double: each rounds correctly."""
+    ``1_0``, `` 7 ``, a value that is not a number) is left to ``parse_number`` entry by entry
+    (``service.wire.numbers``: the grammar CSV reads). For a JSON number both give the same
+    double: each rounds correctly."""
     blob = b"[[" + b"],[".join([b",".join(values) for values in rows]) + b"]]"
     # orjson reads the integer -0 as 0, where float() keeps the sign.
     if blob.translate(None, _JSON_NUMBER_TEXT) or b"-0," in blob or b"-0]" in blob:
@@ -361,8 +419,8 @@ def _parse_one(values: Sequence[Any], names: Sequence[str], into: np.ndarray) ->
     (a string is not, even one that spells a number)."""
     for column, value in enumerate(values):
         try:
-            if isinstance(value, bytes):  # a Redis entry's value is text
-                into[column] = float(value)
+            if isinstance(value, bytes):  # a Redis entry's value is text, read as CSV's is
+                into[column] = parse_number(value)
             elif type(value) in _NUMBERS:
                 into[column] = value
             else:

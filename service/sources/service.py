@@ -6,7 +6,7 @@ consumes (a consumer whose lease is lost, or whose source was deleted or replace
 cancelled) and tries to take the lease of each source nobody holds. A process that dies stops
 renewing: its sources are taken over once their leases expire (``LEASE_MS``). Two processes
 never both commit a batch: the lease keeps them apart, and the position compared in the commit
-script (``source_append.lua``) catches the moment one of them does not know yet that it lost.
+script (``append.lua``) catches the moment one of them does not know yet that it lost.
 """
 
 from __future__ import annotations
@@ -23,12 +23,21 @@ from typing import Any
 
 from service.applier import Applier
 from service.config import Settings
-from service.errors import Forbidden, NotFound, SiftError
+from service.errors import Forbidden, InvalidParams, NotFound, SiftError
 from service.metrics import Metrics
 from service.sources.adapters import bus_for, shared
 from service.sources.consumer import Consumer, describe_target
-from service.sources.results import RejectedEntry, SourceList, SourceOut
-from service.sources.spec import AnySource, redacted
+from service.sources.endpoints import endpoint
+from service.sources.reach import Reach
+from service.sources.resets import halted_reason
+from service.sources.results import RejectedEntry, ResetEvent, SourceList, SourceOut
+from service.sources.spec import (
+    DEFAULT_BATCH_BYTES,
+    AnySource,
+    KafkaSource,
+    redacted,
+    restart_start,
+)
 from service.store.redis_store import SelectorStore
 from service.store.sources import SourceStore, Target
 
@@ -53,6 +62,8 @@ class Sources:
         self.applier = applier
         self.settings = settings
         self.metrics = metrics
+        #: Where sources may connect (SIFT_SOURCE_PRIVATE), never to Sift's own Redis.
+        self.reach = Reach.of(settings.source_private, store.redis)
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         #: Sources this process consumes: name -> (source id, its consumer, its task, when
         #: the task ended if it did).
@@ -60,6 +71,9 @@ class Sources:
         self._ended: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        #: Set by ``close``: no consumer begins after it (a cancellation that ``wait_for``
+        #: swallows while the loop wakes must not start one that nobody stops).
+        self._closed = False
 
     # -- the API -----------------------------------------------------------------------------
 
@@ -79,6 +93,11 @@ class Sources:
                 )
         target = Target(spec.into.kind, spec.into.name)
         await describe_target(self.store, target, spec.label_field)
+        # What can be judged now of where it connects (each connection is judged again):
+        # the URL as its library reads it (BadUrl if none could), then the addresses.
+        await self.reach.check(
+            endpoint(spec.url), "bootstrap" if isinstance(spec, KafkaSource) else "url"
+        )
         definition = spec.definition()
         await admit()
         await self.records.create(spec.name, definition, target)
@@ -115,20 +134,46 @@ class Sources:
         await self.records.forget_status(name)
         log.info("source '%s' deleted", name)
 
+    async def restart(self, name: str, start: str, visible: Callable[[str], bool]) -> SourceOut:
+        """Restart a source stopped at a bus reset: each partition stopped reads again from
+        ``start`` (Conflict if none is stopped)."""
+        if not visible(name):
+            raise NotFound(f"source '{name}' does not exist")
+        definition = await self.records.get(name)
+        wrong = restart_start(str(definition["kind"]), start)
+        if wrong is not None:
+            raise InvalidParams(wrong)
+        target = Target.of(definition["into"])
+        restarted = await self.records.restart(name, str(definition["id"]), target, start)
+        log.info(
+            "source '%s' restarted after a bus reset: partitions %s from %s", name, restarted, start
+        )
+        self._wake.set()
+        return await self.describe(name, visible)
+
     async def _out(self, name: str, definition: dict[str, Any]) -> SourceOut:
         target = Target.of(definition["into"])
         source_id = str(definition["id"])
-        progress = await self.records.progress(name, target)
+        # The status first: a consumer writes it after the progress it speaks of, so a reset
+        # it reports is in the progress read next.
         status = await self.records.read_status(name)
         if status is not None and status.get("id") != source_id:
             status = None
+        progress = await self.records.progress(name, target)
         rejects = await self.records.rejects(name, source_id, target, REJECTS_SHOWN)
         lags = dict((status or {}).get("lag") or {})
         known = [v for v in lags.values() if v is not None]
         state = "starting" if status is None else str(status["state"])
         last_error = None if status is None else status.get("last_error")
+        if progress is not None and progress.id == source_id:
+            if progress.halted:
+                state, last_error = "reset", halted_reason(name, progress.halted)
+            elif state == "reset":  # restarted since: its consumer reads again at its next step
+                state, last_error = "running", None
         if progress is None or progress.id != source_id:
             state, last_error = "failed", f"its {target.kind} '{target.name}' was deleted"
+        if state == "retrying":  # the bus does not answer: how far behind it is, unknown
+            lags, known = dict.fromkeys(lags), []
         return SourceOut(
             name=name,
             kind=definition["kind"],
@@ -140,9 +185,11 @@ class Sources:
             group=definition.get("group"),
             into=target.to_json(),
             batch_rows=int(definition["batch_rows"]),
+            batch_bytes=int(definition.get("batch_bytes") or DEFAULT_BATCH_BYTES),
             batch_ms=int(definition["batch_ms"]),
             start=str(definition["start"]),
             label_field=definition.get("label_field"),
+            on_reset=definition.get("on_reset") or "stop",
             created_at=float(definition["created_at"]),
             state=state,
             last_error=last_error,
@@ -156,6 +203,8 @@ class Sources:
                 RejectedEntry(partition=r.partition, position=r.position, reason=r.reason, at=r.at)
                 for r in rejects
             ],
+            resets=[] if progress is None else [_reset_event(r) for r in progress.resets],
+            reset_count=0 if progress is None else progress.reset_count,
             rows_per_second=float((status or {}).get("rows_per_second") or 0.0),
             updated_at=None if progress is None else progress.updated_at,
         )
@@ -166,6 +215,7 @@ class Sources:
         self._task = asyncio.create_task(self._assign_forever(), name="sources")
 
     async def close(self, timeout_s: float) -> None:
+        self._closed = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait([self._task], timeout=timeout_s)
@@ -174,7 +224,7 @@ class Sources:
                 await asyncio.wait_for(self._stop(name), timeout_s)
 
     async def _assign_forever(self) -> None:
-        while True:
+        while not self._closed:
             try:
                 await self._assign()
             except SiftError as exc:
@@ -210,10 +260,12 @@ class Sources:
                 self._begin(name, definition)
 
     def _begin(self, name: str, definition: dict[str, Any]) -> None:
+        if self._closed:
+            return
         consumer = Consumer(
             name,
             definition,
-            bus_for(definition),
+            bus_for(definition, self.reach),
             self.store,
             self.records,
             self.applier,
@@ -236,3 +288,22 @@ class Sources:
         if release:
             with contextlib.suppress(SiftError):
                 await self.records.release_lease(name, self.holder)
+
+
+def _reset_event(document: dict[str, Any]) -> ResetEvent:
+    def text(key: str) -> str | None:
+        value = document.get(key)
+        return None if value is None else str(value)
+
+    at = document.get("restarted_at")
+    return ResetEvent(
+        partition=str(document.get("partition")),
+        at=float(document.get("at") or 0.0),
+        position=str(document.get("position")),
+        first=text("first"),
+        last=text("last"),
+        why=str(document.get("why") or ""),
+        action="restarted" if document.get("action") == "restarted" else "stopped",
+        restarted_at=None if at is None else float(at),
+        restarted_from=text("restarted_from"),
+    )

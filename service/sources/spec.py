@@ -1,24 +1,44 @@
 """What a source is, as ``POST /v1/sources`` takes it: one model per kind of bus (the schema, the
 refusals and the documentation come from them), and the URL shown without its credentials.
 
-A bus URL may carry credentials (``redis://user:secret@host``, ``nats://token@host``; a Kafka
-source's SASL user and password make ``kafka://user:secret@brokers``). They are
-kept with the source's definition, which only the consuming process reads; every answer, log
-line, metric and recorded error shows ``redacted(url)`` (and errors go through ``scrub``).
+A bus URL may carry credentials (``redis://user:secret@host``, ``unix:///s.sock?password=...``,
+``nats://token@host``; a Kafka source's SASL user and password make
+``kafka://user:secret@brokers``). They are kept with the source's definition, which only the
+consuming process reads; every answer, log line, metric and recorded error shows
+``redacted(url)``, built from the parts of the URL that are not secret as the bus's client
+library reads them (``service.sources.endpoints``), and errors go through ``scrub``. A URL
+refused here is described, never repeated (``HIDDEN_INPUT``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
+from service.errors import HIDDEN_INPUT
 from service.names import ANCHORED_NAME, NAME_RULE
+from service.sources.endpoints import (
+    MAX_URL_LENGTH,
+    NATS_FORM,
+    REDIS_FORM,
+    BadUrl,
+    Endpoint,
+    checked_text,
+    endpoint,
+    kafka_url,
+)
 
 #: Rows per chunk a source appends: by default, and at most.
 DEFAULT_BATCH_ROWS = 2000
 MAX_BATCH_ROWS = 100_000
+#: Bytes of entries per batch a source reads (their fields' names and values as the bus sends
+#: them): by default, at least and at most. An entry larger than the budget is read alone.
+DEFAULT_BATCH_BYTES = 8 << 20
+MIN_BATCH_BYTES = 64 << 10
+MAX_BATCH_BYTES = 64 << 20
 #: How long a source gathers entries before appending what it has (ms).
 DEFAULT_BATCH_MS = 200
 MAX_BATCH_MS = 10_000
@@ -27,6 +47,45 @@ Name = Annotated[
     str,
     Field(pattern=ANCHORED_NAME, description=NAME_RULE),
 ]
+
+
+#: The URL patterns the schema states (``_stated_url`` checks them first, without repeating
+#: the URL; the rules it cannot state are the creation's, ``service.sources.endpoints``).
+REDIS_URL_PATTERN = r"^(?:rediss?://[^/?#\x00-\x20\x7f]+|unix://[^\x00-\x20\x7f])[^\x00-\x20\x7f]*$"
+NATS_URL_PATTERN = r"^(?:nats|tls)://[^/?#\x00-\x20\x7f]+[^\x00-\x20\x7f]*$"
+
+
+def _stated_url(pattern: str, form: str) -> BeforeValidator:
+    """A bus URL checked for what the schema states (a string, its length, its pattern) before
+    pydantic sees it: a refusal says what was expected, never what came (it may hold
+    credentials)."""
+    compiled = re.compile(pattern)
+
+    def check(value: object) -> object:
+        try:
+            text = checked_text(value)
+        except BadUrl as exc:
+            raise PydanticCustomError(HIDDEN_INPUT, "{detail}", {"detail": exc.detail}) from None
+        if not compiled.match(text):
+            raise PydanticCustomError(HIDDEN_INPUT, "url must be {form}", {"form": form})
+        return value
+
+    return BeforeValidator(check)
+
+
+def _hidden(value: object) -> object:
+    try:
+        return _secret_text(value)
+    except BadUrl as exc:
+        raise PydanticCustomError(HIDDEN_INPUT, "{detail}", {"detail": exc.detail}) from None
+
+
+def _secret_text(value: object) -> object:
+    if not isinstance(value, str):
+        raise BadUrl(f"password must be a string; got {type(value).__name__}")
+    if not 1 <= len(value) <= 1024:
+        raise BadUrl(f"password must have 1 to 1024 characters; got {len(value)}")
+    return value
 
 
 class IntoSelector(BaseModel):
@@ -74,6 +133,14 @@ class SourceBase(BaseModel):
         le=MAX_BATCH_ROWS,
         description="Most rows per chunk appended (a chunk goes when full, or after batch_ms).",
     )
+    batch_bytes: int = Field(
+        DEFAULT_BATCH_BYTES,
+        ge=MIN_BATCH_BYTES,
+        le=MAX_BATCH_BYTES,
+        description="Most bytes of entries per batch read (their fields' names and values as "
+        "the bus sends them; 64 KiB to 64 MiB, 8 MiB by default): a batch ends with the entry "
+        "that reaches it, and an entry larger than it is read alone.",
+    )
     batch_ms: int = Field(
         DEFAULT_BATCH_MS,
         ge=1,
@@ -86,6 +153,13 @@ class SourceBase(BaseModel):
         max_length=256,
         description="The field holding each entry's label (labelled selectors and streams).",
     )
+    on_reset: Literal["stop", "restart"] = Field(
+        "stop",
+        description="What the source does when its bus is reset (a stream or topic created "
+        "again below the committed position): stop (state reset, until an operator restarts "
+        "it with POST /v1/sources/{name}/restart) or restart (read the new stream or topic "
+        "from its start). Either way the reset is recorded and counted.",
+    )
 
     def definition(self) -> dict[str, Any]:
         """What the registry keeps (the URL as given: the consumer needs its credentials)."""
@@ -96,12 +170,13 @@ class RedisStreamSource(SourceBase):
     """A Redis stream: each entry holds one field per feature name (and the label field)."""
 
     kind: Literal["redis-stream"]
-    url: str = Field(
+    url: Annotated[str, _stated_url(REDIS_URL_PATTERN, REDIS_FORM)] = Field(
         min_length=1,
-        max_length=2048,
-        pattern=r"^(rediss?://[^/?#\s]+|unix://\S+)",
-        description="The bus's Redis: redis://, rediss:// or unix://. Credentials in it are "
-        "kept, used, and never shown.",
+        max_length=MAX_URL_LENGTH,
+        pattern=REDIS_URL_PATTERN,
+        description="The bus's Redis: redis://[user:password@]host[:port][/db], rediss://... "
+        "or unix:///path/to/socket; query options db, protocol, username and password only. "
+        "Credentials in it are kept, used, and never shown.",
     )
     key: str = Field(min_length=1, max_length=1024, description="The stream's key.")
     start: str = Field(
@@ -126,10 +201,10 @@ class NatsSource(SourceBase):
         description="Only the stream's messages on this subject (wildcards allowed).",
     )
 
-    url: str = Field(
+    url: Annotated[str, _stated_url(NATS_URL_PATTERN, NATS_FORM)] = Field(
         min_length=1,
-        max_length=2048,
-        pattern=r"^(nats|tls)://[^/?#\s]+",
+        max_length=MAX_URL_LENGTH,
+        pattern=NATS_URL_PATTERN,
         description="The NATS server: nats:// or tls://. Credentials in it (user:password, or "
         "a token) are kept, used, and never shown.",
     )
@@ -149,7 +224,7 @@ class KafkaSource(SourceBase):
     kind: Literal["kafka"]
     bootstrap: str = Field(
         min_length=1,
-        max_length=2048,
+        max_length=MAX_URL_LENGTH,
         pattern=r"^[A-Za-z0-9._\[\]:-]+:[0-9]{1,5}(,[A-Za-z0-9._\[\]:-]+:[0-9]{1,5})*$",
         description="The brokers to start from: host:port, comma-separated.",
     )
@@ -167,7 +242,7 @@ class KafkaSource(SourceBase):
     username: str | None = Field(
         None, min_length=1, max_length=256, description="SASL user (with password)."
     )
-    password: str | None = Field(
+    password: Annotated[str, BeforeValidator(_hidden)] | None = Field(
         None,
         min_length=1,
         max_length=1024,
@@ -194,9 +269,7 @@ class KafkaSource(SourceBase):
     @property
     def url(self) -> str:
         """The brokers as a URL, the credentials in it (shown as ``redacted(url)``)."""
-        if self.username is None:
-            return f"kafka://{self.bootstrap}"
-        return f"kafka://{self.username}:{self.password or ''}@{self.bootstrap}"
+        return kafka_url(self.bootstrap, self.username, self.password)
 
     def definition(self) -> dict[str, Any]:
         return {**super().definition(), "url": self.url}
@@ -205,34 +278,65 @@ class KafkaSource(SourceBase):
 AnySource = RedisStreamSource | NatsSource | KafkaSource
 SourceIn = Annotated[AnySource, Field(discriminator="kind")]
 
+#: Each kind's source model, by its ``kind``.
+KINDS: dict[str, type[AnySource]] = {
+    "redis-stream": RedisStreamSource,
+    "nats": NatsSource,
+    "kafka": KafkaSource,
+}
+
+
+class SourceRestart(BaseModel):
+    """Where a source stopped at a bus reset reads again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: str = Field(
+        "earliest",
+        max_length=64,
+        pattern=r"^(earliest|latest|-1|[0-9]{1,20}(-[0-9]{1,20})?)$",
+        description="earliest (the stream's or partition's first entry), latest (what it holds "
+        "now is skipped), or after a position of the source's kind (a Redis entry id, a "
+        "JetStream sequence, a Kafka offset, for each partition stopped).",
+    )
+
+
+def restart_start(kind: str, start: str) -> str | None:
+    """Why ``start`` is not a start of a source of ``kind`` (None: it is)."""
+    field = KINDS[kind].model_fields["start"]
+    patterns = [getattr(m, "pattern", None) for m in field.metadata]
+    pattern = next((p for p in patterns if p), None)
+    if pattern is None or re.fullmatch(pattern, start):
+        return None
+    return f"expected start to be earliest, latest or a position of a {kind} source; got {start!r}"
+
+
+def parsed(url: str) -> Endpoint | None:
+    """A stored definition's URL as its bus's library reads it (None: it does not parse)."""
+    try:
+        return endpoint(url)
+    except BadUrl:
+        return None
+
 
 def redacted(url: str) -> str:
-    """``url`` without its credentials: the user kept, the password (or a token given as
-    the user, NATS's way) replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
+    """``url`` without its credentials (``Endpoint.shown``): the user kept when a password
+    goes with it; a password, or a user alone (a token, NATS's way), shown as ``***``."""
+    where = parsed(url)
+    if where is None:
         return "<a URL that does not parse>"
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}:***" if parts.password is not None and parts.username else "***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
+    return where.shown
 
 
 def credentials(url: str) -> list[str]:
-    """The secret parts of ``url`` (password, or a token given as the user)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return [url]
-    secret = [parts.password] if parts.password else [parts.username] if parts.username else []
-    return [s for s in secret if s]
+    """The secret parts of ``url``, in every spelling (the whole URL if it does not parse)."""
+    where = parsed(url)
+    return [url] if where is None else list(where.secrets)
 
 
 def scrub(text: str, url: str) -> str:
-    """``text`` (an error a library raised) with the URL's credentials taken out."""
+    """``text`` (an error) with the URL's credentials taken out."""
     text = text.replace(url, redacted(url))
-    for secret in credentials(url):
+    for secret in sorted(credentials(url), key=len, reverse=True):
         text = text.replace(secret, "***")
     return text

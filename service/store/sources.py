@@ -1,6 +1,6 @@
 """What Redis holds of the sources (``service/sources``): their definitions, each one's consumer
 lease and last status, and, in the slot of the log each one feeds, its positions and counts
-committed with every append (``source_append.lua``) and the entries it could not use.
+committed with every append (``Appends.commit_source``) and the entries it could not use.
 
 A source's definition holds its bus URL with any credentials in it: it is read by the process
 that consumes the source and never leaves the service (``service.sources.spec`` redacts it).
@@ -11,16 +11,12 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-from redis.asyncio.cluster import RedisCluster
 
 from service.errors import Conflict, NotFound, SiftError, StaleMeta
 from service.store.keys import (
     SelectorKeys,
-    StreamKeys,
     source_lease_key,
     source_members_key,
     source_partition_lease_key,
@@ -28,13 +24,14 @@ from service.store.keys import (
     source_statuses_key,
     sources_registry_key,
 )
-from service.store.records import as_text
+from service.store.parts.appends import MAX_REJECTS_KEPT, LogTarget, SourceStep
+from service.store.records import Entry, as_text
 from service.store.redis_errors import map_redis_errors
 from service.store.redis_store import SelectorStore
 from service.store.refusals import append_refusal
 
-#: Rejected entries kept per log a source feeds (the newest; older ones only counted).
-MAX_REJECTS_KEPT = 1000
+#: Bus resets kept per source (the newest; older ones only counted).
+MAX_RESETS_KEPT = 20
 #: How long a status a consumer wrote stays (a consumer rewrites it every second or so).
 STATUS_TTL_MS = 30_000
 
@@ -47,28 +44,8 @@ return 0
 """
 
 
-@dataclass(frozen=True)
-class Target:
-    """The log a source appends to: a selector's, or a stream's."""
-
-    kind: str  # "selector" | "stream"
-    name: str
-
-    def keys(self, prefix: str) -> SelectorKeys:
-        if self.kind == "stream":
-            return StreamKeys(prefix, self.name)
-        return SelectorKeys(prefix, self.name)
-
-    def to_json(self) -> dict[str, str]:
-        return {self.kind: self.name}
-
-    @classmethod
-    def of(cls, into: dict[str, Any]) -> Target:
-        """The target a source's definition names (``{"selector": name}`` or
-        ``{"stream": name}``)."""
-        if into.get("stream"):
-            return cls("stream", str(into["stream"]))
-        return cls("selector", str(into["selector"]))
+#: The log a source appends to: a selector's, or a stream's.
+Target = LogTarget
 
 
 @dataclass(frozen=True)
@@ -83,19 +60,44 @@ class Progress:
     updated_at: float | None = None
     #: Entries of each partition before the source's start (what its lag counts from).
     before: dict[str, int] = field(default_factory=dict)
+    #: The incarnation of each partition its position is in (where the bus has one: a
+    #: JetStream stream's creation time, a Kafka topic's id).
+    epochs: dict[str, str] = field(default_factory=dict)
+    #: The partitions stopped at a bus reset (the source's ``on_reset`` is ``stop``), each with
+    #: the reset that stopped it: not read until an operator restarts the source.
+    halted: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The bus resets met (the newest ``MAX_RESETS_KEPT``, newest first), and how many in all.
+    resets: list[dict[str, Any]] = field(default_factory=list)
+    reset_count: int = 0
+    #: Where the next read of a partition without a position begins, if not the source's
+    #: ``start`` (an operator's restart said so).
+    starts: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: bytes | str) -> Progress:
         document = json.loads(raw)
-        positions = document.get("positions") or {}
+
+        def mapping(name: str) -> dict[str, Any]:
+            # An empty table comes back from Lua's cjson as {} (or [] for a list).
+            value = document.get(name)
+            return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
+
+        resets = document.get("resets")
         return cls(
             id=str(document["id"]),
-            positions={str(k): str(v) for k, v in dict(positions).items()},
+            positions={k: str(v) for k, v in mapping("positions").items()},
             entries=int(document.get("entries") or 0),
             rows=int(document.get("rows") or 0),
             rejected=int(document.get("rejected") or 0),
             updated_at=document.get("updated_at"),
-            before={str(k): int(v) for k, v in dict(document.get("before") or {}).items()},
+            before={k: int(v) for k, v in mapping("before").items()},
+            epochs={k: str(v) for k, v in mapping("epochs").items()},
+            halted={k: dict(v) for k, v in mapping("halted").items() if isinstance(v, dict)},
+            resets=[dict(r) for r in resets if isinstance(r, dict)]
+            if isinstance(resets, list)
+            else [],
+            reset_count=int(document.get("reset_count") or 0),
+            starts={k: str(v) for k, v in mapping("starts").items()},
         )
 
 
@@ -221,86 +223,28 @@ class SourceStore:
         return out
 
     @map_redis_errors
-    async def commit(
-        self,
-        name: str,
-        source_id: str,
-        target: Target,
-        partition: str,
-        expected: str,
-        position: str,
-        before: int | None,
-        entries: int,
-        rows: int,
-        rejects: Sequence[tuple[str, str]],
-        payload: bytes | None = None,
-        incarnation: str = "",
-    ) -> Committed:
-        """Append ``payload`` (``rows`` rows) to the target's log, record ``rejects``
-        (position, reason) and move the partition's position from ``expected`` to
-        ``position`` (``before``: the entries before the partition's start, at the first
-        commit), in one script. Moved if another consumer moved it first; Gone if the
-        source or its target is gone; StaleMeta if the target is another incarnation than
-        the one the rows were checked against."""
-        keys = target.keys(self.prefix)
-        script_keys = [
-            *(keys.head, keys.log, keys.idems, keys.feature_index, keys.feature_name),
-            *(keys.sources, keys.source_rejects),
-            keys.attachments if isinstance(keys, StreamKeys) else keys.sources,
-        ]
-        clustered = isinstance(self.redis, RedisCluster)
-        if not clustered:
-            script_keys.append(self.store.pending_key)
-        now = time.time()
-        args: list[Any] = [
-            name,
-            source_id,
-            partition,
-            expected,
-            position,
-            "" if before is None else before,
-            entries,
-            rows,
-            MAX_REJECTS_KEPT,
-            len(rejects),
-            *(
-                json.dumps(
-                    {
-                        "source": name,
-                        "id": source_id,
-                        "partition": partition,
-                        "position": where,
-                        "reason": reason,
-                        "at": now,
-                    }
-                )
-                for where, reason in rejects
-            ),
-        ]
-        if rows > 0:
-            if payload is None:
-                raise ValueError("rows without a payload")
-            mark = "*" if target.kind == "stream" else target.name
-            args += [payload, incarnation, mark]
-        reply = await self.store.run_acknowledged("source_append", script_keys, args)
-        status = as_text(reply[0])
+    async def commit(self, target: Target, step: SourceStep, entry: Entry | None) -> Committed:
+        """Append ``entry`` (the good rows read, if any) to the target's log and commit
+        ``step`` (the entries it could not use, the partition's new position) in the same
+        call of the append script. Moved if another consumer moved the position first; Gone
+        if the source or its target is gone; StaleMeta if the target is another incarnation
+        than the one the rows were checked against."""
+        appended = await self.store.log.appends.commit_source(target, step, entry)
+        status = as_text(appended.source[0])
         if status == "OK":
-            raw_attached = reply[2] or []
             attached = [
-                (as_text(raw_attached[i]), as_text(raw_attached[i + 1]))
-                for i in range(0, len(raw_attached), 2)
+                (as_text(appended.attached[i]), as_text(appended.attached[i + 1]))
+                for i in range(0, len(appended.attached), 2)
             ]
-            if clustered and rows > 0:
-                # The pending set is in another slot: marked after, as appends do.
-                for selector in [target.name] if target.kind == "selector" else []:
-                    self.store.log.mark_pending(selector)
-                for selector, _ in attached:
-                    self.store.log.mark_pending(selector)
-            log_id = as_text(reply[1]) or None
-            return Committed(log_id, attached, Progress.parse(reply[3]))
+            log_id = as_text(appended.replies[0][1]) if appended.replies else None
+            return Committed(log_id, attached, Progress.parse(appended.source[1]))
         if status == "MOVED":
-            raise Moved(as_text(reply[1]))
-        if status in ("GONE", "NOTFOUND"):
+            raise Moved(as_text(appended.source[1]))
+        if status == "GONE":
+            raise Gone(f"the source's {target.kind} '{target.name}' or the source is gone")
+        reply = appended.replies[0]
+        status = as_text(reply[0])
+        if status == "NOTFOUND":
             raise Gone(f"the source's {target.kind} '{target.name}' or the source is gone")
         if status == "INCARNATION":
             raise StaleMeta(f"{target.kind} '{target.name}' was deleted and created again")
@@ -310,6 +254,65 @@ class SourceStore:
         if status == "CLOSING":
             raise Gone(f"stream '{target.name}' is being deleted")
         raise SiftError(f"a source's commit failed: {status}")
+
+    @map_redis_errors
+    async def move(
+        self,
+        name: str,
+        source_id: str,
+        target: Target,
+        partition: str,
+        expected: str,
+        position: str | None = None,
+        before: int | None = None,
+        epoch: str | None = None,
+        reset: dict[str, Any] | None = None,
+        halt: bool = False,
+    ) -> Progress:
+        """Move a partition's position from ``expected`` without appending (``position``:
+        its first, or the start of the incarnation a reset met), with the entries before it
+        (``before``) and the partition's incarnation (``epoch``), each left as it was if
+        None; record ``reset`` (an event), and with ``halt`` stop the partition at it rather
+        than move. Moved if another consumer moved it first; Gone if the source is gone."""
+        reply = await self.store.run_acknowledged(
+            "source_position",
+            [target.keys(self.prefix).sources],
+            [
+                name,
+                source_id,
+                partition,
+                expected,
+                "" if position is None else position,
+                "" if before is None else before,
+                "" if epoch is None else epoch,
+                "" if reset is None else json.dumps(reset),
+                "1" if halt else "0",
+                MAX_RESETS_KEPT,
+            ],
+        )
+        status = as_text(reply[0])
+        if status == "MOVED":
+            raise Moved(as_text(reply[1]))
+        if status != "OK":
+            raise Gone(f"source '{name}' is gone")
+        return Progress.parse(reply[1])
+
+    @map_redis_errors
+    async def restart(self, name: str, source_id: str, target: Target, start: str) -> list[str]:
+        """Restart the partitions of a source stopped at a bus reset from ``start``; the
+        partitions restarted. Conflict if none was stopped; NotFound if the source is gone."""
+        reply = await self.store.run_acknowledged(
+            "source_restart", [target.keys(self.prefix).sources], [name, source_id, start]
+        )
+        status = as_text(reply[0])
+        if status == "RUNNING":
+            raise Conflict(
+                f"source '{name}' is not stopped at a bus reset: only a source whose state is "
+                "reset is restarted"
+            )
+        if status != "OK":
+            raise NotFound(f"source '{name}' does not exist")
+        return sorted((as_text(p) for p in reply[1] or []), key=lambda p: (len(p), p))
 
     # -- the consumer's lease and status -----------------------------------------------------
 
@@ -393,7 +396,7 @@ class SourceStore:
             return None
         newest = max(statuses, key=lambda s: float(s.get("at") or 0))
         statuses = [s for s in statuses if s.get("id") == newest.get("id")]
-        order = ("running", "paused", "retrying", "starting", "failed")
+        order = ("running", "paused", "retrying", "reset", "starting", "failed")
         best = min(statuses, key=lambda s: order.index(s["state"]) if s["state"] in order else 9)
         lag: dict[str, Any] = {}
         for status in statuses:

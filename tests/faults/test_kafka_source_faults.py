@@ -13,10 +13,13 @@ Every test prints its figures (``-s`` or ``-rP``).
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 
@@ -28,25 +31,28 @@ pytestmark = pytest.mark.slow
 
 PARTITIONS = 4
 
+#: The buses listen on loopback, which sources reach only when the operator opts it in.
+BUSES_ON_LOOPBACK = {"SIFT_SOURCE_PRIVATE": "127.0.0.0/8"}
+
 
 def documents_of(fields: list[dict[str, str]]) -> list[Any]:
     """The entries as JSON messages: numbers, and the bad value left as the text 'oops'."""
     return [{k: (v if v == "oops" else float(v)) for k, v in f.items()} for f in fields]
 
 
-def kafka_source(broker: KafkaBroker, **options: int) -> dict[str, Any]:
+def kafka_source(broker: KafkaBroker, topic: str, **options: int) -> dict[str, Any]:
     return {
         "name": "s",
         "kind": "kafka",
         "bootstrap": broker.bootstrap,
-        "topic": "events",
+        "topic": topic,
         "into": {"selector": "v"},
         **options,
     }
 
 
-def send(broker: KafkaBroker, documents: list[Any]) -> None:
-    asyncio.run(produce(broker.bootstrap, "events", documents))
+def send(broker: KafkaBroker, topic: str, documents: list[Any]) -> None:
+    asyncio.run(produce(broker.bootstrap, topic, documents))
 
 
 def holders(state: RedisProcess) -> dict[str, int | None]:
@@ -65,14 +71,15 @@ def test_sigkills_and_a_broker_restart_neither_lose_nor_double_a_message(
     spawn_service: Callable[..., ServiceProcess],
     kafka_restartable: KafkaBroker,
 ) -> None:
-    broker = kafka_restartable
-    asyncio.run(create_topic(broker.bootstrap, "events", PARTITIONS))
-    service = spawn_service("a")
+    """The session's broker, stopped and killed here (and running again afterwards)."""
+    broker, topic = kafka_restartable, "restarts"
+    asyncio.run(create_topic(broker.bootstrap, topic, PARTITIONS))
+    service = spawn_service("a", **BUSES_ON_LOOPBACK)
     fields, good = entries(16_000, seed=11)
     documents = documents_of(fields)
-    setup(service, kafka_source(broker, batch_rows=300, batch_ms=20))
+    setup(service, kafka_source(broker, topic, batch_rows=300, batch_ms=20))
     for step, part in enumerate(range(0, len(documents), 4000)):
-        send(broker, documents[part : part + 4000])
+        send(broker, topic, documents[part : part + 4000])
         time.sleep(0.5)
         if step == 1:
             service.kill()
@@ -87,7 +94,7 @@ def test_sigkills_and_a_broker_restart_neither_lose_nor_double_a_message(
     # A SIGKILL of the broker too, then more messages: still exact.
     broker.restart(kill=True)
     more, more_good = entries(2000, seed=12)
-    send(broker, documents_of(more))
+    send(broker, topic, documents_of(more))
     fields += more
     check_exact(service, len(fields), np.vstack([good, more_good]))
 
@@ -95,15 +102,16 @@ def test_sigkills_and_a_broker_restart_neither_lose_nor_double_a_message(
 def test_two_replicas_split_the_partitions_and_take_over_a_dead_ones(
     redis_proc: RedisProcess,
     spawn_service: Callable[..., ServiceProcess],
-    kafka_restartable: KafkaBroker,
+    kafka_broker: KafkaBroker,
 ) -> None:
-    broker = kafka_restartable
-    asyncio.run(create_topic(broker.bootstrap, "events", PARTITIONS))
-    a, b = spawn_service("a"), spawn_service("b")
+    """Only the replicas die here: the session's broker serves throughout."""
+    broker, topic = kafka_broker, "takeovers"
+    asyncio.run(create_topic(broker.bootstrap, topic, PARTITIONS))
+    a, b = spawn_service("a", **BUSES_ON_LOOPBACK), spawn_service("b", **BUSES_ON_LOOPBACK)
     fields, good = entries(24_000, seed=13)
     documents = documents_of(fields)
-    send(broker, documents[:6000])
-    setup(a, kafka_source(broker, batch_rows=200, batch_ms=20))
+    send(broker, topic, documents[:6000])
+    setup(a, kafka_source(broker, topic, batch_rows=200, batch_ms=20))
 
     def split() -> dict[str, int | None] | None:
         held = holders(redis_proc)
@@ -112,7 +120,7 @@ def test_two_replicas_split_the_partitions_and_take_over_a_dead_ones(
         return held if fair else None
 
     print(f"split: {must(split, 30)}")
-    send(broker, documents[6000:12000])
+    send(broker, topic, documents[6000:12000])
     takeovers = []
     for victim, other in ((a, b), (b, a)):
         victim.kill()
@@ -125,7 +133,55 @@ def test_two_replicas_split_the_partitions_and_take_over_a_dead_ones(
         takeovers.append(time.monotonic() - killed_at)
         victim.start()
         print(f"split again: {must(split, 30)}")
-    send(broker, documents[12000:])
+    send(broker, topic, documents[12000:])
     print(f"takeovers of a SIGKILLed replica's partitions: {[round(t, 1) for t in takeovers]} s")
     assert max(takeovers) < 15
     check_exact(a, len(documents), good)
+
+
+def test_a_broker_that_stops_answering_turns_the_source_retrying_and_back(
+    redis_proc: RedisProcess,
+    spawn_service: Callable[..., ServiceProcess],
+    kafka_restartable: KafkaBroker,
+) -> None:
+    """The broker SIGSTOPped for 8 s (a hung machine: its sockets stay open, nothing answers):
+    the source says ``retrying`` within about 5 s, in Sift's words, its lag unknown; back to
+    ``running`` once the broker answers, and nothing lost or doubled."""
+    broker, topic = kafka_restartable, "silences"
+    asyncio.run(create_topic(broker.bootstrap, topic, PARTITIONS))
+    service = spawn_service("a", **BUSES_ON_LOOPBACK)
+    fields, good = entries(4000, seed=13)
+    documents = documents_of(fields)
+    setup(service, kafka_source(broker, topic, batch_rows=300, batch_ms=20))
+    send(broker, topic, documents[:2000])
+
+    def running() -> dict[str, Any] | None:
+        described = describe(service, "s")
+        return described if described["state"] == "running" else None
+
+    must(lambda: (d := running()) is not None and d["entries"] >= 2000, 60)
+    assert broker.process is not None
+    os.kill(broker.process.pid, signal.SIGSTOP)
+    stopped = time.monotonic()
+    try:
+
+        def retrying() -> dict[str, Any] | None:
+            described = describe(service, "s")
+            return described if described["state"] == "retrying" else None
+
+        described = must(retrying, 15)
+        took = time.monotonic() - stopped
+        print(f"retrying {took:.1f} s after the broker stopped answering")
+        assert took < 7.0, took
+        assert "the Kafka brokers do not answer" in str(described["last_error"])
+        assert described["lag"] is None
+        time.sleep(max(0.0, 8.0 - (time.monotonic() - stopped)))
+        assert describe(service, "s")["state"] == "retrying"
+        assert httpx.get(f"{service.url}/v1/readyz", timeout=5).status_code == 200
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)
+    resumed = time.monotonic()
+    must(running, 60)
+    print(f"running {time.monotonic() - resumed:.1f} s after the broker answered again")
+    send(broker, topic, documents[2000:])
+    check_exact(service, len(documents), good)

@@ -34,6 +34,9 @@ NAMES = [f"x{i}" for i in range(8)]
 #: Every BAD_EVERY-th entry is bad (a value that is not a number).
 BAD_EVERY = 97
 
+#: The buses listen on loopback, which sources reach only when the operator opts it in.
+BUSES_ON_LOOPBACK = {"SIFT_SOURCE_PRIVATE": "127.0.0.0/8"}
+
 
 def entries(count: int, seed: int) -> tuple[list[dict[str, str]], np.ndarray]:
     """``count`` entries of named features, every ``BAD_EVERY``-th bad; the good rows."""
@@ -181,7 +184,7 @@ def test_sigkills_of_two_replicas_neither_lose_nor_double_an_entry(
     bus_redis: RedisProcess,
     spawn_service: Callable[..., ServiceProcess],
 ) -> None:
-    replicas = {name: spawn_service(name) for name in ("a", "b")}
+    replicas = {name: spawn_service(name, **BUSES_ON_LOOPBACK) for name in ("a", "b")}
     fields, good = entries(30_000, seed=5)
     setup(replicas["a"], stream_source(bus_redis, batch_rows=500, batch_ms=20))
     writer = Writer(bus_redis.port, "events", fields)
@@ -219,7 +222,7 @@ def test_the_bus_and_the_state_redis_restarted_while_consuming(
     bus_redis: RedisProcess,
     spawn_service: Callable[..., ServiceProcess],
 ) -> None:
-    service = spawn_service("a")
+    service = spawn_service("a", **BUSES_ON_LOOPBACK)
     fields, good = entries(20_000, seed=6)
     setup(service, stream_source(bus_redis, batch_rows=300, batch_ms=20))
     writer = Writer(bus_redis.port, "events", fields, slice_=200)
@@ -245,7 +248,7 @@ def test_a_source_deleted_while_consuming_stops_within_a_second(
     bus_redis: RedisProcess,
     spawn_service: Callable[..., ServiceProcess],
 ) -> None:
-    replicas = [spawn_service("a"), spawn_service("b")]
+    replicas = [spawn_service("a", **BUSES_ON_LOOPBACK), spawn_service("b", **BUSES_ON_LOOPBACK)]
     fields, _good = entries(40_000, seed=7)
     Writer(bus_redis.port, "events", fields, slice_=5000).done.wait(60)
     setup(replicas[0], stream_source(bus_redis, batch_rows=50, batch_ms=5))
@@ -278,7 +281,7 @@ def test_jetstream_through_sigkills_and_a_nats_server_restart(
     nats_server.start()
     try:
         asyncio.run(add_stream(nats_server.url, "events", ["events.>"]))
-        service = spawn_service("a")
+        service = spawn_service("a", **BUSES_ON_LOOPBACK)
         fields, good = entries(12_000, seed=8)
         documents: list[Any] = [
             {k: (v if v == "oops" else float(v)) for k, v in f.items()} for f in fields

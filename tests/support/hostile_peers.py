@@ -35,10 +35,10 @@ class Peer:
 
 
 @contextmanager
-def tcp_peer(handler: Handler) -> Iterator[Peer]:
+def tcp_peer(handler: Handler, host: str = "127.0.0.1") -> Iterator[Peer]:
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 0))
+    listener.bind((host, 0))
     listener.listen(512)
     listener.settimeout(0.2)
     peer = Peer(listener.getsockname()[1])
@@ -131,3 +131,38 @@ def closed_port() -> Iterator[int]:
         yield holder.getsockname()[1]
     finally:
         holder.close()
+
+
+def forward(port: int, host: str = "127.0.0.1") -> Handler:
+    """A TCP proxy's handler: every connection relayed to ``host:port``, both ways."""
+
+    def relay(conn: socket.socket, peer: Peer) -> None:
+        with socket.create_connection((host, port), timeout=10) as upstream:
+            upstream.settimeout(None)
+            conn.settimeout(None)
+
+            def pump(source: socket.socket, sink: socket.socket) -> None:
+                with contextlib.suppress(OSError):
+                    while piece := source.recv(65536):
+                        sink.sendall(piece)
+                with contextlib.suppress(OSError):
+                    sink.shutdown(socket.SHUT_WR)
+
+            back = threading.Thread(target=pump, args=(upstream, conn), daemon=True)
+            back.start()
+            pump(conn, upstream)
+            back.join(timeout=10)
+
+    return relay
+
+
+def greeting(data: bytes) -> Handler:
+    """A peer that sends ``data`` on accepting, and again after each thing it receives."""
+
+    def greet(conn: socket.socket, peer: Peer) -> None:
+        peer.send(conn, data)
+        conn.settimeout(10)
+        while conn.recv(65536):
+            peer.send(conn, data)
+
+    return greet

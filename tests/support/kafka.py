@@ -14,7 +14,6 @@ import concurrent.futures
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -24,10 +23,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from aiokafka.errors import KafkaError
 
+from tests.support import processes
 from tests.support.redis import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -192,18 +192,15 @@ class KafkaBroker:
                 raise RuntimeError(f"the Kafka broker never became ready: {self.log_tail()}")
             await asyncio.sleep(0.1)
 
+    @property
+    def running(self) -> bool:
+        return processes.running(self.process)
+
     def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=10)
+        processes.kill(self.process)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        processes.stop(self.process, timeout_s=30)
 
     def restart(self, kill: bool = False) -> None:
         """Stopped (SIGKILL if ``kill``) and started again: same ports, same data."""
@@ -277,3 +274,84 @@ async def produce(
         return out
     finally:
         await producer.stop()
+
+
+class Transactions:
+    """A transactional producer (``transactional_id``): each ``transaction`` writes its
+    documents in one Kafka transaction, committed or aborted, every message acknowledged by
+    the broker before the outcome is written; ``open`` leaves one open until ``finish``."""
+
+    def __init__(self, bootstrap: str, transactional_id: str) -> None:
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            enable_idempotence=True,
+            transactional_id=transactional_id,
+            request_timeout_ms=30_000,
+        )
+
+    async def __aenter__(self) -> Transactions:
+        await self.producer.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.producer.stop()
+
+    async def open(
+        self, topic: str, documents: Sequence[Any], partition: Callable[[int], int] | None = None
+    ) -> list[tuple[int, int]]:
+        """A transaction begun and its documents written (acknowledged), left open."""
+        await self.producer.begin_transaction()
+        futures = [
+            await self.producer.send(
+                topic, encoded(d), partition=None if partition is None else partition(i)
+            )
+            for i, d in enumerate(documents)
+        ]
+        return [(m.partition, m.offset) for m in await asyncio.gather(*futures)]
+
+    async def finish(self, commit: bool) -> None:
+        if commit:
+            await self.producer.commit_transaction()
+        else:
+            await self.producer.abort_transaction()
+
+    async def transaction(
+        self,
+        topic: str,
+        documents: Sequence[Any],
+        commit: bool,
+        partition: Callable[[int], int] | None = None,
+    ) -> list[tuple[int, int]]:
+        placed = await self.open(topic, documents, partition)
+        await self.finish(commit)
+        return placed
+
+
+async def delete_topic(bootstrap: str, name: str) -> None:
+    """Delete a topic and wait until the broker no longer knows it (a topic of the name created
+    afterwards is a new one: a new topic id, offsets from 0)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    await admin.start()
+    try:
+        await admin.delete_topics([name])
+        for _ in range(200):
+            if name not in await admin.list_topics():
+                return
+            await asyncio.sleep(0.05)
+        raise RuntimeError(f"topic {name!r} was not deleted")
+    finally:
+        await admin.close()
+
+
+async def delete_records(bootstrap: str, topic: str, before: dict[int, int]) -> None:
+    """Trim partitions as retention does: every record of partition p before offset
+    ``before[p]`` deleted (the log start offset moves there)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    await admin.start()
+    try:
+        await admin.delete_records(
+            {TopicPartition(topic, p): RecordsToDelete(offset) for p, offset in before.items()}
+        )
+    finally:
+        await admin.close()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -16,6 +15,7 @@ from typing import Any
 
 import nats
 
+from tests.support import processes
 from tests.support.redis import free_port
 
 #: Debian installs it in /usr/sbin, which is not on every user's PATH.
@@ -76,18 +76,10 @@ class NatsServer:
             time.sleep(0.05)
 
     def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=10)
+        processes.kill(self.process)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        processes.stop(self.process, timeout_s=10)
 
     def log_tail(self) -> str:
         path = self.folder / "nats.log"

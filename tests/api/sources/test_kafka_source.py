@@ -2,19 +2,21 @@
 a topic of several partitions read into a variance selector exactly (the weights are numpy's
 variance of the good messages, to 1e-9), bad messages set aside with their partition, offset
 and reason, each partition's position and lag in the answer and /metrics, Kafka's committed
-offsets brought up to Sift's afterwards, numeric arrays for a selector without names, and the
-broker's credentials never shown."""
+offsets brought up to Sift's afterwards, numeric arrays for a selector without names, only what
+transactions committed (an aborted transaction's messages never, an open one's at its commit),
+and the broker's credentials never shown."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from typing import Any
 
 import numpy as np
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from tests.api.test_sources import applied, settled, until
-from tests.support.kafka import KafkaBroker, create_topic, produce
+from tests.support.kafka import KafkaBroker, Transactions, create_topic, produce
+from tests.support.sources import applied, settled, until
 
 NAMES = ["alpha", "beta", "gamma"]
 
@@ -141,3 +143,59 @@ async def test_a_refused_login_is_retried_and_never_shown(client, kafka_broker: 
     assert (await http.get("/v1/readyz")).status_code == 200
     assert "kafka-secret-pw" not in (await http.get("/v1/sources")).text
     assert "kafka-secret-pw" not in (await http.get("/metrics")).text
+
+
+async def test_only_committed_transactions_are_read(client, kafka_broker: KafkaBroker):
+    """A transactional producer commits 5 messages and aborts 7 (interleaved, over two
+    partitions): the selector gets the 5, exactly; a transaction left open is not read
+    until it commits; the lag comes to 0 over the transactions' markers."""
+    http = client
+    topic = f"txn-{secrets.token_hex(4)}"
+    await create_topic(kafka_broker.bootstrap, topic, partitions=2)
+    body = {"name": "t", "method": "variance", "n_features": 3, "feature_names": NAMES}
+    assert (await http.post("/v1/selectors", json=body)).status_code == 201
+    rows = np.random.default_rng(8).normal(size=(16, 3)) * [1, 10, 100]
+    documents = [dict(zip(NAMES, row.tolist(), strict=True)) for row in rows]
+    # A value no good message has: a read aborted message would show in the variance.
+    aborted = [{name: 1e6 for name in NAMES} for _ in range(7)]
+    spread = lambda i: i % 2  # noqa: E731
+    async with Transactions(kafka_broker.bootstrap, f"sift-test-{topic}") as producer:
+        await producer.transaction(topic, documents[:3], True, spread)
+        await producer.transaction(topic, aborted[:4], False, spread)
+        await producer.transaction(topic, documents[3:5], True, spread)
+        await producer.transaction(topic, aborted[4:], False, spread)
+        source = {
+            "name": "tx",
+            "kind": "kafka",
+            "bootstrap": kafka_broker.bootstrap,
+            "topic": topic,
+            "into": {"selector": "t"},
+            "batch_rows": 4,
+            "batch_ms": 20,
+        }
+        assert (await http.post("/v1/sources", json=source)).status_code == 201
+        described = await settled(http, "tx", 5)
+        await applied(http, "t", 5)
+
+        async def caught_up() -> dict[str, Any] | None:
+            out = (await http.get("/v1/sources/tx")).json()
+            done = out["lag"] == 0 and len(out["partition_lag"]) == 2
+            return out if done and out["state"] == "running" else None
+
+        described = await until(caught_up)
+        assert (described["entries"], described["rows"], described["rejected"]) == (5, 5, 0)
+        weights = (await http.get("/v1/selectors/t/weights")).json()["weights"]
+        np.testing.assert_allclose(weights, np.var(rows[:5], axis=0), rtol=1e-9)
+
+        # An open transaction: written, acknowledged, not read until it commits.
+        await producer.open(topic, documents[5:], spread)
+        await asyncio.sleep(1.5)
+        described = (await http.get("/v1/sources/tx")).json()
+        assert (described["entries"], described["rows"]) == (5, 5)
+        await producer.finish(True)
+        described = await settled(http, "tx", 16)
+        await applied(http, "t", 16)
+        assert (described["entries"], described["rows"]) == (16, 16)
+        weights = (await http.get("/v1/selectors/t/weights")).json()["weights"]
+        np.testing.assert_allclose(weights, np.var(rows, axis=0), rtol=1e-9)
+        await until(caught_up)

@@ -9,77 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-import httpx
 import numpy as np
-import pytest
-import redis.asyncio as aioredis
 
 from tests.support.api import assert_problem
-from tests.support.nats import NatsServer, add_stream, publish
-from tests.support.redis import RedisServer
+from tests.support.nats import add_stream, publish
+from tests.support.sources import LOOPBACK, applied, settled, source_body, until, write
 
 NAMES = ["alpha", "beta", "gamma", "delta"]
-
-
-@pytest.fixture
-async def bus(redis_server: RedisServer) -> AsyncIterator[aioredis.Redis]:
-    """The bus: the session's single redis-server (whatever backend Sift's state is on),
-    emptied afterwards."""
-    client = aioredis.from_url(redis_server.url)
-    try:
-        yield client
-    finally:
-        await client.flushall()
-        await client.aclose()
-
-
-@pytest.fixture
-def bus_url(redis_server: RedisServer) -> str:
-    return redis_server.url
-
-
-async def until(probe: Callable[[], Any], timeout_s: float = 20.0, every_s: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s; last: {value!r}")
-        await asyncio.sleep(every_s)
-
-
-async def settled(http: httpx.AsyncClient, source: str, entries: int) -> dict[str, Any]:
-    """The source once it consumed ``entries`` entries and its target applied them."""
-
-    async def probe() -> dict[str, Any] | None:
-        described = (await http.get(f"/v1/sources/{source}")).json()
-        return described if described["entries"] >= entries else None
-
-    described = await until(probe)
-    return dict(described)
-
-
-async def applied(http: httpx.AsyncClient, selector: str, rows: int) -> None:
-    async def probe() -> bool:
-        return bool((await http.get(f"/v1/selectors/{selector}")).json()["rows_seen"] >= rows)
-
-    await until(probe)
-
-
-async def write(bus: aioredis.Redis, key: str, entries: list[dict[Any, Any]]) -> list[str]:
-    pipe = bus.pipeline(transaction=False)
-    for fields in entries:
-        pipe.xadd(key, fields)
-    return [i.decode() for i in await pipe.execute()]
-
-
-def source_body(name: str, url: str, key: str, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "kind": "redis-stream", "url": url, "key": key, **extra}
 
 
 async def test_a_redis_stream_lands_exactly_and_bad_entries_are_set_aside(client, bus, bus_url):
@@ -259,7 +197,7 @@ async def test_credentials_never_show_and_an_absent_bus_is_retried(client, caplo
 
 
 async def test_keys_and_prefixes_bound_who_creates_sources(app_factory, bus_url):
-    async with app_factory(api_token="root") as (_app, http):
+    async with app_factory(api_token="root", source_private=LOOPBACK) as (_app, http):
         root = {"authorization": "Bearer root"}
         for name in ("t-v", "other"):
             body = {"name": name, "method": "variance", "n_features": 2}
@@ -290,7 +228,7 @@ async def test_keys_and_prefixes_bound_who_creates_sources(app_factory, bus_url)
 async def test_a_source_pauses_while_its_target_is_behind_then_catches_up(
     app_factory, bus, bus_url, redis_client
 ):
-    async with app_factory(source_max_pending=2) as (_app, http):
+    async with app_factory(source_max_pending=2, source_private=LOOPBACK) as (_app, http):
         body = {"name": "v", "method": "variance", "n_features": 2, "feature_names": ["x", "y"]}
         assert (await http.post("/v1/selectors", json=body)).status_code == 201
         # Another applier holds the selector's lease: nothing gets applied meanwhile.
@@ -342,16 +280,6 @@ async def test_a_deleted_source_stops_within_a_second(client, bus, bus_url):
     await write(bus, "k", [{"x": "1"}])
     described = await settled(http, "s", 1)
     assert described["entries"] == 1
-
-
-@pytest.fixture(scope="module")
-def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    server = NatsServer(tmp_path_factory.mktemp("nats"), user="sift", password="nats-secret-pw")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 async def test_a_jetstream_stream_lands_exactly_and_bad_messages_are_set_aside(client, nats_server):
@@ -424,3 +352,36 @@ async def test_a_refused_nats_login_is_retried_and_never_shown(client, nats_serv
     assert described["last_error"]
     seen = [(await http.get("/v1/sources/js")).text, (await http.get("/metrics")).text, caplog.text]
     assert not any("wrong-pw-value" in text for text in seen)
+
+
+async def test_a_missing_jetstream_stream_is_named_with_how_to_create_it(client, nats_server):
+    http = client
+    subject = f"later.{secrets.token_hex(4)}"
+    stream = subject.replace(".", "-")
+    body = {"name": "v", "method": "variance", "n_features": 3, "feature_names": NAMES[:3]}
+    assert (await http.post("/v1/selectors", json=body)).status_code == 201
+    source = {
+        "name": "js",
+        "kind": "nats",
+        "url": nats_server.url,
+        "stream": stream,
+        "subject": subject,
+        "into": {"selector": "v"},
+    }
+    assert (await http.post("/v1/sources", json=source)).status_code == 201
+
+    async def retrying() -> dict[str, Any] | None:
+        described = (await http.get("/v1/sources/js")).json()
+        return described if described["state"] == "retrying" else None
+
+    described = await until(retrying)
+    error = described["last_error"]
+    assert f"the NATS server has no JetStream stream '{stream}'" in error, error
+    assert f"nats stream add {stream} --subjects '{subject}'" in error
+    assert "add_stream" in error and "NotFoundError" not in error
+    assert "nats-secret-pw" not in error and described["lag"] is None
+    # Created: the source reads it, from its first message.
+    await add_stream(nats_server.url, stream, [subject])
+    await publish(nats_server.url, subject, [dict.fromkeys(NAMES[:3], 1.0)] * 3)
+    described = await settled(http, "js", 3)
+    assert described["rows"] == 3
