@@ -1,5 +1,5 @@
-"""The one cache helper of the service: least recently used, bounded by count (and, if asked,
-by the total weight of its values, e.g. their bytes).
+"""The bounded cache most of the service's caches use: least recently used, bounded by count
+(and, if asked, by the total weight of its values, e.g. their bytes).
 
 Committed state is immutable per state key (each commit writes a fresh one), so everything
 derived from it (decoded arrays, rankings, pivoted selections, projections, clusterings) can

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import resource
+import socket
 import sys
 import time
 from typing import Any
@@ -32,7 +34,6 @@ from typing import Any
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from service.config import Settings
-from service.workers import inherited_listener
 
 log = logging.getLogger("sift.server")
 
@@ -41,6 +42,9 @@ REPORT_EVERY_SECONDS = 10.0
 #: File descriptors kept free of client connections: Redis connections, the embedded Redis's
 #: pipes, files, the listening socket.
 RESERVED_DESCRIPTORS = 256
+#: The environment variable that hands a worker of ``sift serve --workers`` (``service.workers``)
+#: the listening socket's descriptor.
+LISTEN_FD_VARIABLE = "SIFT_LISTEN_FD"
 
 
 class RateLimitedReport:
@@ -179,6 +183,14 @@ def http_protocol() -> type[asyncio.Protocol]:
     return HttpToolsProtocol
 
 
+def inherited_listener() -> socket.socket | None:
+    """The listening socket a worker got from its parent, if it is one."""
+    descriptor = os.environ.get(LISTEN_FD_VARIABLE)
+    if not descriptor:
+        return None
+    return socket.socket(fileno=int(descriptor))
+
+
 def descriptor_budget() -> int:
     """Raise this process's soft limit of open files to its hard limit; the connections that
     leaves room for (``RESERVED_DESCRIPTORS`` kept for everything else)."""
@@ -220,7 +232,7 @@ class _QuietStartupFailure(logging.Filter):
         self.app = app
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return self.app.state.startup_error is None
+        return self.app.state.runtime.startup_error is None
 
 
 def serve(settings: Settings, log_level: str, debug: bool = False) -> int:
@@ -269,11 +281,11 @@ def serve(settings: Settings, log_level: str, debug: bool = False) -> int:
         with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
             runner.run(main())
     except SystemExit:  # uvicorn's own exit on a failed start-up
-        if app.state.startup_error is None:
+        if app.state.runtime.startup_error is None:
             raise
     finally:
         logging.getLogger("uvicorn.error").removeFilter(quiet)
-    if app.state.startup_error is not None:
-        print(f"sift serve: {app.state.startup_error}", file=sys.stderr)
+    if app.state.runtime.startup_error is not None:
+        print(f"sift serve: {app.state.runtime.startup_error}", file=sys.stderr)
         return 1
     return 0

@@ -4,7 +4,8 @@ One Python process is one event loop on one core. The parent binds the listening
 starts N worker processes (``sift serve`` each) that inherit it: the kernel hands every new
 connection to a worker waiting in ``accept``, so the least busy one takes it. Every worker is a
 full replica, exactly as replicas behind a load balancer are: it appends, applies what it holds
-the lease of, answers its waiters from every worker's commits (``service.waiting``) and reads.
+the lease of, answers its waiters from every worker's commits (``service.applier.waiting``)
+and reads.
 
 With the embedded default the parent starts, supervises (``RedisSupervisor``: restarted when it
 exits) and finally stops the Redis, and the workers use it through its unix socket; with
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 
 from service.config import Settings
 from service.errors import SiftError
+from service.server import LISTEN_FD_VARIABLE
 from service.store.embedded import EmbeddedRedis, RedisSupervisor
 
 log = logging.getLogger("sift.workers")
@@ -43,8 +45,6 @@ MAX_RESTART_PAUSE_SECONDS = 30.0
 STOP_SECONDS = 30.0
 #: How often the parent looks at its workers.
 WATCH_SECONDS = 0.2
-#: The environment variable that hands a worker the listening socket's descriptor.
-LISTEN_FD_VARIABLE = "SIFT_LISTEN_FD"
 
 
 @dataclass
@@ -226,11 +226,3 @@ def serve_workers(settings: Settings, count: int, worker_args: list[str]) -> int
     except SiftError as exc:
         print(f"sift serve: {exc.detail}", file=sys.stderr)
         return 1
-
-
-def inherited_listener() -> socket.socket | None:
-    """The listening socket a worker got from its parent, if it is one."""
-    descriptor = os.environ.get(LISTEN_FD_VARIABLE)
-    if not descriptor:
-        return None
-    return socket.socket(fileno=int(descriptor))

@@ -6,28 +6,37 @@ the look planned for when one will be due by age, and the checkpoints readers as
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 
-from service.applier.checkpoint_policy import (
-    CheckpointFacts,
-    Thresholds,
-    Trigger,
-    checkpoint_due,
-    due_by_age_at,
-)
-from service.applier.shared import ApplierShared, Part, log
-from service.applier.state import CheckpointWork, HeldState
+from service.applier.checkpoint_policy import Thresholds, Trigger, checkpoint_due, due_by_age_at
+from service.applier.state import CheckpointWork, HeldState, Running
+from service.config import Settings
 from service.errors import NotFound, Unavailable
+from service.metrics import Metrics
 from service.store.codec import cut_fields, encode_state
 from service.store.records import Lease
+from service.store.redis_store import SelectorStore
+
+log = logging.getLogger("sift.applier")
 
 
-class Checkpointer(Part):
+class Checkpointer:
     """Checkpoints written, and planned (see the module)."""
 
-    def __init__(self, shared: ApplierShared, kick: Callable[[str], None]) -> None:
-        super().__init__(shared)
+    def __init__(
+        self,
+        store: SelectorStore,
+        settings: Settings,
+        metrics: Metrics,
+        running: Running,
+        kick: Callable[[str], None],
+    ) -> None:
+        self.store = store
+        self.metrics = metrics
+        self._thresholds = Thresholds.of(settings)
+        self._running = running
         # A drain of a selector whose checkpoint is due by age (``Scheduler.kick``).
         self._kick = kick
         # A checkpoint being written while the applier goes on, per selector.
@@ -52,27 +61,8 @@ class Checkpointer(Part):
 
     def due(self, held: HeldState, force: bool = False, idle: bool = False) -> Trigger | None:
         """What makes a checkpoint of ``held`` due now (None: not due): ``checkpoint_due``."""
-        facts = CheckpointFacts(
-            version=held.head.version,
-            checkpoint_version=held.checkpoint_version,
-            compute_seconds=held.compute_seconds,
-            log_bytes=held.log_bytes,
-            state_bytes=held.state_bytes,
-            last_commit=held.last_commit,
-            force=force,
-            idle=idle,
-        )
-        return checkpoint_due(facts, Thresholds.of(self.settings), time.monotonic())
-
-    def _work(self, held: HeldState, trigger: Trigger) -> CheckpointWork:
-        return CheckpointWork(
-            version=held.head.version,
-            cursor=held.head.cursor,
-            items_seen=held.head.items_seen,
-            state=held.state,
-            log_bytes=held.log_bytes,
-            compute_seconds=held.compute_seconds,
-            trigger=trigger,
+        return checkpoint_due(
+            held.checkpoint_facts(force, idle), self._thresholds, time.monotonic()
         )
 
     def in_background(self, held: HeldState, lease: Lease) -> None:
@@ -85,7 +75,7 @@ class Checkpointer(Part):
         trigger = self.due(held)
         if trigger is None:
             return
-        work = self._work(held, trigger)
+        work = held.checkpoint_work(trigger)
         self._writing[name] = asyncio.create_task(
             self._write_logged(held, lease, work), name=f"checkpoint:{name}"
         )
@@ -99,9 +89,9 @@ class Checkpointer(Part):
             await running
         trigger = self.due(held, force, idle=True)
         if trigger is not None:
-            await self._write(held, lease, self._work(held, trigger))
-        elif held.dirty_since is not None and not self.shared.closing:
-            self._plan(name, due_by_age_at(held.last_commit, Thresholds.of(self.settings)))
+            await self._write(held, lease, held.checkpoint_work(trigger))
+        elif held.dirty_since is not None and not self._running.closing:
+            self._plan(name, due_by_age_at(held.last_commit, self._thresholds))
 
     def _plan(self, name: str, when: float) -> None:
         """Drain ``name`` again at monotonic time ``when``, when its checkpoint is due by age

@@ -8,19 +8,16 @@ when this process does not hold it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from service import tracing
 from service.algorithms import get_method
 from service.algorithms.base import State
-from service.applier.shared import Part, log
 from service.applier.state import HeldState
-from service.errors import Conflict, StaleApplier
-from service.store.monitoring_records import HistoryEntry
-from service.store.records import Head, Lease, LogEntry, Rejection, SelectorMeta, TakeRequest
-from service.updates import (
-    Entry,
+from service.applier.updates import (
+    Folded,
     StateUnreadable,
     Update,
     UpdateFailed,
@@ -32,18 +29,53 @@ from service.updates import (
     replay,
     state_sizes,
 )
+from service.applier.waiting import HandOver, KnownHeads, Waiters
+from service.cache import LRU
+from service.config import Settings
+from service.errors import Conflict, StaleApplier
+from service.metrics import Metrics
+from service.store.monitoring_records import HistoryEntry
+from service.store.records import Head, Lease, LogEntry, Rejection, SelectorMeta, TakeRequest
+from service.store.redis_store import SelectorStore
 from service.wire.kinds import chunk_format
+
+log = logging.getLogger("sift.applier")
 
 #: An update expected to take at most this much CPU is computed on the event loop: handing it
 #: to a worker thread costs more (two hops, and the thread waiting for the GIL while the loop
 #: serves requests), and a request behind it waits less than the GIL's 5 ms switch interval it
-#: would wait behind a thread's Python work. (Chosen by measurement: benchmarks/README.md, the
+#: would wait behind a thread's Python work. (Chosen by measurement: BENCHMARKS.md, the
 #: request path.)
 INLINE_COMPUTE_SECONDS = 0.003
 
 
-class Committer(Part):
+#: Told of every commit of this process, right after it: the selector, the new head and the
+#: update. It must return at once and not raise.
+Observer = Callable[[SelectorMeta, Head, Update], None]
+
+
+class Committer:
     """Updates computed and committed, entries rejected, states rebuilt (see the module)."""
+
+    def __init__(
+        self,
+        store: SelectorStore,
+        settings: Settings,
+        metrics: Metrics,
+        held: LRU[str, HeldState],
+        handed: HandOver,
+        heads: KnownHeads,
+        waiters: Waiters,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+        self._held = held
+        self._handed = handed
+        self._heads = heads
+        self._waiters = waiters
+        #: Called right after every commit of this process (the monitor's ``committed``).
+        self.observers: list[Observer] = []
 
     async def rebuild(self, meta: SelectorMeta, head: Head) -> HeldState:
         """The state of ``head``: its last checkpoint with the log after it replayed.
@@ -115,11 +147,11 @@ class Committer(Part):
             dirty_since=time.monotonic() if records else None,
             last_commit=time.monotonic(),
         )
-        self.shared.held.put(meta.name, held)
+        self._held.put(meta.name, held)
         return held
 
     async def compute(
-        self, held: HeldState, folded: Sequence[Entry], merge: bool, items: int
+        self, held: HeldState, folded: Sequence[Folded], merge: bool, items: int
     ) -> tuple[Update, float]:
         """The update of ``held``'s state by ``folded`` (``items`` rows or columns) and the
         seconds it took: on the event loop when the last update says it is tiny, else in a
@@ -241,7 +273,7 @@ class Committer(Part):
                 )
         except StaleApplier:
             self.metrics.stale_commits.inc()
-            self.shared.held.pop(name)  # someone else moved the selector on: this state is stale
+            self._held.pop(name)  # someone else moved the selector on: this state is stale
             raise
         self.announce(held, committed_head, update, rejections or [])
         return committed_head
@@ -265,9 +297,9 @@ class Committer(Part):
         """What follows a commit of this process, before anything else runs: held chunks let
         go, the head kept for readers, waiters answered, observers told."""
         name = held.meta.name
-        self.shared.handed.applied(name, committed.cursor)
-        self.shared.heads.committed(name, committed)  # before the waiters: read-your-writes
-        self.shared.waiters.committed(
+        self._handed.applied(name, committed.cursor)
+        self._heads.committed(name, committed)  # before the waiters: read-your-writes
+        self._waiters.committed(
             name,
             committed.incarnation,
             committed.version,
@@ -276,7 +308,7 @@ class Committer(Part):
             after=held.head.cursor,
             rejections={r.log_id: r.reason for r in rejections},
         )
-        for observe in self.shared.observers:
+        for observe in self.observers:
             try:
                 observe(held.meta, committed, update)
             except Exception:  # an observer never fails a commit

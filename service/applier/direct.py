@@ -7,18 +7,24 @@ request.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 from service import tracing
 from service.applier.checkpoints import Checkpointer
 from service.applier.committing import Committer
-from service.applier.shared import ApplierShared, Part, log
-from service.applier.state import DirectChunk, HeldState
+from service.applier.state import DirectChunk, HeldState, Running
+from service.applier.updates import UpdateFailed
+from service.cache import LRU
+from service.config import Settings
 from service.errors import SiftError, Unavailable
+from service.metrics import Metrics
 from service.store.codec import cut_fields, encode_state
-from service.store.records import AppendOutcome, DirectEntry, Head, Lease
-from service.updates import UpdateFailed
+from service.store.records import AppendOutcome, Entry, Head, Lease
+from service.store.redis_store import SelectorStore
 from service.wire.kinds import Chunk
+
+log = logging.getLogger("sift.applier")
 
 #: A direct commit sends the new state (as the checkpoint) instead of its chunks' payloads
 #: when the state is smaller, up to this many bytes (one script writes it whole: a larger
@@ -32,13 +38,24 @@ COMMIT_UNKNOWN = (
 )
 
 
-class DirectPath(Part):
+class DirectPath:
     """Waited chunks handed to a drain, and applied by it (see the module)."""
 
     def __init__(
-        self, shared: ApplierShared, committer: Committer, checkpoints: Checkpointer
+        self,
+        store: SelectorStore,
+        settings: Settings,
+        metrics: Metrics,
+        running: Running,
+        held: LRU[str, HeldState],
+        committer: Committer,
+        checkpoints: Checkpointer,
     ) -> None:
-        super().__init__(shared)
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+        self._running = running
+        self._held = held
         self.committer = committer
         self.checkpoints = checkpoints
         # Waited chunks handed to this process's drain of their selector, and the event that
@@ -73,19 +90,18 @@ class DirectPath(Part):
         self.turn_away(name)
 
     async def submit(
-        self, name: str, incarnation: str, chunk: Chunk, entry: DirectEntry
+        self, name: str, incarnation: str, chunk: Chunk, entry: Entry
     ) -> AppendOutcome | None:
         """Hand a waited chunk to this process's drain of ``name``, when one holds its lease and
         state (lingering or applying): it computes the chunk before anything is written, then
         appends and commits it in one script (``apply``, by the drain). The entry's
         outcome, applied; None when it did not go so (no such drain here, or it could not take
         the chunk): the caller appends it as usual, and nothing of it was written."""
-        running = self.shared.running.get(name)
+        running = self._running.live(name)
         if (
-            self.shared.closing
+            self._running.closing
             or name not in self._open
             or running is None
-            or running.task.done()
             or running.incarnation != incarnation
         ):
             return None
@@ -181,7 +197,7 @@ class DirectPath(Part):
         held.committed(committed, update, 0 if as_state else payload_bytes, computed)
         if as_state:
             held.checkpointed(committed.version)
-        self.shared.held.put(name, held)
+        self._held.put(name, held)
         self.metrics.observe_apply(
             held.meta.method, len(live), rows, computed + time.perf_counter() - started
         )

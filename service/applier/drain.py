@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from typing import Literal
 
@@ -18,9 +19,17 @@ from service.applier.committing import Committer
 from service.applier.direct import DirectPath
 from service.applier.keepalive import keep_lease
 from service.applier.scheduling import NOT_THE_ENTRYS_FAULT, Scheduler
-from service.applier.shared import ApplierShared, Part, log
-from service.applier.state import Batch, HeldState, is_applied
+from service.applier.state import Batch, HeldState, Running, is_applied
+from service.applier.updates import (
+    Folded,
+    StateUnreadable,
+    UpdateFailed,
+)
+from service.applier.waiting import HandOver
+from service.cache import LRU
+from service.config import Settings
 from service.errors import Unavailable
+from service.metrics import Metrics
 from service.store.records import (
     Head,
     Lease,
@@ -29,29 +38,37 @@ from service.store.records import (
     Taken,
     TakeRequest,
 )
-from service.updates import (
-    Entry,
-    StateUnreadable,
-    UpdateFailed,
-)
+from service.store.redis_store import SelectorStore
+
+log = logging.getLogger("sift.applier")
 
 #: Longest single blocking read of a lingering applier (shutdown, or a reader asking for a
 #: checkpoint, waits at most this).
 LINGER_SLICE = 0.1
 
 
-class DrainLoop(Part):
+class DrainLoop:
     """Drains: batches taken, applied, committed or rejected (see the module)."""
 
     def __init__(
         self,
-        shared: ApplierShared,
+        store: SelectorStore,
+        settings: Settings,
+        metrics: Metrics,
+        running: Running,
+        held: LRU[str, HeldState],
+        handed: HandOver,
         scheduler: Scheduler,
         checkpoints: Checkpointer,
         committer: Committer,
         direct: DirectPath,
     ) -> None:
-        super().__init__(shared)
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+        self._running = running
+        self._held = held
+        self._handed = handed
         self.scheduler = scheduler
         self.checkpoints = checkpoints
         self.committer = committer
@@ -74,14 +91,15 @@ class DrainLoop(Part):
                 self.scheduler.held_elsewhere(name)
                 await self.scheduler.try_again_when_free(name)
                 return
-            if self.shared.is_current_drain(name):
-                self.shared.running[name].incarnation = lease.incarnation
+            running = self._running.get(name)
+            if running is not None and self._running.is_current(name):
+                running.incarnation = lease.incarnation
             try:
                 head = await self.apply_all_owned(name, lease)
             finally:
                 with contextlib.suppress(Unavailable):
                     await self.store.leases.release_lease(lease)
-            if not self.shared.is_current_drain(name) or not await self.store.log.pending(
+            if not self._running.is_current(name) or not await self.store.log.pending(
                 name, head.cursor, 1
             ):
                 return
@@ -103,7 +121,7 @@ class DrainLoop(Part):
         head this applier saw."""
         meta = await self.store.registry.get_meta(name)
         # The description read now is the one this drain follows.
-        self.shared.stop_lingering.discard(name)
+        self._running.watching(name)
         if name in self.checkpoints.wanted:
             force_checkpoint = True
         stop_renewing = asyncio.Event()
@@ -145,7 +163,7 @@ class DrainLoop(Part):
                     # busy).
                     self.direct.turn_away(name)
                 if batch is None:
-                    why = None if force_checkpoint else await self._linger(name, head, lease.stream)
+                    why = None if force_checkpoint else await self._linger(name, head, lease)
                     if why is not None:
                         woke, log_first = True, why == "log"
                         continue
@@ -194,20 +212,23 @@ class DrainLoop(Part):
             for task in running:
                 task.cancel()
 
-    async def _linger(
-        self, name: str, head: Head, stream: str | None
-    ) -> Literal["log", "direct"] | None:
+    async def _linger(self, name: str, head: Head, lease: Lease) -> Literal["log", "direct"] | None:
         """Wait (``SIFT_APPLIER_LINGER_SECONDS``, lease held) for an entry after ``head`` (in
-        ``stream``'s log for a selector attached to one), or a direct chunk; which came
-        (None: nothing). A replica that rebuilt the state for every few chunks it happened to
-        be kicked for would spend its time replaying: the one that holds the state keeps
-        applying while chunks keep coming, whichever replica they were posted to."""
+        the log of the stream the lease reads, for a selector attached to one), or a direct
+        chunk; which came (None: nothing). A replica that rebuilt the state for every few
+        chunks it happened to be kicked for would spend its time replaying: the one that holds
+        the state keeps applying while chunks keep coming, whichever replica they were posted
+        to. A selector applied through the cut of its detach waits for nothing: no entry after
+        the cut is its."""
+        stream = lease.stream
+        if lease.stream_cut is not None and is_applied(head, lease.stream_cut):
+            return None
         deadline = time.monotonic() + self.settings.applier_linger_seconds
         while (
-            not self.shared.closing
+            not self._running.closing
             and name not in self.checkpoints.wanted
-            and name not in self.shared.stop_lingering
-            and self.shared.is_current_drain(name)
+            and self._running.lingers(name)
+            and self._running.is_current(name)
             and (remaining := deadline - time.monotonic()) > 0
         ):
             if self.direct.waiting(name):
@@ -240,7 +261,7 @@ class DrainLoop(Part):
     def _held_if_current(self, name: str, head: Head) -> HeldState | None:
         """This process's state of ``name`` if it is the state of ``head`` (nobody else has
         committed since this process did)."""
-        held = self.shared.held.get(name)
+        held = self._held.get(name)
         if held is None or held.head.state_key != head.state_key:
             return None
         return held
@@ -277,7 +298,7 @@ class DrainLoop(Part):
         if attempt > 1:
             entries = entries[:1]
         chosen: list[LogEntry] = []
-        folded: list[Entry] = []
+        folded: list[Folded] = []
         sizes: list[int] = []
         total = 0
         for entry in entries:
@@ -287,7 +308,7 @@ class DrainLoop(Part):
             # Always take the first entry, even alone above the bound: it must make progress.
             if chosen and total + entry.items > self.settings.max_coalesce_rows:
                 break
-            handed = self.shared.handed.get(meta.name, entry.log_id) if not entry.payload else None
+            handed = self._handed.get(meta.name, entry.log_id) if not entry.payload else None
             if handed is None and not entry.payload:  # pragma: no cover - held, then dropped
                 raise StateUnreadable(f"entry {entry.log_id} came without its payload")
             chosen.append(entry)
@@ -305,7 +326,7 @@ class DrainLoop(Part):
             after,
             limit,
             self.scheduler.unproven_holders(meta.name),
-            tuple(self.shared.handed.ids(meta.name, 2 * limit)),
+            tuple(self._handed.ids(meta.name, 2 * limit)),
         )
 
     async def _apply_batch(
@@ -339,7 +360,7 @@ class DrainLoop(Part):
         if then_take.taken is not None and then_take.forgive:
             self.scheduler.forgiven(held.meta.name, then_take.forgive)
         held.committed(head, update, batch.payload_bytes, computed)
-        self.shared.held.put(held.meta.name, held)  # weighed again: the state may have grown
+        self._held.put(held.meta.name, held)  # weighed again: the state may have grown
         self.metrics.observe_apply(
             held.meta.method, len(batch.entries), batch.items, time.perf_counter() - started
         )

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 
-from service.applier.shared import log
 from service.errors import Unavailable
 from service.store.records import Lease
 from service.store.redis_store import SelectorStore
+
+log = logging.getLogger("sift.applier")
 
 
 async def keep_lease(

@@ -12,12 +12,16 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
-from service.applier.shared import ApplierShared, Part, log
-from service.applier.state import Backoff, Drain
+from service.applier.state import Backoff, Running
+from service.applier.updates import StateUnreadable, UpdateFailed
+from service.config import Settings
 from service.errors import NotFound, StaleApplier, Unavailable
-from service.updates import StateUnreadable, UpdateFailed
+from service.metrics import Metrics
+from service.store.redis_store import SelectorStore
+
+log = logging.getLogger("sift.applier")
 
 #: Longest pause between two drains of a selector whose drains keep failing.
 MAX_BACKOFF_SECONDS = 60.0
@@ -49,20 +53,28 @@ NOT_THE_ENTRYS_FAULT = (
 )
 
 
-class Scheduler(Part):
+class Scheduler:
     """Kicks, back-off, forgiveness and the sweeper (see the module)."""
 
     def __init__(
         self,
-        shared: ApplierShared,
+        store: SelectorStore,
+        settings: Settings,
+        metrics: Metrics,
+        running: Running,
         drain: Callable[[str], Awaitable[None]],
         forget_selector: Callable[[str], None],
+        held_names: Callable[[], Sequence[str]],
     ) -> None:
-        super().__init__(shared)
-        # What a kick starts (``DrainLoop.drain``), and how a selector found gone is let go
-        # of by every part (``Applier.forget``).
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+        self._running = running
+        # What a kick starts (``DrainLoop.drain``), how a selector found gone is let go of by
+        # every part (``Applier.forget``), and the selectors whose state is held here.
         self._drain = drain
         self._forget_selector = forget_selector
+        self._held_names = held_names
         # Selectors whose last drain failed, and when to try again.
         self._backoff: dict[str, Backoff] = {}
         # Lease holders of this process whose last attempt on a selector's first pending entry
@@ -85,7 +97,7 @@ class Scheduler(Part):
         of an earlier incarnation of the name does not hold the new one up: the old drain can
         no longer read or commit anything, and stops at its next look.
         """
-        if self.shared.closing:
+        if self._running.closing:
             return
         busy_until = self._lease_busy.get(name)
         if busy_until is not None:
@@ -97,11 +109,9 @@ class Scheduler(Part):
                     )
                 return
             del self._lease_busy[name]
-        running = self.shared.running.get(name)
-        if (
-            running is not None
-            and not running.task.done()
-            and (incarnation is None or running.incarnation in (None, incarnation))
+        running = self._running.live(name)
+        if running is not None and (
+            incarnation is None or running.incarnation in (None, incarnation)
         ):
             return
         backoff = self._backoff.get(name)
@@ -111,7 +121,7 @@ class Scheduler(Part):
             elif time.monotonic() < backoff.retry_at:
                 return
         task = asyncio.create_task(self._drain_logged(name), name=f"drain:{name}")
-        self.shared.running[name] = Drain(task)
+        self._running.start(name, task)
 
     def _deferred_kick(self, name: str, incarnation: str | None) -> None:
         self._deferred_kicks.pop(name, None)
@@ -143,14 +153,14 @@ class Scheduler(Part):
         try:
             await self._drain_once(name)
         finally:
-            if self.shared.is_current_drain(name):
-                self.shared.stop_lingering.discard(name)
+            if self._running.is_current(name):
+                self._running.watching(name)
 
     async def _drain_once(self, name: str) -> None:
         try:
             await self._drain(name)
         except NotFound:
-            if self.shared.is_current_drain(name):
+            if self._running.is_current(name):
                 self._forget_selector(name)
         except StaleApplier as exc:
             # Not a failure: another applier holds or held the lease (a replica took over, the
@@ -178,7 +188,7 @@ class Scheduler(Part):
     ) -> None:
         """Wait 1, 2, 4 ... up to ``longest`` seconds before draining ``name`` again (a kick
         for a newer incarnation does not wait), and say so once."""
-        running = self.shared.running.get(name)
+        running = self._running.get(name)
         incarnation = running.incarnation if running is not None else None
         failures = self._backoff[name].failures if name in self._backoff else 0
         delay = min(2.0**failures, longest)
@@ -225,7 +235,7 @@ class Scheduler(Part):
         """Deliver the attempts of ``name`` to take back as soon as Redis answers (bounded by
         ``FORGIVE_SECONDS``), unless a ``take`` of this process carries them first."""
         running = self._forgiving.get(name)
-        if self.shared.closing or (running is not None and not running.done()):
+        if self._running.closing or (running is not None and not running.done()):
             return
         self._forgiving[name] = asyncio.create_task(
             self._deliver_forgiveness(name), name=f"forgive:{name}"
@@ -264,7 +274,7 @@ class Scheduler(Part):
         """
         unavailable = False  # say when Redis goes away and comes back, not every sweep
         sweeps = 0
-        while not self.shared.closing:
+        while not self._running.closing:
             try:
                 # The first sweep reads every selector (what a crash left before the pending
                 # marks existed, or where marking failed); later ones only the marked.
@@ -276,7 +286,7 @@ class Scheduler(Part):
                     self.kick(name)
                 sweeps += 1
                 if sweeps % FORGET_DELETED_EVERY_SWEEPS == 0:
-                    for name in await self.store.registry.missing(self.shared.held.keys()):
+                    for name in await self.store.registry.missing(self._held_names()):
                         self._forget_selector(name)
                 if unavailable:
                     log.warning("sweeps resumed: Redis answers again")

@@ -1,6 +1,7 @@
 """What the applier holds in memory: a selector's state (``HeldState``), the entries of one update
-(``Batch``), a drain running here (``Drain``), a selector backing off (``Backoff``), a
-checkpoint to write (``CheckpointWork``), and whether a head covers an entry (``is_applied``).
+(``Batch``), a drain running here (``Drain``) and all of them (``Running``), a selector backing
+off (``Backoff``), a checkpoint to write (``CheckpointWork``), and whether a head covers an
+entry (``is_applied``).
 
 Plain data: no Redis, no tasks started here.
 """
@@ -14,10 +15,10 @@ from dataclasses import dataclass
 from opentelemetry.trace import SpanContext
 
 from service.algorithms.base import State
-from service.applier.checkpoint_policy import Trigger
+from service.applier.checkpoint_policy import CheckpointFacts, Trigger
+from service.applier.updates import Folded, Update
 from service.store.keys import parse_stream_id
-from service.store.records import AppendOutcome, DirectEntry, Head, LogEntry, SelectorMeta
-from service.updates import Entry, Update
+from service.store.records import AppendOutcome, Entry, Head, LogEntry, SelectorMeta
 from service.wire.kinds import Chunk
 
 #: One update in this many has its CPU time read (``HeldState.samples_cpu``).
@@ -35,7 +36,7 @@ class Batch:
     its payload, or the decoded chunk this process handed over (``HandOver``)."""
 
     entries: list[LogEntry]
-    folded: list[Entry]
+    folded: list[Folded]
     #: Bytes of every entry's payload in the log (held chunks were read from none).
     sizes: list[int]
 
@@ -93,6 +94,31 @@ class HeldState:
             return None
         return self.last_update_cpu * max(1.0, items / max(self.last_update_items, 1))
 
+    def checkpoint_facts(self, force: bool = False, idle: bool = False) -> CheckpointFacts:
+        """What the checkpoint policy is asked of this state (``checkpoint_due``)."""
+        return CheckpointFacts(
+            version=self.head.version,
+            checkpoint_version=self.checkpoint_version,
+            compute_seconds=self.compute_seconds,
+            log_bytes=self.log_bytes,
+            state_bytes=self.state_bytes,
+            last_commit=self.last_commit,
+            force=force,
+            idle=idle,
+        )
+
+    def checkpoint_work(self, trigger: Trigger) -> CheckpointWork:
+        """The checkpoint of this state as it is now, due by ``trigger``."""
+        return CheckpointWork(
+            version=self.head.version,
+            cursor=self.head.cursor,
+            items_seen=self.head.items_seen,
+            state=self.state,
+            log_bytes=self.log_bytes,
+            compute_seconds=self.compute_seconds,
+            trigger=trigger,
+        )
+
     def checkpointed(self, version: int) -> None:
         """The state of ``version``, this one, is the checkpoint now: nothing to replay."""
         self.checkpoint_version = version
@@ -120,7 +146,7 @@ class DirectChunk:
     ended)."""
 
     chunk: Chunk
-    entry: DirectEntry
+    entry: Entry
     future: asyncio.Future[AppendOutcome | None]
     #: The span that handed it over, for the applier's span to link to (``service.tracing``).
     link: SpanContext | None = None
@@ -137,6 +163,51 @@ class Drain:
 
     task: asyncio.Task[None]
     incarnation: str | None = None
+
+
+class Running:
+    """The drains running in this process, one per selector at most; those asked to stop
+    lingering (what their drain watches changed under it: deleted, or detached from its stream,
+    its entries now come to its own log); and whether the process is closing (no drain starts,
+    no checkpoint is planned, nothing waits any more)."""
+
+    def __init__(self) -> None:
+        self._drains: dict[str, Drain] = {}
+        self._stop_lingering: set[str] = set()
+        self.closing = False
+
+    def get(self, name: str) -> Drain | None:
+        return self._drains.get(name)
+
+    def live(self, name: str) -> Drain | None:
+        """The drain of ``name`` here, if it has not ended."""
+        running = self._drains.get(name)
+        return running if running is not None and not running.task.done() else None
+
+    def start(self, name: str, task: asyncio.Task[None]) -> None:
+        self._drains[name] = Drain(task)
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return [drain.task for drain in self._drains.values()]
+
+    def is_current(self, name: str) -> bool:
+        """Whether the running task is this process's drain of ``name`` (not one superseded
+        by a drain of a newer incarnation)."""
+        running = self._drains.get(name)
+        return running is not None and running.task is asyncio.current_task()
+
+    def stop_lingering(self, name: str) -> None:
+        """A drain of ``name`` lingering here stops (it looks again at what it watches)."""
+        if self.live(name) is not None:
+            self._stop_lingering.add(name)
+
+    def lingers(self, name: str) -> bool:
+        """Whether the drain of ``name`` may go on lingering."""
+        return name not in self._stop_lingering
+
+    def watching(self, name: str) -> None:
+        """The drain of ``name`` read what it watches anew: it may linger again."""
+        self._stop_lingering.discard(name)
 
 
 @dataclass(frozen=True)

@@ -8,31 +8,46 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 
 from service.applier.checkpoints import Checkpointer
 from service.applier.drain import DrainLoop
 from service.applier.scheduling import Scheduler
-from service.applier.shared import ApplierShared, Part, log
+from service.applier.state import Running
+from service.applier.waiting import FALLBACK_SECONDS, HandOver, KnownHeads, Settled, Waiters
+from service.config import Settings
 from service.errors import NotFound, Unavailable
 from service.store.records import DeletionNotice, Head
-from service.waiting import FALLBACK_SECONDS, Settled
+from service.store.redis_store import SelectorStore
+
+log = logging.getLogger("sift.applier")
 
 #: How long a reader waits to bring a checkpoint up to date before using the last one.
 CHECKPOINT_NOW_SECONDS = 10.0
 
 
-class Waits(Part):
+class Waits:
     """Waiting on commits and checkpoints (see the module)."""
 
     def __init__(
         self,
-        shared: ApplierShared,
+        store: SelectorStore,
+        settings: Settings,
+        running: Running,
+        waiters: Waiters,
+        heads: KnownHeads,
+        handed: HandOver,
         scheduler: Scheduler,
         checkpoints: Checkpointer,
         drains: DrainLoop,
     ) -> None:
-        super().__init__(shared)
+        self.store = store
+        self.settings = settings
+        self._running = running
+        self._waiters = waiters
+        self._heads = heads
+        self._handed = handed
         self.scheduler = scheduler
         self.checkpoints = checkpoints
         self.drains = drains
@@ -51,8 +66,8 @@ class Waits(Part):
                 name, head.cursor, 1
             ):
                 return head
-            running = self.shared.running.get(name)
-            if running is not None and not running.task.done():
+            running = self._running.live(name)
+            if running is not None:
                 # This process holds the lease (maybe lingering): ask its drain to checkpoint.
                 self.checkpoints.wanted.add(name)
                 await asyncio.wait({running.task}, timeout=max(deadline - time.monotonic(), 0.0))
@@ -82,10 +97,10 @@ class Waits(Part):
         to, NotFound once the name holds another selector (deleted and created again while the
         entry waited: it was never applied, and never will be).
         """
-        known = self.shared.waiters.known(name, log_id, incarnation)
+        known = self._waiters.known(name, log_id, incarnation)
         if known is not None:
             return known
-        future = self.shared.waiters.wait(name, log_id, incarnation)
+        future = self._waiters.wait(name, log_id, incarnation)
         deadline = time.monotonic() + timeout_s
         try:
             while True:
@@ -102,30 +117,31 @@ class Waits(Part):
                         f"selector '{name}' was deleted (and created anew) before the chunk "
                         f"with log id {log_id} was applied"
                     )
-                self.shared.waiters.committed(
+                self._waiters.committed(
                     name, head.incarnation, head.version, head.cursor, head.items_seen
                 )
                 if future.done():
                     return future.result()
                 self.scheduler.kick(name, incarnation)
         finally:
-            self.shared.waiters.discard(name, future)
+            self._waiters.discard(name, future)
 
     async def listen_forever(self) -> None:
         """Hear every replica's commits (``Commits.commit_notices``) for the waiters of
         this process, and for its hand-over (chunks another replica applied are let go), until
         ``close``. While Redis is away, listen again every second."""
-        while not self.shared.closing:
+        while not self._running.closing:
             try:
                 async for notice in self.store.commits.commit_notices(
-                    subscribed=lambda: self.shared.heads.listening(True)
+                    subscribed=lambda: self._heads.listening(True),
+                    until=lambda: self._running.closing,
                 ):
                     if isinstance(notice, DeletionNotice):
-                        self.shared.heads.heard(notice.name, notice.incarnation, None)
+                        self._heads.heard(notice.name, notice.incarnation, None)
                         continue
                     # Heads first: a waiter answered below may be read right after.
-                    self.shared.heads.heard(notice.name, notice.incarnation, notice.version)
-                    self.shared.waiters.committed(
+                    self._heads.heard(notice.name, notice.incarnation, notice.version)
+                    self._waiters.committed(
                         notice.name,
                         notice.incarnation,
                         notice.version,
@@ -133,15 +149,15 @@ class Waits(Part):
                         notice.items_seen,
                         rejected_any=notice.rejected,
                     )
-                    self.shared.handed.applied(notice.name, notice.cursor)
-                    if self.shared.closing:
+                    self._handed.applied(notice.name, notice.cursor)
+                    if self._running.closing:
                         return
             except Unavailable:
                 pass  # the sweeper says it; waiters read heads meanwhile
             except Exception:
                 log.exception("listening for commits failed")
             finally:
-                self.shared.heads.listening(False)
+                self._heads.listening(False)
             await asyncio.sleep(1.0)
 
     async def settle(self, name: str, timeout_s: float) -> bool:

@@ -3,7 +3,8 @@
 A key is ``sift_<id>_<secret>`` (16 and 48 hex digits). Redis keeps, per key, only the SHA-256
 of the secret next to its description::
 
-    {prefix}:apikey:<id>   hash: secret_sha256, scopes (JSON list), prefix, label, created_at
+    {prefix}:apikey:<id>   hash: secret_sha256, scopes (JSON list), prefix, label, created_at,
+                           tenant (the tenant whose quotas the key's creations count against)
     {prefix}:apikeys       set of every id (listing)
     {prefix}:quotas        hash: tenant (a key prefix) -> JSON of the quotas set for it
 
@@ -52,6 +53,9 @@ class ApiKey:
     label: str
     created_at: float
     secret_sha256: str
+    #: The tenant the key belongs to (``service.selectors.quotas``): its own prefix when the
+    #: root made it, else the tenant of the key that made it, kept when that key is revoked.
+    tenant: str = ""
 
     def public(self) -> dict[str, object]:
         return {
@@ -88,10 +92,14 @@ class ApiKeyStore:
         return f"{self.prefix}:apikeys"
 
     @map_redis_errors
-    async def create(self, scopes: tuple[str, ...], prefix: str, label: str) -> tuple[ApiKey, str]:
-        """A new key and its full text (shown to the creator once, never stored)."""
+    async def create(
+        self, scopes: tuple[str, ...], prefix: str, label: str, tenant: str = ""
+    ) -> tuple[ApiKey, str]:
+        """A new key and its full text (shown to the creator once, never stored); ``tenant``
+        (default: ``prefix``) is the tenant it belongs to."""
         key_id, secret = secrets.token_hex(8), secrets.token_hex(24)
-        record = ApiKey(key_id, scopes, prefix, label, time.time(), digest(secret))
+        tenant = tenant or prefix
+        record = ApiKey(key_id, scopes, prefix, label, time.time(), digest(secret), tenant)
         pipe = self.redis.pipeline(transaction=False)
         pipe.hset(
             self._record(key_id),
@@ -101,6 +109,7 @@ class ApiKeyStore:
                 "prefix": prefix,
                 "label": label,
                 "created_at": repr(record.created_at),
+                "tenant": tenant,
             },
         )
         pipe.sadd(self._registry, key_id)
@@ -121,6 +130,7 @@ class ApiKeyStore:
                 label=fields.get("label", ""),
                 created_at=float(fields["created_at"]),
                 secret_sha256=fields["secret_sha256"],
+                tenant=fields.get("tenant") or fields.get("prefix", ""),
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise CodecError(f"stored API key {key_id} does not parse: {exc}") from exc
@@ -155,6 +165,11 @@ class ApiKeyStore:
             return {str(k): int(v) for k, v in json.loads(raw).items()}
         except (ValueError, TypeError, AttributeError) as exc:
             raise CodecError(f"stored quotas of tenant {tenant!r} do not parse: {exc}") from exc
+
+    @map_redis_errors
+    async def tenants_with_quotas(self) -> list[str]:
+        """Every tenant whose quotas the root set."""
+        return sorted(_text(t) for t in await self.redis.hkeys(self._quotas))
 
     @map_redis_errors
     async def set_quota_overrides(self, tenant: str, overrides: dict[str, int]) -> None:

@@ -1,8 +1,8 @@
-"""Appends to one selector that arrive together go to Redis in one script call (group commit).
+"""Appends to one log that arrive together go to Redis in one script call (group commit).
 
 With many producers, every chunk's own ``EVALSHA`` cost the service its client-side command
 machinery (~0.1 ms of CPU in redis-py) and Redis one script call and one fsync'd write each.
-:class:`GroupCommit` sends the first append of a selector at once and gathers those that come
+:class:`GroupCommit` sends the first append to a log at once and gathers those that come
 while it is in flight into the next call: under load a call carries as many appends as arrived
 during one round trip (and fsync), alone it costs nothing but a task switch. The script applies
 the appends one after the other, exactly as separate calls would, and answers each on its own.
@@ -11,9 +11,9 @@ the appends one after the other, exactly as separate calls would, and answers ea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 #: Most appends, and bytes of payload, one call carries (the rest go in the next).
 MOST_ENTRIES = 256
@@ -32,30 +32,36 @@ class QueuedAppend:
     )
 
 
-#: Sends one selector's batch, answering one reply per append in order.
-Send = Callable[[str, list[QueuedAppend]], Awaitable[list[Any]]]
+#: What names a log (its target).
+Log = TypeVar("Log", bound=Hashable)
 
 
-class GroupCommit:
-    """Per selector, one call in flight; the appends that come meanwhile wait for the next."""
+class GroupCommit(Generic[Log]):
+    """Per log, one call in flight; the appends that come meanwhile wait for the next. ``send``
+    sends one log's batch, answering one reply per append in order."""
 
-    def __init__(self, send: Send, most_entries: int = MOST_ENTRIES, most_bytes: int = MOST_BYTES):
+    def __init__(
+        self,
+        send: Callable[[Log, list[QueuedAppend]], Awaitable[list[Any]]],
+        most_entries: int = MOST_ENTRIES,
+        most_bytes: int = MOST_BYTES,
+    ):
         self._send = send
         self.most_entries = most_entries
         self.most_bytes = most_bytes
-        self._queued: dict[str, list[QueuedAppend]] = {}
-        self._flushing: dict[str, asyncio.Task[None]] = {}
+        self._queued: dict[Log, list[QueuedAppend]] = {}
+        self._flushing: dict[Log, asyncio.Task[None]] = {}
 
-    async def submit(self, name: str, keys: list[str], args: list[Any], payload_bytes: int) -> Any:
-        """Append to ``name`` with the next call; the script's reply for this append (or the
-        exception the call raised)."""
+    async def submit(self, name: Log, keys: list[str], args: list[Any], payload_bytes: int) -> Any:
+        """Append to log ``name`` with the next call; the script's reply for this append (or
+        the exception the call raised)."""
         queued = QueuedAppend(keys, args, payload_bytes)
         self._queued.setdefault(name, []).append(queued)
         if name not in self._flushing:
             self._flushing[name] = asyncio.create_task(self._flush(name), name=f"append:{name}")
         return await queued.future
 
-    def _next_batch(self, name: str) -> list[QueuedAppend]:
+    def _next_batch(self, name: Log) -> list[QueuedAppend]:
         """The appends of the next call, in arrival order (those whose requester left before
         it went out are dropped: nobody would be told)."""
         queue = self._queued.get(name, [])
@@ -74,7 +80,7 @@ class GroupCommit:
             self._queued.pop(name, None)
         return batch
 
-    async def _flush(self, name: str) -> None:
+    async def _flush(self, name: Log) -> None:
         try:
             while batch := self._next_batch(name):
                 try:

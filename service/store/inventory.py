@@ -10,13 +10,12 @@ pipelined. Usage reads are pipelined in batches and capped.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from service.algorithms import get_method
 from service.algorithms.drift import STABLE_H, compare
 from service.errors import CodecError, InvalidInput
-from service.resolved import resolved_params
 from service.store.core import UNREACHABLE
 from service.store.keys import (
     is_partition,
@@ -79,8 +78,9 @@ class Usage:
 
 def declared_state_bytes(meta: SelectorMeta) -> int:
     """The bytes a selector's state takes once it has learned: its method's ``state_sizes``
-    for its parameters and size, times its partitions."""
-    sizes = get_method(meta.method).state_sizes(resolved_params(meta))
+    for its parameters (resolved as stored, for its size), times its partitions."""
+    method = get_method(meta.method)
+    sizes = method.state_sizes(method.resolve_params(meta.params, meta.size, stored=True))
     return sum(sizes.values()) * max(meta.partitions, 1)
 
 
@@ -197,13 +197,19 @@ class Inventory:
                 )
         return Usage(selectors=len(names), measured=measured)
 
-    @map_redis_errors
     async def tenant_usage(self, prefix: str) -> TenantUsage:
-        """What the selectors, streams and sources whose names start with ``prefix`` hold: one
-        read of each registry, and one pipelined read per selector of the tenant."""
-        names = [n for n in await self.names() if n.startswith(prefix)]
-        declared = 0
-        alerts = 0
+        """What the selectors, streams and sources whose names start with ``prefix`` hold."""
+        return (await self.tenant_usages([prefix]))[prefix]
+
+    @map_redis_errors
+    async def tenant_usages(self, prefixes: Sequence[str]) -> dict[str, TenantUsage]:
+        """``tenant_usage`` of each of ``prefixes`` (nested tenants: each counts every name
+        under it) in one pass: one read of each registry, and one pipelined read per selector
+        under any of them."""
+        if not prefixes:
+            return {}
+        under = {prefix: [0, 0, 0] for prefix in prefixes}  # selectors, declared, alerts
+        names = [n for n in await self.names() if any(n.startswith(p) for p in prefixes)]
         for start in range(0, len(names), _BATCH):
             batch = self.store.keyed(names[start : start + _BATCH])
             metas = await self.store.read_each(
@@ -212,24 +218,37 @@ class Inventory:
             counts = await self.store.read_each(
                 [self.store.keys(name).alerts for name in batch], lambda pipe, key: pipe.hlen(key)
             )
-            for raw, count in zip(metas, counts, strict=True):
+            for name, raw, count in zip(batch, metas, counts, strict=True):
+                declared = 0
                 if raw is not None and raw is not UNREACHABLE:
-                    declared += declared_state_bytes(SelectorMeta.from_json(raw, None))
-                if isinstance(count, int):
-                    alerts += count
-        streams = await self.store.redis.smembers(streams_registry_key(self.store.prefix))
-        sources = await self.store.redis.hkeys(sources_registry_key(self.store.prefix))
-        return TenantUsage(
-            selectors=len(names),
-            state_bytes=declared,
-            alerts=alerts,
-            streams=sum(1 for n in streams if _text(n).startswith(prefix)),
-            sources=sum(1 for n in sources if _text(n).startswith(prefix)),
-        )
+                    declared = declared_state_bytes(SelectorMeta.from_json(raw, None))
+                for prefix, held in under.items():
+                    if name.startswith(prefix):
+                        held[0] += 1
+                        held[1] += declared
+                        held[2] += count if isinstance(count, int) else 0
+        streams = [
+            _text(n)
+            for n in await self.store.redis.smembers(streams_registry_key(self.store.prefix))
+        ]
+        sources = [
+            _text(n) for n in await self.store.redis.hkeys(sources_registry_key(self.store.prefix))
+        ]
+        return {
+            prefix: TenantUsage(
+                selectors=held[0],
+                state_bytes=held[1],
+                alerts=held[2],
+                streams=sum(1 for n in streams if n.startswith(prefix)),
+                sources=sum(1 for n in sources if n.startswith(prefix)),
+            )
+            for prefix, held in under.items()
+        }
 
     async def _rankings(self, names: list[str]) -> list[tuple[float | None, float | None]]:
-        """Each selector's newest stability (its top 10's) and drift since its baseline, from
-        its newest history entry and its baseline: two reads each, pipelined."""
+        """Each selector's newest stability (of its top ``stable_h``: 10, or its features less
+        one) and drift since its baseline, from its newest history entry and its baseline: two
+        reads each, pipelined."""
         keys: list[str] = []
         for name in names:
             k = self.store.keys(name)
@@ -257,10 +276,13 @@ def _watched(raw_entry: object, raw_baseline: object) -> tuple[float | None, flo
         )
     except CodecError:
         return None, None
-    stability = None
-    if entry.stability is not None and entry.stability["h"] == STABLE_H:
-        stability = float(entry.stability["index"])
+    stability, h = None, STABLE_H
+    single = len(entry.rankings) == 1 and entry.rankings[0].view is None
+    if entry.stability is not None and single:
+        # The stability a version records is its top stable_h's: 10, or on a selector of 10
+        # or fewer features its features less one; the drift is of the same top.
+        stability, h = float(entry.stability["index"]), int(entry.stability["h"])
     drift = None
     if baseline is not None:
-        drift = compare(baseline.entry.rankings, entry.rankings, STABLE_H).drift
+        drift = compare(baseline.entry.rankings, entry.rankings, h).drift
     return stability, drift

@@ -262,7 +262,7 @@ class SelectorKeys:
     def sources(self) -> str:
         """The sources that feed this log: source name -> JSON of its id, its position in
         each partition of its bus, and its counts (committed with each append,
-        ``source_append.lua``)."""
+        ``append.lua``)."""
         return f"{self.base}:sources"
 
     @property
@@ -314,6 +314,12 @@ class StreamKeys(SelectorKeys):
     def attachments(self) -> str:
         """The selectors attached to the stream (``records.Attachment``)."""
         return f"{self.base}:selectors"
+
+    @property
+    def detaching(self) -> str:
+        """The selectors being detached from the stream: their attachments, each with the cut
+        it is detached at (``records.Attachment``, ``STREAM_CUT``)."""
+        return f"{self.base}:detaching"
 
 
 def validate_stream_name(name: Any) -> str:

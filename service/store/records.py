@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, cast, get_args
 
 from service.algorithms.base import ChunkKind
-from service.errors import CodecError
+from service.errors import CodecError, InvalidInput
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,15 @@ class SelectorMeta:
         if fixed is None:
             raise CodecError(f"selector '{self.name}' has neither n_features nor n_samples")
         return fixed
+
+    @property
+    def ranked_features(self) -> int | None:
+        """How many features one of its rankings holds: ``n_features``, a multi-view
+        selector's widest view (each view is ranked on its own), None for a feature stream
+        (its features are counted as they arrive)."""
+        if self.views:
+            return max(dim for _, dim in self.views)
+        return self.n_features
 
     def feature_name(self, index: int) -> str:
         """The name of fixed feature ``index``: given at creation, else ``f<index>``."""
@@ -248,15 +257,22 @@ class Attachment:
     start: str
     released: str
     attached_ms: int
+    #: Where a detach cut the stream for it (``STREAM_CUT``); None while it is attached.
+    cut: str | None = None
 
     @classmethod
     def parse(cls, selector: bytes | str, value: bytes | str) -> Attachment:
         """An attachment from its hash field and value (``"<incarnation> <start> <released>
-        <ms>"``, as the ``ATTACH`` and ``RELEASE`` scripts write it)."""
+        <ms>"``, as the ``ATTACH`` and ``RELEASE`` scripts write it; then ``" <cut>"`` for a
+        selector being detached, as ``STREAM_CUT`` writes it)."""
         text = as_text(value)
         try:
-            incarnation, start, released, at = text.split(" ")
-            return cls(as_text(selector), incarnation, start, released, int(at))
+            incarnation, start, released, at, *cut = text.split(" ")
+            if len(cut) > 1:
+                raise ValueError("too many fields")
+            return cls(
+                as_text(selector), incarnation, start, released, int(at), cut[0] if cut else None
+            )
         except ValueError as exc:
             raise CodecError(f"stream attachment does not parse: {text[:200]!r}") from exc
 
@@ -353,16 +369,27 @@ class AppendOutcome:
 
 
 @dataclass(frozen=True)
-class DirectEntry:
-    """A chunk appended and committed in one script by the applier that computed it
-    (``append_and_commit``): what ``append`` takes of it (a direct entry names no items)."""
+class Entry:
+    """A chunk to append: its payload and how many items (rows, or feature columns) it holds,
+    the digest of the body it came in (what a repeated idempotency key is compared with), its
+    idempotency key, the incarnation it was checked against ("" for any), the names of its
+    items (in order, or none) and whether it is another selector's summary to merge."""
 
     payload: bytes
     items: int
-    digest: str
-    idempotency_key: str | None
-    #: The incarnation the chunk was checked against ("" for any).
+    digest: str = ""
+    key: str | None = None
+    names: Sequence[str] = ()
+    merge: bool = False
     incarnation: str = ""
+
+    def check(self) -> None:
+        """What an entry must be whatever log it goes to: one name per item (or none), and a
+        key that is not empty."""
+        if self.names and len(self.names) != self.items:
+            raise ValueError(f"expected {self.items} item names, got {len(self.names)}")
+        if self.key is not None and not self.key:
+            raise InvalidInput("Idempotency-Key must not be empty")
 
 
 @dataclass(frozen=True)
@@ -470,6 +497,9 @@ class Lease:
     #: own log), and the incarnation of that stream.
     stream: str | None = None
     stream_incarnation: str = ""
+    #: The last entry of that stream the selector may take, while a detach is under way
+    #: (``DETACH_CUT``); None: every entry.
+    stream_cut: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
-"""What the append scripts' refusals mean (``append_entry.lua``: ``APPEND``, ``STREAM_APPEND``,
-``SOURCE_APPEND``), said once for every log they append to. The refusals that change what a
-process keeps (``NOTFOUND``, ``INCARNATION``: a description to forget) are the callers'."""
+"""What the append scripts' refusals mean (``append_entry.lua``: ``APPEND``, for a selector, a
+stream or a source, and ``APPEND_COMMIT``), said once for every log they append to. The refusals
+that change what a process keeps (``NOTFOUND``, ``INCARNATION``: a description to forget) are
+the callers'."""
 
 from __future__ import annotations
 

@@ -38,13 +38,14 @@ NAMES = (
     "record_history",
     "unmark_pending",
     "stream_create",
-    "stream_append",
     "stream_read",
     "stream_delete",
     "attach",
     "release",
     "take_attempt",
     "detach",
+    "stream_cut",
+    "detach_cut",
     "set_baseline",
     "create_alert",
     "claim_crossing",
@@ -54,7 +55,8 @@ NAMES = (
     "redeliver_event",
     "rearm_alert",
     "remark",
-    "source_append",
+    "source_position",
+    "source_restart",
 )
 
 _USES = re.compile(r"^-- uses: (.+)$", re.MULTILINE)

@@ -13,7 +13,7 @@ import pytest
 
 from service.store.codec import encode_matrix
 from service.store.keys import SelectorKeys
-from service.store.records import DirectEntry
+from service.store.records import Entry
 from service.store.redis_store import SelectorStore
 from tests.support.api import create_selector
 
@@ -30,7 +30,7 @@ NO_CHECKPOINTS = {
 
 def direct_calls(app: Any) -> list[int]:
     """Counts the direct commits of ``app``'s store (the script runs for real)."""
-    store = app.state.selectors.store
+    store = app.state.runtime.selectors.store
     calls = [0]
     real = store.commits.append_and_commit
 
@@ -107,10 +107,10 @@ async def test_a_direct_commit_writes_nothing_unless_it_may(client, redis_client
     meta = await store.registry.get_meta("r")
     keys = SelectorKeys("sift", "r")
 
-    def entry(values: list[float], key: str | None) -> DirectEntry:
+    def entry(values: list[float], key: str | None) -> Entry:
         payload = encode_matrix(np.array([values]))
         digest = hashlib.sha256(payload).hexdigest()
-        return DirectEntry(payload, 1, digest, key, meta.incarnation)
+        return Entry(payload, 1, digest, key, incarnation=meta.incarnation)
 
     async def snapshot() -> tuple[Any, ...]:
         return (
@@ -124,7 +124,7 @@ async def test_a_direct_commit_writes_nothing_unless_it_may(client, redis_client
     head = await store.registry.get_head("r")
     published = {"__placeholder__": encode_matrix(np.zeros((1, 1)))}
     # Pending: an entry appended by someone else that the update did not follow.
-    await store.log.append("r", entry([1.0, 2.0], "first").payload, 1, "ab" * 32, "first")
+    await store.log.append("r", Entry(entry([1.0, 2.0], "first").payload, 1, "ab" * 32, "first"))
     before = await redis_client.xlen(keys.log)
     refused = await store.commits.append_and_commit(
         lease, head.version, head.cursor, published, 1, [entry([3.0, 4.0], "second")]

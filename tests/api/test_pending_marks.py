@@ -16,6 +16,7 @@ import pytest
 
 from service.store.codec import encode_matrix
 from service.store.keys import pending_key
+from service.store.records import Entry
 from service.store.redis_store import SelectorStore
 from tests.support.api import create_selector, wait_for
 
@@ -44,7 +45,7 @@ async def test_an_entry_appended_behind_the_back_is_applied_and_its_mark_removed
         await create_selector(http, "busy", 3)
         await wait_for(lambda: _no_marks(redis_client))  # creating marks nothing for long
         # An entry nobody waits for and no applier of this process was told about.
-        await store.log.append("busy", ROW, 1, digest(b"1"), None)
+        await store.log.append("busy", Entry(ROW, 1, digest(b"1"), None))
 
         async def applied() -> bool:
             return await rows_seen(http, "busy") == 1
@@ -68,7 +69,7 @@ async def test_a_mark_set_again_after_it_was_read_is_kept(
 ) -> None:
     async with app_factory(sweep_interval_seconds=3600) as (_, http):
         await create_selector(http, "s", 3)
-        await store.log.append("s", ROW, 1, digest(b"a"), None)
+        await store.log.append("s", Entry(ROW, 1, digest(b"a"), None))
         # (In a cluster the mark follows the append, in the background.)
         await wait_for(lambda: _marked(redis_client, "s"))
         read_score = await redis_client.zscore(PENDING, "s")
@@ -87,7 +88,7 @@ async def test_only_the_first_sweep_reads_every_selector(
         await wait_for(lambda: _no_marks(redis_client))
         # An entry whose mark was lost (a crash between append and mark, in a cluster): the
         # running process's sweeps, which read marks, do not see it ...
-        await store.log.append("unmarked", ROW, 1, digest(b"u"), None)
+        await store.log.append("unmarked", Entry(ROW, 1, digest(b"u"), None))
         await wait_for(lambda: _marked(redis_client, "unmarked"))
         await redis_client.zrem(PENDING, "unmarked")
         await asyncio.sleep(0.5)  # ten sweeps

@@ -33,8 +33,8 @@ from service.algorithms.base import (
     State,
 )
 from service.algorithms.resampling import summary_fields_of
+from service.applier import resolved_params
 from service.config import Settings
-from service.resolved import resolved_params
 from service.store.codec import encode_state
 from service.store.keys import SelectorKeys
 from service.store.records import CommitRecord, SelectorMeta
@@ -82,7 +82,7 @@ def run_in_process(meta: SelectorMeta, batches: Sequence[Sequence[Any]]) -> Stat
 
 def hot_state(app: FastAPI, name: str) -> State | None:
     """The state this app's applier holds in memory for ``name`` (None: not held)."""
-    hot = app.state.selectors.applier.shared.held.get(name)
+    hot = app.state.runtime.selectors.applier.holds(name)
     return None if hot is None else dict(hot.state)
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from service.store.codec import encode_matrix
+from service.store.records import Entry
 from service.store.redis_store import SelectorStore
 from tests.support.api import create_selector, make_settings, npy_bytes, running_app, wait_for
 
@@ -131,7 +132,7 @@ async def test_entries_left_in_the_log_are_recovered_at_start(redis_url, redis_c
         await create_selector(http, "crash", 3)
     store = SelectorStore(redis_client)
     payload = encode_matrix(np.array([[1.0, 2.0, 3.0]]))
-    await store.log.append("crash", payload, 1, hashlib.sha256(payload).hexdigest(), None)
+    await store.log.append("crash", Entry(payload, 1, hashlib.sha256(payload).hexdigest(), None))
     async with running_app(make_settings(redis_url)) as (_, http):
 
         async def recovered() -> bool:
@@ -144,7 +145,7 @@ async def test_pending_entries_are_coalesced_into_one_version(app_factory, redis
     """Entries that pile up while another applier holds the lease land in one update."""
     async with app_factory() as (app, http):
         await create_selector(http, "pile", 4)
-        store = app.state.selectors.store
+        store = app.state.runtime.selectors.store
         lease = await store.leases.acquire_lease("pile", 60_000)
         assert lease is not None
         for i in range(5):
@@ -231,7 +232,7 @@ async def test_rankings_read_again_are_answered_from_memory_until_a_commit_is_an
     read sees it (read-your-writes where the commit was made)."""
     async with app_factory() as (app_a, a), app_factory() as (_b, b):
         # Only the notices may tell A: its heads are not read again by age in this test.
-        app_a.state.selectors.applier.shared.heads.trusted_seconds = 60.0
+        app_a.state.runtime.selectors.applier.heads.trusted_seconds = 60.0
         await create_selector(a, "mem", 3)
         assert (await a.post("/v1/selectors/mem/chunks", json=[[1.0, 2.0, 3.0]])).status_code == 200
         first = (await a.get("/v1/selectors/mem/top", params={"h": 2})).json()

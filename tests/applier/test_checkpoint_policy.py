@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pytest
 
-from service.applier import Applier, HeldState
+from service.applier import HeldState
 from service.applier.checkpoint_policy import (
     CheckpointFacts,
     Thresholds,
@@ -22,7 +22,6 @@ from service.applier.checkpoint_policy import (
     due_by_age_at,
 )
 from service.config import Settings
-from service.metrics import Metrics
 from service.store.records import Head
 
 THRESHOLDS = Thresholds(replay_seconds=4.0, log_ratio=2.0, interval_seconds=5.0)
@@ -156,23 +155,28 @@ def hot(**changes: Any) -> HeldState:
 
 
 def test_the_applier_asks_the_policy_with_what_its_state_says() -> None:
-    """``Checkpointer.due`` hands each of ``HeldState``'s figures to its own field."""
+    """``HeldState.checkpoint_facts`` hands each of its figures to its own field (what
+    ``Checkpointer.due`` asks the policy), and ``checkpoint_work`` each to the checkpoint."""
     settings = Settings(
         checkpoint_replay_seconds=4.0, checkpoint_log_ratio=2.0, checkpoint_interval_seconds=5.0
     )
-    applier = Applier(cast(Any, None), settings, Metrics())
-    assert applier.checkpoints.due(hot()) is None
-    assert applier.checkpoints.due(hot(), force=True) == "request"
-    assert applier.checkpoints.due(hot(checkpoint_version=8), force=True) is None
-    assert applier.checkpoints.due(hot(compute_seconds=4.0)) == "replay"
-    assert applier.checkpoints.due(hot(compute_seconds=below(4.0))) is None
-    assert applier.checkpoints.due(hot(log_bytes=200)) == "log"
-    assert applier.checkpoints.due(hot(log_bytes=199)) is None
-    assert applier.checkpoints.due(hot(log_bytes=199, state_bytes=99)) == "log"
+
+    def due(held: HeldState, force: bool = False, idle: bool = False) -> str | None:
+        facts = held.checkpoint_facts(force, idle)
+        return checkpoint_due(facts, Thresholds.of(settings), time.monotonic())
+
+    assert due(hot()) is None
+    assert due(hot(), force=True) == "request"
+    assert due(hot(checkpoint_version=8), force=True) is None
+    assert due(hot(compute_seconds=4.0)) == "replay"
+    assert due(hot(compute_seconds=below(4.0))) is None
+    assert due(hot(log_bytes=200)) == "log"
+    assert due(hot(log_bytes=199)) is None
+    assert due(hot(log_bytes=199, state_bytes=99)) == "log"
     long_ago = time.monotonic() - 60.0
-    assert applier.checkpoints.due(hot(last_commit=long_ago)) is None
-    assert applier.checkpoints.due(hot(last_commit=long_ago), idle=True) == "idle"
-    assert applier.checkpoints.due(hot(), idle=True) is None
-    work = applier.checkpoints._work(hot(log_bytes=5, compute_seconds=0.5), "log")
+    assert due(hot(last_commit=long_ago)) is None
+    assert due(hot(last_commit=long_ago), idle=True) == "idle"
+    assert due(hot(), idle=True) is None
+    work = hot(log_bytes=5, compute_seconds=0.5).checkpoint_work("log")
     assert (work.version, work.cursor, work.items_seen) == (8, "5-0", 10)
     assert (work.log_bytes, work.compute_seconds, work.trigger) == (5, 0.5, "log")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
+from service.applier import KnownHeads
 from service.store.records import Head
-from service.waiting import KnownHeads
 
 
 def head(version: int, incarnation: str = "i1") -> Head:

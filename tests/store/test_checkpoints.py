@@ -34,7 +34,15 @@ from service.store.codec import (
     piece_name,
 )
 from service.store.keys import SelectorKeys
-from service.store.records import Checkpoint, CommitRecord, Head, Lease, Rejection, SelectorMeta
+from service.store.records import (
+    Checkpoint,
+    CommitRecord,
+    Entry,
+    Head,
+    Lease,
+    Rejection,
+    SelectorMeta,
+)
 from service.store.redis_store import SelectorStore
 
 KEYS = SelectorKeys("sift", "s1")
@@ -253,7 +261,9 @@ async def three_versions(store: SelectorStore) -> Versions:
     entries = []
     for i in range(5):
         payload = f"chunk {i}".encode()
-        entries.append((await store.log.append("s1", payload, i + 1, digest(payload), None)).log_id)
+        entries.append(
+            (await store.log.append("s1", Entry(payload, i + 1, digest(payload), None))).log_id
+        )
     lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
     await store.commits.commit(lease, 0, published_of(1), entries[1], 3, [], entries=2)
@@ -430,7 +440,9 @@ async def test_log_between_reads_past_one_batch_in_bounded_reads(
     ids = []
     for i in range(600):
         payload = f"p{i}".encode()
-        ids.append((await store.log.append("s1", payload, 2, digest(payload), f"k{i}")).log_id)
+        ids.append(
+            (await store.log.append("s1", Entry(payload, 2, digest(payload), f"k{i}"))).log_id
+        )
     sent.commands.clear()
     everything = await store.log.log_between("s1", "0-0", ids[-1])
     assert [entry.log_id for entry in everything] == ids
@@ -477,7 +489,10 @@ async def test_pending_count_last_log_id_and_names_with_pending(
         await store.log.pending_count("busy") == 0 and await store.log.last_log_id("busy") is None
     )
     assert await store.log.names_with_pending() == []
-    ids = [(await store.log.append("busy", b"p", 1, digest(b"p"), None)).log_id for _ in range(4)]
+    ids = [
+        (await store.log.append("busy", Entry(b"p", 1, digest(b"p"), None))).log_id
+        for _ in range(4)
+    ]
     assert (
         await store.log.pending_count("busy") == 4
         and await store.log.last_log_id("busy") == ids[-1]
@@ -556,7 +571,7 @@ async def test_a_selector_of_the_earlier_layout_recovers_from_its_whole_state(
     assert [e.log_id for e in await store.log.pending("s1", head.cursor, 10)] == pending
 
     # APPEND starts counting from what was pending.
-    appended = await store.log.append("s1", b"row 8", 1, digest(b"row 8"), "k8")
+    appended = await store.log.append("s1", Entry(b"row 8", 1, digest(b"row 8"), "k8"))
     assert appended.first == 8
     assert await redis_client.hmget(KEYS.head, ["entries", "applied", "last_id"]) == [
         b"3",

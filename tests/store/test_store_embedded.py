@@ -31,7 +31,7 @@ from service.store.embedded import (
     locate_redis_server,
 )
 from service.store.keys import SelectorKeys
-from service.store.records import CommitRecord, SelectorMeta
+from service.store.records import CommitRecord, Entry, SelectorMeta
 from service.store.redis_store import SelectorStore
 
 META = SelectorMeta("s1", "ocfs", {}, 1.0, n_features=2, feature_names=["f0", "f1"])
@@ -59,9 +59,9 @@ async def test_uncommitted_entries_survive_restart_and_crash(
     client = aioredis.from_url(restartable_redis.start())
     store = SelectorStore(client)
     await store.registry.create(META, encode_state({"count": 0}))
-    e1 = await store.log.append("s1", b"one", 1, digest(b"one"), "k1")
-    e2 = await store.log.append("s1", b"two", 1, digest(b"two"), "k2")
-    e3 = await store.log.append("s1", b"three", 1, digest(b"three"), None)
+    e1 = await store.log.append("s1", Entry(b"one", 1, digest(b"one"), "k1"))
+    e2 = await store.log.append("s1", Entry(b"two", 1, digest(b"two"), "k2"))
+    e3 = await store.log.append("s1", Entry(b"three", 1, digest(b"three"), None))
     lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
     await store.commits.commit(
@@ -99,8 +99,10 @@ async def test_uncommitted_entries_survive_restart_and_crash(
     assert [e.log_id for e in await store.log.pending("s1", head.cursor, 10)] == [e3.log_id]
     assert await store.log.names_with_pending() == ["s1"]
     assert await store.log.pending_count("s1") == 1
-    assert (await store.log.append("s1", b"two", 1, digest(b"two"), "k2")).log_id == e2.log_id
-    e4 = await store.log.append("s1", b"four", 1, digest(b"four"), None)
+    assert (
+        await store.log.append("s1", Entry(b"two", 1, digest(b"two"), "k2"))
+    ).log_id == e2.log_id
+    e4 = await store.log.append("s1", Entry(b"four", 1, digest(b"four"), None))
     await client.aclose()
 
     restartable_redis.kill()  # crash: no SHUTDOWN, appendfsync=always keeps what was acked

@@ -9,7 +9,7 @@ import redis.asyncio as aioredis
 from service.errors import Conflict, NotFound
 from service.store.codec import decode_array, encode_array, encode_state
 from service.store.monitoring_records import HistoryEntry, RankedList
-from service.store.records import Checkpoint, SelectorMeta
+from service.store.records import Checkpoint, Entry, SelectorMeta
 from service.store.redis_store import SelectorStore
 
 pytestmark = pytest.mark.asyncio
@@ -53,10 +53,10 @@ async def test_create_at_a_head_with_segments_and_names(store: SelectorStore):
     segments = await store.checkpoints.get_segments("imp", ["colblock:0"])
     np.testing.assert_array_equal(decode_array(segments["colblock:0"]), np.ones((2, 2)))
     # The next item appended is numbered after the imported ones, and names stay taken.
-    outcome = await store.log.append("imp", b"payload", 1, "d", None, ["sbp"])
+    outcome = await store.log.append("imp", Entry(b"payload", 1, "d", None, ["sbp"]))
     assert outcome.first == 3
     with pytest.raises(Conflict, match="already used"):
-        await store.log.append("imp", b"payload", 1, "e", None, ["age"])
+        await store.log.append("imp", Entry(b"payload", 1, "e", None, ["age"]))
 
 
 async def test_an_import_over_a_taken_name_leaves_nothing_behind(

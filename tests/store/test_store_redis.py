@@ -35,7 +35,7 @@ from service.store.connection import RedisClient, cluster_url
 from service.store.keys import SelectorKeys, compare_stream_ids, next_stream_id
 from service.store.monitoring_records import HistoryEntry, RankedList
 from service.store.parts.leases import holder_died
-from service.store.records import Checkpoint, CommitRecord, Lease, Rejection
+from service.store.records import Checkpoint, CommitRecord, Entry, Lease, Rejection
 from service.store.redis_store import SelectorStore
 from tests.support.store import digest, meta, published_of, state_of
 
@@ -89,7 +89,7 @@ async def test_create_get_list_delete(store: SelectorStore, redis_client: aiored
     assert await keys_of(redis_client, "b", "staging*") == set()
     assert await keys_of(redis_client, "b", "ckpt:*") == {point.key}
 
-    await store.log.append("b", b"p", 1, digest(b"p"), "k1")
+    await store.log.append("b", Entry(b"p", 1, digest(b"p"), "k1"))
     lease = await store.leases.acquire_lease("b", 10_000)
     assert lease is not None
     await store.registry.delete("b")
@@ -103,7 +103,7 @@ async def test_create_get_list_delete(store: SelectorStore, redis_client: aiored
         with pytest.raises(NotFound, match="selector 'b' does not exist"):
             await call
     with pytest.raises(NotFound):
-        await store.log.append("b", b"p", 1, digest(b"p"), None)
+        await store.log.append("b", Entry(b"p", 1, digest(b"p"), None))
     with pytest.raises(NotFound):
         await store.commits.commit(lease, 0, published_of(1), "0-0", 0, [], entries=0)
     assert await keys_of(redis_client, "b") == set()  # a stale commit writes nothing at all
@@ -113,7 +113,7 @@ async def test_create_get_list_delete(store: SelectorStore, redis_client: aiored
 
     # the name is free again, with no trace of the first incarnation
     await store.registry.create(meta("b"), state_of(0))
-    assert (await store.log.append("b", b"p", 1, digest(b"p"), "k1")).duplicate is False
+    assert (await store.log.append("b", Entry(b"p", 1, digest(b"p"), "k1"))).duplicate is False
 
 
 async def test_names_are_validated(store: SelectorStore) -> None:
@@ -141,18 +141,18 @@ async def test_client_must_return_bytes(redis_url: str) -> None:
 async def test_append_is_idempotent(store: SelectorStore, redis_client: aioredis.Redis) -> None:
     await store.registry.create(meta(), state_of(0))
     assert await store.log.last_log_id("s1") is None and await store.log.pending_count("s1") == 0
-    first = await store.log.append("s1", b"one", 2, digest(b"one"), "key-1")
+    first = await store.log.append("s1", Entry(b"one", 2, digest(b"one"), "key-1"))
     assert first.duplicate is False and first.applied_version is None
-    again = await store.log.append("s1", b"one", 2, digest(b"one"), "key-1")
+    again = await store.log.append("s1", Entry(b"one", 2, digest(b"one"), "key-1"))
     assert again.duplicate is True and again.log_id == first.log_id
     assert again.applied_version is None and again.items_seen is None
     with pytest.raises(IdempotencyMismatch, match="Idempotency-Key 'key-1' was first used"):
-        await store.log.append("s1", b"two", 2, digest(b"two"), "key-1")
+        await store.log.append("s1", Entry(b"two", 2, digest(b"two"), "key-1"))
     assert await store.log.pending_count("s1") == 1
     assert await store.log.last_log_id("s1") == first.log_id
 
-    plain1 = await store.log.append("s1", b"one", 2, digest(b"one"), None)
-    plain2 = await store.log.append("s1", b"one", 2, digest(b"one"), None)
+    plain1 = await store.log.append("s1", Entry(b"one", 2, digest(b"one"), None))
+    plain2 = await store.log.append("s1", Entry(b"one", 2, digest(b"one"), None))
     assert not plain1.duplicate and not plain2.duplicate and plain1.log_id != plain2.log_id
     assert await store.log.pending_count("s1") == 3
     assert await store.log.last_log_id("s1") == plain2.log_id
@@ -163,7 +163,7 @@ async def test_append_is_idempotent(store: SelectorStore, redis_client: aioredis
     assert await store.log.idempotency_record("s1", "key-1") == again
     assert await store.log.idempotency_record("s1", "nope") is None
     with pytest.raises(InvalidInput):
-        await store.log.append("s1", b"x", 1, digest(b"x"), "")
+        await store.log.append("s1", Entry(b"x", 1, digest(b"x"), ""))
 
     entries = await store.log.pending("s1", "0-0", 10)
     assert [e.log_id for e in entries] == [first.log_id, plain1.log_id, plain2.log_id]
@@ -183,18 +183,18 @@ async def test_append_numbers_items_and_registers_names_atomically(
     store: SelectorStore, redis_client: aioredis.Redis
 ) -> None:
     await store.registry.create(meta(), state_of(0))
-    a = await store.log.append("s1", b"a", 3, digest(b"a"), "k-a", ["x", "y", "f2"])
-    b = await store.log.append("s1", b"b", 2, digest(b"b"), None)
+    a = await store.log.append("s1", Entry(b"a", 3, digest(b"a"), "k-a", ["x", "y", "f2"]))
+    b = await store.log.append("s1", Entry(b"b", 2, digest(b"b"), None))
     assert (a.first, b.first) == (0, 3)
     # A repeat answers the first position; nothing is numbered or registered again.
-    again = await store.log.append("s1", b"a", 3, digest(b"a"), "k-a", ["x", "y", "f2"])
+    again = await store.log.append("s1", Entry(b"a", 3, digest(b"a"), "k-a", ["x", "y", "f2"]))
     assert again.duplicate and again.first == 0
     record = await store.log.idempotency_record("s1", "k-a")
     assert record is not None and record.first == 0
     with pytest.raises(Conflict, match="'y' is already used by feature 1"):
-        await store.log.append("s1", b"c", 2, digest(b"c"), "k-c", ["z", "y"])
+        await store.log.append("s1", Entry(b"c", 2, digest(b"c"), "k-c", ["z", "y"]))
     with pytest.raises(Conflict, match="this column is feature 6"):
-        await store.log.append("s1", b"c", 2, digest(b"c"), None, ["z", "f1"])
+        await store.log.append("s1", Entry(b"c", 2, digest(b"c"), None, ["z", "f1"]))
     # The rejected appends wrote nothing: no entry, no name, no position, no idempotency record.
     assert await store.log.pending_count("s1") == 2
     assert await redis_client.xlen("sift:{s1}:log") == 2
@@ -208,7 +208,7 @@ async def test_append_numbers_items_and_registers_names_atomically(
         None,
         None,
     ]
-    c = await store.log.append("s1", b"c", 2, digest(b"c"), None, ["z", "f6"])
+    c = await store.log.append("s1", Entry(b"c", 2, digest(b"c"), None, ["z", "f6"]))
     assert c.first == 5
     entries = await store.log.pending("s1", "0-0", 10)
     assert [(e.first, e.items) for e in entries] == [(0, 3), (3, 2), (5, 2)]
@@ -238,10 +238,10 @@ async def test_segments_are_written_once_and_removed_with_the_selector(
 async def test_idempotency_keys_expire(redis_client: aioredis.Redis) -> None:
     store = SelectorStore(redis_client, idempotency_ttl_s=1)
     await store.registry.create(meta(), {})
-    first = await store.log.append("s1", b"a", 1, digest(b"a"), "k")
+    first = await store.log.append("s1", Entry(b"a", 1, digest(b"a"), "k"))
     await redis_client.pexpire(KEYS.idem("k"), 1)  # fast-forward
     await asyncio.sleep(0.01)
-    again = await store.log.append("s1", b"b", 1, digest(b"b"), "k")
+    again = await store.log.append("s1", Entry(b"b", 1, digest(b"b"), "k"))
     assert not again.duplicate and again.log_id != first.log_id
 
 
@@ -266,9 +266,9 @@ async def test_commit_publishes_records_what_it_applied_and_keeps_the_log(
     store: SelectorStore, redis_client: aioredis.Redis
 ) -> None:
     head0 = await store.registry.create(meta(), state_of(0), published=published_of(0))
-    e1 = await store.log.append("s1", b"c1", 2, digest(b"c1"), "k1")
-    e2 = await store.log.append("s1", b"c2", 3, digest(b"c2"), None)
-    e3 = await store.log.append("s1", b"c3", 4, digest(b"c3"), "k3")
+    e1 = await store.log.append("s1", Entry(b"c1", 2, digest(b"c1"), "k1"))
+    e2 = await store.log.append("s1", Entry(b"c2", 3, digest(b"c2"), None))
+    e3 = await store.log.append("s1", Entry(b"c3", 4, digest(b"c3"), "k3"))
     assert await store.log.names_with_pending() == ["s1"]
     assert await store.log.pending_count("s1") == 3
 
@@ -300,7 +300,7 @@ async def test_commit_publishes_records_what_it_applied_and_keeps_the_log(
     record = await store.log.idempotency_record("s1", "k1")
     assert record is not None and record.applied_version == 1 and record.items_seen == 5
     assert await redis_client.pttl(KEYS.idem("k1")) > 0  # TTL kept
-    dup = await store.log.append("s1", b"c1", 2, digest(b"c1"), "k1")
+    dup = await store.log.append("s1", Entry(b"c1", 2, digest(b"c1"), "k1"))
     assert dup == record and dup.log_id == e1.log_id
 
     ranked = HistoryEntry(2, 9, 0.0, [RankedList(None, [2, 0], [3.0, 1.0])])
@@ -346,8 +346,8 @@ async def test_commit_of_a_rejection_records_its_reason_and_keeps_the_history_ca
     store: SelectorStore, redis_client: aioredis.Redis
 ) -> None:
     await store.registry.create(meta(), state_of(0))
-    good = await store.log.append("s1", b"good", 1, digest(b"good"), "k-good")
-    bad = await store.log.append("s1", b"bad", 1, digest(b"bad"), "k-bad")
+    good = await store.log.append("s1", Entry(b"good", 1, digest(b"good"), "k-good"))
+    bad = await store.log.append("s1", Entry(b"bad", 1, digest(b"bad"), "k-bad"))
     lease = await store.leases.acquire_lease("s1", 10_000)
     assert lease is not None
 
@@ -411,7 +411,7 @@ async def test_a_stale_applier_is_refused_and_writes_nothing(
     store: SelectorStore, redis_client: aioredis.Redis
 ) -> None:
     head0 = await store.registry.create(meta(), state_of(0))
-    entry = await store.log.append("s1", b"c1", 2, digest(b"c1"), "k1")
+    entry = await store.log.append("s1", Entry(b"c1", 2, digest(b"c1"), "k1"))
     slow = await store.leases.acquire_lease("s1", 50)
     assert slow is not None
     await asyncio.sleep(0.1)  # slow applier's lease expires ...
@@ -574,8 +574,8 @@ async def test_names_with_pending_and_registry(
 ) -> None:
     for name in ["z", "y", "x"]:
         await store.registry.create(meta(name), {})
-    await store.log.append("y", b"p", 1, digest(b"p"), None)
-    entry = await store.log.append("z", b"p", 1, digest(b"p"), None)
+    await store.log.append("y", Entry(b"p", 1, digest(b"p"), None))
+    entry = await store.log.append("z", Entry(b"p", 1, digest(b"p"), None))
     assert await store.log.names_with_pending() == ["y", "z"]
     await redis_client.sadd("sift:selectors", "ghost", "br{oken")  # stale registry entries
     assert await store.registry.list_names() == ["x", "y", "z"]

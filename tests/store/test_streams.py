@@ -19,7 +19,7 @@ import pytest
 from service.errors import Conflict, IdempotencyMismatch, NotFound, StaleApplier
 from service.store.codec import cut_fields, encode_matrix
 from service.store.keys import StreamKeys, compare_stream_ids, log_id_belongs
-from service.store.records import Lease, SelectorMeta, StreamMeta
+from service.store.records import Entry, Lease, SelectorMeta, StreamMeta
 from service.store.redis_store import SelectorStore
 from tests.support.store import digest, published_of, state_of
 
@@ -61,7 +61,7 @@ async def push(store: SelectorStore, value: float, key: str | None = None, strea
     described = await store.streams.get_stream(stream)
     payload = chunk(value)
     return await store.streams.append_to_stream(
-        stream, payload, 2, digest(payload), key, described.incarnation
+        stream, Entry(payload, 2, digest(payload), key, incarnation=described.incarnation)
     )
 
 
@@ -140,7 +140,7 @@ async def test_appends_to_an_attached_selector_are_refused(store: SelectorStore)
     await attached_selector(store, "a")
     payload = chunk(1.0)
     with pytest.raises(Conflict, match="attached to stream 'st'"):
-        await store.log.append("a", payload, 2, digest(payload), None)
+        await store.log.append("a", Entry(payload, 2, digest(payload), None))
 
 
 async def test_the_log_is_trimmed_only_past_every_selectors_checkpoint(
@@ -241,7 +241,7 @@ async def test_detach_needs_a_current_checkpoint_and_fences_the_applier(
         await store.commits.commit(lease, 1, published_of(2), head.cursor, 2, [], entries=0)
     # Standalone now: pushed to directly, with log ids after its cursor.
     payload = chunk(5.0)
-    outcome = await store.log.append("a", payload, 2, digest(payload), None)
+    outcome = await store.log.append("a", Entry(payload, 2, digest(payload), None))
     assert compare_stream_ids(outcome.log_id, head.cursor) > 0
     assert await store.log.pending_count("a") == 1
     with pytest.raises(Conflict, match="not attached"):

@@ -69,7 +69,7 @@ SupervisedState = Literal["running", "restarting", "stopped"]
 class RedisSupervisor:
     """Restarts an :class:`EmbeddedRedis` whenever it exits; says what happened meanwhile.
 
-    ``run`` is the task (the app starts it in its lifespan, after the first start). It polls the
+    ``run`` is the task (``service.runtime`` starts it, after the first start). It polls the
     child every ``poll_interval_s`` (a ``waitpid``, no Redis round trip). A restart that fails,
     or a server that dies again within ``stable_after_s`` of its restart, doubles the pause
     before the next attempt, from ``backoff_initial_s`` up to ``backoff_max_s``.

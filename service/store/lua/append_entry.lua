@@ -4,7 +4,7 @@
 -- A = payload, items, digest, idem id or '', ttl ms, most idem records, merge flag, the
 -- incarnation checked against, then one name per item. What APPEND's header says. A head that
 -- is attached to a stream refuses: 'ATTACHED' and the stream.
--- Needs int_str: a script that uses this file uses int first.
+-- Needs int_str and now_ms: a script that uses this file uses int and now_ms first.
 local function append(K, A)
   if redis.call('EXISTS', K[1]) == 0 then
     return {'NOTFOUND'}

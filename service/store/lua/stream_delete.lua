@@ -1,16 +1,26 @@
--- KEYS: a stream's meta, head, names, log, idems, name->index, index->name, attachments.
--- ARGV: 'close' or 'delete'.
--- 'close' (a forced delete begins): no more appends nor attachments; answers the attachments.
--- 'delete': removes every key of the stream, only when no selector is attached ('ATTACHED'
--- and their names otherwise). Returns {'OK', 1} if the stream existed.
+-- KEYS: a stream's meta, head, names, log, idems, name->index, index->name, attachments,
+-- then its other keys (the detaching selectors among them).
+-- ARGV: 'close' or 'delete', then the index in KEYS of the detaching selectors.
+-- 'close' (a forced delete begins): no more appends nor attachments; answers the selectors
+-- attached or being detached.
+-- 'delete': removes every key of the stream, only when no selector is attached nor being
+-- detached ('ATTACHED' and their names otherwise). Returns {'OK', 1} if the stream existed.
+local detaching = KEYS[tonumber(ARGV[2])]
+local function held()
+  local names = redis.call('HKEYS', KEYS[8])
+  for _, name in ipairs(redis.call('HKEYS', detaching)) do
+    table.insert(names, name)
+  end
+  return names
+end
 if ARGV[1] == 'close' then
   if redis.call('EXISTS', KEYS[2]) == 0 then
     return {'NOTFOUND'}
   end
   redis.call('HSET', KEYS[2], 'closing', '1')
-  return {'OK', redis.call('HKEYS', KEYS[8])}
+  return {'OK', held()}
 end
-local attached = redis.call('HKEYS', KEYS[8])
+local attached = held()
 if #attached > 0 then
   return {'ATTACHED', attached}
 end

@@ -22,14 +22,15 @@ from service.errors import CodecError, NotFound, SiftError, StaleApplier
 from service.store.core import Room, StoreCore, check_state, not_found
 from service.store.keys import WRITER_FIELD, parse_stream_id
 from service.store.monitoring_records import HistoryEntry
-from service.store.parts.log import Log, check_entry, idem_record_keys
+from service.store.parts.appends import entry_args, log_keys, record_keys
+from service.store.parts.log import Log
 from service.store.records import (
     AppendOutcome,
     Checkpoint,
     CommitNotice,
     CommitRecord,
     DeletionNotice,
-    DirectEntry,
+    Entry,
     Head,
     Lease,
     Rejection,
@@ -120,7 +121,7 @@ class Commits(Room):
         cursor: str,
         published: Mapping[str, bytes],
         items_seen: int,
-        entries: Sequence[DirectEntry],
+        entries: Sequence[Entry],
         *,
         history: HistoryEntry | None = None,
         history_kept: int = 0,
@@ -153,33 +154,24 @@ class Commits(Room):
             history,
             history_kept,
         )
-        # COMMIT's twelve keys, then APPEND's, the checkpoint's, then each entry's record keys.
+        # COMMIT's twelve keys, then the log's, the checkpoint's, then each entry's record keys.
         checkpoint_key = k.checkpoint(expected_version + 1, lease.token, secrets.token_hex(8))
-        keys = [*keys[:12], k.idems, k.feature_index, k.feature_name, checkpoint_key]
+        keys = [*keys[:12], *log_keys(k)[2:], checkpoint_key]
         scalars, pairs = commit_args[:13], commit_args[13:]
-        entry_args: list[Any] = []
+        per_entry: list[Any] = []
         for entry in entries:
-            check_entry(entry.items, (), entry.idempotency_key)
-            record_keys = (
-                [] if entry.idempotency_key is None else idem_record_keys(k, entry.idempotency_key)
-            )
-            keys += record_keys
-            entry_args += self.log.entry_args(
-                record_keys,
-                entry.payload if checkpoint is None else b"",
-                entry.items,
-                entry.digest,
-                entry.idempotency_key,
-                (),
-                False,
-                entry.incarnation,
-            )
-        pairs_at = 13 + 3 + len(entry_args) + 1  # Lua's ARGV are 1-based
+            entry.check()
+            if checkpoint is not None:
+                entry = dataclasses.replace(entry, payload=b"")
+            records = record_keys(k, entry.key)
+            keys += records
+            per_entry += entry_args(self.core, entry, records)
+        pairs_at = 13 + 3 + len(per_entry) + 1  # Lua's ARGV are 1-based
         pieces: list[Any] = []
         for field, value in (checkpoint or {}).items():
             pieces += [field, value]
         pieces_at = pairs_at + len(pairs) if pieces else 0
-        args = [*scalars, len(entries), pairs_at, pieces_at, *entry_args, *pairs, *pieces]
+        args = [*scalars, len(entries), pairs_at, pieces_at, *per_entry, *pairs, *pieces]
         reply = await self.core.run_acknowledged("append_commit", keys, args)
         status = as_text(reply[0])
         if status == "NOTFOUND":
@@ -340,10 +332,14 @@ class Commits(Room):
     # -- commit notices ----------------------------------------------------------------------
 
     async def commit_notices(
-        self, subscribed: Callable[[], None] | None = None
+        self,
+        subscribed: Callable[[], None] | None = None,
+        until: Callable[[], bool] | None = None,
     ) -> AsyncIterator[CommitNotice | DeletionNotice]:
         """Every commit and deletion of every replica, as it is announced, until the connection
-        breaks (``Unavailable``: subscribe again; what was announced meanwhile is not heard).
+        breaks (``Unavailable``: subscribe again; what was announced meanwhile is not heard)
+        or ``until()`` is true (asked after every wait, so within ``NOTICE_POLL_SECONDS``: a
+        listener stops even where a cancellation is lost in redis-py's read timeout).
         ``subscribed`` is called once the subscription holds: from then on nothing announced
         is missed while the iteration goes on."""
         pubsub = self.core.redis.pubsub()
@@ -352,12 +348,14 @@ class Commits(Room):
                 await pubsub.subscribe(self.core.commits_channel)
                 if subscribed is not None:
                     # Once Redis confirms: a notice published before it would not be heard.
-                    while True:
+                    while until is None or not until():
                         message = await pubsub.get_message(timeout=NOTICE_POLL_SECONDS)
                         if message is not None and message["type"] in ("subscribe", b"subscribe"):
                             break
+                    else:
+                        return
                     subscribed()
-                while True:
+                while until is None or not until():
                     message = await pubsub.get_message(
                         ignore_subscribe_messages=True, timeout=NOTICE_POLL_SECONDS
                     )

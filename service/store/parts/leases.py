@@ -66,6 +66,7 @@ class Leases(Room):
             incarnation=as_text(reply[2]),
             stream=stream or None,
             stream_incarnation=as_text(reply[4]) if stream else "",
+            stream_cut=(as_text(reply[5]) or None) if stream and len(reply) > 5 else None,
         )
 
     @map_redis_errors

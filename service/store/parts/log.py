@@ -9,36 +9,32 @@ applied yet, what an applier takes from the log and reads back (``take``, ``pend
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 from redis import exceptions as rexc
-from redis.asyncio.cluster import RedisCluster
 
-from service.errors import InvalidInput, StaleApplier, StaleMeta
+from service.errors import SiftError, StaleApplier, StaleMeta
 from service.store.core import PIPELINE_BATCH, UNREACHABLE, Room, StoreCore, not_found
-from service.store.group_commit import GroupCommit, QueuedAppend
 from service.store.keys import (
     INITIAL_CURSOR,
     SelectorKeys,
     StreamKeys,
     compare_stream_ids,
-    idem_id,
-    log_id_belongs,
     parse_stream_id,
 )
+from service.store.parts.appends import Appends, LogTarget, outcome, record_keys
+from service.store.parts.log_source import SOURCE_FIELDS, LogSource, through
 from service.store.parts.registry import Registry
 from service.store.records import (
     AppendOutcome,
+    Entry,
     Lease,
     LogEntry,
     Taken,
     TakeRequest,
-    as_opt_int,
     as_text,
     pairs_from_reply,
 )
@@ -54,119 +50,31 @@ PENDING_SWEEP_LIMIT = 10_000
 MARK_RETRY_SECONDS = 1.0
 
 
-@dataclass(frozen=True)
-class LogSource:
-    """Where a selector's entries are: its own log, or (attached) its stream's, of which only
-    the entries of the stream incarnation it attached to are its."""
-
-    keys: SelectorKeys
-    #: The stream's incarnation (None: the selector's own log).
-    stream_incarnation: str | None = None
-
-    def holds(self, log_id: str) -> bool:
-        """Whether entry ``log_id`` of this log is one of the selector's."""
-        return self.stream_incarnation is None or log_id_belongs(self.stream_incarnation, log_id)
-
-    def entry(self, log_id: Any, fields: Any) -> LogEntry:
-        """A log entry as the selector applies it: a stream's entry without its idempotency
-        record (the stream's, in another slot: the selector's commit never touches it)."""
-        entry = log_entry_from_reply(self.keys, log_id, fields)
-        if self.stream_incarnation is not None:
-            return dataclasses.replace(entry, idem_record=None)
-        return entry
-
-
-#: What ``_head_and_source`` reads of a selector's head.
-_SOURCE_FIELDS = ["cursor", "last_id", "stream", "stream_incarnation", "entries", "applied"]
-
-
-def idem_record_keys(k: SelectorKeys, key: str) -> list[str]:
-    """Where the idempotency record of ``key`` may be: named by its digest, or (an earlier
-    release's, honoured until it expires) by the key itself."""
-    return [k.idem(key), k.idem_legacy(key)]
-
-
-def check_entry(items: int, item_names: Sequence[str], idempotency_key: str | None) -> None:
-    """What an entry to append must be whatever log it goes to: one name per item (or none),
-    and a key that is not empty."""
-    if item_names and len(item_names) != items:
-        raise ValueError(f"expected {items} item names, got {len(item_names)}")
-    if idempotency_key is not None and not idempotency_key:
-        raise InvalidInput("Idempotency-Key must not be empty")
-
-
 class Log(Room):
     """The ingest log: appends, idempotency, pending marks, takes and reads. (An append that
     finds its selector gone has the registry forget its description.)"""
 
-    _appends: GroupCommit
     _to_mark: set[str]
     _marking: asyncio.Task[None] | None
 
     def __init__(self, core: StoreCore, registry: Registry) -> None:
         super().__init__(core)
         self.registry = registry
-        # Appends to a selector that arrive together go to Redis together.
-        self._appends = GroupCommit(self._append_together)
+        #: Every append to a log, this selector's and a stream's (``Appends``).
+        self.appends = Appends(core, self.mark_pending)
         # A cluster's pending marks, set in the background (``_mark_pending``).
         self._to_mark = set()
         self._marking = None
 
-    def entry_args(
-        self,
-        record_keys: Sequence[str],
-        payload: bytes,
-        items: int,
-        digest: str,
-        idempotency_key: str | None,
-        item_names: Sequence[str],
-        merge: bool,
-        incarnation: str,
-    ) -> list[Any]:
-        """What APPEND and STREAM_APPEND take per entry (``append_batch.lua``): its record keys'
-        and names' counts, then what ``append_entry`` takes."""
-        return [
-            len(record_keys),
-            len(item_names),
-            payload,
-            int(items),
-            digest,
-            "" if idempotency_key is None else idem_id(idempotency_key),
-            self.core.idempotency_ttl_ms,
-            self.core.idempotency_max_records,
-            "1" if merge else "0",
-            incarnation,
-            *item_names,
-        ]
-
     @map_redis_errors
-    async def append(
-        self,
-        name: str,
-        payload: bytes,
-        items: int,
-        digest: str,
-        idempotency_key: str | None,
-        item_names: Sequence[str] = (),
-        merge: bool = False,
-        incarnation: str = "",
-    ) -> AppendOutcome:
-        """Append a chunk (and its idempotency record, atomically).
+    async def append(self, name: str, entry: Entry) -> AppendOutcome:
+        """Append ``entry`` to selector ``name``'s log (and its idempotency record, atomically).
 
-        ``items`` counts its rows (or feature columns). ``item_names`` names the items in order,
-        or is empty; they are registered atomically with the append. ``incarnation``: the one
-        the chunk was checked against (StaleMeta if the name holds another now). Raises
-        Conflict when a name is already taken or is ``f<j>`` for another index ``j`` (the name
-        shown for unnamed feature ``j``). ``merge`` marks an entry whose payload is another
-        selector's summary.
+        The names of its items are registered atomically with the append. StaleMeta if the
+        name holds another incarnation than the entry's; Conflict when a name is already taken
+        or is ``f<j>`` for another index ``j`` (the name shown for unnamed feature ``j``).
         """
-        check_entry(items, item_names, idempotency_key)
-        keys = self.core.keys(name)
-        record_keys = [] if idempotency_key is None else idem_record_keys(keys, idempotency_key)
-        args = self.entry_args(
-            record_keys, payload, items, digest, idempotency_key, item_names, merge, incarnation
-        )
-        reply = await self._appends.submit(name, record_keys, args, len(payload))
+        reply, _attached = await self.appends.append(LogTarget("selector", name), entry)
         status = as_text(reply[0])
         if status == "NOTFOUND":
             self.registry.forget_meta(name)
@@ -176,44 +84,13 @@ class Log(Room):
             raise StaleMeta(f"selector '{name}' was deleted and created again; describe it again")
         if status == "ATTACHED":
             self.registry.forget_meta(name)
-        refused = append_refusal(status, reply, "selector", name, idempotency_key)
+        refused = append_refusal(status, reply, "selector", name, entry.key)
         if refused is not None:
             raise refused
-        if status == "DUP":
-            return AppendOutcome(
-                log_id=as_text(reply[1]),
-                duplicate=True,
-                applied_version=as_opt_int(reply[2]),
-                items_seen=as_opt_int(reply[3]),
-                first=as_opt_int(reply[4]) or 0,
-                rejected=None if len(reply) < 6 or reply[5] is None else as_text(reply[5]),
-            )
-        return AppendOutcome(
-            log_id=as_text(reply[1]),
-            duplicate=False,
-            applied_version=None,
-            items_seen=None,
-            first=int(reply[2]),
-        )
-
-    async def _append_together(self, name: str, batch: list[QueuedAppend]) -> list[Any]:
-        """The appends ``batch`` to ``name`` in one call of the append script (``GroupCommit``),
-        acknowledged together."""
-        k = self.core.keys(name)
-        keys = [k.head, k.log, k.idems, k.feature_index, k.feature_name]
-        # The pending mark goes with the append, atomically, where the script may touch the
-        # pending set; in a cluster (another slot) it follows it.
-        clustered = isinstance(self.core.redis, RedisCluster)
-        if not clustered:
-            keys.append(self.core.pending_key)
-        args: list[Any] = [len(batch), "" if clustered else name]
-        for queued in batch:
-            keys += queued.keys
-            args += queued.args
-        replies: list[Any] = await self.core.run_acknowledged("append", keys, args)
-        if clustered and any(as_text(reply[0]) == "NEW" for reply in replies):
-            self.mark_pending(name)
-        return replies
+        appended = outcome(reply)
+        if appended is None:
+            raise SiftError(f"appending to selector '{name}' failed: {status}")
+        return appended
 
     # -- pending marks -----------------------------------------------------------------------
 
@@ -255,7 +132,7 @@ class Log(Room):
         streams the attached ones read."""
         heads = await self.core.read_each(
             [self.core.keys(n).head for n in names],
-            lambda pipe, key: pipe.hmget(key, _SOURCE_FIELDS),
+            lambda pipe, key: pipe.hmget(key, SOURCE_FIELDS),
         )
         streams = sorted(
             {
@@ -292,6 +169,7 @@ class Log(Room):
                 # A stream deleted (or another incarnation of it) feeds nothing.
                 same = incarnation is not None and incarnation == stream_incarnation
                 last = stream_last if same else None
+                last = through(last, reply[6])
             elif last is None:  # earlier layout: the newest entry says
                 last_id = await self.last_log_id(name)
                 last = None if last_id is None else last_id.encode()
@@ -338,20 +216,23 @@ class Log(Room):
         return out
 
     async def _head_and_source(self, name: str) -> tuple[list[Any], LogSource]:
-        """The head's ``_SOURCE_FIELDS`` and where the selector's entries are; NotFound if
+        """The head's ``SOURCE_FIELDS`` and where the selector's entries are; NotFound if
         it does not exist."""
         k = self.core.keys(name)
-        reply = await self.core.redis.hmget(k.head, _SOURCE_FIELDS)
+        reply = await self.core.redis.hmget(k.head, SOURCE_FIELDS)
         if reply[0] is None:
             raise not_found(name)
-        return reply, self._source(k, reply[2], reply[3])
+        return reply, self._source(k, reply[2], reply[3], reply[6])
 
-    def _source(self, k: SelectorKeys, stream: Any, stream_incarnation: Any) -> LogSource:
+    def _source(
+        self, k: SelectorKeys, stream: Any, stream_incarnation: Any, cut: Any = None
+    ) -> LogSource:
         if stream is None:
             return LogSource(k)
         return LogSource(
             StreamKeys(self.core.prefix, as_text(stream)),
             "" if stream_incarnation is None else as_text(stream_incarnation),
+            None if cut is None else as_text(cut),
         )
 
     @map_redis_errors
@@ -361,6 +242,8 @@ class Log(Room):
         k = self.core.keys(name)
         head, source = await self._head_and_source(name)
         entries, applied = head[4], head[5]
+        if source.through is not None and compare_stream_ids(as_text(head[0]), source.through) >= 0:
+            return 0  # cut by a detach, and applied through the cut
         if source.stream_incarnation is not None:
             stream = await self.core.redis.hmget(source.keys.head, ["entries", "incarnation"])
             if stream[1] is None or as_text(stream[1]) != source.stream_incarnation:
@@ -377,7 +260,7 @@ class Log(Room):
         """The record of an idempotency key (``duplicate=True``: it exists), or None."""
         k = self.core.keys(name)
         pipe = self.core.redis.pipeline(transaction=False)
-        for record in idem_record_keys(k, key):
+        for record in record_keys(k, key):
             pipe.hmget(record, IDEM_FIELDS)
         return first_outcome_from_idem(await pipe.execute())
 
@@ -390,7 +273,7 @@ class Log(Room):
         k = self.core.keys(name)
         pipe = self.core.redis.pipeline(transaction=False)
         pipe.hget(k.rejected, log_id)
-        for record in [] if key is None else idem_record_keys(k, key):
+        for record in record_keys(k, key):
             pipe.hmget(record, IDEM_FIELDS)
         replies = await pipe.execute()
         reason = None if replies[0] is None else as_text(replies[0])
@@ -423,7 +306,7 @@ class Log(Room):
             stream = await self.core.redis.hmget(source.keys.head, ["last_id", "incarnation"])
             if stream[1] is None or as_text(stream[1]) != source.stream_incarnation:
                 return None
-            last = stream[0]
+            last = through(stream[0], source.through)
             if last is None or compare_stream_ids(as_text(last), as_text(head[0])) <= 0:
                 return None
         elif last is None:  # a head of the earlier layout: its log held only pending entries
@@ -442,7 +325,9 @@ class Log(Room):
             raise ValueError(f"count must be >= 1, got {count}")
         _head, source = await self._head_and_source(name)
         entries: list[Any] = (
-            await self.core.redis.xrange(source.keys.log, min=f"({after}", max="+", count=count)
+            await self.core.redis.xrange(
+                source.keys.log, min=f"({after}", max=source.through or "+", count=count
+            )
             or []
         )
         return [
@@ -492,7 +377,13 @@ class Log(Room):
         read = await self.core.run(
             "stream_read",
             [source.keys.head, source.keys.log],
-            [lease.stream_incarnation, request.after, int(request.count), *request.held],
+            [
+                lease.stream_incarnation,
+                request.after,
+                int(request.count),
+                lease.stream_cut or "+",
+                *request.held,
+            ],
         )
         # A stream deleted, or created anew, feeds nothing: the selector has nothing to apply.
         raw = read[1] if as_text(read[0]) == "OK" else []
@@ -502,7 +393,14 @@ class Log(Room):
         reply = await self.core.run(
             "take_attempt",
             [k.head, k.attempts, k.lease],
-            [lease.stream, lease.holder, len(request.forgive), *request.forgive, *first],
+            [
+                lease.stream,
+                lease.stream_cut or "",
+                lease.holder,
+                len(request.forgive),
+                *request.forgive,
+                *first,
+            ],
         )
         status = as_text(reply[0])
         if status == "NOTFOUND":
@@ -510,6 +408,11 @@ class Log(Room):
         if status == "DETACHED":
             raise StaleApplier(
                 f"selector '{lease.name}' no longer reads stream '{lease.stream}' (detached)"
+            )
+        if status == "CUT":
+            raise StaleApplier(
+                f"selector '{lease.name}' is being detached from stream '{lease.stream}': its "
+                "lease was taken before the stream was cut for it"
             )
         if status == "LEASE":
             raise StaleApplier(

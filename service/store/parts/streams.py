@@ -5,8 +5,8 @@ with its own state (ARCHITECTURE.md, "Streams"). Every key of a stream carries t
 tag (``StreamKeys``) and every script here touches the stream's keys only, so it runs in the
 stream's slot; an attached selector's own keys, cursor included, stay in its slot.
 
-Here: creating, describing and deleting a stream; appending to its log (the selectors' own
-append function, ``append_entry``, in a group commit of its own); attaching a selector (where it
+Here: creating, describing and deleting a stream; appending to its log (the one append of every
+log, ``Appends``); attaching a selector (where it
 starts), releasing what its checkpoint covers (which trims the log up to the lowest cursor of
 every attachment), detaching it; and the names its feature columns were given on arrival.
 """
@@ -18,8 +18,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from redis.asyncio.cluster import RedisCluster
-
 from service.cache import LRU
 from service.errors import (
     Conflict,
@@ -28,18 +26,18 @@ from service.errors import (
     StaleMeta,
 )
 from service.store.core import PIPELINE_BATCH, Room, StoreCore
-from service.store.group_commit import GroupCommit, QueuedAppend
 from service.store.keys import StreamKeys, streams_registry_key
-from service.store.parts.log import Log, check_entry
+from service.store.parts.appends import LogTarget, outcome
+from service.store.parts.log import Log
 from service.store.parts.registry import NAMELESS_META_SECONDS, Registry
 from service.store.records import (
     AppendOutcome,
     Attached,
     Attachment,
+    Entry,
     SelectorMeta,
     StreamHead,
     StreamMeta,
-    as_opt_int,
     as_text,
 )
 from service.store.redis_errors import map_redis_errors
@@ -56,16 +54,12 @@ def stream_not_found(name: str) -> NotFound:
 class Streams(Room):
     """Streams: create, describe, append, attach, release, detach, delete."""
 
-    _stream_appends: GroupCommit
     _streams: LRU[str, tuple[StreamMeta, float]]
 
     def __init__(self, core: StoreCore, registry: Registry, log: Log) -> None:
         super().__init__(core)
         self.registry = registry
         self.log = log
-        # Appends to one stream that arrive together go to Redis together (as a selector's;
-        # their own queues: a stream and a selector may share a name).
-        self._stream_appends = GroupCommit(self._stream_append_together)
         # Descriptions as last read: a stream's shape and names never change for one
         # incarnation, and every append names the incarnation it was checked against.
         self._streams = LRU(_STREAMS_CACHED)
@@ -165,7 +159,8 @@ class Streams(Room):
     async def close_stream(self, name: str) -> list[str]:
         """Begin a forced delete: the stream takes no more chunks nor attachments; the names
         of the selectors attached to it now."""
-        reply = await self.core.run("stream_delete", self._stream_delete_keys(name), ["close"])
+        keys = self._stream_delete_keys(name)
+        reply = await self.core.run("stream_delete", keys, ["close", len(keys)])
         if as_text(reply[0]) == "NOTFOUND":
             raise stream_not_found(name)
         return sorted(as_text(n) for n in reply[1])
@@ -174,7 +169,8 @@ class Streams(Room):
     async def delete_stream(self, name: str) -> bool:
         """Remove every key of the stream, unless a selector is attached (Conflict naming
         them in ``extra["selectors"]``); whether it existed."""
-        reply = await self.core.run("stream_delete", self._stream_delete_keys(name), ["delete"])
+        keys = self._stream_delete_keys(name)
+        reply = await self.core.run("stream_delete", keys, ["delete", len(keys)])
         if as_text(reply[0]) == "ATTACHED":
             attached = sorted(as_text(n) for n in reply[1])
             raise Conflict(
@@ -194,6 +190,7 @@ class Streams(Room):
         return [
             *(k.meta, k.head, k.names, k.log, k.idems),
             *(k.feature_index, k.feature_name, k.attachments, k.sources, k.source_rejects),
+            k.detaching,  # last: STREAM_DELETE finds it there
         ]
 
     # -- names -------------------------------------------------------------------------------
@@ -242,29 +239,14 @@ class Streams(Room):
 
     @map_redis_errors
     async def append_to_stream(
-        self,
-        name: str,
-        payload: bytes,
-        items: int,
-        digest: str,
-        idempotency_key: str | None,
-        incarnation: str,
-        item_names: Sequence[str] = (),
+        self, name: str, entry: Entry
     ) -> tuple[AppendOutcome, list[Attachment]]:
-        """Append a chunk to the stream's log with its idempotency record (atomically), as
-        ``append`` does for a selector; the outcome and the selectors attached as of the
-        append (those that apply it: each is marked pending). ``incarnation``: the stream's
-        the chunk was checked against (StaleMeta for another). Conflict while the stream is
-        being deleted, or for a name on arrival that is taken."""
-        check_entry(items, item_names, idempotency_key)
-        k = self.stream_keys(name)
-        record_keys = [] if idempotency_key is None else [k.idem(idempotency_key)]
-        args = self.log.entry_args(
-            record_keys, payload, items, digest, idempotency_key, item_names, False, incarnation
-        )
-        reply, raw_attached = await self._stream_appends.submit(
-            name, record_keys, args, len(payload)
-        )
+        """Append ``entry`` to the stream's log with its idempotency record (atomically), as
+        ``Log.append`` does for a selector; the outcome and the selectors attached as of the
+        append (those that apply it: each is marked pending). StaleMeta when the stream is
+        another incarnation than the entry's; Conflict while the stream is being deleted, or
+        for a name on arrival that is taken."""
+        reply, raw_attached = await self.log.appends.append(LogTarget("stream", name), entry)
         status = as_text(reply[0])
         if status == "NOTFOUND":
             self.forget_stream(name)
@@ -277,9 +259,12 @@ class Streams(Room):
                 f"stream '{name}' is being deleted and takes no more chunks (DELETE it again "
                 "with ?force=true to finish)"
             )
-        refused = append_refusal(status, reply, "stream", name, idempotency_key)
+        refused = append_refusal(status, reply, "stream", name, entry.key)
         if refused is not None:
             raise refused
+        appended = outcome(reply)
+        if appended is None:
+            raise SiftError(f"appending to stream '{name}' failed: {status}")
         attached = sorted(
             (
                 Attachment.parse(raw_attached[i], raw_attached[i + 1])
@@ -287,43 +272,7 @@ class Streams(Room):
             ),
             key=lambda attachment: attachment.selector,
         )
-        if status == "DUP":
-            outcome = AppendOutcome(
-                log_id=as_text(reply[1]),
-                duplicate=True,
-                applied_version=None,
-                items_seen=None,
-                first=as_opt_int(reply[4]) or 0,
-            )
-        elif status == "NEW":
-            outcome = AppendOutcome(
-                log_id=as_text(reply[1]),
-                duplicate=False,
-                applied_version=None,
-                items_seen=None,
-                first=int(reply[2]),
-            )
-        else:
-            raise SiftError(f"appending to stream '{name}' failed: {status}")
-        return outcome, attached
-
-    async def _stream_append_together(self, name: str, batch: list[QueuedAppend]) -> list[Any]:
-        """The appends ``batch`` to stream ``name`` in one call of ``STREAM_APPEND``; each
-        append's reply with the attachments."""
-        k = self.stream_keys(name)
-        keys = [k.head, k.log, k.idems, k.feature_index, k.feature_name, k.attachments]
-        clustered = isinstance(self.core.redis, RedisCluster)
-        if not clustered:
-            keys.append(self.core.pending_key)
-        args: list[Any] = [len(batch), "" if clustered else "1"]
-        for queued in batch:
-            keys += queued.keys
-            args += queued.args
-        replies, attached = await self.core.run_acknowledged("stream_append", keys, args)
-        if clustered and any(as_text(reply[0]) == "NEW" for reply in replies):
-            for index in range(0, len(attached), 2):
-                self.log.mark_pending(as_text(attached[index]))
-        return [(reply, attached) for reply in replies]
+        return appended, attached
 
     # -- attachments -------------------------------------------------------------------------
 
@@ -365,6 +314,44 @@ class Streams(Room):
         )
 
     @map_redis_errors
+    async def detaching(self, stream: str) -> list[Attachment]:
+        """The selectors being detached from ``stream`` (``cut_stream``), by name."""
+        raw: dict[Any, Any] = await self.core.redis.hgetall(self.stream_keys(stream).detaching)
+        return sorted(
+            (Attachment.parse(selector, value) for selector, value in raw.items()),
+            key=lambda attachment: attachment.selector,
+        )
+
+    @map_redis_errors
+    async def cut_stream(self, stream: str, selector: str, incarnation: str) -> str | None:
+        """The first step of a detach (``STREAM_CUT``, the stream's slot): where the stream is
+        cut for ``selector`` (its newest entry now, or the cut of a detach begun before); from
+        here on no entry appended is the selector's. None when it is not attached (any more)."""
+        k = self.stream_keys(stream)
+        reply = await self.core.run_acknowledged(
+            "stream_cut", [k.head, k.attachments, k.detaching], [selector, incarnation]
+        )
+        return as_text(reply[1]) if as_text(reply[0]) == "OK" else None
+
+    @map_redis_errors
+    async def cut_selector(self, meta: SelectorMeta, cut: str | None) -> str:
+        """The second step of a detach (``DETACH_CUT``, the selector's slot): the selector
+        takes none of its stream's entries after ``cut`` (None: its cursor) from here on, and
+        an applier that read some before cannot commit them. The cut it holds: ``cut``, its
+        cursor if past it, or the cut of a detach begun before. Conflict if it is not
+        attached to ``meta.stream``."""
+        k = self.core.keys(meta.name)
+        reply = await self.core.run_acknowledged(
+            "detach_cut", [k.head, k.fence], [meta.stream or "", cut or ""]
+        )
+        status = as_text(reply[0])
+        if status == "NOTFOUND":
+            raise NotFound(f"selector '{meta.name}' does not exist")
+        if status == "NOTATTACHED":
+            raise Conflict(f"selector '{meta.name}' is not attached to stream '{meta.stream}'")
+        return as_text(reply[1])
+
+    @map_redis_errors
     async def release(self, stream: str, selector: str, incarnation: str, cursor: str) -> str:
         """Report that ``selector``'s checkpoint covers the stream's log through ``cursor``:
         the log is trimmed through the lowest such cursor of every attached selector. The id
@@ -380,7 +367,7 @@ class Streams(Room):
     async def _release(self, stream: str, selector: str, incarnation: str, cursor: str) -> str:
         k = self.stream_keys(stream)
         reply = await self.core.run(
-            "release", [k.attachments, k.log, k.head], [selector, incarnation, cursor]
+            "release", [k.attachments, k.log, k.head, k.detaching], [selector, incarnation, cursor]
         )
         return "" if as_text(reply[0]) != "OK" else as_text(reply[1])
 

@@ -30,6 +30,7 @@ from service.algorithms.base import (
     order_by_score,
     top_per_view,
 )
+from service.algorithms.drift import stable_h
 from service.algorithms.resampling import published_state_fields
 from service.algorithms.stability import (
     ResampledRanking,
@@ -37,8 +38,8 @@ from service.algorithms.stability import (
     assess_views,
     resampled_ranking,
 )
+from service.applier.resolved import resolved_params
 from service.errors import CodecError, SiftError
-from service.resolved import resolved_params
 from service.store.codec import (
     decode_array,
     decode_state,
@@ -140,9 +141,6 @@ RANKING_SCORE_FIELD = "__ranking_score__"
 #: stability and the bands of any h up to the published top from a few KiB too.
 RESAMPLE_TOP_FIELD = "__resample_top__"
 RESAMPLE_RANKS_FIELD = "__resample_ranks__"
-#: The h of the stability every version records in the history (the history's default h),
-#: which the gauges and the automatic baseline read.
-RECORDED_STABILITY_H = 10
 
 
 @dataclass(frozen=True)
@@ -161,16 +159,18 @@ class Update:
     ranking: list[RankedList] | None = None
     #: What its resamples say of that top (single rankings of methods that estimate it).
     resampled: ResampledRanking | None = None
-    #: The stability of its top ``RECORDED_STABILITY_H`` (None: not estimated).
+    #: The stability of its top ``stable_h`` (``service.algorithms.drift``: 10, or one less
+    #: than its features on a selector of 10 or fewer), which the history records and the
+    #: gauges and the automatic baseline read (None: not estimated).
     stability: Stability | None = None
 
 
 #: What an update folds in: a log payload, or the chunk it encodes already decoded (handed over
-#: by the process that appended it, ``ApplierShared.hand_over``).
-Entry = bytes | Chunk
+#: by the process that appended it, ``Applier.appended``).
+Folded = bytes | Chunk
 
 
-def fold(meta: SelectorMeta, state: State, payloads: Sequence[Entry], merge: bool) -> State:
+def fold(meta: SelectorMeta, state: State, payloads: Sequence[Folded], merge: bool) -> State:
     """The method's update (or, for a merge, its ``merge``) of ``state`` with the payloads.
 
     Raises UpdateFailed when the payloads do not decode or the method refuses or fails on them.
@@ -212,7 +212,7 @@ def fold(meta: SelectorMeta, state: State, payloads: Sequence[Entry], merge: boo
 def compute_update(
     meta: SelectorMeta,
     state: State,
-    payloads: Sequence[Entry],
+    payloads: Sequence[Folded],
     max_state_bytes: int,
     merge: bool = False,
     top: int = 0,
@@ -281,7 +281,7 @@ def assess_resamples(
     meta: SelectorMeta, state: State, top: int
 ) -> tuple[ResampledRanking | None, Stability | None]:
     """What the resamples of ``state`` say of its top ``top`` (single rankings), and the
-    stability of its top ``RECORDED_STABILITY_H``; (None, None) for a method or a state without
+    stability of its top ``stable_h``; (None, None) for a method or a state without
     resamples. Never fatal: a failure is logged and answered (None, None)."""
     method = get_method(meta.method)
     score_field = method.score_field
@@ -293,12 +293,13 @@ def assess_resamples(
             return None, None
         scores = np.asarray(state[score_field], dtype=np.float64)
         corrected = method.stability_corrected
+        recorded = stable_h(meta.ranked_features)
         if meta.views:
-            viewed = assess_views(scores, resampled, meta.views, RECORDED_STABILITY_H, corrected)
+            viewed = assess_views(scores, resampled, meta.views, recorded, corrected)
             return None, None if viewed is None else viewed[0]
-        depth = max(top, RECORDED_STABILITY_H)
+        depth = max(top, recorded)
         ranking = resampled_ranking(scores, resampled, depth, corrected)
-        assessed = None if ranking is None else ranking.assess(RECORDED_STABILITY_H)
+        assessed = None if ranking is None else ranking.assess(recorded)
         return ranking, None if assessed is None else assessed.stability
     except Exception:
         log.exception("selector %s: assessing the new version's resamples failed", meta.name)

@@ -4,7 +4,7 @@ A selector's params are stored resolved (``MethodParams.as_params``, the JSON it
 and never change for an incarnation. Every call of its method takes them as the method's typed
 ``MethodParams``, resolved for the selector's size, so they are resolved here, once per
 incarnation (and again only if the stored params differ, which no incarnation's do), and kept
-in the one cache helper (``service.cache.LRU``) beside the registry's cached descriptions.
+in a ``service.cache.LRU`` beside the registry's cached descriptions.
 
 Worker threads (updates, replays, reads decoded off the event loop) ask as the event loop does,
 so the cache is guarded by a lock.
