@@ -133,7 +133,8 @@ class Method(Protocol[C, P]):
         came; unknown names are an error too (a typo must not silently use a default). The
         result's ``as_params()`` is JSON-serialisable, echoed back to the user and stored, and
         resolves to itself. Every other call takes the result: a selector's stored params are
-        resolved once, where its description is read (``service.resolved``), never per update.
+        resolved once, where its description is read (``service.applier.resolved``), never
+        per update.
         """
         ...
 

@@ -127,7 +127,7 @@ def separate_m2(
     m2_a: np.ndarray,
 ) -> np.ndarray:
     """Eq. 2.1 solved for its second part, per class: the ``M2`` of the rows of the whole
-    (``n``, ``sums``, ``m2``) that part ``a`` has not seen. As ``variance.separate``: exact up
+    (``n``, ``sums``, ``m2``) that part ``a`` has not seen. As ``moments.separate``: exact up
     to a few ulps of ``M2`` scaled by ``n / n_b``; clipped at 0 where rounding goes below it."""
     n = np.asarray(n, dtype=np.float64)[:, None]
     n_a = np.asarray(n_a, dtype=np.float64)[:, None]

@@ -13,6 +13,11 @@
   BASELINE_AGREEMENT``). The h is the smallest of 10 and the h of the selector's alerts: a
   stream where only five features carry signal never has a stable top 10, and an alert on its
   top 5 must still get a baseline.
+* ``judged_h``: the h fits the selector. A top of every feature has no stability (every
+  resample selects all of them: the index is undefined), and its top ``d - 1`` already orders
+  all ``d`` features, so on a selector whose rankings hold ``d`` features (a multi-view
+  selector's widest view) every rule looks at most ``d - 1`` deep: ``stable_h`` is 10 on a
+  selector of more than 10 features, ``d - 1`` on a smaller one.
 * ``is_over``: whether a version crosses an alert: drift since the baseline at or over the
   threshold, and (if the alert asks) a top h at least that stable: a ranking that moved *and*
   settled somewhere else, rather than one that is merely noisy.
@@ -26,7 +31,8 @@ from typing import Protocol
 
 from service.algorithms.agreement import entered_and_left, jaccard, rank_biased_overlap
 
-#: The depth both rules of ``is_stable`` look at (the history's default h).
+#: The depth both rules of ``is_stable`` look at (the history's default h), on a selector of
+#: more than ``STABLE_H`` features (``stable_h``).
 STABLE_H = 10
 #: Agreement of two consecutive tops that counts as settled for a selector without a
 #: stability estimate.
@@ -82,9 +88,25 @@ def compare(before: Sequence[Ranked], after: Sequence[Ranked], h: int) -> Compar
     return Comparison(h, sum(rbos) / len(rbos), sum(jaccards) / len(jaccards), entered, left)
 
 
-def baseline_h(alert_hs: Sequence[int]) -> int:
-    """The h whose stability makes a version the baseline (module docstring)."""
-    return min([STABLE_H, *alert_hs])
+def judged_h(h: int, features: int | None) -> int:
+    """``h``, at most ``features - 1`` (module docstring): the depth a top h is judged at on a
+    selector whose rankings hold ``features`` features (None: counted as they arrive, no
+    bound). At least 1."""
+    if features is None:
+        return h
+    return max(1, min(h, features - 1))
+
+
+def stable_h(features: int | None) -> int:
+    """The h of the stability every version records (the history's): ``STABLE_H``, fitted to
+    the selector (``judged_h``)."""
+    return judged_h(STABLE_H, features)
+
+
+def baseline_h(alert_hs: Sequence[int], features: int | None = None) -> int:
+    """The h whose stability makes a version the baseline (module docstring), fitted to a
+    selector whose rankings hold ``features`` features."""
+    return judged_h(min([STABLE_H, *alert_hs]), features)
 
 
 def is_stable(

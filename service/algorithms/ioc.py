@@ -52,9 +52,16 @@ from service.algorithms.labels import (
     grow_rows,
     stored_classes,
 )
-from service.algorithms.ocfs import SUMS_FIELD, ClassSubsamples, exact_directions
+from service.algorithms.ocfs import (
+    SUMS_FIELD,
+    add_classes,
+    check_spread,
+    exact_directions,
+    merge_classes,
+    remove_classes,
+)
 from service.algorithms.resampling import ResampledMethod
-from service.algorithms.subsamples import ResampledParams
+from service.algorithms.subsamples import ResampledParams, SubsampleRows
 from service.errors import Conflict, Inconsistent, InvalidParams
 
 
@@ -76,7 +83,7 @@ class IOCParams(ResampledParams):
             )
 
 
-class IOC(ClassSubsamples, ResampledMethod[IOCParams]):
+class IOC(ResampledMethod[IOCParams]):
     """Incremental Orthogonal Centroid over labelled row chunks, one sample at a time.
 
     The result does not depend on the chunking (the samples are processed in log order either
@@ -103,6 +110,48 @@ class IOC(ClassSubsamples, ResampledMethod[IOCParams]):
         "leading eigenvectors of S_b, sum_j lambda_j u_ij^2), their spread scaled to resamples "
         "of every row seen"
     )
+
+    #: Its subsamples are OCFS's statistics: classes (in their own order of discovery),
+    #: counts and sums, which add exactly: ``K - 1`` stored, the last the whole stream's minus
+    #: theirs.
+    subsample_fields: ClassVar[tuple[str, ...]] = (COUNTS_FIELD, SUMS_FIELD)
+    derives_last = True
+    derived_from: ClassVar[tuple[str, ...]] = (COUNTS_FIELD, SUMS_FIELD)
+
+    def subsample_initial_state(self, params: IOCParams) -> State:
+        return {
+            CLASSES_FIELD: encode_classes([]),
+            COUNTS_FIELD: np.zeros(0, dtype=np.int64),
+            SUMS_FIELD: np.zeros((0, params.size)),
+        }
+
+    def subsample_state_sizes(self, params: IOCParams) -> dict[str, int]:
+        return {}  # counts and sums grow by one row per class found
+
+    def subsample_update(
+        self,
+        subsample: State,
+        params: IOCParams,
+        chunk: LabelledRows,
+        whole: State,
+        dealt: SubsampleRows,
+    ) -> State:
+        return add_classes(subsample, chunk, dealt.positions)
+
+    def subsample_rows(self, subsample: State) -> int:
+        return int(np.asarray(subsample[COUNTS_FIELD]).sum())
+
+    def subsample_check(self, subsample: State, params: IOCParams) -> None:
+        check_spread(subsample)
+
+    def subsample_merge(self, subsample: State, params: IOCParams, other: State) -> State:
+        return merge_classes(subsample, other)
+
+    def subsample_of_whole(self, whole: State, params: IOCParams) -> State:
+        return {f: whole[f] for f in (CLASSES_FIELD, COUNTS_FIELD, SUMS_FIELD)}
+
+    def subsample_unmerge(self, whole: State, params: IOCParams, part: State) -> State:
+        return remove_classes(whole, part)
 
     def core_initial_state(self, params: IOCParams) -> State:
         return {

@@ -23,7 +23,7 @@ The batch references ``between_class_scatter`` and ``oc_directions`` (the eigenv
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -54,8 +54,8 @@ from service.algorithms.labels import (
     grow_rows,
     stored_classes,
 )
-from service.algorithms.resampling import ResampledMergeable
-from service.algorithms.subsamples import ResampledParams, SubsampleRows
+from service.algorithms.statistics import StatisticsMethod
+from service.algorithms.subsamples import ResampledParams
 from service.errors import Inconsistent, InvalidInput
 
 #: The state field holding every class's row sum (``c x m``).
@@ -199,54 +199,6 @@ def remove_classes(whole: State, part: State) -> State:
     return {**rest, COUNTS_FIELD: counts, SUMS_FIELD: sums}
 
 
-class ClassSubsamples:
-    """Subsamples as class statistics (OCFS, IOC; ``ResampledMethod``'s hooks): each holds its
-    classes (in its own order of discovery), counts and sums; they add exactly, so ``K - 1``
-    are stored and the last is the whole stream's statistics minus theirs."""
-
-    subsample_fields: ClassVar[tuple[str, ...]] = (COUNTS_FIELD, SUMS_FIELD)
-    derives_last = True
-    derived_from: ClassVar[tuple[str, ...]] = (COUNTS_FIELD, SUMS_FIELD)
-
-    def subsample_initial_state(self, params: ResampledParams) -> State:
-        return {
-            CLASSES_FIELD: encode_classes([]),
-            COUNTS_FIELD: np.zeros(0, dtype=np.int64),
-            SUMS_FIELD: np.zeros((0, params.size)),
-            **_no_spread(params),
-        }
-
-    def subsample_state_sizes(self, params: ResampledParams) -> dict[str, int]:
-        return {}  # counts and sums grow by one row per class found
-
-    def subsample_update(
-        self,
-        subsample: State,
-        params: ResampledParams,
-        chunk: LabelledRows,
-        whole: State,
-        dealt: SubsampleRows,
-    ) -> State:
-        return add_classes(subsample, chunk, dealt.positions)
-
-    def subsample_rows(self, subsample: State) -> int:
-        return int(np.asarray(subsample[COUNTS_FIELD]).sum())
-
-    def subsample_check(self, subsample: State, params: ResampledParams) -> None:
-        check_spread(subsample)
-
-    def subsample_merge(self, subsample: State, params: ResampledParams, other: State) -> State:
-        return merge_classes(subsample, other)
-
-    def subsample_of_whole(self, whole: State, params: ResampledParams) -> State:
-        return {
-            f: whole[f] for f in (CLASSES_FIELD, COUNTS_FIELD, SUMS_FIELD, M2_FIELD) if f in whole
-        }
-
-    def subsample_unmerge(self, whole: State, params: ResampledParams, part: State) -> State:
-        return remove_classes(whole, part)
-
-
 def _no_spread(params: ResampledParams) -> State:
     """The per-class ``M2`` of no class, for states that keep it (``standardize``)."""
     return {M2_FIELD: np.zeros((0, params.size))} if getattr(params, "standardize", False) else {}
@@ -278,8 +230,18 @@ class OCFSParams(ResampledParams):
     )
 
 
-class OCFS(ClassSubsamples, ResampledMergeable[OCFSParams]):
-    """OCFS over labelled row chunks; the state is class counts and class sums."""
+class OCFS(StatisticsMethod[OCFSParams]):
+    """OCFS over labelled row chunks: the statistics are the class counts and class sums (and,
+    with ``standardize``, every class's ``M2``), scored by Table 2, steps 1-3.
+
+    >>> import numpy as np
+    >>> from service.algorithms.labels import labelled
+    >>> method = OCFS()
+    >>> params = method.resolve_params({}, size=2)
+    >>> rows = labelled(np.array([[1.0, 5], [3, 5], [5, 5]]), ["a", "a", "b"])
+    >>> method.weights(method.update(method.initial_state(params), params, rows), params)
+    array([2., 0.])
+    """
 
     name = "ocfs"
     paper = (
@@ -294,9 +256,9 @@ class OCFS(ClassSubsamples, ResampledMergeable[OCFSParams]):
     )
     score_field = "scores"
     describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
-    #: ``Mergeable``: another OCFS selector's class counts and sums add exactly ...
-    summary_fields: tuple[str, ...] = (COUNTS_FIELD, SUMS_FIELD)
-    #: ... and, with ``standardize``, its classes' M2 too (Chan's update), as its subsamples'.
+    #: Class counts and sums add exactly (``plus``, ``minus``) ...
+    statistics_fields: ClassVar[tuple[str, ...]] = (COUNTS_FIELD, SUMS_FIELD)
+    #: ... and, with ``standardize``, every class's M2 (Chan's update).
     optional_fields: ClassVar[tuple[str, ...]] = (M2_FIELD,)
     stability_estimate = (
         "the class counts and sums of K interleaved subsamples of the rows (K - 1 stored, the "
@@ -304,88 +266,68 @@ class OCFS(ClassSubsamples, ResampledMergeable[OCFSParams]):
         "resamples of every row seen"
     )
 
-    def core_initial_state(self, params: OCFSParams) -> State:
+    def keeps_optional(self, params: OCFSParams) -> bool:
+        return params.standardize
+
+    def empty(self, params: OCFSParams) -> State:
         return {
             CLASSES_FIELD: encode_classes([]),
             COUNTS_FIELD: np.zeros(0, dtype=np.int64),
             SUMS_FIELD: np.zeros((0, params.size)),
             **_no_spread(params),
-            "scores": np.zeros(params.size),
         }
 
-    def keeps_optional(self, params: OCFSParams) -> bool:
-        return params.standardize
+    def empty_sizes(self, params: OCFSParams) -> dict[str, int]:
+        return {}  # counts and sums (and M2) grow by one row per class found
 
-    def core_state_sizes(self, params: OCFSParams) -> dict[str, int]:
-        # Class sums (and, with standardize, their M2) grow by one row per class found.
-        return {"scores": 8 * params.size}
+    def fold(self, statistics: State, params: OCFSParams, chunk: LabelledRows) -> State:
+        """The chunk's class counts and sums (and M2) folded in."""
+        return add_classes(statistics, chunk)
 
-    def core_update(self, state: State, params: OCFSParams, rows: LabelledRows) -> State:
-        """Fold the chunk's class counts and sums (and M2) in, then recompute every score
-        (O(cm))."""
-        totals = add_classes(state, rows)
-        totals["scores"] = class_scores(totals)
-        return totals
-
-    def update_with_subsamples(
+    def fold_dealt(
         self,
-        state: State,
-        subsamples: list[State],
+        statistics: list[State],
         params: OCFSParams,
         chunk: LabelledRows,
         dealt: np.ndarray,
-    ) -> tuple[State, list[State]]:
-        """The chunk's class counts and sums for the whole stream and for each stored
-        subsample's rows in one product (``class_totals_of``: the chunk is read once); with
-        ``standardize``, each one's M2 around its own class means (a second pass)."""
-        plans = [class_tally(state, chunk)]
-        for g, subsample in enumerate(subsamples):
+    ) -> list[State]:
+        """The chunk's class counts and sums for the whole stream and for each subsample's rows
+        in one product (``class_totals_of``: the chunk is read once); with ``standardize``,
+        each one's M2 around its own class means (a second pass)."""
+        plans = [class_tally(statistics[0], chunk)]
+        for g, subsample in enumerate(statistics[1:]):
             plans.append(class_tally(subsample, chunk, np.flatnonzero(dealt == g)))
         totals = class_totals_of(chunk.rows, [tally for _, tally in plans], chunk.multiplicity)
-        folded = [
+        return [
             fold_classes(
                 before, classes, counts, sums, spread_of(before, chunk, tally, counts, sums)
             )
             for before, (classes, tally), (counts, sums) in zip(
-                [state, *subsamples], plans, totals, strict=True
+                statistics, plans, totals, strict=True
             )
         ]
-        new = folded[0]
-        new["scores"] = class_scores(new)
-        return new, folded[1:]
 
-    def weights(self, state: State, params: OCFSParams) -> np.ndarray:
-        return np.array(state["scores"], dtype=np.float64)
+    def scores(self, statistics: State, params: OCFSParams) -> np.ndarray:
+        """Table 2, steps 1-3 (standardized where the statistics keep M2), O(cm)."""
+        return class_scores(statistics)
 
-    def subsample_scores(self, subsample: State, params: OCFSParams) -> np.ndarray:
-        """Table 2 on the subsample's class statistics (standardized as the whole stream's)."""
-        return class_scores(subsample)
+    def plus(self, statistics: State, params: OCFSParams, other: State) -> State:
+        """Counts and sums added, and M2 by Chan's update (classes matched by label, new ones
+        appended in the other's order)."""
+        return merge_classes(statistics, other)
+
+    def minus(self, whole: State, params: OCFSParams, part: State) -> State:
+        return remove_classes(whole, part)
+
+    def rows_of(self, statistics: State) -> int:
+        return int(np.asarray(statistics[COUNTS_FIELD]).sum())
+
+    def check(self, state: State, params: OCFSParams) -> None:
+        """One count and one row of sums (and of M2) per class."""
+        check_spread(state)
 
     def describe(self, state: State) -> dict[str, Any]:
         return describe_classes(state)
-
-    def core_check_consistency(
-        self,
-        state: State,
-        params: OCFSParams,
-        segments: Mapping[str, np.ndarray],
-    ) -> None:
-        """``ChecksState``: one count and one row of sums (and of M2) per class."""
-        check_spread(state)
-
-    def core_merge(self, state: State, params: OCFSParams, summary: State) -> State:
-        """Add another selector's counts and sums, and M2 by Chan's update (classes matched by
-        label, new ones appended in its order): the scores are those of one selector that saw
-        both streams."""
-        merged = merge_classes(state, summary)
-        merged["scores"] = class_scores(merged)
-        return merged
-
-    def summary_samples(self, summary: State) -> int:
-        return int(np.asarray(summary[COUNTS_FIELD]).sum())
-
-    def merge_refusal(self, params: OCFSParams) -> str | None:
-        return None  # sums and moments merge for every setting
 
 
 def summary_rows(state: State) -> LabelledRows:

@@ -246,7 +246,7 @@ class OFS(MethodBase[OFSParams]):
     States are values: ``add_features`` never writes into the arrays of its input; arrays that did
     not change are shared with the returned state. A call that keeps something therefore copies
     ``kept_columns`` (``O(n kept)``) and the factor (``O(r^2)``) once per call, which dominates
-    when columns come one per call (see ``benchmarks/README.md``).
+    when columns come one per call (see ``BENCHMARKS.md``, OFS).
     """
 
     name = "ofs"

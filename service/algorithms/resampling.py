@@ -6,10 +6,12 @@ A row method (chunk kinds ``rows``, ``labelled rows``, ``views``) that inherits
 subsample ``g`` has seen only the rows dealt to it (``service.algorithms.subsamples``: dealt by
 their position in the stream, so any chunking, coalescing or replay deals them alike).
 
-**What a subsample holds is the method's choice** (the ``subsample_*`` hooks), within the
-bound of the issue that brought them (issue 22: at ``K = 2``, at most twice the state and the
-update time of the method without them); the default became ``K = 4`` with issue 34, for an
-interval that says something (its measured cost: docs/stability-and-drift.md). Two layouts:
+**What a subsample holds is the method's choice** (the ``subsample_*`` hooks), within a
+bound (at ``K = 2``, at most twice the state and the update time of the method without them);
+the default is ``K = 4``, for an interval that says something (its measured cost:
+docs/stability-and-drift.md). A method whose state is statistics that merge exactly says only
+its maths (``service.algorithms.statistics.StatisticsMethod``: ``fold``, ``scores``, ``plus``,
+``minus``), and its hooks are built from them: a subsample is statistics of its rows. Two layouts:
 
 * *Derived* (``derives_last``: variance's moments, OCFS's and IOC's class counts and sums,
   FSDS's sketch). The whole stream's state holds what the subsamples hold together, so only

@@ -38,7 +38,7 @@ the Frequent-Directions bound for the weighted matrix. A shrink is homogeneous (
 every row of a call relative to the call's end (``gamma**(n - 1 - i)``, the incoming sketch
 ``gamma**n``) instead of rescaling before each shrink: the same sketch, one scaling per call.
 
-Performance design (the figures are in benchmarks/README.md, "FSDS update"):
+Performance design (the figures are in BENCHMARKS.md, "FSDS update"):
 
 * Every product touching ``m`` is BLAS-3 through numpy. The small eigenproblems use
   ``numpy.linalg.eigh`` rather than ``scipy.linalg``: numpy and scipy wheels bundle separate
@@ -76,7 +76,7 @@ __all__ = [
 
 _EPS = float(np.finfo(np.float64).eps)
 #: Dense input: shrink blocks per super-block: one Gram of several blocks' rows amortises the
-#: eigendecomposition (the count that measured fastest, benchmarks/README.md, FSDS update).
+#: eigendecomposition (the count that measured fastest, BENCHMARKS.md, FSDS update).
 _DENSE_BLOCKS_PER_SUPER = 3
 
 

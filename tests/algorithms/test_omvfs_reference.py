@@ -24,9 +24,9 @@ import pytest
 import scipy.sparse as sp
 
 from service.algorithms.base import State
+from service.algorithms.moments import chunk_moments
 from service.algorithms.omvfs import OMVFSParams, split_views
 from service.algorithms.omvfs.graph import buffer_rows, similarity_blocks
-from service.algorithms.variance import chunk_moments
 from tests.support.omvfs_reference import (
     METHOD,
     MOMENTS,

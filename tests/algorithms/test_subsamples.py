@@ -24,6 +24,7 @@ from service.algorithms.base import check_state
 from service.algorithms.fsds import unmerge_sketches
 from service.algorithms.labels import COUNTS_FIELD as CLASS_COUNTS
 from service.algorithms.labels import labelled, stored_classes
+from service.algorithms.moments import chunk_moments, combine, grouped_moments, separate
 from service.algorithms.ocfs import SUMS_FIELD, exact_directions, ocfs_scores
 from service.algorithms.resampling import ResampledMethod, summary_fields_of
 from service.algorithms.subsamples import (
@@ -33,9 +34,8 @@ from service.algorithms.subsamples import (
     groups_of_rows,
     resample_count,
 )
-from service.algorithms.variance import chunk_moments, combine, grouped_moments, separate
+from service.applier import state_sizes
 from service.errors import Inconsistent
-from service.updates import state_sizes
 from tests.support.states import array_field
 
 ROW_METHODS = sorted(n for n, m in METHODS.items() if isinstance(m, ResampledMethod))

@@ -108,7 +108,7 @@ def default_block_rows(ell: int) -> int:
     once more at its end (a partial block is not carried over: the state is the sketch alone).
 
     Why these numbers (the curve: ``benchmarks/bench_fsds_schedule.py``, its table in
-    ``benchmarks/README.md``):
+    ``BENCHMARKS.md``):
 
     * Fidelity. Shrinking more often discards more of the stream's directions: fewer rows per
       shrink keep less of the paper's per-chunk ranking, most visibly where k is close to ell

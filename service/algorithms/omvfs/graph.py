@@ -13,7 +13,7 @@ from service.algorithms.omvfs.params import OMVFSParams
 from service.errors import InvalidInput
 
 #: A view at least this dense is multiplied as a plain array: from about this density on, BLAS
-#: beats scipy's CSR product (benchmarks/README.md, OMVFS).
+#: beats scipy's CSR product (BENCHMARKS.md, OMVFS).
 DENSE_FROM = 0.1
 #: ... unless its dense copy would exceed this many entries (256 MiB).
 DENSE_AT_MOST = 2**25

@@ -12,6 +12,7 @@ import scipy.sparse as sp
 
 from service.algorithms.base import ChunkKind, Matrix, State
 from service.algorithms.examples import Example
+from service.algorithms.moments import Moments, chunk_moments, combine, grouped_moments
 from service.algorithms.omvfs.graph import (
     buffer_rows,
     median_distance,
@@ -24,7 +25,6 @@ from service.algorithms.omvfs.params import OMVFSParams
 from service.algorithms.omvfs.scores import feature_scores, moments_so_far
 from service.algorithms.omvfs.solver import chunk_buffer, solve
 from service.algorithms.resampling import ResampledMethod
-from service.algorithms.variance import Moments, chunk_moments, combine, grouped_moments
 from service.errors import Inconsistent
 
 

@@ -7,9 +7,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from service.algorithms.base import State
+from service.algorithms.moments import chunk_moments
 from service.algorithms.omvfs.graph import buffer_rows
 from service.algorithms.omvfs.params import OMVFSParams
-from service.algorithms.variance import chunk_moments
 
 
 def feature_scores(
