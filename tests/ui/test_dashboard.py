@@ -26,7 +26,7 @@ from tests.support.webhooks import webhook_receiver
 pytestmark = pytest.mark.slow
 
 #: A feature name that would become an element (and try to run ``f()``) if the page ever put
-#: names into the DOM as markup; short enough to be shown whole (labels are cut at 24).
+#: names into the DOM as markup; short enough to be shown whole at 1,280 px.
 HOSTILE = "<img src=x onerror=f()>"
 NAMES = ["temperature", "pressure", HOSTILE, "humidity", "light", "noise"]
 #: Column scales of the first chunk: variance is scale**2, so this is the ranking.
@@ -316,7 +316,7 @@ def test_dashboard_shows_bands_stability_drift_and_alert_events(
         stability = page.locator("#stability").inner_text()
         assert stability.startswith("Stability of the top 10: ")
         assert f"{top['stability']['index']:.2f}" in stability
-        assert "Since the baseline, auto" in page.locator("#drift-facts").inner_text()
+        assert "Since the baseline (auto, version " in page.locator("#drift-facts").inner_text()
         assert page.locator("#no-events").is_visible()
 
         # The stream moves: the alert fires once, its event shows with its delivery.
@@ -330,9 +330,12 @@ def test_dashboard_shows_bands_stability_drift_and_alert_events(
             "a delivered alert event",
             "#alert-events",
         )
-        (row,) = [texts(page, "#alert-events tbody tr td")]
+        # Its figures, and under them the features that entered and left.
+        (row,) = [texts(page, "#alert-events tbody tr[data-event] td")]
         assert row[0].endswith("-1") and float(row[2]) >= 0.5, row
-        assert HOSTILE in row[4] or HOSTILE in page.locator("#drift-facts").inner_text()
+        (moved,) = texts(page, f'#alert-events tbody tr.moved[data-of="{row[0]}"] td.features')
+        assert moved.startswith("entered ") and "left " in moved, moved
+        assert HOSTILE in moved or HOSTILE in page.locator("#drift-facts").inner_text()
         assert page.locator("img").count() == 0 and page.evaluate("window.__injected") is None
         assert len(receiver.all()) == 1
         page.screenshot(path=str(artifacts / "dashboard-movement.png"), full_page=True)

@@ -36,7 +36,7 @@ TEMPORARY = [f"gs-{i:02d}" for i in range(10)]
 async def create_many(redis_url: str) -> float:
     """Create every selector through the app's lifecycle, 64 at a time; the seconds taken."""
     async with running_app(make_settings(redis_url)) as (app, _):
-        lifecycle = app.state.selectors.lifecycle
+        lifecycle = app.state.runtime.selectors.lifecycle
         gate = asyncio.Semaphore(64)
 
         async def one(name: str, method: str, temporary: bool) -> None:
@@ -53,7 +53,7 @@ async def create_many(redis_url: str) -> float:
 
 
 def listed(page: Page) -> list[str]:
-    names: list[str] = page.locator("#selectors tbody tr").evaluate_all(
+    names: list[str] = page.locator("#selectors tbody tr[data-name]").evaluate_all(
         "(rows) => rows.map((row) => row.dataset.name)"
     )
     return names
@@ -62,7 +62,7 @@ def listed(page: Page) -> list[str]:
 def wait_listed(page: Page, condition: str, arg: Any = None) -> None:
     page.wait_for_function(
         f"""(arg) => {{
-            const names = Array.from(document.querySelectorAll('#selectors tbody tr'),
+            const names = Array.from(document.querySelectorAll('#selectors tbody tr[data-name]'),
                                      (row) => row.dataset.name);
             return {condition};
         }}""",

@@ -1,6 +1,6 @@
 """The pages for people without a browser: served without a key, nothing from another origin.
 
-``/ui`` and ``/docs`` (with their assets) answer without an API key even with
+``/``, ``/ui`` and ``/docs`` (with their assets) answer without an API key even with
 ``SIFT_API_TOKEN`` set, reference only their own origin, and every file they reference is
 served. The browser half (rendering, live updates, the key prompt) is tests/ui/test_dashboard.py.
 """
@@ -82,6 +82,12 @@ async def test_pages_and_assets_need_no_key(guarded: httpx.AsyncClient) -> None:
 
     head = await guarded.head("/ui")
     assert head.status_code == 200 and head.content == b""
+
+    # / holds no data either: where things are, or (a browser) the way to the dashboard.
+    root = await guarded.get("/")
+    assert root.status_code == 200 and root.json()["ui"] == "/ui"
+    browser = await guarded.get("/", headers={"accept": "text/html"})
+    assert browser.status_code == 307 and browser.headers["location"] == "/ui"
 
 
 @pytest.mark.parametrize("path", ["/ui", "/docs"])

@@ -95,7 +95,7 @@ def wait_for_text(page: Page, where: str, expected: str, what: str) -> None:
 
 def in_list(name: str, source_name: str) -> str:
     return (
-        f'#selectors tbody tr[data-name="{name}"] td.sources .source[data-source="{source_name}"]'
+        f'#selectors tbody tr.fed[data-of="{name}"] td.sources .source[data-source="{source_name}"]'
     )
 
 
@@ -109,7 +109,7 @@ def test_sources_show_beside_the_selectors_they_feed(
     bus_client, prefix = bus
     hostile_key = f"{prefix}{HOSTILE}"
     line_key = f"{prefix}-line"
-    service = live_sift("sources")
+    service = live_sift("sources", SIFT_SOURCE_PRIVATE="127.0.0.0/8")
     with httpx.Client(base_url=service.url, timeout=30.0) as client:
         created(
             client,
@@ -158,7 +158,7 @@ def test_sources_show_beside_the_selectors_they_feed(
     page.add_init_script("window.f = () => { window.__injected = true; };")
     page.goto(f"{service.url}/ui#sensors")
 
-    # In the list, beside the selector: name, state, lag and rows/s.
+    # In the list, under the selector: name, state, lag and rows/s.
     wait_for_text(page, in_list("sensors", "sensor-feed"), "sensor-feed · running · lag 0", "it")
     cell = page.locator(in_list("sensors", "sensor-feed"))
     assert cell.locator(".source-name").inner_text() == "sensor-feed"
@@ -166,10 +166,13 @@ def test_sources_show_beside_the_selectors_they_feed(
     assert cell.locator(".source-lag").inner_text() == "lag 0"
     assert cell.locator(".source-rate").inner_text().endswith(" rows/s")
     assert cell.locator(".source-error").count() == 0
-    assert page.locator("#selectors thead th.sources").is_visible()
+    # The row of sources follows its selector's row, across every column.
+    assert (
+        page.locator('#selectors tbody tr[data-name="sensors"] + tr.fed td[colspan]').count() == 1
+    )
     # Each selector shows the sources that feed it, and no other.
     for name, feeding in {"sensors": "sensor-feed", "lonely": "broken-feed"}.items():
-        names = page.locator(f'#selectors tbody tr[data-name="{name}"] td.sources .source-name')
+        names = page.locator(f'#selectors tbody tr.fed[data-of="{name}"] td.sources .source-name')
         assert names.all_text_contents() == [feeding], name
 
     # In the shown selector's view, with what it read (the key is shown as text, not markup).
@@ -205,7 +208,7 @@ def test_sources_show_beside_the_selectors_they_feed(
 
     # A stream's source feeds its attached selectors: beside them, and under their columns.
     wait_for_text(page, in_list("on-line", "stream-feed"), "stream-feed · running · lag 0", "it")
-    row = page.locator('#streams tbody tr[data-name="line"] td.sources').inner_text()
+    row = page.locator('#streams tbody tr.fed[data-of="line"] td.sources').inner_text()
     assert "stream-feed" in row
     page.screenshot(path=str(artifacts / "dashboard-sources.png"), full_page=True)
     page.click('#streams tbody tr[data-name="line"]')
@@ -249,7 +252,7 @@ def test_no_sources_when_the_key_may_not_read_them(
     )
     assert refused, "the page did not ask for the sources"
     assert page.locator(".source").count() == 0
-    assert page.locator("#selectors thead th.sources").is_hidden()
+    assert page.locator("#selectors tbody tr.fed").count() == 0
     assert page.locator("#detail-sources").is_hidden()
     assert page.locator("#problem").is_hidden()
     opened.assert_clean()
@@ -271,7 +274,7 @@ def test_a_kafka_source_shows_its_topic_and_each_partitions_lag(
     # Playwright's sync API runs an event loop in this thread: the producer runs in another.
     with concurrent.futures.ThreadPoolExecutor(1) as apart:
         apart.submit(asyncio.run, fill()).result()
-    service = live_sift("kafka-ui")
+    service = live_sift("kafka-ui", SIFT_SOURCE_PRIVATE="127.0.0.0/8")
     with httpx.Client(base_url=service.url, timeout=30.0) as client:
         created(
             client,

@@ -19,7 +19,13 @@
  *
  * Whatever comes from the server (feature names come from users) reaches the DOM as text nodes
  * and attribute values only, never as markup; the page's Content-Security-Policy forbids inline
- * script besides.
+ * script besides. Every name a user gave (selectors, streams, sources, views, features, bus keys)
+ * is bidi-isolated wherever it shows: in a <bdi> in the page, a tspan with ``unicode-bidi:
+ * plaintext`` in the charts, between FSI and PDI in tooltips; so a right-to-left name, or one
+ * holding an override such as U+202E, cannot reorder the text around it.
+ *
+ * The charts are drawn at the pixel width of their place (and again when it changes), so their
+ * text keeps the page's size at any window width.
  */
 (() => {
   const KEY_STORAGE = "sift.apiKey";
@@ -34,14 +40,20 @@
   const HISTORY_LIMIT = 20;
   /** Alert events shown under the charts, newest first. */
   const EVENTS_SHOWN = 10;
-  /** Feature names longer than this are cut in the charts (the tooltip has them whole). */
-  const LABEL_CHARS = 24;
+  /** Feature names longer than this are cut in the charts before they are fitted to their
+   * width (the tooltip has them whole). */
+  const LABEL_CHARS = 40;
+  /** The narrowest the charts are drawn, in pixels (a narrower place shows them scaled down). */
+  const MIN_CHART_WIDTH = 320;
+  /** Unicode's first-strong isolate and pop-directional isolate: a name inside a tooltip. */
+  const FSI = "\u2068";
+  const PDI = "\u2069";
   /** A source's last error is cut to this in the lists (the tooltip and the detail have it). */
   const ERROR_CHARS = 60;
   /** A source's states (GET /v1/sources); another value is shown, styled as none of them. */
-  const SOURCE_STATES = new Set(["starting", "running", "paused", "retrying", "failed"]);
+  const SOURCE_STATES = new Set(["starting", "running", "paused", "retrying", "reset", "failed"]);
   /** States whose last error is shown: the source does not read its bus. */
-  const TROUBLED = new Set(["retrying", "failed"]);
+  const TROUBLED = new Set(["retrying", "reset", "failed"]);
   const SVG_NS = "http://www.w3.org/2000/svg";
   /** Tableau 10: distinguishable, and readable on light and dark backgrounds. */
   const PALETTE = [
@@ -58,7 +70,6 @@
     forgetKey: $("forget-key"),
     problem: $("problem"),
     selectorRows: $("selectors").querySelector("tbody"),
-    selectorSourceHead: $("selectors").querySelector("th.sources"),
     noSelectors: $("no-selectors"),
     noMatches: $("no-matches"),
     search: $("selector-search"),
@@ -88,7 +99,6 @@
     keyReason: $("key-reason"),
     keyCancel: $("key-cancel"),
     streamRows: $("streams").querySelector("tbody"),
-    streamSourceHead: $("streams").querySelector("th.sources"),
     noStreams: $("no-streams"),
     streamDetail: $("stream-detail"),
     streamTitle: $("stream-title"),
@@ -133,6 +143,8 @@
     streamShownKey: null,
     /** The sources (GET /v1/sources) this key may read; [] when it may read none. */
     sources: [],
+    /** The answers the charts show ({top, history, current}), drawn again on a resize. */
+    drawn: null,
   };
 
   // -- the API ---------------------------------------------------------------------------------
@@ -231,22 +243,70 @@
 
   const svgElement = (tag, attributes = {}, text = null) => element(tag, attributes, text, SVG_NS);
 
+  /** A user-given name in the page: isolated, its direction its own (``<bdi>``). */
+  const bdi = (name, attributes = {}) => element("bdi", attributes, name);
+
+  /** A user-given name inside a plain string (a tooltip): between FSI and PDI. */
+  const isolated = (name) => `${FSI}${name}${PDI}`;
+
+  /** "1 row", "2 rows": a count with its noun. */
+  function counted(count, one, many = `${one}s`) {
+    return `${NUMBER.format(count)} ${count === 1 ? one : many}`;
+  }
+
+  /**
+   * A name that stays on one line in a table: cut with an ellipsis by the stylesheet past its
+   * column's width, the whole name in its tooltip (and in the DOM, for search and copy).
+   */
+  function nameCell(name, href = null) {
+    const cell = element("td", { class: "name" });
+    const holder = href === null
+      ? element("span", { class: "name-text", title: name })
+      : element("a", { class: "name-text", href, title: name });
+    holder.append(bdi(name));
+    const line = element("div", { class: "name-line" });
+    line.append(holder);
+    cell.append(line);
+    return cell;
+  }
+
+  /**
+   * An SVG label for a user-given name: isolated in a tspan (``unicode-bidi: plaintext``), cut
+   * at LABEL_CHARS; ``fitLabel`` cuts it further to its width once it is in the document.
+   */
+  function svgLabel(attributes, name) {
+    const label = svgElement("text", attributes);
+    const chars = Array.from(String(name));
+    label.append(svgElement("tspan", { class: "name" }, chars.slice(0, LABEL_CHARS).join("")));
+    if (chars.length > LABEL_CHARS) label.append(svgElement("tspan", { class: "cut" }, "…"));
+    label.fullName = String(name);
+    return label;
+  }
+
   function truncate(text, length) {
     const chars = Array.from(text);
     return chars.length <= length ? text : `${chars.slice(0, length - 1).join("")}…`;
   }
 
   /**
-   * Shorten the SVG text ``node`` (in the document, so it can be measured) until it fits
-   * ``width`` user units; the whole name stays in the tooltip.
+   * Shorten the SVG label ``node`` (made by ``svgLabel``, in the document so it can be
+   * measured) until it fits ``width`` pixels: the name's tspan loses characters, an ellipsis
+   * outside it says so; the whole name stays in the tooltip.
    */
-  function fitText(node, width) {
-    const chars = Array.from(node.textContent);
-    let keep = chars.length;
+  function fitLabel(node, width) {
+    const name = node.querySelector("tspan.name");
+    const chars = Array.from(node.fullName ?? name.textContent);
+    let keep = Array.from(name.textContent).length;
     while (keep > 1 && node.getComputedTextLength() > width) {
       keep -= 1;
-      node.textContent = `${chars.slice(0, keep).join("").replace(/…$/, "")}…`;
+      name.textContent = chars.slice(0, keep).join("");
+      if (!node.querySelector("tspan.cut")) node.append(svgElement("tspan", { class: "cut" }, "…"));
     }
+  }
+
+  /** The width, in pixels, to draw a chart at: its place's width, at least MIN_CHART_WIDTH. */
+  function chartWidth(holder) {
+    return Math.max(MIN_CHART_WIDTH, Math.floor(holder.clientWidth));
   }
 
   function formatScore(score) {
@@ -276,7 +336,7 @@
   function seenText(entry) {
     const seen = takesColumns(entry) ? entry.features_seen : entry.rows_seen;
     if (typeof seen !== "number") return "–";
-    return `${NUMBER.format(seen)} ${takesColumns(entry) ? "features" : "rows"}`;
+    return counted(seen, takesColumns(entry) ? "feature" : "row");
   }
 
   function pendingOf(entry) {
@@ -624,7 +684,7 @@
       element("span", { class: "source-rate" }, rateText(source)),
     );
     line.append(
-      element("span", { class: "source-name", title: `Source ${source.name} (${source.kind})` }, source.name),
+      bdi(source.name, { class: "source-name", title: `Source ${isolated(source.name)} (${source.kind})` }),
       element("span", { class: "source-sep" }, " · "),
       figures,
     );
@@ -639,21 +699,33 @@
     return line;
   }
 
-  /** A table cell with the sources feeding a row (empty when none). */
-  function sourcesCell(sources) {
-    const cell = element("td", { class: "sources" });
+  /**
+   * The row under a list's row that holds the sources feeding it, across every column (so a
+   * source's name and figures never widen the table); null when none feed it. ``of`` is the
+   * name of the row it belongs to.
+   */
+  function sourcesRow(of, sources, columns) {
+    if (sources.length === 0) return null;
+    const row = element("tr", { class: "fed", "data-of": of });
+    const cell = element("td", {
+      class: "sources",
+      colspan: columns,
+      title: "The sources feeding it from a bus: state, lag (entries not read yet), rows per second",
+    });
     cell.append(...sources.map((source) => sourceLine(source)));
-    return cell;
+    row.append(cell);
+    return row;
   }
 
   /** What a source reads: "redis-stream events at redis://host:6379" (its URL as the API
-   * shows it, without credentials). */
+   * shows it, without credentials), each user-given part isolated. */
   function busText(source) {
     const what = {
-      nats: [source.stream, source.subject ? `subject ${source.subject}` : null],
-      kafka: [source.topic ? `topic ${source.topic}` : null],
-    }[source.kind] ?? [source.key];
-    return [source.kind, ...what.filter(Boolean), `at ${source.url}`].join(" ");
+      nats: [source.stream && [bdi(source.stream)], source.subject && ["subject ", bdi(source.subject)]],
+      kafka: [source.topic && ["topic ", bdi(source.topic)]],
+    }[source.kind] ?? [source.key !== undefined && source.key !== null && [bdi(source.key)]];
+    const parts = [[source.kind], ...what.filter(Boolean), ["at ", bdi(source.url)]];
+    return parts.flatMap((part, i) => (i === 0 ? part : [" ", ...part]));
   }
 
   /** The shown selector's sources, each with what it read so far (none: hidden). */
@@ -662,18 +734,18 @@
     ui.detailSources.hidden = sources.length === 0;
     const items = sources.map((source) => {
       const item = element("li", { "data-source": source.name });
-      const through = source.into && source.into.stream ? ` through stream ${source.into.stream}` : "";
+      const appended = [`${counted(source.rows, "row")} appended`];
+      if (source.into && source.into.stream) appended.push(" through stream ", bdi(source.into.stream));
       const facts = [
-        `${NUMBER.format(source.rows)} rows appended${through}`,
-        `${NUMBER.format(source.rejected)} entries set aside`,
-        source.updated_at ? `last batch ${ago(source.updated_at)}` : "no batch yet",
+        appended,
+        [`${counted(source.rejected, "entry", "entries")} set aside`],
+        [source.updated_at ? `last batch ${ago(source.updated_at)}` : "no batch yet"],
       ];
       const byPartition = partitionLagText(source);
-      if (byPartition) facts.push(byPartition);
-      item.append(
-        sourceLine(source, { whole: true }),
-        element("span", { class: "source-facts" }, `${busText(source)} · ${facts.join(" · ")}`),
-      );
+      if (byPartition) facts.push([byPartition]);
+      const text = element("span", { class: "source-facts" });
+      text.append(...busText(source), ...facts.flatMap((fact) => [" · ", ...fact]));
+      item.append(sourceLine(source, { whole: true }), text);
       return item;
     });
     ui.detailSources.querySelector("ul").replaceChildren(...items);
@@ -681,15 +753,16 @@
 
   // -- the selector list -----------------------------------------------------------------------
 
+  /** The selector list's columns (its rows of sources span them all). */
+  const SELECTOR_COLUMNS = 6;
+
   function renderSelectors() {
-    const rows = state.selectors.map((entry) => {
+    const rows = state.selectors.flatMap((entry) => {
       const row = element("tr", { "data-name": entry.name });
       if (entry.name === state.selected) row.classList.add("selected");
-      const link = element("a", { href: `#${encodeURIComponent(entry.name)}` }, entry.name);
-      const nameCell = element("td", { class: "name" });
-      nameCell.append(link);
+      const named = nameCell(entry.name, `#${encodeURIComponent(entry.name)}`);
       if (entry.temporary) {
-        nameCell.append(element(
+        named.querySelector(".name-line").append(element(
           "span",
           { class: "badge", title: "Made by a job that deletes it when done (a scikit-learn fit)" },
           "temporary",
@@ -704,19 +777,19 @@
       const updated = element("td", { class: "updated" }, ago(entry.updated_at));
       updated.title = new Date(entry.updated_at * 1000).toLocaleString();
       row.append(
-        nameCell,
+        named,
         element("td", { class: "method" }, entry.method),
         element("td", { class: "num seen" }, seenText(entry)),
         element("td", { class: "num version" }, NUMBER.format(entry.version)),
         pendingCell,
         updated,
       );
-      if (state.sources.length > 0) row.append(sourcesCell(sourcesFeeding(entry)));
-      row.addEventListener("click", () => choose(entry.name));
-      return row;
+      const fed = sourcesRow(entry.name, sourcesFeeding(entry), SELECTOR_COLUMNS);
+      for (const part of [row, fed]) part?.addEventListener("click", () => choose(entry.name));
+      if (fed && entry.name === state.selected) fed.classList.add("selected");
+      return fed ? [row, fed] : [row];
     });
     ui.selectorRows.replaceChildren(...rows);
-    ui.selectorSourceHead.hidden = state.sources.length === 0;
     const { q, method } = state.filter;
     const filtered = Boolean(q || method) || state.pages.length > 1;
     ui.noSelectors.hidden = state.selectors.length > 0 || filtered;
@@ -762,31 +835,36 @@
 
   // -- the shown selector ----------------------------------------------------------------------
 
-  function showMessage(text) {
-    ui.message.textContent = text;
-    ui.message.hidden = !text;
+  /** The detail's message: text and isolated names (``[...]`` of strings and nodes). */
+  function showMessage(...parts) {
+    ui.message.replaceChildren(...parts);
+    ui.message.hidden = parts.length === 0 || (parts.length === 1 && !parts[0]);
   }
 
   function clearCharts() {
     ui.barChart.replaceChildren();
     ui.rankChart.replaceChildren();
     ui.charts.hidden = true;
+    state.drawn = null;
   }
 
   function renderFacts(entry) {
-    const parts = [entry.method, seenText(entry)];
-    if (typeof entry.n_features === "number") parts.push(`${NUMBER.format(entry.n_features)} features wide`);
-    if (typeof entry.n_samples === "number") parts.push(`${NUMBER.format(entry.n_samples)} samples`);
-    if (entry.views) {
-      const views = Object.entries(entry.views).map(([view, width]) => `${view} (${width})`);
-      parts.push(`views ${views.join(", ")}`);
+    const parts = [[entry.method], [seenText(entry)]];
+    if (typeof entry.n_features === "number") {
+      parts.push([`${counted(entry.n_features, "feature")} wide`]);
     }
-    if (entry.stream) parts.push(`attached to stream ${entry.stream}`);
-    parts.push(`version ${NUMBER.format(entry.version)}`);
+    if (typeof entry.n_samples === "number") parts.push([counted(entry.n_samples, "sample")]);
+    if (entry.views) {
+      const views = Object.entries(entry.views)
+        .flatMap(([view, width], i) => [i === 0 ? "views " : ", ", bdi(view), ` (${width})`]);
+      parts.push(views);
+    }
+    if (entry.stream) parts.push(["attached to stream ", bdi(entry.stream)]);
+    parts.push([`version ${NUMBER.format(entry.version)}`]);
     const pending = pendingOf(entry);
-    if (pending !== null) parts.push(`${NUMBER.format(pending)} pending`);
-    parts.push(`updated ${ago(entry.updated_at)}`);
-    ui.facts.textContent = parts.join(" · ");
+    if (pending !== null) parts.push([`${NUMBER.format(pending)} pending`]);
+    parts.push([`updated ${ago(entry.updated_at)}`]);
+    ui.facts.replaceChildren(...parts.flatMap((part, i) => (i === 0 ? part : [" · ", ...part])));
   }
 
   /** Multi-view selectors rank one view at a time: offer their views. */
@@ -799,7 +877,9 @@
     }
     const offered = Array.from(ui.view.options, (option) => option.value);
     if (offered.join("\u0000") !== views.join("\u0000")) {
-      ui.view.replaceChildren(...views.map((view) => element("option", { value: view }, view)));
+      ui.view.replaceChildren(
+        ...views.map((view) => element("option", { value: view, dir: "auto" }, view)),
+      );
     }
     if (!views.includes(state.view)) state.view = views[0];
     ui.view.value = state.view;
@@ -815,13 +895,13 @@
       clearCharts();
       return;
     }
-    ui.title.textContent = name;
+    ui.title.replaceChildren(bdi(name));
     const entry = state.selectors.find((candidate) => candidate.name === name)
       || (state.outside && state.outside.name === name ? state.outside : null);
     if (!entry) {
       ui.facts.textContent = "";
       renderDetailSources(null);
-      showMessage(`There is no selector '${name}' (any more), or this API key may not see it.`);
+      showMessage("There is no selector '", bdi(name), "' (any more), or this API key may not see it.");
       clearCharts();
       state.shownKey = null;
       return;
@@ -834,8 +914,12 @@
       const pending = pendingOf(entry);
       const waiting = pending ? ` ${pending} pending ${pending === 1 ? "entry is" : "entries are"} being applied.` : "";
       // A selector attached to a stream applies the stream's chunks, and takes none directly.
-      const target = entry.stream ? `/v1/streams/${entry.stream}/chunks` : `/v1/selectors/${name}/${route}`;
-      showMessage(`No data yet: push to POST ${target} and the charts appear here.${waiting}`);
+      const target = entry.stream
+        ? ["/v1/streams/", bdi(entry.stream), "/chunks"]
+        : ["/v1/selectors/", bdi(name), `/${route}`];
+      const path = element("code");
+      path.append("POST ", ...target);
+      showMessage("No data yet: push to ", path, ` and the charts appear here.${waiting}`);
       clearCharts();
       state.shownKey = null;
       return;
@@ -857,6 +941,7 @@
     renderStability(top);
     renderBars(top);
     renderRanks(history, current);
+    state.drawn = { top, history, current };
     renderMovement(drift, events);
     state.shownKey = key;
   }
@@ -872,22 +957,32 @@
       return;
     }
     const [low, high] = stability.interval;
-    const each = stability.corrected ? "" : " (the index of one resample's rows)";
+    // An index not scaled to every row seen is that of one resample's rows (fewer rows: lower).
+    const each = stability.corrected ? "" : "; the index of one resample's rows, not of all of them";
     ui.stability.textContent = `Stability of the top ${stability.h}: ${stability.index.toFixed(2)} `
-      + `(95% interval ${low.toFixed(2)} to ${high.toFixed(2)}, `
-      + `${stability.resamples} resamples${each}) · whiskers: each feature's ranks over them`;
+      + `(95% interval ${low.toFixed(2)} to ${high.toFixed(2)} over `
+      + `${counted(stability.resamples, "resample")}${each}) · whiskers: each feature's ranks `
+      + "over the resamples";
   }
 
-  const names = (features) =>
-    features.map((feature) => (feature.view ? `${feature.view}:${feature.name}` : feature.name))
-      .join(", ") || "none";
+  /** Features as text: "view:name" (or the name), each isolated, ", " between, or "none". */
+  function featureList(features) {
+    if (features.length === 0) return ["none"];
+    return features.flatMap((feature, i) => {
+      const shown = feature.view ? [bdi(feature.view), ":", bdi(feature.name)] : [bdi(feature.name)];
+      return i === 0 ? shown : [", ", ...shown];
+    });
+  }
 
-  function movedText(what, moved) {
-    const parts = [`${what} (version ${NUMBER.format(moved.version)}): drift ${moved.drift.toFixed(2)}`];
+  /** "Since the baseline (auto, version 3): drift 0.20 · entered a; left b", as nodes; ``how``
+   * the baseline's way of being set, or null. */
+  function movedText(what, moved, how = null) {
+    const which = [how, `version ${NUMBER.format(moved.version)}`].filter(Boolean).join(", ");
+    const parts = [`${what} (${which}): drift ${moved.drift.toFixed(2)}`];
     if (moved.entered.length || moved.left.length) {
-      parts.push(`entered ${names(moved.entered)}; left ${names(moved.left)}`);
+      parts.push(" · entered ", ...featureList(moved.entered), "; left ", ...featureList(moved.left));
     }
-    return parts.join(" · ");
+    return parts;
   }
 
   // Why there is no baseline yet, at the h the rule judges (it may not be the h shown).
@@ -907,14 +1002,21 @@
       const lines = [];
       if (answer.previous) lines.push(movedText("Since the previous version", answer.previous));
       lines.push(answer.baseline
-        ? movedText(`Since the baseline, ${answer.baseline.how}`, answer.baseline)
-        : baselineWaitText(answer.baseline_rule));
-      ui.driftFacts.textContent = lines.join(" — ");
+        ? movedText("Since the baseline", answer.baseline, answer.baseline.how)
+        : [baselineWaitText(answer.baseline_rule)]);
+      // One line each: the previous version's, then the baseline's.
+      ui.driftFacts.replaceChildren(...lines.map((line) => {
+        const holder = element("span", { class: "drift-line" });
+        holder.append(...line);
+        return holder;
+      }));
     }
     const listed = events.answer ? events.answer.events : [];
     ui.events.hidden = listed.length === 0;
     ui.noEvents.hidden = listed.length > 0;
-    const rows = listed.map((event) => {
+    // Each event in two rows: its figures, then the features that entered and left (as wide
+    // as the table, so long names never widen it).
+    const rows = listed.flatMap((event) => {
       const delivery = event.delivery ? event.delivery.status : "–";
       const row = element("tr", { "data-event": event.id });
       row.append(
@@ -922,10 +1024,16 @@
         element("td", { class: "num" }, NUMBER.format(event.version)),
         element("td", { class: "num" }, event.drift.toFixed(2)),
         element("td", { class: `delivery ${delivery}` }, delivery),
-        element("td", { class: "features" }, names(event.entered)),
-        element("td", { class: "features" }, names(event.left)),
       );
-      return row;
+      const moved = element("tr", { class: "moved", "data-of": event.id });
+      const features = element("td", { class: "features", colspan: 4 });
+      const entered = element("span", { class: "entered" });
+      entered.append("entered ", ...featureList(event.entered));
+      const left = element("span", { class: "left" });
+      left.append("left ", ...featureList(event.left));
+      features.append(entered, left);
+      moved.append(features);
+      return [row, moved];
     });
     ui.events.querySelector("tbody").replaceChildren(...rows);
   }
@@ -942,26 +1050,31 @@
       ui.barChart.replaceChildren(element("p", { class: "note" }, "No feature is ranked yet."));
       return;
     }
-    const width = 640;
-    const labelWidth = 210;
-    const valueWidth = 70;
+    // In pixels: the chart is as wide as its place, its text the page's size.
+    const width = chartWidth(ui.barChart);
+    // Names get the most room (a name of 24 characters is whole at 1,280 px), the bars the rest.
+    const rankWidth = 24;
+    const labelWidth = Math.round(Math.min(300, Math.max(130, width * 0.4)));
+    const valueWidth = 64;
     const rowHeight = 24;
     const barHeight = 16;
     const largest = Math.max(...features.map((feature) => Math.abs(feature.score))) || 1;
     // Rank bands, when the answer has them: a whisker per bar, on a rank axis of its own at
     // the right (1 at the left end, the deepest rank any band reaches at the right).
     const banded = features.some((feature) => Array.isArray(feature.band));
-    const height = features.length * rowHeight + 8 + (banded ? 18 : 0);
-    const bandWidth = banded ? 110 : 0;
+    const height = features.length * rowHeight + 8 + (banded ? 20 : 0);
+    const bandWidth = banded ? Math.round(Math.min(200, Math.max(110, width * 0.2))) : 0;
     const deepest = banded ? Math.max(...features.map((feature) => (feature.band ? feature.band[1] : 1)), 2) : 1;
-    const bandLeft = width - bandWidth + 10;
-    const bandSpan = bandWidth - 20;
+    const bandLeft = width - bandWidth + 14;
+    const bandSpan = bandWidth - 28;
     const rankX = (rank) => bandLeft + ((rank - 1) / (deepest - 1)) * bandSpan;
     const span = width - labelWidth - valueWidth - bandWidth;
     const svg = svgElement("svg", {
+      width,
+      height,
       viewBox: `0 0 ${width} ${height}`,
       role: "img",
-      "aria-label": `Top ${features.length} features by score at version ${top.answer.version}`,
+      "aria-label": `Top ${counted(features.length, "feature")} by score at version ${top.answer.version}`,
       "data-version": top.answer.version,
     });
     features.forEach((feature, i) => {
@@ -973,13 +1086,12 @@
         svgElement(
           "title",
           {},
-          `${feature.rank}. ${feature.name} (index ${feature.index}): ${formatScore(feature.score)}`,
+          `${feature.rank}. ${isolated(feature.name)} (index ${feature.index}): ${formatScore(feature.score)}`,
         ),
-        svgElement("text", { class: "axis", x: 4, y: middle, "dominant-baseline": "central" }, feature.rank),
-        svgElement(
-          "text",
+        svgElement("text", { class: "axis rank", x: 4, y: middle, "dominant-baseline": "central" }, feature.rank),
+        svgLabel(
           { class: "label", x: labelWidth - 8, y: middle, "text-anchor": "end", "dominant-baseline": "central" },
-          truncate(feature.name, LABEL_CHARS),
+          feature.name,
         ),
         svgElement("rect", {
           x: labelWidth, y, width: length.toFixed(1), height: barHeight, rx: 2,
@@ -995,7 +1107,7 @@
         const [low, high] = feature.band;
         const whisker = svgElement("g", { class: "whisker", "data-band": `${low}-${high}` });
         whisker.append(
-          svgElement("title", {}, `${feature.name}: ranks ${low} to ${high} over the resamples`),
+          svgElement("title", {}, `${isolated(feature.name)}: ranks ${low} to ${high} over the resamples`),
           svgElement("line", { x1: rankX(low).toFixed(1), x2: rankX(high).toFixed(1), y1: middle, y2: middle }),
           svgElement("line", { x1: rankX(low).toFixed(1), x2: rankX(low).toFixed(1), y1: middle - 5, y2: middle + 5 }),
           svgElement("line", { x1: rankX(high).toFixed(1), x2: rankX(high).toFixed(1), y1: middle - 5, y2: middle + 5 }),
@@ -1020,7 +1132,7 @@
       svg.append(axis);
     }
     ui.barChart.replaceChildren(svg);
-    for (const label of svg.querySelectorAll("text.label")) fitText(label, labelWidth - 8 - 24);
+    for (const label of svg.querySelectorAll("text.label")) fitLabel(label, labelWidth - 8 - rankWidth);
   }
 
   // -- the rank chart: how the current top features moved over recent versions -----------------
@@ -1050,9 +1162,10 @@
         if (rank !== undefined) deepest = Math.max(deepest, rank);
       }
     }
-    const width = 640;
-    const left = 40;
-    const right = 190;
+    // In pixels, as the bar chart.
+    const width = chartWidth(ui.rankChart);
+    const left = 44;
+    const right = Math.round(Math.min(300, Math.max(150, width * 0.36)));
     const top = 10;
     const rowHeight = 22;
     const axisHeight = 26;
@@ -1061,9 +1174,11 @@
     const x = (i) => left + (versions.length === 1 ? plotWidth / 2 : (i * plotWidth) / (versions.length - 1));
     const y = (rank) => top + (rank - 0.5) * rowHeight;
     const svg = svgElement("svg", {
+      width,
+      height,
       viewBox: `0 0 ${width} ${height}`,
       role: "img",
-      "aria-label": `Ranks of the current top ${current.length} over ${versions.length} versions`,
+      "aria-label": `Ranks of the current top ${current.length} over ${counted(versions.length, "version")}`,
       "data-versions": versions.length,
     });
     const grid = svgElement("g", { class: "grid" });
@@ -1073,16 +1188,6 @@
         svgElement("text", { class: "axis", x: 4, y: y(rank), "dominant-baseline": "central" }, `#${rank}`),
       );
     }
-    const step = Math.max(1, Math.ceil(versions.length / 8));
-    versions.forEach((version, i) => {
-      if (i % step === 0 || i === versions.length - 1) {
-        grid.append(svgElement(
-          "text",
-          { class: "axis version-tick", x: x(i), y: height - 8, "text-anchor": "middle", "data-version": version.version },
-          `v${version.version}`,
-        ));
-      }
-    });
     svg.append(grid);
     for (const feature of current) {
       const key = featureKey(feature);
@@ -1106,15 +1211,56 @@
       });
       if (path) series.prepend(svgElement("path", { d: path.trim(), stroke: colour }));
       const labelRank = last ? last.rank : feature.rank;
-      series.append(svgElement(
-        "text",
+      series.append(svgLabel(
         { class: "label", x: left + plotWidth + 12, y: y(labelRank), "dominant-baseline": "central" },
-        truncate(feature.name, LABEL_CHARS),
+        feature.name,
       ));
       svg.append(series);
     }
     ui.rankChart.replaceChildren(svg);
-    for (const label of svg.querySelectorAll("text.label")) fitText(label, right - 16);
+    for (const label of svg.querySelectorAll("text.label")) fitLabel(label, right - 16);
+    versionTicks(grid, versions, x, height - 8, plotWidth);
+  }
+
+  /**
+   * The version labels under the rank chart (``grid`` in the document, so they can be
+   * measured): the newest always, then every ``step``-th back from it, the step as large as
+   * the widest label needs so that no two labels touch.
+   */
+  function versionTicks(grid, versions, x, y, plotWidth) {
+    const tick = (version) => svgElement(
+      "text",
+      { class: "axis version-tick", x: 0, y, "text-anchor": "middle", "data-version": version.version },
+      `v${version.version}`,
+    );
+    const probe = tick(versions.reduce((a, b) => (`${b.version}`.length > `${a.version}`.length ? b : a)));
+    grid.append(probe);
+    const widest = probe.getComputedTextLength();
+    probe.remove();
+    const spacing = versions.length > 1 ? plotWidth / (versions.length - 1) : plotWidth;
+    const step = Math.max(1, Math.ceil((widest + 12) / spacing));
+    const shown = [];
+    for (let i = versions.length - 1; i >= 0; i -= step) shown.unshift(i);
+    for (const i of shown) {
+      const label = tick(versions[i]);
+      label.setAttribute("x", x(i).toFixed(1));
+      grid.append(label);
+    }
+  }
+
+  /** Draw the charts again at their new width when the window (or the list beside them)
+   * changes it; the answers drawn are kept, nothing is fetched. */
+  function redrawOnResize() {
+    if (typeof ResizeObserver !== "function") return;
+    let drawnAt = null;
+    new ResizeObserver(() => {
+      const width = ui.barChart.clientWidth;
+      if (width === 0 || width === drawnAt || state.drawn === null) return;
+      drawnAt = width;
+      const { top, history, current } = state.drawn;
+      renderBars(top);
+      renderRanks(history, current);
+    }).observe(ui.charts);
   }
 
   // -- streams: their selectors side by side ---------------------------------------------------
@@ -1124,25 +1270,25 @@
     state.streams = answer.streams || [];
   }
 
+  /** The stream list's columns (its rows of sources span them all). */
+  const STREAM_COLUMNS = 4;
+
   function renderStreams() {
-    const rows = state.streams.map((entry) => {
+    const rows = state.streams.flatMap((entry) => {
       const row = element("tr", { "data-name": entry.name });
       if (entry.name === state.stream) row.classList.add("selected");
-      const link = element("a", { href: `${STREAM_HASH}${encodeURIComponent(entry.name)}` }, entry.name);
-      const nameCell = element("td", { class: "name" });
-      nameCell.append(link);
       row.append(
-        nameCell,
+        nameCell(entry.name, `${STREAM_HASH}${encodeURIComponent(entry.name)}`),
         element("td", { class: "kind" }, entry.chunk_kind),
         element("td", { class: "num" }, NUMBER.format(entry.entries)),
         element("td", { class: "num" }, NUMBER.format(entry.log_entries)),
       );
-      if (state.sources.length > 0) row.append(sourcesCell(sourcesIntoStream(entry.name)));
-      row.addEventListener("click", () => chooseStream(entry.name));
-      return row;
+      const fed = sourcesRow(entry.name, sourcesIntoStream(entry.name), STREAM_COLUMNS);
+      for (const part of [row, fed]) part?.addEventListener("click", () => chooseStream(entry.name));
+      if (fed && entry.name === state.stream) fed.classList.add("selected");
+      return fed ? [row, fed] : [row];
     });
     ui.streamRows.replaceChildren(...rows);
-    ui.streamSourceHead.hidden = state.sources.length === 0;
     ui.noStreams.hidden = state.streams.length > 0;
   }
 
@@ -1155,9 +1301,10 @@
     poll();
   }
 
-  function showStreamMessage(text) {
-    ui.streamMessage.textContent = text;
-    ui.streamMessage.hidden = !text;
+  /** The stream view's message: text and isolated names. */
+  function showStreamMessage(...parts) {
+    ui.streamMessage.replaceChildren(...parts);
+    ui.streamMessage.hidden = parts.length === 0 || (parts.length === 1 && !parts[0]);
   }
 
   /** The shown stream's selectors side by side: each one's top h in a column (a feature has
@@ -1166,11 +1313,11 @@
     const name = state.stream;
     ui.streamDetail.hidden = name === null;
     if (name === null) return;
-    ui.streamTitle.textContent = `Stream ${name}`;
+    ui.streamTitle.replaceChildren("Stream ", bdi(name));
     const entry = state.streams.find((candidate) => candidate.name === name);
     if (!entry) {
       ui.streamFacts.textContent = "";
-      showStreamMessage(`There is no stream '${name}' (any more), or this API key may not see it.`);
+      showStreamMessage("There is no stream '", bdi(name), "' (any more), or this API key may not see it.");
       ui.sideBySide.replaceChildren();
       ui.agreement.hidden = true;
       state.streamShownKey = null;
@@ -1178,8 +1325,8 @@
     }
     ui.streamFacts.textContent = [
       entry.chunk_kind,
-      `${NUMBER.format(entry.entries)} chunks pushed`,
-      `${NUMBER.format(entry.items)} ${entry.chunk_kind === "columns" ? "features" : "rows"}`,
+      `${counted(entry.entries, "chunk")} pushed`,
+      counted(entry.items, entry.chunk_kind === "columns" ? "feature" : "row"),
       `methods that may attach: ${entry.methods.join(", ")}`,
     ].join(" · ");
     const rankings = await settle(api(streamPath(name, "rankings"), { h: state.h }));
@@ -1197,9 +1344,9 @@
     ]);
     if (key !== state.streamShownKey) {
       if (answer.selectors.length === 0) {
-        showStreamMessage(
-          `No selector is attached: create one with "stream": "${name}" and its ranking appears here.`,
-        );
+        const body = element("code");
+        body.append('"stream": "', bdi(name), '"');
+        showStreamMessage("No selector is attached: create one with ", body, " and its ranking appears here.");
       } else {
         showStreamMessage("");
       }
@@ -1235,7 +1382,7 @@
       const column = element("div", { class: "ranking", "data-name": top.name });
       const seen = seenText({ ...top, chunk_kind: top.features_seen !== undefined ? "columns" : "rows" });
       column.append(
-        element("h3", {}, top.name),
+        element("h3", {}, null),
         element("p", { class: "facts" }, `${top.method} · version ${NUMBER.format(top.version)} · ${seen}`),
         element("div", { class: "sources", hidden: "" }),
       );
@@ -1244,19 +1391,26 @@
         const item = element("li", { "data-index": feature.index, title: `index ${feature.index}: ${formatScore(feature.score)}` });
         const swatch = element("span", { class: "swatch" });
         swatch.style.background = colours.get(featureKey(feature));
-        const label = feature.view ? `${feature.view}/${feature.name}` : feature.name;
-        item.append(element("span", { class: "rank" }, feature.rank), swatch,
-          element("span", { class: "feature" }, truncate(label, LABEL_CHARS)),
+        // One line, cut with an ellipsis by the stylesheet; the whole name in its tooltip.
+        const label = element("span", {
+          class: "feature",
+          title: feature.view ? `${feature.view}/${feature.name}` : feature.name,
+        });
+        label.append(...(feature.view ? [bdi(feature.view), "/", bdi(feature.name)] : [bdi(feature.name)]));
+        item.append(element("span", { class: "rank" }, feature.rank), swatch, label,
           element("span", { class: "score" }, formatScore(feature.score)));
         list.append(item);
       }
+      column.querySelector("h3").append(bdi(top.name));
       column.append(list);
       return column;
     });
     for (const unranked of answer.unranked || []) {
       const column = element("div", { class: "ranking", "data-name": unranked.name });
+      const heading = element("h3");
+      heading.append(bdi(unranked.name));
       column.append(
-        element("h3", {}, unranked.name),
+        heading,
         element("div", { class: "sources", hidden: "" }),
         element("p", { class: "note" }, unranked.detail),
       );
@@ -1270,10 +1424,12 @@
     ui.agreement.hidden = pairs.length === 0;
     const rows = pairs.map((pair) => {
       const row = element("tr", { "data-pair": `${pair.a}|${pair.b}` });
+      const view = element("td", { class: "view" });
+      view.append(pair.view ? bdi(pair.view) : "–");
       row.append(
-        element("td", {}, pair.a),
-        element("td", {}, pair.b),
-        element("td", {}, pair.view ?? "–"),
+        nameCell(pair.a),
+        nameCell(pair.b),
+        view,
         element("td", { class: "num jaccard" }, pair.jaccard.toFixed(2)),
         element("td", { class: "num rbo" }, pair.rbo.toFixed(2)),
         element("td", { class: "num" }, NUMBER.format(pair.shared)),
@@ -1294,5 +1450,6 @@
     : decodeURIComponent(window.location.hash.slice(1));
   if (fromHash) state.selected = fromHash;
   clearCharts();
+  redrawOnResize();
   poll();
 })();
