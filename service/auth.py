@@ -65,6 +65,8 @@ class Principal:
     key_id: str | None
     scopes: frozenset[str]
     prefix: str = ""
+    #: The tenant its key belongs to (``ApiKey.tenant``; "" for the root).
+    tenant: str = ""
 
     def require(self, scope: str) -> None:
         """403 unless this caller holds ``scope``."""
@@ -129,4 +131,9 @@ class Authenticator:
         record = await self.keys.get(parts[0]) if parts else None
         if parts is None or record is None or not record.matches(parts[1]):
             raise Unauthorized("the bearer token is not a valid API key (unknown or revoked)")
-        return Principal(key_id=record.id, scopes=granted(record.scopes), prefix=record.prefix)
+        return Principal(
+            key_id=record.id,
+            scopes=granted(record.scopes),
+            prefix=record.prefix,
+            tenant=record.tenant if record.prefix else "",
+        )

@@ -201,7 +201,7 @@ class Settings(BaseSettings):
             "selectors and partitions already run in parallel, one worker thread each; "
             "OpenBLAS's threads spin while they wait, so two concurrent updates with a "
             "thread per core each slowed every update about 7x on 2 cores "
-            '(benchmarks/README.md, "Partitions"). Raise it for a service that applies one '
+            '(BENCHMARKS.md, "Partitions"). Raise it for a service that applies one '
             "big selector at a time."
         ),
     )
@@ -331,6 +331,15 @@ class Settings(BaseSettings):
         "yet; over it, the source pauses until the target catches up (`service/sources`).",
     )
 
+    source_private: str = Field(
+        default="",
+        description="Hosts (`*.example.com` for a domain), networks (CIDR, `10.0.0.0/8`) and "
+        "Unix socket paths (`/run/redis.sock`, or a folder ending in `/`) that sources may "
+        "connect to although their addresses are loopback, private, link-local or otherwise "
+        "not global, comma-separated; empty: none, for every key. Sift's own Redis is refused "
+        "whatever this says (`service.sources.reach`).",
+    )
+
     alert_hosts: str = Field(
         default="",
         description="The only hosts alert webhooks may be sent to, comma-separated "
@@ -422,11 +431,12 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _alert_destinations_parse(self) -> Settings:
-        """SIFT_ALERT_PRIVATE names hosts and networks only (refused at start, not at the
-        first delivery)."""
+        """SIFT_ALERT_PRIVATE and SIFT_SOURCE_PRIVATE name hosts, networks (and socket
+        paths) only: refused at start, not at the first delivery or connection."""
         from service.monitoring.destinations import DestinationPolicy  # settings come first
 
         DestinationPolicy.of(self.alert_hosts, self.alert_private)
+        DestinationPolicy.of("", self.source_private, setting="SIFT_SOURCE_PRIVATE", paths=True)
         return self
 
     @property

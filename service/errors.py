@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+#: The type of a validation error whose input may hold credentials (a bus URL, a password):
+#: its answer says what was expected and never repeats what came (``service.api.problems``).
+HIDDEN_INPUT = "hidden_input"
+
 
 class SiftError(Exception):
     """Base of every error Sift raises on purpose."""
@@ -90,10 +94,11 @@ class StateTooLarge(InvalidInput):
 
 
 class DestinationNotAllowed(InvalidInput):
-    """An alert's URL names a destination that can never be delivered to: one the operator's
-    settings do not allow (an address that is not global, a host outside
-    ``SIFT_ALERT_HOSTS``), or a host that is no address nor host name. Rules of the deployment
-    and of addresses, which no schema states."""
+    """An alert's URL (or a source's bus) names a destination that can never be delivered to
+    (connected to): one the operator's settings do not allow (an address that is not global, a
+    host outside ``SIFT_ALERT_HOSTS``, Sift's own Redis), or one that is no address at all (a
+    host that is no address nor host name, a port beyond 65535, a URL its client library
+    cannot read). Rules of the deployment and of addresses, which no schema states."""
 
     title = "Destination not allowed"
     type_slug = "destination-not-allowed"

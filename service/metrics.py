@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -111,146 +111,172 @@ class SelectorGauges(Collector):
         )
 
 
+M = TypeVar("M", Counter, Gauge, Histogram)
+
+#: Buckets of the histograms of durations (seconds).
+SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class MetricSpec(Generic[M]):
+    """One metric of ``Metrics``, declared on the class: each instance gets its own collector
+    in its own registry (the attribute of the same name)."""
+
+    def __init__(self, name: str, make: Callable[[CollectorRegistry], M]) -> None:
+        self.name = name
+        #: The collector, made in a registry.
+        self.make: Callable[[CollectorRegistry], M] = make
+
+    @overload
+    def __get__(self, instance: None, owner: type[Any]) -> MetricSpec[M]: ...
+    @overload
+    def __get__(self, instance: object, owner: type[Any]) -> M: ...
+    def __get__(self, instance: object | None, owner: type[Any]) -> MetricSpec[M] | M:
+        # Only reached on the class: ``Metrics.__init__`` shadows it on every instance.
+        if instance is not None:
+            raise AttributeError(f"metric {self.name} is made by Metrics.__init__")
+        return self
+
+
+def counter(name: str, documentation: str, *labels: str) -> MetricSpec[Counter]:
+    return MetricSpec(
+        name, lambda registry: Counter(name, documentation, labels, registry=registry)
+    )
+
+
+def gauge(name: str, documentation: str, *labels: str) -> MetricSpec[Gauge]:
+    return MetricSpec(name, lambda registry: Gauge(name, documentation, labels, registry=registry))
+
+
+def histogram(
+    name: str, documentation: str, *labels: str, buckets: tuple[float, ...]
+) -> MetricSpec[Histogram]:
+    return MetricSpec(
+        name,
+        lambda registry: Histogram(name, documentation, labels, buckets=buckets, registry=registry),
+    )
+
+
 class Metrics:
+    """The metrics, as a table: every ``MetricSpec`` below becomes, on each instance, its
+    collector in the instance's registry (in this order, as ``/metrics`` lists them)."""
+
+    chunks_accepted = counter(
+        "sift_chunks_accepted", "Chunks validated and appended to a selector log.", "method"
+    )
+    source_rows = counter(
+        "sift_source_rows", "Rows a source read from its bus and appended to its target.", "source"
+    )
+    source_rejected = counter(
+        "sift_source_rejected",
+        "Entries a source read from its bus and set aside (bad values, unknown or missing fields).",
+        "source",
+    )
+    source_lag = gauge(
+        "sift_source_lag",
+        "Entries on a source's bus after its committed position, by partition (reported by the "
+        "process consuming it).",
+        "source",
+        "partition",
+    )
+    source_resets = counter(
+        "sift_source_resets",
+        "Resets of a source's bus met (a partition created again below the committed position), "
+        "by source (counted by the process that met them).",
+        "source",
+    )
+    chunks_duplicate = counter(
+        "sift_chunks_duplicate",
+        "Chunks answered from an earlier request with the same Idempotency-Key.",
+    )
+    chunks_rejected = counter(
+        "sift_chunks_rejected",
+        "Chunks rejected before anything was written, by HTTP status.",
+        "status",
+    )
+    rows_applied = counter("sift_rows_applied", "Rows folded into selector state.", "method")
+    apply_seconds = histogram(
+        "sift_apply_seconds",
+        "Time of one coalesced update: load state, compute, commit.",
+        "method",
+        buckets=SECONDS_BUCKETS,
+    )
+    entries_per_update = histogram(
+        "sift_entries_per_update",
+        "Log entries coalesced into one update.",
+        buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+    )
+    stale_commits = counter(
+        "sift_stale_commits",
+        "Commits rejected because the applier lost its lease or fencing token.",
+    )
+    chunks_dead_lettered = counter(
+        "sift_chunks_dead_lettered",
+        "Appended chunks that could not be applied and were moved aside, by method.",
+        "method",
+    )
+    apply_failures = counter(
+        "sift_apply_failures",
+        "Updates that failed and will be retried (not the chunk's fault), by kind.",
+        "kind",
+    )
+    checkpoints = counter(
+        "sift_checkpoints",
+        "Checkpoints written (the whole state, in pieces), by what made them due.",
+        "trigger",
+    )
+    checkpoint_seconds = histogram(
+        "sift_checkpoint_seconds",
+        "Time to encode and write one checkpoint.",
+        buckets=SECONDS_BUCKETS,
+    )
+    replay_seconds = histogram(
+        "sift_replay_seconds",
+        "Time to rebuild a state from its checkpoint and the log (an applier taking over).",
+        buckets=SECONDS_BUCKETS,
+    )
+    replayed_versions = counter(
+        "sift_replayed_versions",
+        "Versions re-applied from the log after a checkpoint (takeovers, restarts).",
+    )
+    http_requests = counter(
+        "sift_http_requests",
+        "HTTP requests answered, by route template, method and status.",
+        "route",
+        "method",
+        "status",
+    )
+    http_seconds = histogram(
+        "sift_http_request_duration_seconds",
+        "Time from a request's arrival to the end of its answer, by route template.",
+        "route",
+        "method",
+        buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+    )
+    redis_restarts = counter(
+        "sift_embedded_redis_restarts", "Restarts of the embedded redis-server after it exited."
+    )
+    alert_events = counter(
+        "sift_alert_events", "Alert crossings this process claimed (each raises one event)."
+    )
+    alert_deliveries = counter(
+        "sift_alert_deliveries",
+        "Attempts at delivering alert events, by the event's status after the attempt (delivered, "
+        "pending: to be retried, failed: given up).",
+        "status",
+    )
+    alert_events_failed = counter(
+        "sift_alert_events_failed",
+        "Alert events given up after their last attempt (listed with status failed; POST "
+        ".../alerts/events/{id}/redeliver sends them again).",
+    )
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         # Labelled children by metric and label values (``labelled``).
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
-        self.chunks_accepted = Counter(
-            "sift_chunks_accepted",
-            "Chunks validated and appended to a selector log.",
-            ["method"],
-            registry=self.registry,
-        )
-        self.source_rows = Counter(
-            "sift_source_rows",
-            "Rows a source read from its bus and appended to its target.",
-            ["source"],
-            registry=self.registry,
-        )
-        self.source_rejected = Counter(
-            "sift_source_rejected",
-            "Entries a source read from its bus and set aside (bad values, unknown or missing "
-            "fields).",
-            ["source"],
-            registry=self.registry,
-        )
-        self.source_lag = Gauge(
-            "sift_source_lag",
-            "Entries on a source's bus after its committed position, by partition (reported by "
-            "the process consuming it).",
-            ["source", "partition"],
-            registry=self.registry,
-        )
-        self.chunks_duplicate = Counter(
-            "sift_chunks_duplicate",
-            "Chunks answered from an earlier request with the same Idempotency-Key.",
-            registry=self.registry,
-        )
-        self.chunks_rejected = Counter(
-            "sift_chunks_rejected",
-            "Chunks rejected before anything was written, by HTTP status.",
-            ["status"],
-            registry=self.registry,
-        )
-        self.rows_applied = Counter(
-            "sift_rows_applied",
-            "Rows folded into selector state.",
-            ["method"],
-            registry=self.registry,
-        )
-        self.apply_seconds = Histogram(
-            "sift_apply_seconds",
-            "Time of one coalesced update: load state, compute, commit.",
-            ["method"],
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
-            registry=self.registry,
-        )
-        self.entries_per_update = Histogram(
-            "sift_entries_per_update",
-            "Log entries coalesced into one update.",
-            buckets=(1, 2, 4, 8, 16, 32, 64, 128),
-            registry=self.registry,
-        )
-        self.stale_commits = Counter(
-            "sift_stale_commits",
-            "Commits rejected because the applier lost its lease or fencing token.",
-            registry=self.registry,
-        )
-
-        self.chunks_dead_lettered = Counter(
-            "sift_chunks_dead_lettered",
-            "Appended chunks that could not be applied and were moved aside, by method.",
-            ["method"],
-            registry=self.registry,
-        )
-        self.apply_failures = Counter(
-            "sift_apply_failures",
-            "Updates that failed and will be retried (not the chunk's fault), by kind.",
-            ["kind"],
-            registry=self.registry,
-        )
-
-        self.checkpoints = Counter(
-            "sift_checkpoints",
-            "Checkpoints written (the whole state, in pieces), by what made them due.",
-            ["trigger"],
-            registry=self.registry,
-        )
-        self.checkpoint_seconds = Histogram(
-            "sift_checkpoint_seconds",
-            "Time to encode and write one checkpoint.",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
-            registry=self.registry,
-        )
-        self.replay_seconds = Histogram(
-            "sift_replay_seconds",
-            "Time to rebuild a state from its checkpoint and the log (an applier taking over).",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
-            registry=self.registry,
-        )
-        self.replayed_versions = Counter(
-            "sift_replayed_versions",
-            "Versions re-applied from the log after a checkpoint (takeovers, restarts).",
-            registry=self.registry,
-        )
-
-        self.http_requests = Counter(
-            "sift_http_requests",
-            "HTTP requests answered, by route template, method and status.",
-            ["route", "method", "status"],
-            registry=self.registry,
-        )
-        self.http_seconds = Histogram(
-            "sift_http_request_duration_seconds",
-            "Time from a request's arrival to the end of its answer, by route template.",
-            ["route", "method"],
-            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
-            registry=self.registry,
-        )
-        self.redis_restarts = Counter(
-            "sift_embedded_redis_restarts",
-            "Restarts of the embedded redis-server after it exited.",
-            registry=self.registry,
-        )
-        self.alert_events = Counter(
-            "sift_alert_events",
-            "Alert crossings this process claimed (each raises one event).",
-            registry=self.registry,
-        )
-        self.alert_deliveries = Counter(
-            "sift_alert_deliveries",
-            "Attempts at delivering alert events, by the event's status after the attempt "
-            "(delivered, pending: to be retried, failed: given up).",
-            ["status"],
-            registry=self.registry,
-        )
-        self.alert_events_failed = Counter(
-            "sift_alert_events_failed",
-            "Alert events given up after their last attempt (listed with status failed; "
-            "POST .../alerts/events/{id}/redeliver sends them again).",
-            registry=self.registry,
-        )
+        for attribute, spec in vars(Metrics).items():
+            if isinstance(spec, MetricSpec):
+                setattr(self, attribute, spec.make(self.registry))
         self.selector_gauges = SelectorGauges()
         self.registry.register(self.selector_gauges)
 

@@ -2,6 +2,8 @@
 
 * ``redis_server`` (session): an EmbeddedRedis on a free 127.0.0.1 port in a temp dir, with
   ``.url`` and ``.server`` (the EmbeddedRedis);
+* ``bus_redis_server`` (session, started on first use): another redis-server, as the bus
+  sources read (Sift refuses a source at its own Redis);
 * ``redis_cluster`` (session, started on first use): a Redis Cluster of three masters
   (``tests.support.cluster.LocalCluster``: ``redis-server --cluster-enabled yes`` x 3 joined by
   ``redis-cli --cluster create``);
@@ -19,7 +21,8 @@
   fixed free port, for tests that stop and restart Redis;
 * ``kafka_broker`` (session, started on first use): a single-node KRaft Apache Kafka broker
   (``tests.support.kafka.KafkaBroker``) on free ports, from the jars ``scripts/setup`` fetched;
-  ``kafka_restartable`` (function): one of the test's own, for tests that stop and restart it.
+  one per session (per xdist worker), each test on topics of its own; ``kafka_restartable``
+  (function): the same broker for a test that stops or kills it, started again afterwards.
 
 A missing redis-server (or redis-cli, for the cluster) fails the fixtures loudly; nothing is
 skipped.
@@ -94,6 +97,18 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 
 @pytest.fixture(scope="session")
+def bus_redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server of its own as the bus sources read: never the one holding Sift's state
+    (a source may not read Sift's own Redis, ``service.sources.reach``)."""
+    server = start_embedded(tmp_path_factory.mktemp("bus-redis"))
+    assert server.url is not None
+    try:
+        yield RedisServer(url=server.url, server=server)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     # fsync every second, as the single redis-server of the suites: they test logic (the
     # failover tests run their own cluster with ``appendfsync always``).
@@ -159,10 +174,11 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
 
 
 @pytest.fixture
-def kafka_restartable(tmp_path: Path) -> Iterator[KafkaBroker]:
-    broker = KafkaBroker(tmp_path / "kafka")
-    broker.start()
+def kafka_restartable(kafka_broker: KafkaBroker) -> Iterator[KafkaBroker]:
+    """The session's broker, for a test that stops, kills and restarts it: running again
+    (same ports, same data) when the test ends, whatever it left, for the tests after it."""
     try:
-        yield broker
+        yield kafka_broker
     finally:
-        broker.kill()
+        if not kafka_broker.running:
+            kafka_broker.start()

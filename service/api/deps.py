@@ -1,4 +1,4 @@
-"""Request-scoped helpers shared by the routes: the service, the caller, answers, bodies."""
+"""Request-scoped helpers shared by the routes: the runtime's parts, the caller, answers, bodies."""
 
 from __future__ import annotations
 
@@ -8,14 +8,18 @@ from typing import Annotated, Any
 import numpy as np
 import orjson
 from fastapi import Header, Path, Query, Request
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.responses import Response
 
 from service.api.schemas import NAME_PATTERN
-from service.auth import Principal
+from service.auth import Authenticator, Principal
 from service.config import Settings
 from service.errors import NotAcceptable, PayloadTooLarge
+from service.runtime import Runtime
 from service.selectors import Selectors
+from service.selectors.quotas import Quotas
 from service.selectors.results import Result
+from service.sources.service import Sources
 from service.wire.media import JSON, NPY, media_type_of, require_media_type
 from service.wire.names import MAX_NAME_LENGTH
 
@@ -69,6 +73,22 @@ KeyId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="An API key's
 AlertId = Annotated[
     str, Path(pattern=r"^[0-9a-f]{16}$", description="An alert's id (from its creation).")
 ]
+
+
+class AlertIdConvertor(Convertor[str]):
+    """An alert id in a route's path (``{alert_id:alert_id}``): a template that matches no
+    other word, so that ``.../alerts/events`` is never taken for an alert's path."""
+
+    regex = "[0-9a-f]{16}"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("alert_id", AlertIdConvertor())
 AlertEventId = Annotated[
     str,
     Path(
@@ -78,14 +98,30 @@ AlertEventId = Annotated[
 ]
 
 
+def get_runtime(request: Request) -> Runtime:
+    """What the process runs (``service.runtime``): every route's parts come from it."""
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
 async def get_selectors(request: Request) -> Selectors:
-    selectors: Selectors = request.app.state.selectors
-    return selectors
+    return get_runtime(request).selectors
 
 
 def get_settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
+    return get_runtime(request).settings
+
+
+def get_quotas(request: Request) -> Quotas:
+    return get_runtime(request).quotas
+
+
+def get_sources(request: Request) -> Sources:
+    return get_runtime(request).sources
+
+
+def get_authenticator(request: Request) -> Authenticator:
+    return get_runtime(request).auth
 
 
 async def get_principal(request: Request) -> Principal:

@@ -61,7 +61,7 @@ async def preload_json(request: Request, limit: int) -> None:
 
 async def read_json(request: Request) -> Any:
     """The JSON body of a route that reads it itself, under the JSON body limit."""
-    await preload_json(request, request.app.state.settings.max_json_body_bytes)
+    await preload_json(request, request.app.state.runtime.settings.max_json_body_bytes)
     if not request._body:
         raise InvalidInput("empty body: expected a JSON object")
     return request._json
@@ -99,7 +99,7 @@ async def admit(request: Request, scope: str) -> None:
     ``request.state.principal``."""
     if scope == PUBLIC:
         return
-    auth: Authenticator = request.app.state.auth
+    auth: Authenticator = request.app.state.runtime.auth
     principal = await auth.authenticate(request.headers.get("authorization"))
     principal.require(scope)
     name = request.path_params.get("name")
@@ -117,7 +117,7 @@ def guard(handler: Handler, scope: str, takes_json: bool = False) -> Handler:
         try:
             await admit(request, scope)
             if takes_json:
-                await preload_json(request, request.app.state.settings.max_json_body_bytes)
+                await preload_json(request, request.app.state.runtime.settings.max_json_body_bytes)
             return await handler(request)
         except (SiftError, HTTPException, RequestValidationError):
             raise  # answered by the problem handlers

@@ -82,7 +82,7 @@ def _push_chunk(
     return lambda: push_chunk(
         name=name,
         request=request,
-        service=request.app.state.selectors,
+        service=request.app.state.runtime.selectors,
         wait=_default(push_chunk, "wait") if wait is None else wait,
         idempotency_key=key,
     )
@@ -97,7 +97,7 @@ def _top_features(
         h = int(query[2:])
     else:
         return None
-    return lambda: top_features(name=name, service=request.app.state.selectors, h=h)
+    return lambda: top_features(name=name, service=request.app.state.runtime.selectors, h=h)
 
 
 #: (method, the path's last segment) -> the endpoint and how a plain request calls it.

@@ -33,9 +33,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service.api.hot_path import HotPath
 from service.api.problems import internal_error, problem_response
 from service.api.tracing import TraceRequests
-from service.config import Settings
 from service.logs import accepted_request_id, request_id_var
 from service.metrics import UNMATCHED_ROUTE, Metrics
+from service.runtime import Runtime
 from service.store.embedded import RedisSupervisor
 
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -71,7 +71,7 @@ GZIP_EXCLUDED = (
 def route_template(scope: Scope) -> str:
     """The path template of the route that served ``scope`` (bounded label values)."""
     route = scope.get("route")
-    path = getattr(route, "path", None)
+    path = getattr(route, "path_format", None) or getattr(route, "path", None)
     return path if isinstance(path, str) else UNMATCHED_ROUTE
 
 
@@ -132,15 +132,15 @@ class RequestContext:
 class RedisRestartGate:
     """503 with a meaningful ``Retry-After`` while the embedded Redis is being restarted."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, runtime: Runtime) -> None:
         self.app = app
+        self.runtime = runtime
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # The lifespan creates the supervisor after the middleware exists: looked up here.
-        owner = scope.get("app")
-        supervisor = getattr(getattr(owner, "state", None), "redis_supervisor", None)
+        # The runtime makes the supervisor when it starts, after the middleware exists.
+        supervisor = self.runtime.supervisor
         if (
-            not isinstance(supervisor, RedisSupervisor)
+            supervisor is None
             or supervisor.healthy
             or scope["type"] != "http"
             or scope.get("path") in OPEN_WHILE_RESTARTING
@@ -171,12 +171,13 @@ def supervisor_problem_fields(supervisor: RedisSupervisor) -> dict[str, Any]:
     return fields
 
 
-def install_middleware(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
+def install_middleware(app: FastAPI, runtime: Runtime) -> None:
     """Wrap ``app`` in the middleware of the module docstring (added innermost first)."""
+    settings = runtime.settings
     # Innermost: the hot path answers from inside the gate, the context and CORS/gzip.
     routes = [route for router in app.state.routers for route in router.routes]
     app.add_middleware(HotPath, routes=routes, enabled=settings.hot_path)
-    app.add_middleware(RedisRestartGate)
+    app.add_middleware(RedisRestartGate, runtime=runtime)
     if settings.gzip_min_bytes > 0:
         app.add_middleware(
             GZipMiddleware,
@@ -194,5 +195,5 @@ def install_middleware(app: FastAPI, settings: Settings, metrics: Metrics) -> No
             expose_headers=CORS_EXPOSED_HEADERS,
             max_age=600,
         )
-    app.add_middleware(RequestContext, metrics=metrics)
+    app.add_middleware(RequestContext, metrics=runtime.metrics)
     app.add_middleware(TraceRequests)  # outermost: its span covers everything (off: one test)

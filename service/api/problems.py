@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Match
 
-from service.errors import SiftError, Unavailable, shown
+from service.errors import HIDDEN_INPUT, SiftError, Unavailable, shown
 from service.logs import current_request_id
 
 PROBLEM_JSON = "application/problem+json"
@@ -115,21 +115,44 @@ def _describe_validation_error(error: dict[str, Any]) -> str:
     field = str(error.get("loc", ("",))[-1])
     if error.get("type") == "string_pattern_mismatch" and field in _PATTERNS_MEAN:
         message = f"expected {_PATTERNS_MEAN[field]}"
+    if error.get("type") in _INPUT_NOT_SHOWN:
+        return f"{location or 'body'}: {message}"
     return f"{location or 'body'}: {message} (got {_shown(error.get('input'))})"
 
 
+#: Errors whose input is not repeated: one that may hold credentials, and a union's tag
+#: missing or unknown (its input is the whole body; the message names the tag).
+_INPUT_NOT_SHOWN = (HIDDEN_INPUT, "union_tag_not_found", "union_tag_invalid")
+
+
 def allowed_methods(request: Request) -> list[str]:
-    """Every method some route serves at this path (Starlette's 405 names only the first).
+    """The methods of the route this path names: of the routes whose templates match it, the
+    most specific one's (a literal segment before a parameter, left to right), so that
+    ``/v1/selectors/import`` answers the import's methods and not those of the selector named
+    ``import``. Starlette's 405 names only the first route registered.
 
     ``app.state.routers`` lists the routers the app includes (their routes carry full paths).
     """
-    methods: set[str] = set()
+    by_template: dict[str, set[str]] = {}
     for router in getattr(request.app.state, "routers", ()):
         for route in router.routes:
             for method in getattr(route, "methods", None) or ():
                 if route.matches({**request.scope, "method": method})[0] == Match.FULL:
-                    methods.add(method)
+                    template = getattr(route, "path_format", route.path)
+                    by_template.setdefault(template, set()).add(method)
+    if not by_template:
+        return []
+    specific = max(_specificity(template) for template in by_template)
+    methods: set[str] = set()
+    for template, served in by_template.items():
+        if _specificity(template) == specific:
+            methods |= served
     return sorted(methods)
+
+
+def _specificity(template: str) -> tuple[int, ...]:
+    """1 for each literal segment of a route's path, 0 for each parameter."""
+    return tuple(0 if "{" in segment else 1 for segment in template.split("/"))
 
 
 def sift_problem(request: Request, exc: SiftError) -> Response:

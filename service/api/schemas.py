@@ -28,6 +28,36 @@ WholeNumber = Annotated[int, BeforeValidator(whole_number)]
 #: A selector's (stream's, source's) name, anchored for JSON Schema (``service.names``).
 NAME_PATTERN = ANCHORED_NAME
 
+#: The key of a JSON Schema that names the setting its ``maximum`` is (``settings_maximum``):
+#: a bound the operator sets is stated in the OpenAPI document of the app it runs in.
+MAXIMUM_SETTING = "x-sift-maximum-setting"
+
+
+def at_most_setting(setting: str) -> dict[str, Any]:
+    """The ``json_schema_extra`` of a number bounded by ``Settings.<setting>``."""
+    return {MAXIMUM_SETTING: setting}
+
+
+def settings_maximum(schema: Any, settings: Any) -> None:
+    """Replace each ``MAXIMUM_SETTING`` in ``schema`` (an OpenAPI document, in place) with the
+    ``maximum`` its setting has in ``settings``."""
+    if isinstance(schema, dict):
+        setting = schema.pop(MAXIMUM_SETTING, None)
+        if setting is not None:
+            # An optional number (``int | None``) is bounded in its numeric branch.
+            numeric = [
+                branch
+                for branch in schema.get("anyOf", ())
+                if isinstance(branch, dict) and branch.get("type") in ("integer", "number")
+            ]
+            for bounded in numeric or [schema]:
+                bounded["maximum"] = getattr(settings, setting)
+        for value in schema.values():
+            settings_maximum(value, settings)
+    elif isinstance(schema, list):
+        for value in schema:
+            settings_maximum(value, settings)
+
 
 class ClusterIn(BaseModel):
     model_config = ConfigDict(
@@ -145,8 +175,20 @@ class AlertIn(BaseModel):
         "alertmanager: an alert POSTed to Prometheus Alertmanager's /api/v2/alerts, firing "
         "while the drift is over the threshold, resolved when a version is judged below it.",
     )
-    h: WholeNumber = Field(
-        default=10, ge=1, description="The top h compared, at most SIFT_HISTORY_TOP (100)."
+    # The bound before the validator: JSON Schema's minimum (after it, an unknown keyword).
+    h: (
+        Annotated[
+            int,
+            Field(ge=1, json_schema_extra=at_most_setting("history_top")),
+            BeforeValidator(whole_number),
+        ]
+        | None
+    ) = Field(
+        default=None,
+        description="The top h compared: at most SIFT_HISTORY_TOP (100), and on a selector of "
+        "d features (a multi-view selector: its widest view) at most d - 1, which already "
+        "orders all d (the stability of a top of every feature is undefined). Default: 10, or "
+        "d - 1 if smaller.",
     )
     threshold: float = Field(
         gt=0,

@@ -23,14 +23,20 @@ its subdomains, are refused when the alert is created (they can never be deliver
 resolved at every delivery, and the address judged is the address connected to: a name that
 resolved to a global address when the alert was created and to 127.0.0.1 now (DNS rebinding)
 is refused at delivery, never reached.
+
+**Sources too.** A source's bus is a destination of the same kind (a tenant's admin names it,
+the service connects): its policy is a ``DestinationPolicy`` too, with the operator's own
+setting (``SIFT_SOURCE_PRIVATE``, which may also name Unix socket paths), judged the same way
+on the address connected to (``service.sources.reach``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from service.errors import DestinationNotAllowed, InvalidInput
@@ -104,35 +110,37 @@ def parse_destination(url: object) -> Destination:
     return Destination(scheme, host, DEFAULT_PORTS[scheme] if port is None else port, target)
 
 
-def normal_host(host: str) -> str:
+def normal_host(host: str, field: str = "url") -> str:
     """The one spelling of ``host`` (module docstring), or DestinationNotAllowed for a host
     that can never be reached (a number that is no IPv4 address, a name that is no host
-    name): rules the schema's URL pattern cannot state."""
+    name): rules the schema's URL pattern cannot state. ``field`` names where it came from."""
     host = host.lower()
     if not host:
-        raise DestinationNotAllowed("url must name a host")
+        raise DestinationNotAllowed(f"{field} must name a host")
     if ":" in host:
         try:
             return ipaddress.IPv6Address(host.split("%", 1)[0]).compressed
         except ValueError:
             raise DestinationNotAllowed(
-                f"url's host is not a valid IPv6 address; got {host!r}"
+                f"{field}'s host is not a valid IPv6 address; got {host[:100]!r}"
             ) from None
     if _NUMBER.fullmatch(host.rstrip(".").rsplit(".", 1)[-1]):
         # Ends in a number: an IPv4 address however spelled, or nothing (as URL parsers read
         # it: "1.2.3.4.5" is not a name that resolves, it is an invalid address).
         if not _NUMERIC_HOST.fullmatch(host):
-            raise DestinationNotAllowed(f"url's host is not a valid IPv4 address; got {host!r}")
+            raise DestinationNotAllowed(
+                f"{field}'s host is not a valid IPv4 address; got {host[:100]!r}"
+            )
         try:
             return socket.inet_ntoa(socket.inet_aton(host.rstrip(".")))
         except OSError:
             raise DestinationNotAllowed(
-                f"url's host is not a valid IPv4 address; got {host!r}"
+                f"{field}'s host is not a valid IPv4 address; got {host[:100]!r}"
             ) from None
     host = host.rstrip(".")
     labels = host.split(".")
     if len(host) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
-        raise DestinationNotAllowed(f"url's host is not a valid host name; got {host[:100]!r}")
+        raise DestinationNotAllowed(f"{field}'s host is not a valid host name; got {host[:100]!r}")
     return host
 
 
@@ -176,17 +184,37 @@ class DestinationPolicy:
 
     #: ``SIFT_ALERT_HOSTS``: the only hosts deliveries may go to (empty: any).
     hosts: list[str]
-    #: ``SIFT_ALERT_PRIVATE``: hosts and networks opted in although not global.
+    #: ``SIFT_ALERT_PRIVATE`` (or ``SIFT_SOURCE_PRIVATE``): hosts and networks opted in
+    #: although not global.
     private_hosts: list[str]
     private_networks: list[IPNetwork]
+    #: What the destinations are for, and the setting that opts them in, as refusals say it.
+    what: str = "alerts"
+    setting: str = "SIFT_ALERT_PRIVATE"
+    #: Unix socket paths opted in (a path, or a folder ending in ``/`` and what is below it);
+    #: only where the setting takes them (``paths=True``).
+    private_paths: list[str] = field(default_factory=list)
 
     @classmethod
-    def of(cls, hosts: str, private: str) -> DestinationPolicy:
-        """From the two settings' text; ValueError naming an entry that is not a host name,
-        a domain pattern or a network."""
+    def of(
+        cls,
+        hosts: str,
+        private: str,
+        *,
+        what: str = "alerts",
+        setting: str = "SIFT_ALERT_PRIVATE",
+        paths: bool = False,
+    ) -> DestinationPolicy:
+        """From the settings' text; ValueError naming an entry that is not a host name, a
+        domain pattern or a network (or, with ``paths``, an absolute path)."""
         names: list[str] = []
         networks: list[IPNetwork] = []
-        for entry in _entries(private):
+        sockets: list[str] = []
+        for entry in _entries(private, lower=False):
+            if paths and entry.startswith("/"):
+                sockets.append(entry)
+                continue
+            entry = entry.lower()
             try:
                 networks.append(ipaddress.ip_network(entry, strict=False))
                 continue
@@ -196,11 +224,12 @@ class DestinationPolicy:
                 wildcard = entry.startswith("*.")
                 names.append(("*." if wildcard else "") + normal_host(entry[2 * wildcard :]))
             except InvalidInput:
+                also = ", an absolute path" if paths else ""
                 raise ValueError(
-                    f"SIFT_ALERT_PRIVATE: {entry!r} is neither a host name, *.domain, nor a "
+                    f"{setting}: {entry!r} is neither a host name, *.domain{also}, nor a "
                     "network (CIDR)"
                 ) from None
-        return cls(_entries(hosts), names, networks)
+        return cls(_entries(hosts), names, networks, what, setting, sockets)
 
     def check(self, destination: Destination) -> Destination:
         """``destination`` if an alert may be created for it, else InvalidInput saying why."""
@@ -209,19 +238,24 @@ class DestinationPolicy:
             raise DestinationNotAllowed(
                 f"alerts may send to {', '.join(self.hosts)} (SIFT_ALERT_HOSTS); got host {host!r}"
             )
-        literal = destination.literal
+        self.check_host(host)
+        return destination
+
+    def check_host(self, host: str, field: str = "url") -> None:
+        """DestinationNotAllowed if ``host`` (in its normal form) can be judged now: a literal
+        address that may not be reached, or a loopback name not opted in."""
+        literal = _literal(host)
         if literal is not None:
             refusal = self.refusal(host, literal)
             if refusal is not None:
-                raise DestinationNotAllowed(f"url's host {host} is {refusal}")
+                raise DestinationNotAllowed(f"{field}'s host {host} is {refusal}")
         elif (host == "localhost" or host.endswith(".localhost")) and not host_matches(
             host, self.private_hosts
         ):
             raise DestinationNotAllowed(
-                f"url's host {host!r} is a loopback name, which alerts may not reach unless "
-                "the operator allows it (SIFT_ALERT_PRIVATE)"
+                f"{field}'s host {host!r} is a loopback name, which {self.what} may not reach "
+                f"unless the operator allows it ({self.setting})"
             )
-        return destination
 
     def refusal(self, host: str, address: IPAddress) -> str | None:
         """Why ``address`` (what ``host`` resolved to) may not be connected to (None: it
@@ -234,10 +268,41 @@ class DestinationPolicy:
         if any(address in network for network in self.private_networks):
             return None
         return (
-            f"a {kind} address, which alerts may not reach unless the operator allows it "
-            "(SIFT_ALERT_PRIVATE)"
+            f"a {kind} address, which {self.what} may not reach unless the operator allows it "
+            f"({self.setting})"
         )
 
+    def path_allowed(self, path: str) -> bool:
+        """Whether a Unix socket at ``path`` (absolute, normalised) is opted in."""
+        return any(
+            path == entry or (entry.endswith("/") and path.startswith(entry))
+            for entry in self.private_paths
+        )
 
-def _entries(setting: str) -> list[str]:
-    return [entry.strip().lower() for entry in setting.split(",") if entry.strip()]
+    async def allowed_addresses(self, host: str, port: int) -> list[IPAddress]:
+        """The addresses ``host`` resolves to now that the policy allows, in the resolver's
+        order: what a connection may go to (connect to one of these, never to the name, so
+        that the address judged is the address connected to). socket.gaierror if the name
+        does not resolve."""
+        literal = _literal(host)
+        if literal is not None:
+            return [] if self.refusal(host, literal) else [literal]
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        allowed: list[IPAddress] = []
+        for _family, _type, _proto, _name, sockaddr in infos:
+            address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+            if address not in allowed and self.refusal(host, address) is None:
+                allowed.append(address)
+        return allowed
+
+
+def _literal(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+def _entries(setting: str, lower: bool = True) -> list[str]:
+    entries = [entry.strip() for entry in setting.split(",") if entry.strip()]
+    return [entry.lower() for entry in entries] if lower else entries

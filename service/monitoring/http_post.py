@@ -22,7 +22,6 @@ outcomes do not tell one non-HTTP service from another.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import re
 import socket
 import ssl
@@ -133,17 +132,8 @@ async def post(
 
 async def _allowed_address(destination: Destination, policy: DestinationPolicy) -> IPAddress | None:
     """The first address ``destination``'s host resolves to that the policy allows."""
-    literal = destination.literal
-    if literal is not None:
-        return None if policy.refusal(destination.host, literal) else literal
-    infos = await asyncio.get_running_loop().getaddrinfo(
-        destination.host, destination.port, type=socket.SOCK_STREAM
-    )
-    for _family, _type, _proto, _name, sockaddr in infos:
-        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
-        if policy.refusal(destination.host, address) is None:
-            return address
-    return None
+    allowed = await policy.allowed_addresses(destination.host, destination.port)
+    return allowed[0] if allowed else None
 
 
 async def _exchange(

@@ -9,8 +9,10 @@ selector's intermediate versions are skipped while one is being judged):
 1. reads the selector's baseline and alerts (cached ``WATCH_SECONDS``: another replica's new
    alert counts from then on);
 2. without a baseline, makes this version the baseline if its ranking is stable
-   (``drift.is_stable``; ``set_baseline.lua`` writes it once per incarnation);
-3. for each alert, compares the version's top h with the baseline's (``drift.compare``) and
+   (``drift.is_stable``, at ``drift.baseline_h``; ``set_baseline.lua`` writes it once per
+   incarnation);
+3. for each alert, compares the version's top h (``drift.judged_h``: at most the selector's
+   features less one) with the baseline's (``drift.compare``) and
    has ``claim_crossing.lua`` judge it: the one caller that claims a crossing (whichever
    replica, whatever the retries) puts its event in the selector's outbox in the same script,
    and wakes the outbox (``outbox``), which delivers it at least once.
@@ -31,22 +33,22 @@ import orjson
 
 from service.algorithms import get_method
 from service.algorithms.base import EstimatesStability, offers
-from service.algorithms.drift import baseline_h, compare, is_over, is_stable
+from service.algorithms.drift import baseline_h, compare, is_over, is_stable, judged_h
 from service.algorithms.stability import ResampledRanking, Stability
 from service.algorithms.subsamples import resample_count
+from service.applier import Update, resolved_params
 from service.cache import LRU
 from service.config import Settings
 from service.errors import SiftError
 from service.metrics import Metrics
 from service.monitoring.destinations import DestinationPolicy
+from service.monitoring.formats import summary
 from service.monitoring.outbox import Outbox
 from service.monitoring.webhooks import Webhooks
-from service.resolved import resolved_params
 from service.store.keys import is_partition
 from service.store.monitoring_records import Alert, Baseline, HistoryEntry, RankedList
 from service.store.records import Head, SelectorMeta
 from service.store.redis_store import SelectorStore
-from service.updates import Update
 from service.wire.kinds import ChunkFormat, chunk_format
 
 log = logging.getLogger("sift.monitor")
@@ -76,12 +78,13 @@ class Committed:
     updated_at: float
     ranking: list[RankedList]
     #: What the version's resamples say of its top (single rankings), and the stability of
-    #: its top ``STABLE_H`` (None without an estimate).
+    #: its top ``drift.stable_h`` (None without an estimate).
     resampled: ResampledRanking | None
     stability: Stability | None
 
     def stability_at(self, h: int) -> float | None:
-        """The stability index of the top ``h`` (a multi-view selector's is its top 10's)."""
+        """The stability index of the top ``h`` (a multi-view selector's is the one its version
+        records, of its top ``drift.stable_h``)."""
         if self.resampled is not None and self.resampled.answers(h):
             assessed = self.resampled.assess(h)
             return None if assessed is None else assessed.stability.index
@@ -189,7 +192,7 @@ class Monitor:
     ) -> Baseline | None:
         """This version as the automatic baseline, if its ranking is stable (``is_stable``, at
         ``baseline_h``) and the selector has none yet."""
-        h = baseline_h(alert_hs)
+        h = baseline_h(alert_hs, version.meta.ranked_features)
         index = version.stability_at(h)
         if index is None and estimates_stability(version.meta):
             return None  # not yet: a resample has seen no row, say
@@ -214,8 +217,10 @@ class Monitor:
 
     async def _judge_alert(self, version: Committed, baseline: Baseline, alert: Alert) -> None:
         meta = version.meta
-        comparison = compare(baseline.entry.rankings, version.ranking, alert.h)
-        stability = version.stability_at(alert.h)
+        # An alert made deeper than the selector ranks is judged where its top is defined.
+        h = judged_h(alert.h, meta.ranked_features)
+        comparison = compare(baseline.entry.rankings, version.ranking, h)
+        stability = version.stability_at(h)
         over = is_over(comparison, stability, alert.threshold, alert.min_stability)
         prefix = ""
         resolves = alert.kind == "alertmanager"  # told when the ranking settles back
@@ -235,7 +240,7 @@ class Monitor:
                 "label": alert.label,
                 "selector": meta.name,
                 "method": meta.method,
-                "h": alert.h,
+                "h": h,
                 "threshold": alert.threshold,
                 "min_stability": alert.min_stability,
                 "version": version.version,
@@ -249,6 +254,8 @@ class Monitor:
                 "left": shown(comparison.left),
                 "at": time.time(),
             }
+            # Not over: the event, if any, resolves (claim_crossing.lua marks it so).
+            event["summary"] = summary({**event, "resolved": not over})
             prefix = orjson.dumps(event).decode()[:-1]
         claimed = await self.store.monitoring.claim_crossing(
             meta.name,

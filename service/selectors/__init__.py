@@ -54,9 +54,9 @@ class Selectors:
         self.store = store
         self.applier = applier
         self.settings = settings
-        self.reader = StateReader(store, applier.waits.checkpoint_now, applier.shared.heads)
+        self.reader = StateReader(store, applier.checkpoint_now, applier.heads)
         self.lifecycle = Lifecycle(
-            store, self.reader, settings, applier.waits.checkpoint_now, applier.forget
+            store, self.reader, settings, applier.checkpoint_now, applier.forget
         )
         self.decisions = Decisions(self.reader)
         self.ingest = Ingest(store, self.reader, applier, self.decisions, settings, metrics)
@@ -72,6 +72,6 @@ class Selectors:
         )
         # Judges every commit of this process for baselines and alerts, off the commit's path.
         self.monitor = Monitor(store, settings, metrics, self.reader.feature_labels)
-        applier.shared.observers.append(self.monitor.committed)
+        applier.observe(self.monitor.committed)
         self.drift = Drift(self.reader, self.rankings, store, self.monitor, settings)
         self.alerts = Alerts(self.drift, store.monitoring, self.monitor, settings)

@@ -17,10 +17,13 @@ import secrets
 import time
 from typing import Any, Literal
 
+from service.algorithms import get_method
+from service.algorithms.base import EstimatesStability, offers
+from service.algorithms.drift import STABLE_H, judged_h
 from service.config import Settings
-from service.errors import Conflict, Inconsistent
+from service.errors import Conflict, InvalidInput, SelectorMismatch
 from service.monitoring.destinations import parse_destination
-from service.monitoring.monitor import Monitor
+from service.monitoring.monitor import Monitor, estimates_stability
 from service.monitoring.signing import new_secret
 from service.selectors.drift import Drift
 from service.selectors.results import (
@@ -35,6 +38,7 @@ from service.selectors.results import (
 from service.store.monitoring_records import Alert, AlertState
 from service.store.parts.monitoring import EVENTS_KEPT, no_alert
 from service.store.parts.monitoring import Monitoring as MonitoringRecords
+from service.store.records import SelectorMeta
 
 #: Most alerts one selector may have.
 MAX_ALERTS = 20
@@ -61,19 +65,17 @@ class Alerts:
         self,
         name: str,
         url: str,
-        h: int,
+        h: int | None,
         threshold: float,
         min_stability: float | None,
         label: str,
         kind: str = "webhook",
     ) -> AlertCreated:
-        """A new alert on ``name``; its secret is in this answer only."""
-        await self.drift.monitored(name)
-        if not 1 <= h <= self.settings.history_top:
-            raise Inconsistent(
-                f"h must be between 1 and {self.settings.history_top}, the features each version "
-                f"keeps (SIFT_HISTORY_TOP); got {h}"
-            )
+        """A new alert on ``name`` (of the top ``h``: None, the deepest it can judge up to
+        10); its secret is in this answer only. Refused when it could never fire
+        (``judgeable``)."""
+        meta, _ = await self.drift.monitored(name)
+        h = judgeable(meta, h, min_stability, self.settings.history_top)
         alert = Alert(
             id=secrets.token_hex(8),
             url=self.monitor.destinations.check(parse_destination(url)).url,
@@ -153,6 +155,51 @@ class Alerts:
             if alert.id == alert_id:
                 return AlertOut(**_shown(alert, state))
         raise no_alert(name, alert_id)
+
+
+def judgeable(meta: SelectorMeta, h: int | None, min_stability: float | None, top: int) -> int:
+    """The h of a new alert on ``meta`` (None: ``STABLE_H``, fitted to the selector), or
+    SelectorMismatch saying why it could never fire: a top deeper than the selector's features
+    less one (``drift.judged_h``: the baseline is judged there, and the top of every feature
+    has no stability), a selector of one feature (its ranking cannot move), or a
+    ``min_stability`` on a selector without a stability estimate. InvalidInput beyond ``top``
+    (``SIFT_HISTORY_TOP``): the history keeps no more."""
+    features = meta.ranked_features
+    name = meta.name
+    if features is not None and features < 2:
+        raise SelectorMismatch(
+            f"selector '{name}' ranks {features} feature: its ranking cannot move, so an alert "
+            "on it could never fire"
+        )
+    if h is None:
+        h = min(judged_h(STABLE_H, features), top)
+    if not 1 <= h <= top:
+        raise InvalidInput(
+            f"h must be between 1 and {top}, the features each version keeps "
+            f"(SIFT_HISTORY_TOP); got {h}"
+        )
+    if features is not None and h > features - 1:
+        ranks = f"{features} features" + (" in its widest view" if meta.views else "")
+        deepest = features - 1
+        raise SelectorMismatch(
+            f"selector '{name}' ranks {ranks}, so an alert judges at most its top {deepest}: "
+            f"that already orders all {features}, and a top of all {features} has no "
+            "stability (every resample selects them all), so no baseline could be judged at "
+            f"h={h}; ask for h between 1 and {deepest}, or leave h out ({min(STABLE_H, deepest)})"
+        )
+    if min_stability is not None and not estimates_stability(meta):
+        raise SelectorMismatch(
+            f"selector '{name}' estimates no stability ({_why_unestimated(meta)}), so an alert "
+            f"with min_stability={min_stability:g} could never fire: leave min_stability out"
+        )
+    return h
+
+
+def _why_unestimated(meta: SelectorMeta) -> str:
+    method = get_method(meta.method)
+    if not offers(method, EstimatesStability):
+        return f"{meta.method} keeps no resamples"
+    return "it was created with resamples: 0"
 
 
 def _shown(alert: Alert, state: AlertState | None) -> dict[str, Any]:

@@ -55,7 +55,14 @@ import numpy as np
 
 from service.algorithms import get_method
 from service.algorithms.base import AnyMethod, State, StoresSegments, check_state
-from service.applier import Applier
+from service.applier import (
+    Applier,
+    UpdateFailed,
+    compute_update,
+    publish,
+    resolved_params,
+    state_size_problem,
+)
 from service.config import Settings
 from service.errors import (
     CodecError,
@@ -67,7 +74,6 @@ from service.errors import (
     StateTooLarge,
     shown,
 )
-from service.resolved import resolved_params
 from service.selectors.history import History
 from service.selectors.lifecycle import Admit, selector_out
 from service.selectors.reading import StateReader
@@ -83,7 +89,6 @@ from service.store.inventory import declared_state_bytes
 from service.store.keys import validate_name
 from service.store.records import SelectorMeta, Snapshot, new_incarnation
 from service.store.redis_store import SelectorStore
-from service.updates import UpdateFailed, compute_update, publish, state_size_problem
 from service.wire.kinds import ChunkFormat, chunk_format, creation_shape
 from service.wire.names import validate_names
 
@@ -455,7 +460,7 @@ class Archives:
             )
         await self._settle(name)
         # The archive holds the whole state, which a checkpoint of the current version has.
-        await self.applier.waits.checkpoint_now(name)
+        await self.applier.checkpoint_now(name)
         snapshot = await self.store.checkpoints.snapshot(name)
         method = get_method(snapshot.meta.method)
         segments: dict[str, bytes] = {}
@@ -491,7 +496,9 @@ class Archives:
                 "prefix); import it under another name with ?name="
             )
         if admit is not None:
-            await admit(selectors=1, state_bytes=declared_state_bytes(restored.meta))
+            await admit(
+                restored.meta.name, selectors=1, state_bytes=declared_state_bytes(restored.meta)
+            )
         published = await asyncio.to_thread(
             lambda: publish(restored.meta, decode_state(restored.state))
         )
@@ -520,7 +527,7 @@ class Archives:
 
     async def _settle(self, name: str) -> None:
         """Wait (bounded) until everything appended to ``name`` so far is applied."""
-        if not await self.applier.waits.settle(name, self.settings.apply_wait_seconds):
+        if not await self.applier.settle(name, self.settings.apply_wait_seconds):
             raise Conflict(
                 f"selector '{name}' still has chunks being applied; retry the export once "
                 f"GET /v1/selectors/{name} shows pending_entries 0"

@@ -12,7 +12,7 @@ import time
 
 from service.algorithms.drift import Comparison, baseline_h, compare
 from service.config import Settings
-from service.errors import Conflict, Inconsistent, InvalidInput, NotFound, SelectorMismatch
+from service.errors import Conflict, InvalidInput, NotFound, SelectorMismatch
 from service.monitoring.monitor import Monitor
 from service.selectors.rankings import Rankings
 from service.selectors.reading import StateReader
@@ -62,7 +62,7 @@ class Drift:
         """The newest version's top ``h`` against the version before and the baseline."""
         h = DEFAULT_H if h is None else h
         if not 1 <= h <= self.settings.history_top:
-            raise Inconsistent(
+            raise InvalidInput(
                 f"h must be between 1 and {self.settings.history_top}, the features the history "
                 f"keeps per version (SIFT_HISTORY_TOP); got {h}"
             )
@@ -73,7 +73,7 @@ class Drift:
             baseline = None
         rule = None
         if baseline is None:
-            rule = await self._baseline_rule(name, entries[0] if entries else None, alerts)
+            rule = await self._baseline_rule(meta, entries[0] if entries else None, alerts)
         if not entries:
             return DriftOut(name=name, method=meta.method, h=h, version=0, baseline_rule=rule)
         newest = entries[0]
@@ -122,13 +122,15 @@ class Drift:
         )
 
     async def _baseline_rule(
-        self, name: str, newest: HistoryEntry | None, alerts: list[Alert]
+        self, meta: SelectorMeta, newest: HistoryEntry | None, alerts: list[Alert]
     ) -> BaselineRule:
-        """What would make a version the baseline (the monitor's rule: ``baseline_h``), with the
-        newest version's stability of that top h, so that an answer about another h never
-        stands beside a baseline judged elsewhere without saying so. The history keeps the
-        top 10's; another h (an alert's) is assessed from the current state."""
-        h = baseline_h([a.h for a in alerts])
+        """What would make a version the baseline (the monitor's rule: ``baseline_h``, fitted
+        to the selector's features), with the newest version's stability of that top h, so
+        that an answer about another h never stands beside a baseline judged elsewhere without
+        saying so. The history keeps the stability of the top ``stable_h``; another h (an
+        alert's) is assessed from the current state."""
+        name = meta.name
+        h = baseline_h([a.h for a in alerts], meta.ranked_features)
         stability = None
         if newest is not None and newest.stability is not None:
             # A method that estimates no stability has none in its history either.

@@ -11,15 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from service.applier import Applier
+from service.applier import Applier, top_of
 from service.config import Settings
-from service.errors import Inconsistent, NotFound, SelectorMismatch, Unavailable
+from service.errors import InvalidInput, NotFound, SelectorMismatch, Unavailable
 from service.selectors.reading import StateReader
 from service.selectors.results import HistoryOut, HistoryVersion, RankedFeature
 from service.store.monitoring_records import HistoryEntry
 from service.store.parts.history import History as HistoryRecords
 from service.store.records import Head, SelectorMeta
-from service.updates import top_of
 from service.wire.kinds import ChunkFormat
 
 #: What ``GET .../history`` shows unless asked otherwise: the top 10 of the newest 20 versions.
@@ -43,19 +42,19 @@ class History:
         """The top ``h`` of the newest ``limit`` versions, newest first.
 
         ``h`` may not exceed what is kept per version (``SIFT_HISTORY_TOP``), nor ``limit``
-        the versions kept (``SIFT_HISTORY_VERSIONS``): a 422 ``inconsistent`` says the limit
-        (a setting, which the schema cannot state). Unset, they are 10 and 20 (or the limits,
-        if smaller).
+        the versions kept (``SIFT_HISTORY_VERSIONS``): the app's OpenAPI document states both
+        settings as maxima, and a 422 says the limit. Unset, they are 10 and 20 (or the
+        limits, if smaller).
         """
         h = min(DEFAULT_H, self.settings.history_top) if h is None else h
         limit = min(DEFAULT_LIMIT, self.settings.history_versions) if limit is None else limit
         if not 1 <= h <= self.settings.history_top:
-            raise Inconsistent(
+            raise InvalidInput(
                 f"h must be between 1 and {self.settings.history_top}, the features the history "
                 f"keeps per version (SIFT_HISTORY_TOP); got {h}"
             )
         if not 1 <= limit <= self.settings.history_versions:
-            raise Inconsistent(
+            raise InvalidInput(
                 f"limit must be between 1 and {self.settings.history_versions}, the versions "
                 f"the history keeps (SIFT_HISTORY_VERSIONS); got {limit}"
             )

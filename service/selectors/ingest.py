@@ -39,7 +39,7 @@ from service.selectors.results import (
 )
 from service.store.codec import SCALARS_FIELD, decode_state
 from service.store.keys import INITIAL_CURSOR, log_id_belongs, parse_stream_id
-from service.store.records import AppendOutcome, DirectEntry, Head, SelectorMeta
+from service.store.records import AppendOutcome, Entry, Head, SelectorMeta
 from service.store.redis_store import SelectorStore
 from service.store.refusals import attached_to_stream
 from service.wire.kinds import (
@@ -265,6 +265,7 @@ class Ingest:
             partition = self._partition_for(meta, idempotency_key)
             meta = meta.partition(partition)
         name = meta.name
+        entry = Entry(payload, items, digest, idempotency_key, item_names, merge, meta.incarnation)
         traced: tracing.Attributes = {
             "sift.selector": name,
             "sift.method": meta.method,
@@ -272,19 +273,17 @@ class Ingest:
         }
         if wait and chunk is not None and not merge and not item_names:
             # The direct path: this process's drain holds the selector's lease and state.
-            direct = await self.applier.direct.submit(
+            direct = await self.applier.try_direct(
                 name,
                 meta.incarnation,
                 chunk,
-                DirectEntry(payload, items, digest, idempotency_key, meta.incarnation),
+                entry,
             )
             if direct is not None:
                 self.metrics.labelled(self.metrics.chunks_accepted, meta.method).inc()
                 return Submitted(direct, direct.applied_version, direct.items_seen, partition)
         with tracing.span("sift.append", traced) as span:
-            outcome = await self.store.log.append(
-                name, payload, items, digest, idempotency_key, item_names, merge, meta.incarnation
-            )
+            outcome = await self.store.log.append(name, entry)
             tracing.annotate(
                 span, {"sift.log_id": outcome.log_id, "sift.duplicate": outcome.duplicate}
             )
@@ -298,13 +297,12 @@ class Ingest:
             raise rejected(outcome.log_id, outcome.rejected)
         if outcome.applied_version is not None:
             return Submitted(outcome, outcome.applied_version, outcome.items_seen, partition)
-        if chunk is not None and not outcome.duplicate:
-            self.applier.shared.hand_over(name, outcome.log_id, chunk, len(payload))
-        self.applier.scheduler.kick(name, meta.incarnation)
+        handed = None if outcome.duplicate else chunk
+        self.applier.appended(outcome.log_id, handed, len(payload), [(name, meta.incarnation)])
         if not wait:
             return Submitted(outcome, None, None, partition)
         with tracing.span("sift.wait", traced) as span:
-            settled = await self.applier.waits.wait_applied(
+            settled = await self.applier.wait_applied(
                 name, outcome.log_id, self.settings.apply_wait_seconds, meta.incarnation
             )
             if settled is not None:

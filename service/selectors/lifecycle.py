@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 
 from service import tracing
-from service.algorithms import METHODS, get_method, require_capability
+from service.algorithms import get_method, require_capability
 from service.algorithms.base import AnyMethod, Mergeable
 from service.algorithms.subsamples import of_resamples
+from service.applier import publish, state_size_problem
 from service.config import Settings
 from service.errors import (
     Conflict,
@@ -44,7 +45,6 @@ from service.store.records import (
     new_incarnation,
 )
 from service.store.redis_store import SelectorStore
-from service.updates import publish, state_size_problem
 from service.wire.kinds import ChunkFormat, chunk_format, creation_shape
 from service.wire.media import whole_floats_as_ints
 
@@ -117,7 +117,8 @@ def selector_out(
     return SelectorOut(**body, **described)
 
 
-#: A creation's admission (``Quotas.admit`` bound to the caller's tenant): what it would add.
+#: A creation's admission (``Tenancy.admit``: the quotas that bind the caller): the name
+#: created, and what it would add.
 Admit = Callable[..., Awaitable[None]]
 
 
@@ -140,7 +141,7 @@ class Lifecycle:
         self.forget = forget
 
     async def create(self, document: Any, admit: Admit | None = None) -> SelectorOut:
-        """Create a selector from a ``POST /v1/selectors`` body; ``admit(selectors=1,
+        """Create a selector from a ``POST /v1/selectors`` body; ``admit(name, selectors=1,
         state_bytes=...)`` (the caller's quotas) is awaited once the body is checked and
         before anything is written.
 
@@ -208,7 +209,7 @@ class Lifecycle:
             temporary=temporary,
         )
         if admit is not None:  # counted as the tenant's usage counts it
-            await admit(selectors=1, state_bytes=declared_state_bytes(meta))
+            await admit(meta.name, selectors=1, state_bytes=declared_state_bytes(meta))
         initial_state = await asyncio.to_thread(method.initial_state, resolved)
         initial, published = await asyncio.to_thread(
             lambda: (
@@ -253,11 +254,10 @@ class Lifecycle:
         """The shape fields of a selector attached to ``stream``: the stream's (a creation that
         gives its own is refused), for a method its chunks feed."""
         fed = chunk_format(stream.kind)
-        if method.chunk_kind not in fed.feeds:
-            feeds = sorted(name for name, m in METHODS.items() if m.chunk_kind in fed.feeds)
+        if not fed.feeds_method(method):
             raise SelectorMismatch(
                 f"stream '{stream.name}' carries {stream.kind}, which the methods "
-                f"{', '.join(feeds)} take; {method.name} takes {method.chunk_kind}"
+                f"{', '.join(fed.fed_methods())} take; {method.name} takes {method.chunk_kind}"
             )
         shape = creation_shape(stream)
         given = [f for f in (*SHAPE_FIELDS, "feature_names") if document.get(f) is not None]
@@ -327,14 +327,20 @@ class Lifecycle:
         deleted, created anew, or detached, when a crash came between its slot and the
         stream's) are removed, once older than ``REAP_AFTER_MS`` (a create may be running)."""
         attachments = await self.store.streams.attachments(stream)
-        heads = await self.store.streams.attached_heads([a.selector for a in attachments])
+        detaching = await self.store.streams.detaching(stream)
+        every = [*attachments, *detaching]
+        heads = await self.store.streams.attached_heads([a.selector for a in every])
         now_ms = time.time() * 1000
         live = []
-        for attachment, head in zip(attachments, heads, strict=True):
+        for attachment, head in zip(every, heads, strict=True):
             claims = head is not None and head == (attachment.incarnation, stream)
             unknown = head is not None and head[1] == "?"
-            if claims or unknown or now_ms - attachment.attached_ms < REAP_AFTER_MS:
-                live.append(attachment)
+            # A detach under way holds the log for its selector until it finishes (or it is
+            # called again): only an attachment's selector may be a create still running.
+            young = attachment.cut is None and now_ms - attachment.attached_ms < REAP_AFTER_MS
+            if claims or unknown or young:
+                if attachment.cut is None:
+                    live.append(attachment)
                 continue
             log.info(
                 "stream %s: removed the attachment of %s (its selector no longer reads it)",
@@ -349,16 +355,29 @@ class Lifecycle:
     async def detach(self, name: str) -> SelectorOut:
         """Make a selector attached to a stream standalone: it keeps its state and version and
         takes chunks directly from now on; its stream no longer waits for it nor keeps its
-        log for it. Its checkpoint is first brought to its current version (everything it was
-        given applied), so that it never replays from the stream again."""
+        log for it.
+
+        Bounded however busy the stream is: the stream is first cut for the selector at its
+        newest entry (``cut_stream``: no entry appended after that is the selector's, nor
+        waits for it), then the selector takes no entry after the cut (``cut_selector``),
+        applies those up to it and brings its checkpoint there (so that it never replays from
+        the stream again), and is made standalone at the cut. Its state is then exactly the
+        stream's entries through the cut (``detached_at`` in the answer). A detach cut short
+        (the process died) is finished by calling it again, at the same cut."""
         meta = await self.store.registry.get_meta(name)
         if meta.stream is None:
             raise Conflict(f"selector '{name}' is not attached to a stream")
         method = get_method(meta.method)
         kind = chunk_format(method.chunk_kind)
         standalone = dataclasses.replace(meta, stream=None, stream_incarnation="", stream_base=0)
+        # Not attached any more (its stream deleted or created anew): nothing after its cursor
+        # is its.
+        cut = await self.store.streams.cut_stream(meta.stream, name, meta.incarnation)
+        cut = await self.store.streams.cut_selector(meta, cut)
         for _attempt in range(DETACH_ATTEMPTS):
             head = await self.bring_up_to_date(name)
+            if await self.store.log.pending(name, head.cursor, 1):
+                continue  # not applied through the cut yet (its lease held elsewhere)
             names: dict[int, str] = {}
             if kind.names_on_arrival:
                 names = await self.store.streams.stream_item_names_from(
@@ -368,12 +387,14 @@ class Lifecycle:
                 break
         else:
             raise Conflict(
-                f"selector '{name}' kept applying its stream's chunks while it was detached; retry"
+                f"selector '{name}' has not applied its stream's chunks up to where it is "
+                f"detached ({cut}) yet; retry"
             )
         with contextlib.suppress(Unavailable):  # else reaped later: it claims the stream no more
             await self.store.streams.detach_from_stream(meta.stream, name, meta.incarnation)
         self.forget(name)
-        return await self.describe(name)
+        described = await self.describe(name)
+        return described.model_copy(update={"detached_at": cut})
 
     @staticmethod
     def _partitions(document: dict[str, Any], method: AnyMethod) -> int:

@@ -16,10 +16,9 @@ from service.algorithms import require_capability
 from service.algorithms.base import Mergeable
 from service.algorithms.resampling import summary_fields_of
 from service.algorithms.subsamples import resample_count
-from service.applier import Applier
+from service.applier import Applier, resolved_params
 from service.config import Settings
 from service.errors import Conflict, Inconsistent, SelectorMismatch
-from service.resolved import resolved_params
 from service.selectors.ingest import Ingest, Receipt
 from service.selectors.reading import StateReader
 from service.selectors.results import Merged
@@ -95,7 +94,7 @@ class Merging:
 
     async def _settle(self, name: str) -> None:
         """Wait (bounded) until everything appended to ``name`` so far is applied."""
-        if not await self.applier.waits.settle(name, self.settings.apply_wait_seconds):
+        if not await self.applier.settle(name, self.settings.apply_wait_seconds):
             raise Conflict(
                 f"selector '{name}' still has chunks being applied; retry the merge once "
                 f"GET /v1/selectors/{name} shows pending_entries 0"

@@ -12,9 +12,9 @@ import asyncio
 from service.algorithms import require_capability
 from service.algorithms.base import AnyMethod, SelectsColumns
 from service.algorithms.pivoted_qr import IQRPResult, iqrp
+from service.applier import resolved_params
 from service.cache import LRU
 from service.errors import Conflict
-from service.resolved import resolved_params
 from service.selectors.reading import StateReader, seen
 from service.selectors.results import PassAccount, RankedFeature, TopOut
 from service.store.records import SelectorMeta

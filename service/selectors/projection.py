@@ -12,10 +12,10 @@ import scipy.sparse as sp
 
 from service.algorithms import require_capability
 from service.algorithms.base import Projection, Projects
+from service.applier import resolved_params
 from service.cache import LRU
 from service.config import Settings
 from service.errors import Conflict, InvalidInput
-from service.resolved import resolved_params
 from service.selectors.reading import StateReader
 from service.selectors.results import ProjectionOut, TransformOut
 from service.store.records import Head, SelectorMeta

@@ -27,21 +27,21 @@ from service.algorithms.stability import (
     assess_views,
 )
 from service.algorithms.subsamples import COUNTS_FIELD, resample_count
+from service.applier import (
+    RANKING_INDEX_FIELD,
+    RANKING_SCORE_FIELD,
+    RESAMPLE_RANKS_FIELD,
+    RESAMPLE_TOP_FIELD,
+    resolved_params,
+)
 from service.cache import LRU
 from service.errors import InvalidInput, SelectorMismatch
-from service.resolved import resolved_params
 from service.selectors.pivoted import Pivoted, selecting
 from service.selectors.reading import Seen, StateReader, seen
 from service.selectors.results import RankedFeature, StabilityOut, TopOut, WeightsOut
 from service.store.codec import decode_array
 from service.store.parts.checkpoints import Checkpoints
 from service.store.records import Head, SelectorMeta, default_name
-from service.updates import (
-    RANKING_INDEX_FIELD,
-    RANKING_SCORE_FIELD,
-    RESAMPLE_RANKS_FIELD,
-    RESAMPLE_TOP_FIELD,
-)
 from service.wire.kinds import ChunkFormat
 
 #: Ranking strategies of ``GET .../top``: individual scores, or pivoted QR's spanning selection.

@@ -12,13 +12,12 @@ import numpy as np
 from service.algorithms import get_method
 from service.algorithms.base import AnyMethod, Mergeable, State
 from service.algorithms.resampling import served_from_checkpoint, summary_fields_of
+from service.applier import KnownHeads, resolved_params
 from service.cache import LRU
 from service.errors import CheckpointReplaced, CodecError
-from service.resolved import resolved_params
 from service.store.codec import SCALARS_FIELD, decode_array, decode_state
 from service.store.records import Head, SelectorMeta, default_name
 from service.store.redis_store import SelectorStore
-from service.waiting import KnownHeads
 from service.wire.kinds import ChunkFormat, chunk_format
 
 #: Reads of the partitions' checkpoints tried before a replaced one is answered as a conflict.

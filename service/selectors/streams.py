@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from service.algorithms import METHODS, get_method
+from service.algorithms import get_method
 from service.algorithms.agreement import DEFAULT_PERSISTENCE, jaccard, rank_biased_overlap
 from service.applier import Applier, is_applied
 from service.config import Settings
@@ -52,6 +52,7 @@ from service.store.keys import compare_stream_ids, log_id_belongs, validate_stre
 from service.store.records import (
     AppendOutcome,
     Attachment,
+    Entry,
     SelectorMeta,
     StreamHead,
     StreamMeta,
@@ -174,7 +175,9 @@ class Streams:
         detaches them first (each keeps its state and becomes a standalone selector; the
         stream takes no chunk and no attachment meanwhile)."""
         await self.store.streams.get_stream(name)  # 404 first
+        # Attached, or being detached (a detach cut short): each holds the stream.
         attached = await self.lifecycle.reap(name)
+        attached += await self.store.streams.detaching(name)
         if attached and not force:
             names = [a.selector for a in attached if visible(a.selector)]
             hidden = len(attached) - len(names)
@@ -210,7 +213,6 @@ class Streams:
     def _out(
         self, meta: StreamMeta, head: StreamHead, selectors: list[StreamSelector] | None = None
     ) -> StreamOut:
-        feeds = chunk_format(meta.kind).feeds
         return StreamOut(
             name=meta.name,
             chunk_kind=meta.kind,
@@ -224,7 +226,7 @@ class Streams:
             last_id=head.last_id,
             log_entries=head.length,
             trimmed_through=head.trimmed,
-            methods=sorted(n for n, m in METHODS.items() if m.chunk_kind in feeds),
+            methods=chunk_format(meta.kind).fed_methods(),
             selectors=selectors,
         )
 
@@ -287,24 +289,26 @@ class Streams:
             payload = await asyncio.to_thread(pack_payload, payload)
         outcome, attached = await self.store.streams.append_to_stream(
             meta.name,
-            payload,
-            decoded.items,
-            decoded.digest,
-            idempotency_key,
-            meta.incarnation,
-            decoded.names,
+            Entry(
+                payload,
+                decoded.items,
+                decoded.digest,
+                idempotency_key,
+                decoded.names,
+                incarnation=meta.incarnation,
+            ),
         )
         covered = [a for a in attached if compare_stream_ids(a.start, outcome.log_id) < 0]
         if outcome.duplicate:
             self.metrics.chunks_duplicate.inc()
         else:
             self.metrics.chunks_accepted.labels("stream").inc()
-            for attachment in covered:
-                self.applier.shared.hand_over(
-                    attachment.selector, outcome.log_id, decoded.chunk, len(payload)
-                )
-        for attachment in covered:
-            self.applier.scheduler.kick(attachment.selector, attachment.incarnation)
+        self.applier.appended(
+            outcome.log_id,
+            None if outcome.duplicate else decoded.chunk,
+            len(payload),
+            [(attachment.selector, attachment.incarnation) for attachment in covered],
+        )
         answer = await self._outcomes(meta.name, outcome, decoded.items, covered, wait, visible)
         if answer.selectors and all(s.status == "rejected" for s in answer.selectors):
             reasons = "; ".join(f"{s.name}: {s.reason}" for s in answer.selectors)
@@ -318,7 +322,7 @@ class Streams:
         for attachment in await self.store.streams.attachments(meta.name):
             with contextlib.suppress(NotFound):
                 selector = await self.store.registry.cached_meta(attachment.selector)
-                if get_method(selector.method).chunk_kind == meta.kind:
+                if chunk_format(meta.kind).feeds_whole(get_method(selector.method)):
                     out.append(selector)
         return out
 
@@ -380,7 +384,7 @@ class Streams:
             else:
                 if not wait:
                     return StreamChunkSelector(name=name, method=meta.method, status="pending")
-                settled = await self.applier.waits.wait_applied(
+                settled = await self.applier.wait_applied(
                     name, log_id, max(deadline - time.monotonic(), 0.0), meta.incarnation
                 )
                 if settled is None:

@@ -1,7 +1,8 @@
 """Adding a method is its module, its registry line and its docs page: the test suite's own
-method (``tests/support/added_method.py``), registered before the app is made, is documented,
-created, fed, ranked, exported and imported over HTTP against a real redis-server, with no
-other line of the service (or of these helpers) naming it."""
+method (``tests/support/added_method.py``: its maths only), registered before the app is made,
+is documented, created, fed, ranked with the stability of its top, merged, exported and
+imported over HTTP against a real redis-server, with no other line of the service (or of these
+helpers) naming it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import numpy as np
 import pytest
 
 from service.algorithms.base import order_by_score
+from service.algorithms.stability import assess
+from service.algorithms.subsamples import DEFAULT_RESAMPLES
 from tests.support.added_method import NAME, MeanAbs, registered
 from tests.support.archive import SCENARIOS, answers, create, export, import_, push, weights
 
@@ -31,8 +34,9 @@ async def test_an_added_method_is_documented_created_fed_and_ranked(
 ) -> None:
     listed = (await client.get("/v1/methods")).json()["methods"]
     [described] = [m for m in listed if m["name"] == NAME]
-    assert described["chunk_kind"] == "rows" and described["capabilities"] == []
-    assert set(described["params_schema"]["properties"]) == {"power"}
+    assert described["chunk_kind"] == "rows"
+    assert described["capabilities"] == ["merge", "stability", "partitions"]
+    assert set(described["params_schema"]["properties"]) == {"power", "resamples"}
     schema = (await client.get("/openapi.json")).json()
     body = schema["paths"]["/v1/selectors"]["post"]["requestBody"]["content"]["application/json"]
     assert NAME in body["examples"]
@@ -42,7 +46,8 @@ async def test_an_added_method_is_documented_created_fed_and_ranked(
     )
 
     created = await create(client, "added", NAME)
-    assert created["method"] == NAME and created["params"] == {"power": 1.0}
+    assert created["method"] == NAME
+    assert created["params"] == {"power": 1.0, "resamples": DEFAULT_RESAMPLES}
     scenario = SCENARIOS[NAME]
     pushed: list[Any] = []
     for i in range(scenario.before):
@@ -52,7 +57,15 @@ async def test_an_added_method_is_documented_created_fed_and_ranked(
     np.testing.assert_allclose(await weights(client, "added"), expected, rtol=1e-12)
     top = (await client.get("/v1/selectors/added/top", params={"h": 3})).json()
     assert [f["index"] for f in top["features"]] == order_by_score(expected, 3).tolist()
-    assert top["stability"] is None  # it keeps no resamples
+    # Its resamples: the stability of the subsamples' scores, as the method computes them.
+    params = added.resolve_params({}, expected.size)
+    state = added.update(added.initial_state(params), params, np.asarray(pushed))
+    resampled = added.resample_scores(state, params)
+    assert resampled is not None
+    assessed = assess(added.weights(state, params), resampled, 3)
+    assert assessed is not None
+    assert top["stability"]["index"] == pytest.approx(assessed.stability.index, abs=1e-12)
+    assert top["stability"]["estimated_by"] == added.stability_estimate
 
     response = await import_(client, await export(client, "added"), name="copy")
     assert response.status_code == 201, response.text
@@ -65,11 +78,21 @@ async def test_an_added_methods_parameters_are_resolved_and_refused_as_declared(
     squares = {"name": "squares", "method": NAME, "n_features": 3, "params": {"power": 2}}
     response = await client.post("/v1/selectors", json=squares)
     assert response.status_code == 201, response.text
-    assert response.json()["params"] == {"power": 2.0}
+    assert response.json()["params"] == {"power": 2.0, "resamples": DEFAULT_RESAMPLES}
     rows = [[1.0, -2.0, 0.5], [3.0, 0.0, -0.5]]
     assert (await client.post("/v1/selectors/squares/chunks", json=rows)).status_code == 200
     np.testing.assert_allclose(
         await weights(client, "squares"), (np.asarray(rows) ** 2).mean(axis=0), rtol=1e-12
+    )
+    more = [[0.0, 1.0, 2.0]]
+    other = {**squares, "name": "more"}
+    assert (await client.post("/v1/selectors", json=other)).status_code == 201
+    assert (await client.post("/v1/selectors/more/chunks", json=more)).status_code == 200
+    merged = await client.post("/v1/selectors/squares/merge", json={"from": "more"})
+    assert merged.status_code == 200, merged.text
+    assert merged.json()["rows_seen"] == 3 and merged.json()["merged"]["rows"] == 1
+    np.testing.assert_allclose(
+        await weights(client, "squares"), (np.asarray(rows + more) ** 2).mean(axis=0), rtol=1e-12
     )
     bad = {**squares, "name": "bad", "params": {"power": 3}}
     response = await client.post("/v1/selectors", json=bad)

@@ -48,6 +48,7 @@ async def test_a_crossing_fires_in_alertmanager_and_resolves_when_the_ranking_se
             assert labels["alertname"] == "SiftRankingDrift" and labels["selector"] == "s"
             assert labels["alert"] == created.json()["id"] and labels["prefix"]
             assert "moved" in alert["annotations"]["summary"]
+            firing_annotations = alert["annotations"]
             entered = set(alert["annotations"]["entered"].split(", "))
             assert entered <= {f"f{i}" for i in range(7, 12)} and entered
             async with httpx.AsyncClient() as client:
@@ -72,3 +73,14 @@ async def test_a_crossing_fires_in_alertmanager_and_resolves_when_the_ranking_se
                 f"{created.json()['id']}-1",
             ]
             assert all(e["delivery"]["status"] == "delivered" for e in events)
+            # Exact numbers in the events (machines compare them), rounded in the text.
+            fired_event, resolving = events[1], events[0]
+            drift = fired_event["drift"]
+            assert drift == 1.0 - fired_event["rbo"]
+            assert firing_annotations["drift"] == f"{drift:.4f}"
+            assert f"drift {drift:.3f} (threshold 0.5)" in firing_annotations["description"]
+            assert fired_event["summary"].startswith(
+                f"the top 5 of selector s moved: drift {drift:.2f} since the baseline"
+            )
+            assert resolving["summary"].startswith("the top 5 of selector s settled back: drift")
+            assert resolving["summary"].endswith("under the threshold 0.5")

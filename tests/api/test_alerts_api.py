@@ -302,7 +302,7 @@ async def test_a_failed_event_is_listed_counted_and_delivered_again_on_request(a
             assert event["delivery"]["attempts"] == 2 and event["delivery"]["outcome"] == "status"
             pending = await http.get("/v1/selectors/s/alerts/events?status=pending")
             assert pending.json()["events"] == []
-            assert app.state.metrics.alert_events_failed._value.get() == 1
+            assert app.state.runtime.metrics.alert_events_failed._value.get() == 1
             # Still firing: nothing new is sent until it is re-armed or the event redelivered.
             assert (await http.get("/v1/selectors/s/alerts")).json()["alerts"][0]["firing"]
 
@@ -353,7 +353,7 @@ async def test_an_event_whose_mark_was_lost_is_found_by_the_full_pass(app_factor
     monkeypatch.setattr(outbox_module, "FULL_PASS_SECONDS", 0.5)
     with webhook_receiver() as receiver:
         async with app_factory(alert_private=LOOPBACK, alert_backoff_seconds=0.05) as (app, http):
-            store = app.state.selectors.store
+            store = app.state.runtime.selectors.store
             marked = store.monitoring.mark_outbox
             failed: list[str] = []
 

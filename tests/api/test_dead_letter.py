@@ -18,12 +18,12 @@ import pytest
 
 from service.algorithms import get_method
 from service.algorithms.labels import labelled
+from service.applier import UpdateFailed, compute_update
 from service.errors import StaleApplier
 from service.store.codec import encode_matrix
 from service.store.keys import SelectorKeys, log_id_tag
-from service.store.records import SelectorMeta
+from service.store.records import Entry, SelectorMeta
 from service.store.redis_store import SelectorStore
-from service.updates import UpdateFailed, compute_update
 from service.wire.log import encode_chunk
 from tests.support.api import wait_for
 
@@ -150,7 +150,9 @@ async def test_entry_that_keeps_killing_its_applier_is_rejected(client, redis_cl
     await client.post("/v1/selectors", json={"name": "k", "method": "fsds", "n_features": 3})
     store = SelectorStore(redis_client)
     payload = encode_matrix(np.array([[0.0, 1.0, 0.0]]))
-    entry = await store.log.append("k", payload, 1, hashlib.sha256(payload).hexdigest(), None)
+    entry = await store.log.append(
+        "k", Entry(payload, 1, hashlib.sha256(payload).hexdigest(), None)
+    )
     # Three appliers took the entry and died before committing, as processes killed by its
     # update would (their leases lapse); the next one must not try a fourth time.
     for expected in (1, 2, 3):
@@ -173,7 +175,9 @@ async def test_attempts_taken_back_by_live_appliers_do_not_count(client, redis_c
     await client.post("/v1/selectors", json={"name": "f", "method": "fsds", "n_features": 3})
     store = SelectorStore(redis_client)
     payload = encode_matrix(np.array([[0.0, 1.0, 0.0]]))
-    entry = await store.log.append("f", payload, 1, hashlib.sha256(payload).hexdigest(), None)
+    entry = await store.log.append(
+        "f", Entry(payload, 1, hashlib.sha256(payload).hexdigest(), None)
+    )
     holders: list[str] = []
     for expected in (1, 2, 3, 3):
         lease = await store.leases.acquire_lease("f", 10_000)
@@ -259,7 +263,9 @@ async def test_a_take_that_does_not_count_writes_nothing(client, redis_client):
     await client.post("/v1/selectors", json={"name": "w", "method": "fsds", "n_features": 3})
     store = SelectorStore(redis_client)
     payload = encode_matrix(np.array([[0.0, 1.0, 0.0]]))
-    entry = await store.log.append("w", payload, 1, hashlib.sha256(payload).hexdigest(), None)
+    entry = await store.log.append(
+        "w", Entry(payload, 1, hashlib.sha256(payload).hexdigest(), None)
+    )
     lease = await store.leases.acquire_lease("w", 10_000)
     assert lease is not None
     attempts_key = SelectorKeys("sift", "w").attempts

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from tests.api.test_tables import arrow_rows, csv_body
+
 pytestmark = pytest.mark.asyncio
 
 NAMES = ["a", "b", "c", "d", "e"]
@@ -256,3 +258,108 @@ def _save_npz_with_names(matrix: sp.csr_matrix, names: list[str]) -> bytes:
         indptr=matrix.indptr,
         feature_names=np.array(names),
     )
+
+
+#: A selector without names of WIDE features, and a chunk that names all of them but f2, as a
+#: header written for the selector's features (``f0, f1, ...``) would.
+WIDE = 6
+WITHOUT_F2 = [f"f{i}" for i in range(WIDE) if i != 2]
+NPZ = "application/x-npz"
+
+
+def _short_chunks(names: list[str]) -> list[tuple[str, str, Any, dict[str, str]]]:
+    """Every format that names its columns, for every chunk kind: (id, method, body, params),
+    the rows one column short of WIDE."""
+    rows = np.arange(2.0 * len(names)).reshape(2, len(names)) + 1
+    labels = [0, 1]
+    csr = sp.csr_matrix(rows)
+    return [
+        ("csv", "variance", (csv_body(rows, names), "text/csv"), {}),
+        ("arrow", "variance", (arrow_rows(rows, names), "application/vnd.apache.arrow.stream"), {}),
+        ("json rows", "variance", {"rows": rows.tolist(), "feature_names": names}, {}),
+        ("json csr", "variance", {**_csr(csr), "feature_names": names}, {}),
+        ("npz rows", "variance", (npz(rows=rows, feature_names=np.array(names)), NPZ), {}),
+        ("npz csr", "variance", (_save_npz_with_names(csr, names), NPZ), {}),
+        (
+            "labelled json",
+            "ocfs",
+            {"rows": rows.tolist(), "labels": labels, "feature_names": names},
+            {},
+        ),
+        ("labelled json csr", "ocfs", {**_csr(csr), "labels": labels, "feature_names": names}, {}),
+        (
+            "labelled npz",
+            "ocfs",
+            (npz(rows=rows, labels=np.array(labels), feature_names=np.array(names)), NPZ),
+            {},
+        ),
+        (
+            "labelled csv",
+            "ocfs",
+            (csv_body(rows, names, labels=labels), "text/csv"),
+            {"labels": "class"},
+        ),
+        ("views", "omvfs", {"views": {"v": rows.tolist()}, "feature_names": {"v": names}}, {}),
+    ]
+
+
+async def _short_chunk_refusal(client, case: str, method: str, body: Any, params, names=None):
+    shape: dict[str, Any] = {"n_features": WIDE}
+    if method == "omvfs":
+        shape = {"views": {"v": WIDE}, "params": {"n_clusters": 2, "max_iter": 5}}
+        if names is not None:
+            shape["feature_names"] = {"v": names}
+    elif names is not None:
+        shape["feature_names"] = names
+    name = case.replace(" ", "-") + ("-named" if names else "")
+    created = await client.post("/v1/selectors", json={"name": name, "method": method, **shape})
+    assert created.status_code == 201, created.text
+    if isinstance(body, tuple):
+        content, media = body
+        response = await client.post(
+            f"/v1/selectors/{name}/chunks",
+            content=content,
+            headers={"content-type": media},
+            params=params,
+        )
+    else:
+        response = await client.post(f"/v1/selectors/{name}/chunks", json=body, params=params)
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["type"].endswith("selector-mismatch"), problem
+    assert (await described(client, name))["version"] == 0  # nothing of it was applied
+    return problem["detail"]
+
+
+@pytest.mark.parametrize(
+    ("case", "method", "body", "params"),
+    _short_chunks(WITHOUT_F2),
+    ids=[c[0] for c in _short_chunks(WITHOUT_F2)],
+)
+async def test_a_short_named_chunk_says_what_it_lacks_in_every_format(
+    client, case, method, body, params
+):
+    """On a selector without names: the count expected and the count that came, and, as the
+    chunk uses the names its answers give the positions, which one is missing. On a named
+    selector: the missing name, whatever the format (a CSR's shape is read before its names)."""
+    detail = await _short_chunk_refusal(client, case, method, body, params)
+    assert f"expected {WIDE} features per row; the chunk names {WIDE - 1} columns (1 fewer)" in (
+        detail
+    ), detail
+    assert "no feature names: its features are its positions, f0 to f5" in detail, detail
+    assert "are missing ['f2'], unexpected []; nothing of it was applied" in detail, detail
+    if method == "omvfs":
+        assert detail.startswith("view 'v': "), detail
+
+    named = [f"f{i}" for i in range(WIDE)]
+    detail = await _short_chunk_refusal(client, case, method, body, params, names=named)
+    assert "missing ['f2'], unexpected []; nothing of it was applied" in detail, detail
+
+
+async def test_names_of_its_own_cannot_be_matched_to_positions(client):
+    own = ["temp", "rain", "wind", "sun", "snow", "fog", "hail"]  # one more than WIDE
+    body = {"rows": [[1.0] * len(own)], "feature_names": own}
+    detail = await _short_chunk_refusal(client, "own-names", "variance", body, {})
+    assert "the chunk names 7 columns (1 more)" in detail, detail
+    assert "which the chunk's names (['temp', 'rain'" in detail, detail
+    assert "so no column can be told missing: send all 6 columns" in detail, detail

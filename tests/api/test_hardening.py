@@ -10,7 +10,7 @@ import pytest
 
 from service.store.codec import encode_state
 from service.store.keys import SelectorKeys
-from service.store.records import SelectorMeta
+from service.store.records import Entry, SelectorMeta
 from service.store.redis_store import SelectorStore
 from tests.support.api import create_selector
 
@@ -123,15 +123,17 @@ async def test_creation_refuses_states_that_would_not_fit(client, body, fragment
 async def test_idempotency_records_are_bounded_per_selector(redis_client):
     store = SelectorStore(redis_client, idempotency_max_records=3)
     await create_selector_in(store, "s")
-    outcomes = [await store.log.append("s", b"p%d" % i, 1, f"d{i}", f"key-{i}") for i in range(5)]
+    outcomes = [
+        await store.log.append("s", Entry(b"p%d" % i, 1, f"d{i}", f"key-{i}")) for i in range(5)
+    ]
     kept = await redis_client.zrange(SelectorKeys("sift", "s").idems, 0, -1)
     assert len(kept) == 3
     idem_keys = [k async for k in redis_client.scan_iter(match="sift:{s}:idem:*")]
     assert len(idem_keys) == 3
     # The newest keys are still recognised; the oldest was forgotten (a retry is a new chunk).
-    again = await store.log.append("s", b"p4", 1, "d4", "key-4")
+    again = await store.log.append("s", Entry(b"p4", 1, "d4", "key-4"))
     assert again.duplicate and again.log_id == outcomes[4].log_id
-    forgotten = await store.log.append("s", b"p0", 1, "d0", "key-0")
+    forgotten = await store.log.append("s", Entry(b"p0", 1, "d0", "key-0"))
     assert not forgotten.duplicate
 
 

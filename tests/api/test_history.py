@@ -79,8 +79,8 @@ async def test_h_and_limit_are_validated(app_factory):
             assert response.status_code == 422, (params, response.text)
             assert response.headers["content-type"] == "application/problem+json"
             assert fragment in response.json()["detail"], response.json()["detail"]
-        # Above the configured limits: a rule the schema cannot state (a setting).
-        assert (await history(http, "s", h=5)).json()["type"].endswith(":inconsistent")
+        # Above the configured limits: the schema states them (maxima from the settings).
+        assert (await history(http, "s", h=5)).json()["type"].endswith(":invalid-input")
         assert "SIFT_HISTORY_TOP" in (await history(http, "s", h=5)).json()["detail"]
         # Nothing committed yet: no versions.
         assert (await history(http, "s")).json()["versions"] == []

@@ -135,7 +135,7 @@ async def test_redis_blocks_and_memory_give_the_same_answer_and_skipped_blocks_a
         lease = SelectorKeys("sift", "cols").lease
         while await redis_client.exists(lease):
             await asyncio.sleep(0.02)
-        reader = app.state.selectors.reader
+        reader = app.state.runtime.selectors.reader
         head = await reader.head("cols")
         _, raw = await reader.store.checkpoints.read_state_fields("cols", ["tail"])
         tail = decode_array(raw["tail"])

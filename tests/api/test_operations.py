@@ -19,6 +19,7 @@ import threadpoolctl
 
 from service.logs import JsonFormatter, RequestIdFilter, make_handler, request_id_var
 from service.store.keys import SelectorKeys
+from service.store.records import Entry
 from service.store.redis_store import SelectorStore
 from tests.support.api import create_selector
 
@@ -164,7 +165,9 @@ async def test_selector_gauges_come_from_redis(app_factory: Any, store: Selector
         rows = np.random.default_rng(0).standard_normal((40, 50)).tolist()
         assert (await http.post("/v1/selectors/g1/chunks", json=rows)).status_code == 200
         for n in range(2):
-            await store.log.append("g2", b"pending", 1, hashlib.sha256(b"%d" % n).hexdigest(), None)
+            await store.log.append(
+                "g2", Entry(b"pending", 1, hashlib.sha256(b"%d" % n).hexdigest(), None)
+            )
         text = (await http.get("/metrics")).text
         described = {n: (await http.get(f"/v1/selectors/{n}")).json() for n in ("g1", "g2")}
     assert samples(text, "sift_selectors") == {"": 2.0}

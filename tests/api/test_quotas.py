@@ -131,7 +131,9 @@ async def test_streams_are_counted_per_tenant(app_factory):
 
 
 async def test_sources_are_counted_per_tenant(app_factory):
-    async with app_factory(api_token=ROOT_TOKEN, tenant_max_sources=1) as (_app, http):
+    async with app_factory(
+        api_token=ROOT_TOKEN, tenant_max_sources=1, source_private="127.0.0.1"
+    ) as (_app, http):
         tenant = await key(http, "t7-", ROOT)
         assert (await create(http, tenant, "t7-v")).status_code == 201
         body = {"kind": "redis-stream", "url": "redis://127.0.0.1:1", "key": "k"}

@@ -106,8 +106,8 @@ async def test_every_row_method_says_how_settled_its_top_is(client, method):
     ],
 )
 async def test_fsds_says_how_it_estimates_in_its_own_kernel_mode(client, params, said, not_said):
-    """``estimated_by`` names the selector's kernel mode: a cosine selector's spoke of the
-    gaussian mode's bandwidth before (issue 34)."""
+    """``estimated_by`` names the selector's kernel mode: a cosine selector's never speaks of
+    the gaussian mode's bandwidth."""
     await filled(client, "fsds", "k", **params)
     estimated_by = (await top(client, "k", 3))["stability"]["estimated_by"]
     assert said in estimated_by and not_said not in estimated_by

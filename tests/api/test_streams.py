@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from service.algorithms.agreement import jaccard, rank_biased_overlap
+from service.store.records import Entry
 from tests.support.api import assert_problem, npy_bytes, npz_labelled, wait_for
 
 pytestmark = pytest.mark.asyncio
@@ -399,6 +400,46 @@ async def test_a_detached_selector_keeps_its_state_and_takes_chunks_directly(cli
     assert direct.status_code == 200 and direct.json()["rows_seen"] == 60
 
 
+async def test_a_detach_cut_short_is_finished_at_its_cut(app_factory):
+    """A process that died between cutting the stream for a selector and detaching it: the
+    selector applies nothing past the cut, pushes after it do not wait for it, the log is
+    held for it, and the next detach (or a forced delete of the stream) finishes at that cut."""
+    async with app_factory() as (app, client):
+        store = app.state.runtime.selectors.store
+        await create_stream(client, n_features=6)
+        for name in ("d", "e"):
+            await attach(client, name, "variance")
+        x, _labels = labelled_chunk(4)
+        npy = {"content-type": "application/x-npy"}
+        first = await client.post("/v1/streams/st/chunks", content=npy_bytes(x), headers=npy)
+        assert first.status_code == 200, first.text
+        for name in ("d", "e"):  # the steps a detach takes before it is made standalone
+            meta = await store.registry.get_meta(name)
+            cut = await store.streams.cut_stream("st", name, meta.incarnation)
+            assert cut == first.json()["log_id"]
+            assert await store.streams.cut_selector(meta, cut) == cut
+        later = await client.post("/v1/streams/st/chunks", content=npy_bytes(2 * x), headers=npy)
+        assert later.status_code == 200 and later.json()["selectors"] == [], later.text
+        for name in ("d", "e"):
+            described = (await client.get(f"/v1/selectors/{name}")).json()
+            assert described["rows_seen"] == 20 and described["stream"] == "st"
+            assert described["state"]["pending_entries"] == 0
+        assert (await client.get("/v1/streams/st")).json()["selectors"] == []
+        # Called again: finished at the same cut, with the state through it.
+        detached = await client.post("/v1/selectors/d/detach")
+        assert detached.status_code == 200, detached.text
+        assert detached.json()["detached_at"] == first.json()["log_id"]
+        assert detached.json()["rows_seen"] == 20
+        assert np.allclose(await weights(client, "d"), x.var(axis=0))
+        # A stream with a detach cut short is held: deleted only by force, which finishes it.
+        assert_problem(await client.delete("/v1/streams/st"), 409, "e")
+        assert (await client.delete("/v1/streams/st", params={"force": "true"})).status_code == 204
+        kept = (await client.get("/v1/selectors/e")).json()
+        assert kept["rows_seen"] == 20 and "stream" not in kept
+        direct = await client.post("/v1/selectors/e/chunks", content=npy_bytes(x), headers=npy)
+        assert direct.status_code == 200 and direct.json()["rows_seen"] == 40
+
+
 async def test_an_exported_attached_selector_imports_standalone(client):
     await create_stream(client, n_samples=5)
     await attach(client, "early", "ofs", params={"c": 1})
@@ -536,7 +577,7 @@ async def test_a_chunk_nobody_kicked_is_found_by_the_sweeper(app_factory, redis_
         stream = await other.streams.get_stream("st")
         payload = encode_matrix(np.ones((3, 6)))
         outcome, attached = await other.streams.append_to_stream(
-            "st", payload, 3, "digest", None, stream.incarnation
+            "st", Entry(payload, 3, "digest", None, incarnation=stream.incarnation)
         )
         assert [a.selector for a in attached] == ["v1", "v2"]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -11,6 +10,7 @@ from starlette.responses import Response
 from service.api.deps import (
     SelectorName,
     get_principal,
+    get_quotas,
     get_selectors,
     get_settings,
     read_body,
@@ -22,7 +22,6 @@ from service.auth import Principal, requires
 from service.errors import Forbidden
 from service.selectors import Selectors
 from service.selectors.archive import MEDIA_TYPE
-from service.selectors.quotas import Quotas
 from service.selectors.results import SelectorOut
 from service.wire.media import require_media_type
 
@@ -89,10 +88,8 @@ async def import_selector(
             f"got '{name}'"
         )
     body = await read_body(request, get_settings(request).archive_limit)
-    quotas: Quotas = request.app.state.quotas
-    tenant = await quotas.tenant_of(caller)
-    async with quotas.lock(tenant):
-        created = await service.archives.import_(
-            body, name, caller.sees, partial(quotas.admit, tenant)
-        )
+    quotas = get_quotas(request)
+    tenancy = await quotas.tenancy(caller)
+    async with quotas.locked(tenancy):
+        created = await service.archives.import_(body, name, caller.sees, tenancy.admit)
     return result_response(created, 201, {"Location": f"/v1/selectors/{created.name}"})

@@ -15,14 +15,12 @@ import asyncio
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from service.api.deps import get_settings, json_response
+from service.api.deps import get_runtime, get_settings, json_response
 from service.api.guard import GuardedRoute
 from service.api.schemas import PROBLEM_RESPONSES
-from service.auth import PUBLIC, Authenticator, bearer_token, requires, same_secret
+from service.auth import PUBLIC, bearer_token, requires, same_secret
 from service.errors import Unauthorized, Unavailable
-from service.metrics import CONTENT_TYPE_LATEST, GAUGED_SELECTORS_MAX, Metrics
-from service.store.embedded import RedisSupervisor
-from service.store.inventory import Inventory
+from service.metrics import CONTENT_TYPE_LATEST, GAUGED_SELECTORS_MAX
 
 router = APIRouter(tags=["operations"], route_class=GuardedRoute)
 
@@ -59,7 +57,8 @@ async def readyz(request: Request) -> Response:
     A Redis that does not answer within ``READY_TIMEOUT_SECONDS`` (paused, swapping, stuck in a
     slow command) is not ready: 503 then, not an answer as late as Redis's.
     """
-    supervisor: RedisSupervisor | None = request.app.state.redis_supervisor
+    runtime = get_runtime(request)
+    supervisor = runtime.supervisor
     if supervisor is not None and not supervisor.healthy:
         incident = supervisor.incident
         how = "exited"
@@ -75,8 +74,8 @@ async def readyz(request: Request) -> Response:
             redis="restarting",
             **supervisor.status(),
         )
-    store = request.app.state.selectors.store
-    body: dict[str, object] = {"status": "ready", "redis": request.app.state.redis_mode}
+    store = runtime.store
+    body: dict[str, object] = {"status": "ready", "redis": runtime.redis_mode}
     try:
         async with asyncio.timeout(READY_TIMEOUT_SECONDS):
             cluster = await store.cluster_status()
@@ -110,7 +109,8 @@ async def metrics(request: Request) -> Response:
     or ``SIFT_METRICS_TOKEN`` set, for a bearer of ``SIFT_METRICS_TOKEN``, of the API token, or
     of a key with scope ``metrics`` or ``admin`` and no name prefix."""
     settings = get_settings(request)
-    auth: Authenticator = request.app.state.auth
+    runtime = get_runtime(request)
+    auth = runtime.auth
     authorization = request.headers.get("authorization")
     expected = settings.metrics_token
     token = bearer_token(authorization)
@@ -120,8 +120,7 @@ async def metrics(request: Request) -> Response:
         (await auth.authenticate(authorization)).require_metrics()
     elif expected:
         raise Unauthorized("expected header 'Authorization: Bearer <SIFT_METRICS_TOKEN>'")
-    metrics: Metrics = request.app.state.metrics
-    inventory: Inventory = request.app.state.inventory
+    metrics, inventory = runtime.metrics, runtime.inventory
     # The selector gauges come from Redis: read again at most every few seconds (bounded).
     await metrics.selector_gauges.refresh(
         lambda: inventory.usage(GAUGED_SELECTORS_MAX), settings.metrics_refresh_seconds

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from service.api.deps import KeyId, get_principal, json_response
+from service.api.deps import KeyId, get_authenticator, get_principal, get_quotas, json_response
 from service.api.guard import GuardedRoute
 from service.api.schemas import PROBLEM_RESPONSES, KeyIn, KeyList, KeyOut
 from service.auth import Authenticator, Principal, requires
@@ -18,7 +18,7 @@ Caller = Annotated[Principal, Depends(get_principal)]
 
 
 def _authenticator(request: Request) -> Authenticator:
-    auth: Authenticator = request.app.state.auth
+    auth = get_authenticator(request)
     if not auth.enabled:
         raise Conflict(
             "authentication is off (SIFT_API_TOKEN is unset), so API keys would not be checked; "
@@ -32,7 +32,8 @@ def _authenticator(request: Request) -> Authenticator:
 async def create_key(body: KeyIn, request: Request, caller: Caller) -> Response:
     """A new API key with these scopes (and name prefix); its secret is in this answer only.
 
-    A key with a prefix may only create keys whose prefix extends its own.
+    A key with a prefix may only create keys whose prefix extends its own; the new key
+    belongs to its creator's tenant, whose quotas bind it whatever becomes of its creator.
     """
     auth = _authenticator(request)
     if not body.prefix.startswith(caller.prefix):
@@ -41,7 +42,9 @@ async def create_key(body: KeyIn, request: Request, caller: Caller) -> Response:
             f"got '{body.prefix}'"
         )
     scopes = tuple(dict.fromkeys(body.scopes))  # as given, without repeats
-    record, secret = await auth.keys.create(scopes, body.prefix, body.label)
+    quotas = get_quotas(request)
+    tenant = await quotas.tenant_of(caller) if caller.prefix else body.prefix
+    record, secret = await auth.keys.create(scopes, body.prefix, body.label, tenant)
     return json_response(
         {**record.public(), "key": secret}, 201, {"Location": f"/v1/keys/{record.id}"}
     )

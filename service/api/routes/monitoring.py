@@ -18,15 +18,15 @@ from service.api.deps import (
     AlertId,
     SelectorName,
     get_principal,
+    get_quotas,
     get_selectors,
     result_response,
 )
 from service.api.guard import GuardedRoute
-from service.api.schemas import PROBLEM_RESPONSES, AlertIn
+from service.api.schemas import PROBLEM_RESPONSES, AlertIn, at_most_setting
 from service.auth import Principal, requires
 from service.selectors import Selectors
 from service.selectors.alerts import DeliveryStatus
-from service.selectors.quotas import Quotas
 from service.selectors.results import (
     AlertCreated,
     AlertEventList,
@@ -50,7 +50,11 @@ async def ranking_drift(
     service: Service,
     h: Annotated[
         int | None,
-        Query(ge=1, description="Features compared: default 10, at most SIFT_HISTORY_TOP (100)."),
+        Query(
+            ge=1,
+            description="Features compared: default 10, at most SIFT_HISTORY_TOP.",
+            json_schema_extra=at_most_setting("history_top"),
+        ),
     ] = None,
 ) -> Response:
     """How far the top h moved since the previous version and since the baseline: rank-biased
@@ -90,10 +94,10 @@ async def create_alert(
     reaches the threshold: a JSON event (selector, versions, drift, entered and left features)
     signed per Standard Webhooks under the alert's secret (`webhook-id`, `webhook-timestamp`,
     `webhook-signature`), retried with backoff. The secret is in this answer only."""
-    quotas: Quotas = request.app.state.quotas
-    tenant = await quotas.tenant_of(caller)
-    async with quotas.lock(tenant):
-        await quotas.admit(tenant, alerts=1)
+    quotas = get_quotas(request)
+    tenancy = await quotas.tenancy(caller)
+    async with quotas.locked(tenancy):
+        await tenancy.admit(name, alerts=1)
         created = await service.alerts.create(
             name, body.url, body.h, body.threshold, body.min_stability, body.label, body.kind
         )
@@ -162,7 +166,7 @@ async def rotate_alert_secret(name: SelectorName, alert_id: AlertId, service: Se
     return result_response(await service.alerts.rotate_secret(name, alert_id))
 
 
-@router.delete("/{name}/alerts/{alert_id}", status_code=204, responses=PROBLEM_RESPONSES)
+@router.delete("/{name}/alerts/{alert_id:alert_id}", status_code=204, responses=PROBLEM_RESPONSES)
 @requires("admin")
 async def delete_alert(name: SelectorName, alert_id: AlertId, service: Service) -> Response:
     await service.alerts.delete(name, alert_id)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.responses import Response
 
-from service.api.deps import get_principal, json_response
+from service.api.deps import get_principal, get_quotas, json_response
 from service.api.guard import GuardedRoute
 from service.api.schemas import PROBLEM_RESPONSES, whole_number
 from service.auth import Principal, requires
@@ -63,8 +63,7 @@ class QuotaIn(BaseModel):
 
 
 def _quotas(request: Request) -> Quotas:
-    quotas: Quotas = request.app.state.quotas
-    return quotas
+    return get_quotas(request)
 
 
 async def _answer(quotas: Quotas, tenant: str) -> Response:
@@ -75,11 +74,14 @@ async def _answer(quotas: Quotas, tenant: str) -> Response:
 @router.get("/{tenant}", responses={200: {"model": QuotaOut}, **PROBLEM_RESPONSES})
 @requires("admin")
 async def get_quota(tenant: Tenant, request: Request, caller: Caller) -> Response:
-    """A tenant's quotas and what its names hold now. A key with a prefix reads its own
-    tenant's only."""
+    """A tenant's quotas and what its names hold now. A key with a prefix reads those of
+    the tenants that bind it (its own, and any with quotas set that encloses its prefix) and
+    of the prefixes within its own."""
     quotas = _quotas(request)
-    if caller.prefix and tenant != await quotas.tenant_of(caller):
-        raise Forbidden(f"this API key may only read the quotas of its own tenant, not '{tenant}'")
+    if not (await quotas.tenancy(caller)).reads(tenant):
+        raise Forbidden(
+            f"this API key may only read the quotas of the tenants that bind it, not '{tenant}'"
+        )
     return await _answer(quotas, tenant)
 
 

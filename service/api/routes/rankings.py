@@ -16,7 +16,7 @@ from service.api.deps import (
     wants_npy,
 )
 from service.api.guard import GuardedRoute
-from service.api.schemas import NAME_PATTERN, PROBLEM_RESPONSES
+from service.api.schemas import NAME_PATTERN, PROBLEM_RESPONSES, at_most_setting
 from service.auth import requires
 from service.selectors import Selectors
 from service.selectors.results import HistoryOut, TopOut, WeightsOut
@@ -84,14 +84,17 @@ async def ranking_history(
     h: Annotated[
         int | None,
         Query(
-            ge=1, description="Features per version: default 10, at most SIFT_HISTORY_TOP (100)."
+            ge=1,
+            description="Features per version: default 10, at most SIFT_HISTORY_TOP.",
+            json_schema_extra=at_most_setting("history_top"),
         ),
     ] = None,
     limit: Annotated[
         int | None,
         Query(
             ge=1,
-            description="Versions, newest first: default 20, at most SIFT_HISTORY_VERSIONS (200).",
+            description="Versions, newest first: default 20, at most SIFT_HISTORY_VERSIONS.",
+            json_schema_extra=at_most_setting("history_versions"),
         ),
     ] = None,
 ) -> Response:

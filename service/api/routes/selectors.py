@@ -3,8 +3,7 @@ and list or delete many at once (``service.selectors.listing``)."""
 
 from __future__ import annotations
 
-from functools import partial
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
@@ -14,6 +13,7 @@ from service.api.deps import (
     MAX_PAGE,
     SelectorName,
     get_principal,
+    get_quotas,
     get_selectors,
     result_response,
 )
@@ -23,7 +23,6 @@ from service.auth import Principal, requires
 from service.errors import Forbidden, NotFound
 from service.selectors import Selectors, listing
 from service.selectors.listing import SelectorFilter
-from service.selectors.quotas import Quotas
 from service.selectors.results import SelectorList, SelectorOut, SelectorsDeleted
 
 router = APIRouter(prefix="/v1/selectors", tags=["selectors"], route_class=GuardedRoute)
@@ -55,10 +54,10 @@ async def create_selector(request: Request, service: Service, caller: Caller) ->
     stream = document.get("stream") if isinstance(document, dict) else None
     if isinstance(stream, str) and not caller.sees(stream):
         raise NotFound(f"stream '{stream}' does not exist")
-    quotas: Quotas = request.app.state.quotas
-    tenant = await quotas.tenant_of(caller)
-    async with quotas.lock(tenant):
-        created = await service.lifecycle.create(document, partial(quotas.admit, tenant))
+    quotas = get_quotas(request)
+    tenancy = await quotas.tenancy(caller)
+    async with quotas.locked(tenancy):
+        created = await service.lifecycle.create(document, tenancy.admit)
     return result_response(created, 201, {"Location": f"/v1/selectors/{created.name}"})
 
 
@@ -150,6 +149,56 @@ async def delete_selectors(
         service.lifecycle, limit, after, caller.sees, chosen, everything=all_
     )
     return result_response(deleted)
+
+
+#: The query parameters of ``DELETE /v1/selectors``, stated as one object
+#: (``state_deletion_rules``).
+DELETION_PARAMETERS = ("prefix", "all", "temporary", "limit", "after")
+
+
+def state_deletion_rules(operation: dict[str, Any]) -> None:
+    """State in the OpenAPI operation of ``DELETE /v1/selectors`` (in place) the rule its
+    parameters follow together: a ``prefix``, or ``all=true``, not both. OpenAPI states rules
+    across query parameters on one object parameter (``style: form``, ``explode: true``: its
+    properties are the query's parameters, as FastAPI reads them)."""
+    given = {p["name"]: p for p in operation.get("parameters", [])}
+    properties = {}
+    for name in DELETION_PARAMETERS:
+        parameter = given[name]
+        properties[name] = {
+            **_never_null(parameter["schema"]),
+            "description": parameter["description"],
+        }
+    some_prefix = {"required": ["prefix"], "properties": {"prefix": {"minLength": 1}}}
+    everything = {"required": ["all"], "properties": {"all": {"const": True}}}
+    operation["parameters"] = [
+        p for name, p in given.items() if name not in DELETION_PARAMETERS
+    ] + [
+        {
+            "name": "selection",
+            "in": "query",
+            "style": "form",
+            "explode": True,
+            "required": True,
+            "description": "Which selectors: those whose names start with `prefix`, or with "
+            "`all=true` every one this API key may see; not both.",
+            "schema": {
+                "type": "object",
+                "properties": properties,
+                "anyOf": [some_prefix, everything],
+                "not": {"allOf": [some_prefix, everything]},
+            },
+        }
+    ]
+
+
+def _never_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """An optional query parameter's schema without its ``null`` branch: a query has no
+    null (the parameter is left out)."""
+    branches = [b for b in schema.get("anyOf", ()) if b.get("type") != "null"]
+    if len(branches) != 1:
+        return schema
+    return {**{k: v for k, v in schema.items() if k != "anyOf"}, **branches[0]}
 
 
 @router.get("/{name}", responses={200: {"model": SelectorOut}, **PROBLEM_RESPONSES})

@@ -17,6 +17,7 @@ from service.api.deps import (
     LogId,
     body_limit,
     get_principal,
+    get_quotas,
     get_selectors,
     get_settings,
     read_body,
@@ -28,7 +29,6 @@ from service.api.schemas import NAME_PATTERN, PROBLEM_RESPONSES
 from service.auth import Principal, requires
 from service.errors import Forbidden
 from service.selectors import Selectors
-from service.selectors.quotas import Quotas
 from service.selectors.results import StreamChunkOut, StreamList, StreamOut, StreamRankings
 from service.wire.kinds import chunk_format
 from service.wire.media import require_media_type
@@ -66,10 +66,10 @@ async def create_stream(request: Request, service: Service, caller: Caller) -> R
             f"this API key may only create streams whose names start with '{caller.prefix}'; "
             f"got '{name}'"
         )
-    quotas: Quotas = request.app.state.quotas
-    tenant = await quotas.tenant_of(caller)
-    async with quotas.lock(tenant):
-        await quotas.admit(tenant, streams=1)
+    quotas = get_quotas(request)
+    tenancy = await quotas.tenancy(caller)
+    async with quotas.locked(tenancy):
+        await tenancy.admit(name if isinstance(name, str) else None, streams=1)
         created = await service.streams.create(document)
     return result_response(created, 201, {"Location": f"/v1/streams/{created.name}"})
 

@@ -1,4 +1,6 @@
-"""Pages for people: the live dashboard (``/ui``) and the API docs (``/docs``), with their assets.
+"""Pages for people: the live dashboard (``/ui``) and the API docs (``/docs``), with their assets,
+and ``/``: a browser (a request whose ``Accept`` names ``text/html``) is sent on to the
+dashboard; any other client is told, as JSON, where the API, its docs and the pages are.
 
 Nothing these pages load comes from another origin, so they work offline and behind a firewall:
 
@@ -20,11 +22,12 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_swagger_ui_html
-from starlette.responses import FileResponse, Response
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 
 from service.api.guard import GuardedRoute
 from service.auth import PUBLIC, requires
 from service.errors import NotFound
+from service.wire.media import media_type_of
 
 router = APIRouter(tags=["pages"], route_class=GuardedRoute, include_in_schema=False)
 
@@ -74,6 +77,44 @@ def asset_response(folder: Path, name: str, allowed: dict[str, str]) -> Response
     if media_type is None:
         raise NotFound(f"no asset named '{name}'")
     return FileResponse(folder / name, media_type=media_type, headers=REVALIDATE)
+
+
+def wants_a_page(request: Request) -> bool:
+    """Whether the request's ``Accept`` names ``text/html`` (with a quality above 0): a
+    browser's does, an API client's (``*/*``, ``application/json``) does not."""
+    for part in request.headers.get("accept", "").split(","):
+        if media_type_of(part) != "text/html":
+            continue
+        quality = [p.strip() for p in part.split(";")[1:] if p.strip().startswith("q=")]
+        try:
+            return not quality or float(quality[0][2:]) > 0
+        except ValueError:
+            return True
+    return False
+
+
+@router.api_route("/", methods=READ_METHODS)
+@requires(PUBLIC)
+async def root(request: Request) -> Response:
+    """A browser is sent to the dashboard (307 to ``/ui``); anything else gets where the API,
+    its docs and the pages are (module docstring)."""
+    base = request.scope.get("root_path", "")
+    vary = {"Vary": "Accept", "Cache-Control": "no-cache"}
+    if wants_a_page(request):
+        return RedirectResponse(f"{base}/ui", status_code=307, headers=vary)
+    app = request.app
+    return JSONResponse(
+        {
+            "name": app.title,
+            "version": app.version,
+            "api": f"{base}/v1",
+            "docs": f"{base}/docs",
+            "openapi": f"{base}{app.openapi_url}",
+            "ui": f"{base}/ui",
+            "health": f"{base}/v1/healthz",
+        },
+        headers=vary,
+    )
 
 
 @router.api_route("/ui", methods=READ_METHODS)

@@ -50,7 +50,8 @@ class BaselineRule(Result):
 
     h: int = Field(
         description="The top h whose stability is judged: 10, or the smallest h of the "
-        "selector's alerts if smaller (not necessarily the h of this answer)."
+        "selector's alerts if smaller, and at most the selector's features less one (its "
+        "widest view's, multi-view): not necessarily the h of this answer."
     )
     threshold: float = Field(description="The index it must reach (SIFT_BASELINE_STABILITY).")
     stability: float | None = Field(
@@ -219,6 +220,11 @@ class AlertEventOut(Result):
     entered: list[FeatureRef]
     left: list[FeatureRef]
     at: float
+    summary: str | None = Field(
+        default=None,
+        description="The event in one line for people, its numbers rounded (drift, rbo, "
+        "jaccard and stability are the exact values the service judged).",
+    )
     delivery: DeliveryOut | None = None
 
 

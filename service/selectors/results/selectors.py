@@ -79,6 +79,11 @@ class SelectorOut(Result):
         "stream of feature columns, feature i of the selector is the stream's feature "
         "stream_base + i).",
     )
+    detached_at: str | None = Field(
+        default=None,
+        description="The answer to a detach: the stream's log id the selector was detached "
+        "at. Its state is exactly the stream's entries through it; none after it is its.",
+    )
 
 
 class MethodOut(Result):
