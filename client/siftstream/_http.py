@@ -61,6 +61,8 @@ DEFAULT_RETRY_BUDGET = 10.0
 #: The least time an attempt may take to connect, however little is left of the budget (a
 #: budget of 0 means no retries, not no time to connect).
 MIN_CONNECT_SECONDS = 0.5
+#: The least time left of the budget worth one more attempt.
+MIN_RETRY_SECONDS = 0.05
 #: What a user should check when nothing answers, or something else does.
 CHECK_URL = "is that its URL? (Client(url=...), sift --url or SIFT_URL)"
 
@@ -140,10 +142,22 @@ class RetryPolicy:
         backoff: float = min(self.max_delay, self.first_delay * 2.0 ** (retry - 1))
         return max(backoff * random.uniform(0.5, 1.0), retry_after or 0.0)
 
-    def allows(self, attempts: int, elapsed: float, delay: float) -> bool:
+    def next_delay(
+        self, attempts: int, elapsed: float, retry_after: float | None = None
+    ) -> float | None:
+        """How long to wait before attempt ``attempts + 1``, or None to give up.
+
+        The backoff is cut short to end with the budget, so the last attempt is made when the
+        budget runs out rather than when the next full delay would overrun it: a call keeps
+        trying for its whole budget. A ``Retry-After`` longer than what is left is not waited
+        for (the service said it will not be ready in time)."""
         if self.max_attempts is not None and attempts >= self.max_attempts:
-            return False
-        return elapsed + delay <= self.budget
+            return None
+        left = self.budget - elapsed
+        delay = self.delay(attempts, retry_after)
+        if left < MIN_RETRY_SECONDS or (retry_after is not None and retry_after > left):
+            return None
+        return min(delay, left)
 
 
 #: No retries at all (each call is attempted once).
@@ -203,8 +217,17 @@ def not_sift(call: Call[Any], response: httpx.Response) -> NotSiftError:
     )
 
 
+#: What a 401 to a request without a key adds to the service's words: how this client sends one.
+SEND_A_KEY = (
+    "no API key was sent: set SIFT_API_KEY (or SIFT_API_TOKEN), or pass --api-key KEY to sift "
+    "or api_key=KEY to Client"
+)
+
+
 def refusal(call: Call[Any], response: httpx.Response) -> ProblemError:
     problem = sift_problem(response) or stand_in(response)
+    if response.status_code == 401 and "authorization" not in response.request.headers:
+        problem = {**problem, "detail": f"{problem.get('detail') or 'unauthorized'}; {SEND_A_KEY}"}
     return problem_error(response.status_code, problem, call.method, str(response.request.url))
 
 
@@ -281,8 +304,8 @@ def exchange(
             maybe_applied = maybe_applied or not not_sent
         else:  # pragma: no cover - the drivers always send an outcome back
             raise AssertionError("exchange resumed without an outcome")
-        delay = policy.delay(attempts, waited)
-        if not policy.allows(attempts, clock() - started, delay):
+        delay = policy.next_delay(attempts, clock() - started, waited)
+        if delay is None:
             raise failure
         yield Sleep(delay)
 

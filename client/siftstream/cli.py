@@ -41,12 +41,28 @@ def build_parser(extra_commands: Sequence[Callable[[Any], None]] = ()) -> argpar
     return parser
 
 
+def innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser that ``args`` were parsed by: ``sift top``'s for ``sift top``,
+    ``sift alerts add``'s for ``sift alerts add``."""
+    while True:
+        chosen = None
+        for action in parser._actions:  # argparse keeps its subparsers here, and nowhere public
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(args, action.dest, None) or "")
+        if chosen is None:
+            return parser
+        parser = chosen
+
+
 def main(
     argv: Sequence[str] | None = None,
     extra_commands: Sequence[Callable[[Any], None]] = (),
 ) -> int:
     """``sift``: the client commands, and those other distributions register (``serve``)."""
-    args = build_parser(extra_commands).parse_args(argv)
+    parser = build_parser(extra_commands)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said with the usage of the command they were given to, not sift's
+        innermost(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     handler = getattr(args, "handler", None)
     if handler is not None:  # a command registered by another distribution
         return int(handler(args))

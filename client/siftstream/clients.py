@@ -142,6 +142,7 @@ class Operations:
     create_source = Operation(sources.create_source)
     describe_source = Operation(sources.describe_source)
     list_sources = Operation(sources.list_sources)
+    restart_source = Operation(sources.restart_source)
     delete_source = Operation(sources.delete_source)
     push = Operation(selectors.push)
     push_chunk = Operation(selectors.push_chunk)

@@ -86,10 +86,13 @@ class Progress:
         self.stream.write("\r" + self.line() + "\x1b[K")
         self.stream.flush()
 
-    def finish(self, summary: str) -> None:
-        """End the bar (on a terminal) and print the summary line."""
+    def finish(self, summary: str, out: TextIO | None = None) -> None:
+        """End the bar (on a terminal) and print the summary line, on ``out`` (a command's
+        result, on standard output) or with the bar (a diagnostic)."""
         if self.live:
             self._draw()
             self.stream.write("\n")
-        self.stream.write(summary + "\n")
-        self.stream.flush()
+            self.stream.flush()
+        target = self.stream if out is None else out
+        target.write(summary + "\n")
+        target.flush()

@@ -27,7 +27,7 @@ from siftstream import _inputs as inputs
 from siftstream._api import new_key
 from siftstream.clients import Client
 from siftstream.console import CommandError, Console
-from siftstream.errors import ProblemError
+from siftstream.errors import ProblemError, ServerError, SiftClientError, UnavailableError
 from siftstream.files import DataFile, FileFormatError, open_data
 from siftstream.progress import Progress, duration
 from siftstream.render import count
@@ -231,6 +231,9 @@ def push_file(
             f"interrupted after {progress.done:,} {unit}; run the same command again to resume"
         )
         return 130
+    except (UnavailableError, ServerError):
+        progress.finish(_resume_hint(args, unit, progress, chunks + skipped, record is not None))
+        raise
     except (FileFormatError, ProblemError):
         if progress.done:
             progress.finish(
@@ -241,6 +244,9 @@ def push_file(
         else:
             progress.finish(f"stopped: nothing of {args.file} was applied to {args.name}")
         raise
+    except SiftClientError:  # the service stopped answering: what is in stays in
+        progress.finish(_resume_hint(args, unit, progress, chunks + skipped, record is not None))
+        raise
     if chunks == 0 and skipped:
         console.out.write(
             f"nothing to push: every chunk of {args.file} is in {args.name} already "
@@ -248,8 +254,28 @@ def push_file(
             "it again as new data\n"
         )
         return 0
-    progress.finish(_push_summary(args, unit, progress, chunks, skipped, duplicates, last))
+    progress.finish(
+        _push_summary(args, unit, progress, chunks, skipped, duplicates, last), out=console.out
+    )
     return 0
+
+
+def _resume_hint(
+    args: argparse.Namespace, unit: str, progress: Progress, chunks: int, resumable: bool
+) -> str:
+    """What a push the service stopped answering left, and how to go on."""
+    kept = (
+        f"the first {progress.done:,} {unit} of {args.file} are in {args.name} "
+        f"({count(chunks, 'chunk')})"
+        if progress.done
+        else f"nothing of {args.file} was applied to {args.name}"
+    )
+    if not resumable:
+        return f"stopped: {kept}; pushing again with --no-resume sends everything again"
+    return (
+        f"stopped: {kept}; run the same command again once the service answers: it resumes, "
+        "skipping the chunks that are in"
+    )
 
 
 def _push_summary(

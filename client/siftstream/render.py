@@ -221,7 +221,7 @@ def source_lines(source: Source) -> str:
         f"consumed: {_entries(source.entries)}: {count(source.rows, 'row')} appended, "
         f"{source.rejected:,} rejected; {source.rows_per_second:,.1f} rows/s",
         f"batches: up to {count(source.batch_rows, 'row')} or {source.batch_ms} ms; start "
-        f"{source.start}; label field {source.label_field or '-'}",
+        f"{source.start}; label field {source.label_field or '-'}; on reset {source.on_reset}",
         "updated: " + ("never" if source.updated_at is None else _when(source.updated_at)),
     ]
     if source.rejected_entries:
@@ -229,6 +229,21 @@ def source_lines(source: Source) -> str:
         lines.append(f"rejected entries (the newest {shown} of {source.rejected:,}):")
         rows = [[r.partition, r.position, _when(r.at), r.reason] for r in source.rejected_entries]
         lines.append(table(["partition", "position", "at", "reason"], rows, set()))
+    if source.resets:
+        shown = len(source.resets)
+        lines.append(f"bus resets (the newest {shown} of {source.reset_count:,}):")
+        rows = [
+            [
+                e.partition,
+                e.position,
+                _when(e.at),
+                e.action
+                + ("" if e.restarted_from is None else f" (read again from {e.restarted_from})"),
+                e.why,
+            ]
+            for e in source.resets
+        ]
+        lines.append(table(["partition", "position", "at", "action", "why"], rows, set()))
     return "\n".join(lines)
 
 

@@ -33,8 +33,9 @@ def _no_connection_variables(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    # The alert tests' receivers listen on loopback, which alerts reach only when allowed.
-    env = {"SIFT_ALERT_PRIVATE": "127.0.0.0/8"}
+    # The alert tests' receivers and the source tests' buses listen on loopback, which alerts
+    # and sources reach only when allowed.
+    env = {"SIFT_ALERT_PRIVATE": "127.0.0.0/8", "SIFT_SOURCE_PRIVATE": "127.0.0.0/8"}
     with live_service(tmp_path_factory.mktemp("client-service"), "client", env) as process:
         yield process
 

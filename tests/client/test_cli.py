@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 
-from siftstream import Client
+from siftstream import AuthenticationError, Client
 from tests.support.client import ADMIN_TOKEN, sift
-from tests.support.harness import REPO_ROOT, ServiceProcess, wait_for
+from tests.support.harness import REPO_ROOT, RedisProcess, ServiceProcess, wait_for
 
 
 @pytest.fixture
@@ -86,8 +87,8 @@ def test_create_push_csv_top_ls_describe_delete(
     assert re.fullmatch(
         rf"pushed 250 rows in 3 chunks to {selector_name} in \d+:\d\d \([\d,]+ rows/s\); "
         rf"{selector_name}: version \d+, 250 rows seen\n",
-        err,
-    ), err
+        out,
+    ), out
 
     status, out, _ = sift(capsys, "top", selector_name, "-h", "2")
     lines = out.splitlines()
@@ -161,8 +162,8 @@ def test_push_binary_files(
     assert (
         sift(capsys, "create", selector_name, "--method", "variance", "--like", str(path))[0] == 0
     )
-    status, _, err = sift(capsys, "push", selector_name, str(path), "--chunk-rows", "128")
-    assert status == 0 and "pushed 300 rows in 3 chunks" in err, err
+    status, out, err = sift(capsys, "push", selector_name, str(path), "--chunk-rows", "128")
+    assert status == 0 and "pushed 300 rows in 3 chunks" in out, err
     with Client(cli_env["SIFT_URL"]) as client:
         np.testing.assert_allclose(client.weights(selector_name).weights, x.toarray().var(axis=0))
         if kind == "parquet":
@@ -186,8 +187,8 @@ def test_feature_columns_from_a_csv(
         "epsilon=0.5",
     )
     assert status == 0 and "30 samples" in out and "epsilon=0.5" in out
-    status, _, err = sift(capsys, "push", selector_name, str(path), "--chunk-rows", "5")
-    assert status == 0 and "pushed 12 columns in 3 chunks" in err, err
+    status, out, err = sift(capsys, "push", selector_name, str(path), "--chunk-rows", "5")
+    assert status == 0 and "pushed 12 columns in 3 chunks" in out, err
     with Client(cli_env["SIFT_URL"]) as client:
         page = client.features(selector_name, limit=100)
         assert [d.name for d in page.features] == [f"f{i}" for i in range(12)]
@@ -312,14 +313,42 @@ def test_a_killed_push_resumes_and_counts_every_row_once(
 
     second = run_sift(cli_env, *argv)
     assert second.returncode == 0, second.stderr
-    skipped = re.search(r"skipped (\d+) chunks", second.stderr)
-    assert skipped is not None and int(skipped.group(1)) == done_before, second.stderr
+    skipped = re.search(r"skipped (\d+) chunks", second.stdout)  # the result, on stdout
+    assert skipped is not None and int(skipped.group(1)) == done_before, second.stdout
     with Client(cli_env["SIFT_URL"]) as client:
         assert client.describe(selector_name).rows_seen == 2000
         np.testing.assert_allclose(client.weights(selector_name).weights, x.var(axis=0), rtol=1e-10)
 
     third = run_sift(cli_env, *argv)
     assert third.returncode == 0 and third.stdout.startswith("nothing to push")
+
+
+def read_terminal(
+    process: subprocess.Popen[bytes],
+    controller: int,
+    timeout_s: float,
+    until: Callable[[str], bool] = lambda text: False,
+) -> str:
+    """What ``process`` wrote to the terminal whose controlling side is ``controller``, until
+    it exits (and then waited for) or ``until`` the text so far holds."""
+    shown = b""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not until(shown.decode(errors="replace")):
+        ready, _, _ = select.select([controller], [], [], 0.2)
+        if ready:
+            try:
+                piece = os.read(controller, 4096)
+            except OSError:  # the process closed the terminal
+                break
+            if not piece:
+                break
+            shown += piece
+        elif process.poll() is not None:
+            break
+    if not until(shown.decode(errors="replace")):
+        process.wait(10)
+        os.close(controller)
+    return shown.decode(errors="replace")
 
 
 def test_progress_bar_on_a_terminal(
@@ -334,27 +363,11 @@ def test_progress_bar_on_a_terminal(
         [sys.executable, "-m", "service", "push", selector_name, str(path), "--chunk-rows", "100"],
         cwd=REPO_ROOT,
         env={**os.environ, **cli_env},
-        stdout=subprocess.DEVNULL,
+        stdout=terminal,
         stderr=terminal,
     )
     os.close(terminal)
-    shown = b""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([controller], [], [], 0.5)
-        if ready:
-            try:
-                piece = os.read(controller, 4096)
-            except OSError:  # the process closed the terminal
-                break
-            if not piece:
-                break
-            shown += piece
-        elif process.poll() is not None:
-            break
-    process.wait(10)
-    os.close(controller)
-    text = shown.decode()
+    text = read_terminal(process, controller, 60)
     assert process.returncode == 0, text
     assert "\r[" in text and "600/600 rows" in text and "rows/s" in text and "ETA" in text
     assert "pushed 600 rows in 6 chunks" in text
@@ -379,3 +392,107 @@ def test_export_then_import(
 
     status, _, err = sift(capsys, "import", str(archive))
     assert status == 1 and "(409 Conflict)" in err
+
+
+@pytest.mark.slow
+def test_a_push_whose_service_stops_says_so_on_its_own_line_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service SIGKILLed during a push on a terminal: the push keeps trying for its whole
+    retry budget, ends the bar's line before it says what stopped it and that the same command
+    resumes; run again once the service is back, it skips what was in and every row counts
+    once."""
+    redis_server = RedisProcess(tmp_path / "redis")
+    process = ServiceProcess("stopped-push", redis_server.url, tmp_path)
+    env = {"SIFT_URL": "", "SIFT_STATE_DIR": str(tmp_path / "state")}
+    try:
+        process.start()
+        env["SIFT_URL"] = process.url
+        x = np.random.default_rng(6).normal(size=(4000, 10))
+        path = write_csv(tmp_path / "rows.csv", x)
+        with Client(process.url) as client:
+            client.create("stopped", "variance", n_features=10)
+        argv = ["push", "stopped", str(path), "--chunk-rows", "20", "--retry-budget", "3"]
+        controller, terminal = pty.openpty()
+        push = subprocess.Popen(
+            [sys.executable, "-m", "service", *argv],
+            cwd=REPO_ROOT,
+            env={**os.environ, **env},
+            stdout=terminal,
+            stderr=terminal,
+        )
+        os.close(terminal)
+
+        def sent(text: str) -> int:
+            counts = re.findall(r"([\d,]+)/4,000 rows", text)
+            return max((int(c.replace(",", "")) for c in counts), default=0)
+
+        shown = read_terminal(push, controller, 60, lambda text: sent(text) >= 1000)
+        assert 1000 <= sent(shown) < 4000, shown
+        process.kill()
+        stopped_at = time.monotonic()
+        shown += read_terminal(push, controller, 60)
+        elapsed = time.monotonic() - stopped_at
+        assert push.returncode == 1, shown
+        assert 3.0 - 0.3 <= elapsed <= 3.0 + 4.0, f"gave up after {elapsed:.1f} s"
+        lines = shown.replace("\r\n", "\n").split("\n")
+        said = [line for line in lines if line.startswith("sift push: ")]
+        assert said and "cannot reach the service" in said[0], shown
+        assert not re.search(r"ETA [^\n]*sift push", shown), shown  # not on the bar's line
+        stopped = [line for line in lines if line.startswith("stopped: ")]
+        assert stopped and "run the same command again" in stopped[0], shown
+        assert "it resumes" in stopped[0]
+
+        process.start()
+        again = run_sift(env, *argv)
+        assert again.returncode == 0, again.stderr
+        skipped = re.search(r"skipped (\d+) chunks", again.stdout)
+        assert skipped and int(skipped.group(1)) >= 50, again.stdout
+        with Client(process.url) as client:
+            assert client.describe("stopped").rows_seen == 4000
+            np.testing.assert_allclose(client.weights("stopped").weights, x.var(axis=0), rtol=1e-10)
+    finally:
+        process.kill()
+        redis_server.close()
+
+
+def test_top_help_and_unknown_options_are_the_commands_own(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``-h`` is a count in ``sift top`` (as the API's ``h``); alone it is the help, and an
+    unknown option is refused with ``sift top``'s usage, not ``sift``'s."""
+    status, out, _ = sift(capsys, "top", "quick", "-h")
+    assert status == 0 and out.startswith("usage: sift top ") and "-h [N], -n [N]" in out
+    status, _, err = sift(capsys, "top", "quick", "-x", "3")
+    assert status == 2 and err.startswith("usage: sift top "), err
+    assert "unrecognized arguments: -x 3" in err
+    argv = ("alerts", "add", "quick", "http://h.example", "--threshold", "0.3", "--bad")
+    status, _, err = sift(capsys, *argv)
+    assert status == 2 and err.startswith("usage: sift alerts add "), err
+
+
+def test_top_counts_with_h_or_n(
+    cli_env: dict[str, str], capsys: pytest.CaptureFixture[str], selector_name: str
+) -> None:
+    with Client(cli_env["SIFT_URL"]) as client:
+        client.create(selector_name, "variance", n_features=6)
+        client.push(selector_name, np.random.default_rng(1).normal(size=(50, 6)) * np.arange(1, 7))
+    for option in ("-h", "-n"):
+        status, out, err = sift(capsys, "top", selector_name, option, "3")
+        assert status == 0, err
+        ranks = [line.split()[1] for line in out.splitlines() if line[:4].strip().isdigit()]
+        assert ranks == ["5", "4", "3"], out
+
+
+def test_a_401_without_a_key_says_how_to_send_one(
+    secured: ServiceProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _, err = sift(capsys, "--url", secured.url, "ls")
+    assert status == 1
+    assert "Authorization: Bearer <key>" in err  # the service's words
+    assert "SIFT_API_KEY" in err and "--api-key" in err, err  # and how this client sends one
+    with Client(secured.url) as client, pytest.raises(AuthenticationError) as raised:
+        client.list_selectors()
+    assert "api_key=KEY to Client" in str(raised.value)
+    status, _, err = sift(capsys, "--url", secured.url, "--api-key", "sift_nope_nope", "ls")
+    assert status == 1 and "not a valid API key" in err and "no API key was sent" not in err

@@ -85,7 +85,7 @@ def test_a_service_that_is_down_fails_within_the_budget_saying_where_and_what_to
             with pytest.raises(ServiceUnreachableError) as raised:
                 client.list_selectors()
             elapsed = time.monotonic() - started
-    assert 0 < elapsed < 2.0 + MARGIN
+    assert 2.0 - 0.1 <= elapsed < 2.0 + MARGIN  # the whole budget, and not much more
     message = str(raised.value)
     assert f"cannot reach the service at {url}" in message
     assert "nothing answered" in message and "GET /v1/selectors" in message

@@ -133,9 +133,9 @@ def test_a_push_that_stops_part_way_says_what_is_in_and_resumes_exactly(
     with Client(cli_env["SIFT_URL"]) as client:
         assert client.describe(selector_name).rows_seen == 500
     write(path, NAMES, x)  # corrected
-    status, _, err = sift(capsys, "push", selector_name, str(path), "--chunk-rows", "100")
+    status, out, err = sift(capsys, "push", selector_name, str(path), "--chunk-rows", "100")
     assert status == 0, err
-    assert "skipped 5 chunks" in err, err
+    assert "skipped 5 chunks" in out, out
     with Client(cli_env["SIFT_URL"]) as client:
         assert client.describe(selector_name).rows_seen == 1000
     expected = dict(zip(NAMES, x.var(axis=0).tolist(), strict=True))
@@ -151,8 +151,8 @@ def test_a_resume_record_belongs_to_one_creation_of_the_selector(
             sift(capsys, "create", selector_name, "--method", "variance", "--like", str(path))[0]
             == 0
         )
-        status, _, err = sift(capsys, "push", selector_name, str(path))
-        assert status == 0 and "pushed 200 rows" in err, err
+        status, out, err = sift(capsys, "push", selector_name, str(path))
+        assert status == 0 and "pushed 200 rows" in out, err
         status, out, _ = sift(capsys, "push", selector_name, str(path))
         assert status == 0 and out.startswith("nothing to push"), out
         with Client(cli_env["SIFT_URL"]) as client:

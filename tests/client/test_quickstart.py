@@ -158,7 +158,7 @@ def test_quickstart_and_python_client_as_written(
     copy = [line.replace("quick", "quick-copy", 1) for line in expected[:1]] + expected[1:]
     starts = [i for i, line in enumerate(out) if line.startswith("quick-copy  fsds  version")]
     assert len(starts) == 1 and out[starts[0] : starts[0] + len(copy)] == copy, shell.stdout
-    assert re.search(r"pushed 20,000 rows in \d+ chunks? to quick", shell.stderr), shell.stderr
+    assert re.search(r"pushed 20,000 rows in \d+ chunks? to quick", shell.stdout), shell.stdout
     assert (tmp_path / "quick.sift").stat().st_size > 0
     # On a terminal, the same lines.
     top = next(line for line in script.splitlines() if line.startswith("sift top quick "))

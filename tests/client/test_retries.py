@@ -123,6 +123,17 @@ def test_the_budget_ends_retrying_with_the_last_refusal() -> None:
     assert sum(script.sleeps) <= 10 and 4 <= script.sent <= 11
 
 
+def test_a_call_keeps_trying_for_its_whole_budget() -> None:
+    """The last delay is cut short to end with the budget: the default's 10 s are 10 s of
+    trying, not the 7 s after which a full next delay would have overrun it."""
+    for _ in range(20):  # the jitter varies; every draw must reach the budget
+        script = Script(chunk_call(), RetryPolicy())
+        with pytest.raises(TransportError):
+            script.run([refused()] * 100)
+        assert 10.0 - 0.1 <= script.now <= 10.0 + 0.1, script.sleeps
+        assert sum(script.sleeps) <= 10.0
+
+
 def test_max_attempts() -> None:
     script = Script(chunk_call(), RetryPolicy(max_attempts=3, budget=1000))
     with pytest.raises(TransportError) as raised:

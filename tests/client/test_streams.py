@@ -140,12 +140,12 @@ def test_sift_stream_create_push_top_ls_rm(
         capsys, "create", "x", "--method", "fsds", "--n-features", "3", "--from", "now"
     )
     assert status == 1 and "--from applies" in err
-    status, _, err = sift(
+    status, out, err = sift(
         capsys, "stream", "push", stream, str(path), "--labels", "label", "--chunk-rows", "40"
     )
     assert status == 0, err
-    assert re.search(rf"pushed 90 rows in 3 chunks to {stream}", err), err
-    assert f"{stream}-ocfs: version 3, 90 rows seen" in err
+    assert re.search(rf"pushed 90 rows in 3 chunks to {stream}", out), out
+    assert f"{stream}-ocfs: version 3, 90 rows seen" in out
     # Resumed: every chunk is in already.
     status, out, err = sift(
         capsys, "stream", "push", stream, str(path), "--labels", "label", "--chunk-rows", "40"

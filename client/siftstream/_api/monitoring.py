@@ -46,22 +46,20 @@ def create_alert(
     url: str,
     threshold: float,
     *,
-    h: int = 10,
+    h: int | None = None,
     min_stability: float | None = None,
     label: str = "",
     kind: str = "webhook",
 ) -> Call[CreatedAlert]:
     """An alert on ``name`` (admin): ``url`` gets a signed event when a committed version's
-    drift since the baseline reaches ``threshold`` (``kind="alertmanager"``: ``url`` is a
-    Prometheus Alertmanager, which gets an alert that fires and resolves). Its secret
-    (``CreatedAlert.secret``, which verifies the signatures) is in this answer only."""
-    body: dict[str, Any] = {
-        "url": url,
-        "threshold": threshold,
-        "h": h,
-        "label": label,
-        "kind": kind,
-    }
+    drift since the baseline of its top ``h`` reaches ``threshold`` (``kind="alertmanager"``:
+    ``url`` is a Prometheus Alertmanager, which gets an alert that fires and resolves). ``h``
+    None: the service's choice, 10, or the selector's features less one on a selector of 10
+    or fewer (a deeper h is refused there: the top of every feature cannot be judged). Its
+    secret (``CreatedAlert.secret``, which verifies the signatures) is in this answer only."""
+    body: dict[str, Any] = {"url": url, "threshold": threshold, "label": label, "kind": kind}
+    if h is not None:
+        body["h"] = h
     if min_stability is not None:
         body["min_stability"] = min_stability
     return Call(

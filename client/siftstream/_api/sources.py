@@ -40,9 +40,11 @@ def create_source(
     mechanism: str | None = None,
     tls: bool | None = None,
     batch_rows: int | None = None,
+    batch_bytes: int | None = None,
     batch_ms: int | None = None,
     start: str | None = None,
     label_field: str | None = None,
+    on_reset: str | None = None,
 ) -> Steps[Source]:
     """Create a source (admin): the service reads a bus and appends what it reads to the
     selector ``into_selector`` or to the stream ``into_stream`` (exactly one of them, else
@@ -57,9 +59,13 @@ def create_source(
     committed offsets Sift brings up to its own, for Kafka's tools), SASL ``username``,
     ``password`` and ``mechanism``, and ``tls``.
     A labelled target takes each entry's label from ``label_field``. Entries become chunks
-    of up to ``batch_rows`` rows, or what ``batch_ms`` milliseconds gathered; ``start``:
+    of up to ``batch_rows`` rows and about ``batch_bytes`` of entries (8 MiB by default), or
+    what ``batch_ms`` milliseconds gathered; ``start``:
     ``earliest`` (the default), ``latest``, or after this position (a Redis entry id, a
-    JetStream sequence). Credentials in ``url`` are kept by the service and never shown.
+    JetStream sequence, a Kafka offset). ``on_reset``: what it does when its bus is reset (a
+    stream or topic created again below its position): ``stop`` (the default; state reset
+    until ``restart_source``) or ``restart`` (read the new one from its start). Credentials
+    in ``url`` (and a Kafka ``password``) are kept by the service and never shown.
 
     A retry after a lost answer that meets "name exists" answers the source the first
     attempt created."""
@@ -81,9 +87,11 @@ def create_source(
             mechanism=mechanism,
             tls=tls,
             batch_rows=batch_rows,
+            batch_bytes=batch_bytes,
             batch_ms=batch_ms,
             start=start,
             label_field=label_field,
+            on_reset=on_reset,
         )
     )
     created: Source | None = yield Call(
@@ -118,6 +126,20 @@ def list_sources(api: Api) -> Call[list[Source]]:
         "GET",
         "/v1/sources",
         lambda r: [Source.from_json(s) for s in _json(r)["sources"]],
+    )
+
+
+def restart_source(api: Api, name: str, start: str = "earliest") -> Call[Source]:
+    """Restart a source stopped at a reset of its bus (admin; state reset): each partition it
+    stopped reads again from ``start`` (``earliest``, ``latest``, or after a position), in the
+    bus as it is now; the source as it is then. A source not stopped at a reset: ConflictError.
+    """
+    return Call(
+        "POST",
+        f"{source_path(name)}/restart",
+        lambda r: Source.from_json(_json(r)),
+        content=json_body({"start": start}),
+        headers=JSON_HEADERS,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from siftstream._connection import DEFAULT_URL, KEY_VARIABLES
@@ -140,7 +141,7 @@ def add_commands(commands: Any) -> None:
     )
     drift.add_argument("--help", action="help", help="Show this help and exit.")
     drift.add_argument("name")
-    drift.add_argument("-h", type=int, default=10, dest="h", help="How many (default 10).")
+    top_count(drift, default=10)
     drift.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
 
     baseline = commands.add_parser(
@@ -176,7 +177,12 @@ def add_commands(commands: Any) -> None:
     added.add_argument(
         "--threshold", type=float, required=True, help="Drift (1 - RBO) at which it fires."
     )
-    added.add_argument("-h", type=int, default=10, dest="h", help="The top h (default 10).")
+    top_count(
+        added,
+        default=None,
+        what="The top h",
+        default_text="10, or the selector's features less one if fewer",
+    )
     added.add_argument(
         "--min-stability", type=float, help="Fire only while the top h is this stable."
     )
@@ -345,7 +351,7 @@ def _add_stream_commands(commands: Any, common: list[argparse.ArgumentParser]) -
     )
     top.add_argument("--help", action="help", help="Show this help and exit.")
     top.add_argument("name")
-    top.add_argument("-h", type=int, default=10, dest="h", help="How many (default 10).")
+    top_count(top, default=10)
     top.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
 
     listing = actions.add_parser("ls", parents=common, help="List the streams.")
@@ -363,7 +369,7 @@ def _add_stream_commands(commands: Any, common: list[argparse.ArgumentParser]) -
 
 
 def _add_source_commands(commands: Any, common: list[argparse.ArgumentParser]) -> None:
-    """``sift source create|ls|show|rm``."""
+    """``sift source create|ls|show|restart|rm``."""
     source = commands.add_parser(
         "source",
         parents=common,
@@ -435,6 +441,12 @@ def _add_source_commands(commands: Any, common: list[argparse.ArgumentParser]) -
         "--batch-rows", type=int, metavar="N", help="Most rows per chunk appended (default 2000)."
     )
     create.add_argument(
+        "--batch-bytes",
+        type=int,
+        metavar="BYTES",
+        help="Most bytes of entries per batch read (default 8388608, 8 MiB; 65536 to 67108864).",
+    )
+    create.add_argument(
         "--batch-ms",
         type=int,
         metavar="MS",
@@ -451,6 +463,13 @@ def _add_source_commands(commands: Any, common: list[argparse.ArgumentParser]) -
         metavar="FIELD",
         help="The field holding each entry's label (labelled selectors and streams).",
     )
+    create.add_argument(
+        "--on-reset",
+        choices=["stop", "restart"],
+        help="When the bus is reset (a stream or topic created again below the position): "
+        "stop (the default; sift source restart reads again) or restart (read the new one "
+        "from its start).",
+    )
     create.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
 
     listing = actions.add_parser("ls", parents=common, help="List the sources.")
@@ -464,6 +483,22 @@ def _add_source_commands(commands: Any, common: list[argparse.ArgumentParser]) -
     show.add_argument("name")
     show.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
 
+    restart = actions.add_parser(
+        "restart",
+        parents=common,
+        help="Restart a source stopped at a reset of its bus.",
+        description="Restart a source whose state is reset (its stream or topic was created "
+        "again below its position): each partition it stopped reads again from --start.",
+    )
+    restart.add_argument("name")
+    restart.add_argument(
+        "--start",
+        default="earliest",
+        metavar="POSITION",
+        help="earliest (the default: the bus's first entry), latest, or after this position.",
+    )
+    restart.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
+
     remove = actions.add_parser(
         "rm",
         parents=common,
@@ -474,12 +509,43 @@ def _add_source_commands(commands: Any, common: list[argparse.ArgumentParser]) -
     remove.add_argument("name")
 
 
+class TopCount(argparse.Action):
+    """``-h N`` (or ``-n N``): how many features, as the API's ``h``. Given without a number
+    (``sift top NAME -h``) it shows the command's help, as ``-h`` does elsewhere."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs="?", metavar="N", **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        text = "" if values is None else str(values).strip()
+        if not text.lstrip("-").isdigit():
+            parser.print_help()
+            parser.exit()
+        setattr(namespace, self.dest, int(text))
+
+
+def top_count(
+    parser: argparse.ArgumentParser,
+    default: int | None,
+    what: str = "How many",
+    default_text: str | None = None,
+) -> None:
+    shown = default_text if default_text is not None else default
+    parser.add_argument(
+        "-h", "-n", action=TopCount, default=default, dest="h", help=f"{what} (default {shown})."
+    )
+
+
 def _ranking_options(parser: argparse.ArgumentParser, default_h: int) -> None:
     parser.add_argument("--help", action="help", help="Show this help and exit.")
     parser.add_argument("name")
-    parser.add_argument(
-        "-h", type=int, default=default_h, dest="h", help=f"How many (default {default_h})."
-    )
+    top_count(parser, default=default_h)
     parser.add_argument("--strategy", choices=["score", "diverse"], help="fsds: diverse = IQRP")
     parser.add_argument("--l", type=int, metavar="L", help="IQRP's candidate list length.")
     parser.add_argument("--view", help="Multi-view selectors: this view only.")

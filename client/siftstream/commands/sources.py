@@ -1,4 +1,4 @@
-"""``sift source create|ls|show|rm``."""
+"""``sift source create|ls|show|restart|rm``."""
 
 from __future__ import annotations
 
@@ -50,9 +50,11 @@ def _source_create(args: argparse.Namespace, client: Client, console: Console) -
         mechanism=args.mechanism,
         tls=args.tls,
         batch_rows=args.batch_rows,
+        batch_bytes=args.batch_bytes,
         batch_ms=args.batch_ms,
         start=args.start,
         label_field=args.label_field,
+        on_reset=args.on_reset,
     )
     if args.json:
         print_json(console.out, created.raw)
@@ -79,6 +81,15 @@ def _source_show(args: argparse.Namespace, client: Client, console: Console) -> 
     return 0
 
 
+def _source_restart(args: argparse.Namespace, client: Client, console: Console) -> int:
+    source = client.restart_source(args.name, args.start)
+    if args.json:
+        print_json(console.out, source.raw)
+    else:
+        console.out.write(f"restarted source {args.name} from {args.start}\n")
+    return 0
+
+
 def _source_rm(args: argparse.Namespace, client: Client, console: Console) -> int:
     client.delete_source(args.name)
     console.out.write(f"deleted source {args.name}\n")
@@ -89,5 +100,6 @@ _SOURCE_COMMANDS: dict[str, Callable[[argparse.Namespace, Client, Console], int]
     "create": _source_create,
     "ls": _source_ls,
     "show": _source_show,
+    "restart": _source_restart,
     "rm": _source_rm,
 }

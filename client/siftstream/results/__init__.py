@@ -1,12 +1,20 @@
 """Typed answers of the Sift API, as the client returns them.
 
-Each is a frozen dataclass built from the service's JSON by ``from_json`` (and, for arrays
-sent as ``.npy``, from the array and its ``Sift-*`` headers). Arrays (weights, projections,
+Each is a frozen dataclass built from the service's JSON by ``from_json``, one converter for
+every answer that reads the fields by their type hints (``_common.convert``), or, for arrays
+sent as ``.npy``, from the array and its ``Sift-*`` headers. Arrays (weights, projections,
 cluster labels, transformed rows) are numpy arrays. Every answer keeps the JSON it came from in
 ``raw`` (empty for ``.npy`` answers), so fields a newer service adds are not lost.
 
 Row streams count ``rows_seen``, feature streams (``ofs``, ``iqrp``) ``features_seen``: the
 other one is ``None``; ``seen`` gives whichever the selector counts.
+
+The wire is declared once, by the service's response models (their order, descriptions,
+examples and validation make its OpenAPI schema); these dataclasses are the client's typed
+reading of it, with Python's names and types where the JSON cannot have them (``Merged.source``
+for ``from``, tuples, numpy arrays, a created key as the key it describes plus its secret). The
+client's tests hold every field to the live schema's property of that name: its JSON types,
+and whether it may be missing or null, so either side drifting fails there.
 
 A listing answers in pages (``Page``: ``items`` and ``next``, the ``after`` of the following
 page); ``SelectorPage`` and ``StreamPage`` are its pages of selectors and of streams, whose
@@ -63,6 +71,7 @@ from siftstream.results.selectors import (
 )
 from siftstream.results.sources import (
     RejectedEntry,
+    ResetEvent,
     Source,
 )
 from siftstream.results.streams import (
@@ -107,6 +116,7 @@ __all__ = [
     "RankedFeature",
     "Receipt",
     "RejectedEntry",
+    "ResetEvent",
     "RotatedSecret",
     "SelectorInfo",
     "SelectorPage",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from siftstream.results._common import Json
+from siftstream.results._common import Answer, Json
 
 
 @dataclass(frozen=True)
-class ApiKey:
+class ApiKey(Answer):
     """An API key as listed (never with its secret)."""
 
     id: str
@@ -17,31 +17,21 @@ class ApiKey:
     label: str
     created_at: float
 
-    @classmethod
-    def from_json(cls, doc: Json) -> ApiKey:
-        return cls(
-            str(doc["id"]),
-            [str(s) for s in doc["scopes"]],
-            str(doc.get("prefix", "")),
-            str(doc.get("label", "")),
-            float(doc["created_at"]),
-        )
-
 
 @dataclass(frozen=True)
-class CreatedKey:
+class CreatedKey(Answer):
     """A new API key: ``key`` is the secret, shown only in this answer."""
 
     info: ApiKey
     key: str = field(repr=False)
 
     @classmethod
-    def from_json(cls, doc: Json) -> CreatedKey:
-        return cls(ApiKey.from_json(doc), str(doc["key"]))
+    def wire_doc(cls, doc: Json) -> Json:
+        return {"info": doc, "key": doc["key"]}
 
 
 @dataclass(frozen=True)
-class TenantQuota:
+class TenantQuota(Answer):
     """A tenant's quotas (``limits``) and what its names hold (``used``): selectors,
     state_bytes (declared), alerts, streams."""
 
@@ -49,23 +39,10 @@ class TenantQuota:
     limits: dict[str, int]
     used: dict[str, int]
 
-    @classmethod
-    def from_json(cls, doc: Json) -> TenantQuota:
-        return cls(
-            str(doc["tenant"]),
-            {str(k): int(v) for k, v in doc["limits"].items()},
-            {str(k): int(v) for k, v in doc["used"].items()},
-        )
-
 
 @dataclass(frozen=True)
-class Health:
+class Health(Answer):
     """A probe's answer: ``ok`` (healthz) or ``ready`` (readyz), with readiness's Redis mode."""
 
     status: str
     redis: str | None = None
-
-    @classmethod
-    def from_json(cls, doc: Json) -> Health:
-        redis = doc.get("redis")
-        return cls(str(doc["status"]), None if redis is None else str(redis))

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from siftstream.results._common import Json, _int_or_none, _seen
+from siftstream.results._common import Answer, Json, _seen, array
 
 
 @dataclass(frozen=True)
-class RankedFeature:
+class RankedFeature(Answer):
     """One feature of a ranking: its rank (1 = best), index, name, score (and view)."""
 
     rank: int
@@ -24,22 +24,9 @@ class RankedFeature:
     #: (``Top.stability``); None when the answer has no stability.
     band: tuple[int, int] | None = None
 
-    @classmethod
-    def from_json(cls, doc: Json) -> RankedFeature:
-        view = doc.get("view")
-        band = doc.get("band")
-        return cls(
-            int(doc["rank"]),
-            int(doc["index"]),
-            str(doc["name"]),
-            float(doc["score"]),
-            None if view is None else str(view),
-            None if band is None else (int(band[0]), int(band[1])),
-        )
-
 
 @dataclass(frozen=True)
-class Stability:
+class Stability(Answer):
     """How settled a top h is: the selection-stability index of Nogueira, Sechidis & Brown
     (JMLR 2018) over the resampled rankings, 1 when they agree, about 0 at random; its 95%
     interval; how many resamples it compares and how the method keeps them. ``corrected``: the
@@ -54,22 +41,9 @@ class Stability:
     corrected: bool
     level: float = 0.95
 
-    @classmethod
-    def from_json(cls, doc: Json) -> Stability:
-        low, high = doc["interval"]
-        return cls(
-            float(doc["index"]),
-            (float(low), float(high)),
-            int(doc["resamples"]),
-            int(doc["h"]),
-            str(doc.get("estimated_by", "")),
-            bool(doc.get("corrected", True)),
-            float(doc.get("level", 0.95)),
-        )
-
 
 @dataclass(frozen=True)
-class Top:
+class Top(Answer):
     """The h best features of a committed version (``account``: IQRP's pass account)."""
 
     name: str
@@ -102,26 +76,9 @@ class Top:
     def names(self) -> list[str]:
         return [f.name for f in self.features]
 
-    @classmethod
-    def from_json(cls, doc: Json) -> Top:
-        return cls(
-            name=str(doc["name"]),
-            method=str(doc["method"]),
-            version=int(doc["version"]),
-            features=[RankedFeature.from_json(f) for f in doc["features"]],
-            rows_seen=_int_or_none(doc.get("rows_seen")),
-            features_seen=_int_or_none(doc.get("features_seen")),
-            strategy=doc.get("strategy"),
-            account=doc.get("account"),
-            stability=None
-            if doc.get("stability") is None
-            else Stability.from_json(doc["stability"]),
-            raw=doc,
-        )
-
 
 @dataclass(frozen=True)
-class Weights:
+class Weights(Answer):
     """Every feature's score at one version."""
 
     version: int
@@ -131,7 +88,7 @@ class Weights:
 
 
 @dataclass(frozen=True)
-class Projection:
+class Projection(Answer):
     """IOC's W (n_features x n_components), its eigenvalue estimates and their agreement."""
 
     name: str
@@ -145,24 +102,14 @@ class Projection:
     raw: Json = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, doc: Json) -> Projection:
-        return cls(
-            name=str(doc["name"]),
-            version=int(doc["version"]),
-            rows_seen=int(doc["rows_seen"]),
-            n_components=int(doc["n_components"]),
-            solution=str(doc["solution"]),
-            eigenvalues=np.asarray(doc["eigenvalues"], dtype=np.float64),
-            agreement=np.asarray(doc["agreement"], dtype=np.float64),
-            projection=np.asarray(doc["projection"], dtype=np.float64).reshape(
-                -1, int(doc["n_components"])
-            ),
-            raw=doc,
-        )
+    def wire_doc(cls, doc: Json) -> Json:
+        # W as a matrix even when it has no rows.
+        matrix = np.asarray(doc["projection"], dtype=np.float64)
+        return {**doc, "projection": matrix.reshape(-1, int(doc["n_components"]))}
 
 
 @dataclass(frozen=True)
-class Transformed:
+class Transformed(Answer):
     """Rows mapped by a projection (``W^T x`` per row), at one version."""
 
     version: int
@@ -171,7 +118,7 @@ class Transformed:
 
 
 @dataclass(frozen=True)
-class Clustering:
+class Clustering(Answer):
     """k-means of an OFS selector's samples on its kept columns."""
 
     name: str
@@ -181,24 +128,11 @@ class Clustering:
     k: int
     seed: int
     objective: float
-    labels: np.ndarray
-
-    @classmethod
-    def from_json(cls, doc: Json) -> Clustering:
-        return cls(
-            str(doc["name"]),
-            int(doc["version"]),
-            int(doc["features_seen"]),
-            int(doc["features_used"]),
-            int(doc["k"]),
-            int(doc["seed"]),
-            float(doc["objective"]),
-            np.asarray(doc["labels"], dtype=np.int64),
-        )
+    labels: np.ndarray = field(metadata=array(np.int64))
 
 
 @dataclass(frozen=True)
-class HistoryVersion:
+class HistoryVersion(Answer):
     """The top features of one past version."""
 
     version: int
@@ -211,19 +145,9 @@ class HistoryVersion:
     def seen(self) -> int:
         return _seen(self.rows_seen, self.features_seen)
 
-    @classmethod
-    def from_json(cls, doc: Json) -> HistoryVersion:
-        return cls(
-            version=int(doc["version"]),
-            updated_at=float(doc["updated_at"]),
-            top=[RankedFeature.from_json(f) for f in doc["top"]],
-            rows_seen=_int_or_none(doc.get("rows_seen")),
-            features_seen=_int_or_none(doc.get("features_seen")),
-        )
-
 
 @dataclass(frozen=True)
-class History:
+class History(Answer):
     """How a selector's top h changed: versions newest first."""
 
     name: str
@@ -231,13 +155,3 @@ class History:
     h: int
     versions: list[HistoryVersion]
     raw: Json = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def from_json(cls, doc: Json) -> History:
-        return cls(
-            str(doc["name"]),
-            str(doc["method"]),
-            int(doc["h"]),
-            [HistoryVersion.from_json(v) for v in doc["versions"]],
-            raw=doc,
-        )

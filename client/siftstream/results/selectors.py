@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from siftstream.results._common import Json, Page, _int_or_none, _seen
+from siftstream.results._common import Answer, Json, Page, _seen, wire
 
 
 @dataclass(frozen=True)
-class ClassCount:
+class ClassCount(Answer):
     """A class a labelled selector has seen, and its rows."""
 
     label: int | str
@@ -17,7 +17,7 @@ class ClassCount:
 
 
 @dataclass(frozen=True)
-class SelectorInfo:
+class SelectorInfo(Answer):
     """A selector (create, list, describe, import). Describe adds ``state``, ``classes``, ..."""
 
     name: str
@@ -63,40 +63,9 @@ class SelectorInfo:
         """Whether chunks are rows with one class label each (``push(..., y=...)``)."""
         return self.chunk_kind == "labelled rows"
 
-    @classmethod
-    def from_json(cls, doc: Json) -> SelectorInfo:
-        classes = doc.get("classes")
-        return cls(
-            name=str(doc["name"]),
-            method=str(doc["method"]),
-            n_features=int(doc["n_features"]),
-            params=dict(doc.get("params") or {}),
-            version=int(doc["version"]),
-            created_at=float(doc.get("created_at", 0.0)),
-            updated_at=float(doc.get("updated_at", 0.0)),
-            has_feature_names=bool(doc.get("has_feature_names", False)),
-            chunk_kind=str(doc["chunk_kind"]),
-            expires_after=None if doc.get("expires_after") is None else float(doc["expires_after"]),
-            temporary=bool(doc.get("temporary", False)),
-            rows_seen=_int_or_none(doc.get("rows_seen")),
-            features_seen=_int_or_none(doc.get("features_seen")),
-            n_samples=_int_or_none(doc.get("n_samples")),
-            views=None
-            if doc.get("views") is None
-            else {k: int(v) for k, v in doc["views"].items()},
-            classes=None
-            if classes is None
-            else [ClassCount(c["label"], int(c["count"])) for c in classes],
-            features_kept=_int_or_none(doc.get("features_kept")),
-            state=doc.get("state"),
-            stream=None if doc.get("stream") is None else str(doc["stream"]),
-            stream_base=_int_or_none(doc.get("stream_base")),
-            raw=doc,
-        )
-
 
 @dataclass(frozen=True)
-class MethodInfo:
+class MethodInfo(Answer):
     """A method the service runs (``GET /v1/methods``): what one chunk of it holds and where it
     goes, what it offers, its parameters (JSON Schema, with the defaults that do not depend on
     the selector's size) and the paper it implements."""
@@ -119,32 +88,11 @@ class MethodInfo:
         """Each parameter's JSON Schema, by name."""
         return dict(self.params_schema.get("properties", {}))
 
-    @classmethod
-    def from_json(cls, doc: Json) -> MethodInfo:
-        return cls(
-            name=str(doc["name"]),
-            paper=str(doc["paper"]),
-            chunk_kind=str(doc["chunk_kind"]),
-            route=str(doc["route"]),
-            counts=str(doc["counts"]),
-            shape=[str(f) for f in doc["shape"]],
-            capabilities=[str(c) for c in doc["capabilities"]],
-            coalesces=bool(doc["coalesces"]),
-            chunking_invariant=bool(doc["chunking_invariant"]),
-            params_schema=dict(doc["params_schema"]),
-            example=dict(doc["example"]),
-            raw=doc,
-        )
-
 
 class SelectorPage(Page[SelectorInfo]):
     """One page of the selector list (``GET /v1/selectors``)."""
 
     items_key = "selectors"
-
-    @classmethod
-    def read_item(cls, doc: Json) -> SelectorInfo:
-        return SelectorInfo.from_json(doc)
 
     @property
     def selectors(self) -> list[SelectorInfo]:
@@ -152,7 +100,7 @@ class SelectorPage(Page[SelectorInfo]):
 
 
 @dataclass(frozen=True)
-class DeletedSelectors:
+class DeletedSelectors(Answer):
     """What ``Client.delete_selectors`` deleted (``DELETE /v1/selectors?prefix=``): the names,
     sorted, and those that matched and could not be deleted (``failed``). One batch's answer
     also has ``next`` (None: the last batch); the client follows them all."""
@@ -162,28 +110,19 @@ class DeletedSelectors:
     failed: list[str] = field(default_factory=list)
     raw: Json = field(default_factory=dict, repr=False, compare=False)
 
-    @classmethod
-    def from_json(cls, doc: Json) -> DeletedSelectors:
-        following = doc.get("next")
-        return cls(
-            deleted=[str(n) for n in doc["deleted"]],
-            next=None if following is None else str(following),
-            failed=[str(n) for n in doc.get("failed") or []],
-            raw=doc,
-        )
-
 
 @dataclass(frozen=True)
-class Merged:
+class Merged(Answer):
     """What a merge added: the source, the version of it that was read, its rows."""
 
-    source: str
+    #: The answer's ``from`` (a Python keyword).
+    source: str = field(metadata=wire("from"))
     version: int
     rows: int
 
 
 @dataclass(frozen=True, kw_only=True)
-class Receipt:
+class Receipt(Answer):
     """What a write answers: applied with ``version``, or pending (202, ``version`` None).
 
     ``Client.chunk_status`` (or writing with ``wait=True``, the default) tells when a pending
@@ -211,16 +150,12 @@ class Receipt:
         """Rows (or features) the selector had seen once this write was applied."""
         raise NotImplementedError
 
-    @staticmethod
-    def shared_fields(doc: Json) -> dict[str, Any]:
-        pending = doc.get("status") == "pending"
-        return {
-            "status": "pending" if pending else "applied",
-            "log_id": str(doc["log_id"]),
-            "duplicate": bool(doc["duplicate"]),
-            "version": None if pending else int(doc["version"]),
-            "raw": doc,
-        }
+    @classmethod
+    def wire_doc(cls, doc: Json) -> Json:
+        # A pending write has no version yet, nor what the selector had seen with it.
+        if doc.get("status") == "pending":
+            return {**doc, "version": None, "rows_seen": None, "features_seen": None}
+        return {**doc, "status": "applied"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,22 +178,9 @@ class ChunkReceipt(Receipt):
         """This receipt, applied as ``status`` (of its pending chunk) says."""
         return replace(self, status="applied", version=status.version, rows_seen=status.rows_seen)
 
-    @classmethod
-    def from_json(cls, doc: Json) -> ChunkReceipt:
-        shared = cls.shared_fields(doc)
-        merged = doc.get("merged")
-        return cls(
-            **shared,
-            rows=int(doc["rows"]),
-            rows_seen=_int_or_none(doc.get("rows_seen")) if shared["version"] is not None else None,
-            merged=None
-            if merged is None
-            else Merged(str(merged["from"]), int(merged["version"]), int(merged["rows"])),
-        )
-
 
 @dataclass(frozen=True)
-class Decision:
+class Decision(Answer):
     """What OFS decided for one feature column on arrival."""
 
     index: int
@@ -267,17 +189,6 @@ class Decision:
     leverage: float
     probability: float
     scale: float
-
-    @classmethod
-    def from_json(cls, doc: Json) -> Decision:
-        return cls(
-            int(doc["index"]),
-            str(doc["name"]),
-            bool(doc["kept"]),
-            float(doc["leverage"]),
-            float(doc["probability"]),
-            float(doc["scale"]),
-        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -308,24 +219,16 @@ class FeaturesReceipt(Receipt):
         )
 
     @classmethod
-    def from_json(cls, doc: Json) -> FeaturesReceipt:
-        shared = cls.shared_fields(doc)
-        decisions = [Decision.from_json(d) for d in doc.get("decisions", [])]
-        if "first_index" in doc:
-            first_index, columns = int(doc["first_index"]), int(doc["columns"])
-        else:  # decisions carry their indices
-            first_index, columns = decisions[0].index, len(decisions)
-        return cls(
-            **shared,
-            columns=columns,
-            first_index=first_index,
-            features_seen=int(doc["features_seen"]) if shared["version"] is not None else None,
-            decisions=decisions,
-        )
+    def wire_doc(cls, doc: Json) -> Json:
+        shaped = super().wire_doc(doc)
+        if "first_index" not in doc:  # decisions carry their indices
+            decisions = doc["decisions"]
+            shaped.update(first_index=decisions[0]["index"], columns=len(decisions))
+        return shaped
 
 
 @dataclass(frozen=True)
-class ChunkStatus:
+class ChunkStatus(Answer):
     """Where a chunk answered with 202 got to: pending, applied, or rejected (with a reason)."""
 
     log_id: str
@@ -336,21 +239,9 @@ class ChunkStatus:
     features_seen: int | None = None
     reason: str | None = None
 
-    @classmethod
-    def from_json(cls, doc: Json) -> ChunkStatus:
-        return cls(
-            log_id=str(doc["log_id"]),
-            status=doc["status"],
-            applied=bool(doc["applied"]),
-            version=int(doc["version"]),
-            rows_seen=_int_or_none(doc.get("rows_seen")),
-            features_seen=_int_or_none(doc.get("features_seen")),
-            reason=doc.get("reason"),
-        )
-
 
 @dataclass(frozen=True)
-class FeaturePage:
+class FeaturePage(Answer):
     """Decided features in arrival order, from ``offset``."""
 
     name: str
@@ -358,13 +249,3 @@ class FeaturePage:
     features_seen: int
     offset: int
     features: list[Decision]
-
-    @classmethod
-    def from_json(cls, doc: Json) -> FeaturePage:
-        return cls(
-            str(doc["name"]),
-            int(doc["version"]),
-            int(doc["features_seen"]),
-            int(doc["offset"]),
-            [Decision.from_json(d) for d in doc["features"]],
-        )

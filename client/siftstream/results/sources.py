@@ -4,39 +4,54 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from siftstream.results._common import Json, _int_or_none
+from siftstream.results._common import Answer, Json
 
 
 @dataclass(frozen=True)
-class RejectedEntry:
+class RejectedEntry(Answer):
     """An entry a source set aside: where it is on the bus (its partition and position: a
-    Redis entry id, a JetStream sequence), why, and when (seconds since the epoch)."""
+    Redis entry id, a JetStream sequence, a Kafka offset), why, and when (seconds since the
+    epoch)."""
 
     partition: str
     position: str
     reason: str
     at: float
 
-    @classmethod
-    def from_json(cls, doc: Json) -> RejectedEntry:
-        return cls(
-            str(doc["partition"]), str(doc["position"]), str(doc["reason"]), float(doc["at"])
-        )
+
+@dataclass(frozen=True)
+class ResetEvent(Answer):
+    """A reset of a source's bus: a partition created again below the committed ``position``
+    (the bus then held ``first`` to ``last``; None: nothing), ``why`` it was told, when
+    (``at``), and what the source did (``action``: stopped or restarted; where and when it
+    read again: ``restarted_from``, ``restarted_at``)."""
+
+    partition: str
+    at: float
+    position: str
+    why: str
+    action: str
+    first: str | None = None
+    last: str | None = None
+    restarted_at: float | None = None
+    restarted_from: str | None = None
 
 
 @dataclass(frozen=True)
-class Source:
+class Source(Answer):
     """A source (create, list, describe): the bus it reads (``url`` with its credentials shown
     as ``***``; ``key`` for a Redis stream, ``stream`` and ``subject`` for JetStream, ``topic``
     and ``group`` for Kafka), where it
     appends (``into``: ``{"selector": name}`` or ``{"stream": name}``), and how far it got.
 
     ``state``: starting, running, paused (its target is behind: consumption waits), retrying
-    (the bus or Sift's Redis does not answer: see ``last_error``) or failed (it cannot feed its
-    target: see ``last_error``). ``positions``: each partition's committed position; ``lag``:
-    entries on the bus after them (None: the bus cannot say), and ``partition_lag`` each
-    partition's. ``rejected_entries``: the newest
-    of the ``rejected`` entries, newest first."""
+    (the bus or Sift's Redis does not answer: see ``last_error``), reset (its bus was reset and
+    it stopped there, as its ``on_reset`` says: ``restart_source`` reads again) or failed (it
+    cannot feed its target: see ``last_error``). ``positions``: each partition's committed
+    position; ``lag``: entries on the bus after them (None: the bus cannot say), and
+    ``partition_lag`` each partition's. ``rejected_entries``: the newest
+    of the ``rejected`` entries, newest first; ``resets``: the newest resets of its bus met
+    (``reset_count`` in all)."""
 
     name: str
     kind: str
@@ -53,6 +68,8 @@ class Source:
     rejected: int
     rejected_entries: list[RejectedEntry]
     rows_per_second: float = 0.0
+    #: Most bytes of entries per batch read (None: a service that does not say).
+    batch_bytes: int | None = None
     lag: int | None = None
     last_error: str | None = None
     key: str | None = None
@@ -63,6 +80,9 @@ class Source:
     partition_lag: dict[str, int | None] = field(default_factory=dict)
     label_field: str | None = None
     updated_at: float | None = None
+    on_reset: str = "stop"
+    resets: list[ResetEvent] = field(default_factory=list)
+    reset_count: int = 0
     raw: Json = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -84,37 +104,3 @@ class Source:
         if self.kind == "kafka":
             return str(self.topic)
         return str(self.key)
-
-    @classmethod
-    def from_json(cls, doc: Json) -> Source:
-        updated = doc.get("updated_at")
-        return cls(
-            name=str(doc["name"]),
-            kind=str(doc["kind"]),
-            url=str(doc["url"]),
-            into={str(k): str(v) for k, v in doc["into"].items()},
-            batch_rows=int(doc["batch_rows"]),
-            batch_ms=int(doc["batch_ms"]),
-            start=str(doc["start"]),
-            created_at=float(doc["created_at"]),
-            state=str(doc["state"]),
-            positions={str(k): str(v) for k, v in (doc.get("positions") or {}).items()},
-            entries=int(doc.get("entries") or 0),
-            rows=int(doc.get("rows") or 0),
-            rejected=int(doc.get("rejected") or 0),
-            rejected_entries=[RejectedEntry.from_json(r) for r in doc.get("rejected_entries", [])],
-            rows_per_second=float(doc.get("rows_per_second") or 0.0),
-            lag=_int_or_none(doc.get("lag")),
-            last_error=None if doc.get("last_error") is None else str(doc["last_error"]),
-            key=None if doc.get("key") is None else str(doc["key"]),
-            stream=None if doc.get("stream") is None else str(doc["stream"]),
-            subject=None if doc.get("subject") is None else str(doc["subject"]),
-            topic=None if doc.get("topic") is None else str(doc["topic"]),
-            group=None if doc.get("group") is None else str(doc["group"]),
-            partition_lag={
-                str(p): _int_or_none(lag) for p, lag in (doc.get("partition_lag") or {}).items()
-            },
-            label_field=None if doc.get("label_field") is None else str(doc["label_field"]),
-            updated_at=None if updated is None else float(updated),
-            raw=doc,
-        )

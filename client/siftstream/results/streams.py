@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from siftstream.results._common import Json, Page, _int_or_none, _seen
+from siftstream.results._common import Answer, Json, Page, _seen, wire
 from siftstream.results.rankings import Top
 from siftstream.results.selectors import Receipt
 
 
 @dataclass(frozen=True)
-class StreamSelectorInfo:
+class StreamSelectorInfo(Answer):
     """A selector attached to a stream, as the stream describes it."""
 
     name: str
@@ -27,22 +27,9 @@ class StreamSelectorInfo:
     def seen(self) -> int:
         return _seen(self.rows_seen, self.features_seen)
 
-    @classmethod
-    def from_json(cls, doc: Json) -> StreamSelectorInfo:
-        return cls(
-            name=str(doc["name"]),
-            method=str(doc["method"]),
-            version=int(doc["version"]),
-            pending_entries=int(doc["pending_entries"]),
-            start=str(doc["start"]),
-            checkpoint=str(doc["checkpoint"]),
-            rows_seen=_int_or_none(doc.get("rows_seen")),
-            features_seen=_int_or_none(doc.get("features_seen")),
-        )
-
 
 @dataclass(frozen=True)
-class StreamInfo:
+class StreamInfo(Answer):
     """A stream (create, list, describe): its shape, its log, the methods that may attach,
     and (describe) the selectors attached to it."""
 
@@ -72,40 +59,11 @@ class StreamInfo:
         """Whether its rows carry one class label each."""
         return self.chunk_kind == "labelled rows"
 
-    @classmethod
-    def from_json(cls, doc: Json) -> StreamInfo:
-        selectors = doc.get("selectors")
-        return cls(
-            name=str(doc["name"]),
-            chunk_kind=str(doc["chunk_kind"]),
-            has_feature_names=bool(doc["has_feature_names"]),
-            created_at=float(doc["created_at"]),
-            entries=int(doc["entries"]),
-            items=int(doc["items"]),
-            last_id=str(doc["last_id"]),
-            log_entries=int(doc["log_entries"]),
-            trimmed_through=str(doc["trimmed_through"]),
-            methods=[str(m) for m in doc["methods"]],
-            n_features=_int_or_none(doc.get("n_features")),
-            n_samples=_int_or_none(doc.get("n_samples")),
-            views=None
-            if doc.get("views") is None
-            else {k: int(v) for k, v in doc["views"].items()},
-            selectors=None
-            if selectors is None
-            else [StreamSelectorInfo.from_json(s) for s in selectors],
-            raw=doc,
-        )
-
 
 class StreamPage(Page[StreamInfo]):
     """One page of the stream list (``GET /v1/streams``)."""
 
     items_key = "streams"
-
-    @classmethod
-    def read_item(cls, doc: Json) -> StreamInfo:
-        return StreamInfo.from_json(doc)
 
     @property
     def streams(self) -> list[StreamInfo]:
@@ -113,7 +71,7 @@ class StreamPage(Page[StreamInfo]):
 
 
 @dataclass(frozen=True)
-class StreamOutcome:
+class StreamOutcome(Answer):
     """What became of a chunk pushed to a stream in one attached selector."""
 
     name: str
@@ -128,18 +86,6 @@ class StreamOutcome:
     def seen(self) -> int | None:
         return None if self.version is None else _seen(self.rows_seen, self.features_seen)
 
-    @classmethod
-    def from_json(cls, doc: Json) -> StreamOutcome:
-        return cls(
-            name=str(doc["name"]),
-            method=str(doc["method"]),
-            status=doc["status"],
-            version=_int_or_none(doc.get("version")),
-            rows_seen=_int_or_none(doc.get("rows_seen")),
-            features_seen=_int_or_none(doc.get("features_seen")),
-            reason=doc.get("reason"),
-        )
-
 
 @dataclass(frozen=True, kw_only=True)
 class StreamReceipt(Receipt):
@@ -149,7 +95,8 @@ class StreamReceipt(Receipt):
 
     stream: str
     selectors: list[StreamOutcome]
-    chunk_items: int = 0
+    #: The answer's ``items``.
+    chunk_items: int = field(default=0, metadata=wire("items"))
     first_index: int = 0
 
     @property
@@ -173,21 +120,15 @@ class StreamReceipt(Receipt):
         return replace(self, status=status.status, selectors=status.selectors)
 
     @classmethod
-    def from_json(cls, doc: Json) -> StreamReceipt:
-        return cls(
-            status="pending" if doc.get("status") == "pending" else "applied",
-            log_id=str(doc["log_id"]),
-            duplicate=bool(doc.get("duplicate", False)),
-            stream=str(doc["stream"]),
-            selectors=[StreamOutcome.from_json(s) for s in doc["selectors"]],
-            chunk_items=int(doc.get("items") or 0),
-            first_index=int(doc.get("first_index") or 0),
-            raw=doc,
-        )
+    def wire_doc(cls, doc: Json) -> Json:
+        # Each selector has its own version; the stream has none.
+        pending = doc.get("status") == "pending"
+        status = "pending" if pending else "applied"
+        return {"duplicate": False, **doc, "status": status, "version": None}
 
 
 @dataclass(frozen=True)
-class Agreement:
+class Agreement(Answer):
     """How much two selectors' top h agree: Jaccard of the sets, rank-biased overlap of the
     orders (1: the same ranking), features in both."""
 
@@ -198,21 +139,9 @@ class Agreement:
     shared: int
     view: str | None = None
 
-    @classmethod
-    def from_json(cls, doc: Json) -> Agreement:
-        view = doc.get("view")
-        return cls(
-            str(doc["a"]),
-            str(doc["b"]),
-            float(doc["jaccard"]),
-            float(doc["rbo"]),
-            int(doc["shared"]),
-            None if view is None else str(view),
-        )
-
 
 @dataclass(frozen=True)
-class StreamRankings:
+class StreamRankings(Answer):
     """Every attached selector's top h side by side (features indexed as the stream indexes
     them), and the agreement of every pair."""
 
@@ -232,13 +161,7 @@ class StreamRankings:
         raise KeyError(f"no agreement of {a!r} and {b!r} (view {view!r})")
 
     @classmethod
-    def from_json(cls, doc: Json) -> StreamRankings:
-        return cls(
-            stream=str(doc["stream"]),
-            h=int(doc["h"]),
-            p=float(doc["p"]),
-            selectors=[Top.from_json(t) for t in doc["selectors"]],
-            agreement=[Agreement.from_json(a) for a in doc["agreement"]],
-            unranked={str(u["name"]): str(u["detail"]) for u in doc.get("unranked", [])},
-            raw=doc,
-        )
+    def wire_doc(cls, doc: Json) -> Json:
+        # The answer lists the unranked selectors; each is its name's detail here.
+        unranked = {u["name"]: u["detail"] for u in doc.get("unranked", [])}
+        return {**doc, "unranked": unranked}
