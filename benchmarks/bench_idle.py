@@ -30,10 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from service.algorithms import get_method  # noqa: E402
+from service.applier import publish  # noqa: E402
 from service.store.codec import encode_state  # noqa: E402
-from service.store.records import SelectorMeta, new_incarnation  # noqa: E402
+from service.store.records import Entry, SelectorMeta, new_incarnation  # noqa: E402
 from service.store.redis_store import SelectorStore  # noqa: E402
-from service.updates import publish  # noqa: E402
 from service.wire.kinds import chunk_format  # noqa: E402
 from tests.support.harness import RedisProcess, ServiceProcess, cpu_seconds  # noqa: E402
 
@@ -79,7 +79,8 @@ async def append_behind_its_back(url: str, name: str) -> str:
 
     decoded = chunk_format("rows").decode(orjson.dumps(body), "application/json", meta, 1 << 20)
     outcome = await store.log.append(
-        name, decoded.payload, decoded.items, decoded.digest, None, incarnation=meta.incarnation
+        name,
+        Entry(decoded.payload, decoded.items, decoded.digest, None, incarnation=meta.incarnation),
     )
     await client.aclose()
     return outcome.log_id

@@ -1,5 +1,5 @@
 """The Kafka phase of the sources benchmark alone, repeated in one stack: rows/s applied, and
-the CPU the service and Redis spent per row while it ran (benchmarks/README.md, "Sources").
+the CPU the service and Redis spent per row while it ran (BENCHMARKS.md, "The Kafka source").
 
     .venv/bin/python benchmarks/bench_kafka_source.py --runs 4      # ~1 minute
 
@@ -51,7 +51,7 @@ def main() -> None:
             asyncio.run(
                 produce(broker.bootstrap, "bench", documents, lambda i: i % KAFKA_PARTITIONS)
             )
-            with stack(ROOT) as s:
+            with stack(ROOT, {"SIFT_SOURCE_PRIVATE": "127.0.0.0/8"}) as s:
                 service = psutil.Process(s.service.pid)
                 redis = psutil.Process(s.redis.server.pid)
                 for run in range(args.runs):

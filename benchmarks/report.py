@@ -1,8 +1,8 @@
 """What ``benchmarks/run.py`` measured, printed as it comes and written as ``BENCHMARKS.md``.
 
-* ``ROWS``: the target tables of issue 14 (the write path), issue 21 (the request path) and
-  issue 25 (streams), one
-  ``Row`` per line with the issue's figure ("now") and its target; ``--only`` takes these keys;
+* ``ROWS``: the target tables (the write path, the request path, streams, sources), one
+  ``Row`` per line with the figure it is compared with ("now") and its target; ``--only`` takes
+  these keys;
 * ``Report``: each row's measured figure with OK/MISSED, the peers measured in the same run, and
   one section of detail per benchmark;
 * ``machine``: what the numbers depend on (CPU, cores, memory, load, versions, BLAS threads).
@@ -97,7 +97,7 @@ ROWS: tuple[Row, ...] = (
         "flat within 10%",
     ),
 )
-#: Issue 21's table (the request path): one-row chunks and rankings against the floor app of the
+#: The request path: one-row chunks and rankings against the floor app of the
 #: same stack (``bench_request_path.py``), measured with wrk; the idle cost (``bench_idle.py``).
 ROWS += (
     Row(
@@ -137,7 +137,7 @@ ROWS += (
         "< 2% of a core at 100,000; picked up within 1 s",
     ),
 )
-#: Issue 30's table (the write path): a large chunk against the floor storing it once.
+#: The write path: a large chunk against the floor storing it once.
 ROWS += (
     Row(
         "big-chunk",
@@ -154,7 +154,7 @@ ROWS += (
         ">= 2,000 rows/s applied",
     ),
 )
-#: Issue 25: streams (``suite/streams.py``).
+#: Streams (``suite/streams.py``).
 ROWS += (
     Row(
         "streams",
@@ -164,7 +164,7 @@ ROWS += (
         "selector still commits and checkpoints its own state)",
     ),
 )
-#: Issue 32: sources (``suite/sources.py``).
+#: Sources (``suite/sources.py``).
 ROWS += (
     Row(
         "sources",
@@ -176,7 +176,7 @@ ROWS += (
     Row(
         "sources-kafka",
         "a 4-partition Kafka topic of 100,000 JSON messages of 100 named features, consumed by "
-        "one process into `variance`, applied (issue 35)",
+        "one process into `variance`, applied",
         "no Kafka source",
         ">= 20,000 rows/s (goal 100,000)",
     ),

@@ -1,4 +1,4 @@
-"""One command for every benchmark of Sift's write path (issue 14): prints each table as it goes
+"""One command for every benchmark of Sift's write path: prints each table as it goes
 and writes ``BENCHMARKS.md``.
 
     .venv/bin/python benchmarks/run.py                                  # everything (~10 minutes)
@@ -191,15 +191,26 @@ def ping_figure(ctx: Context) -> None:
     )
 
 
+#: The heading of the report's last section, kept by hand: the figures of the standalone scripts
+#: and of earlier runs, carried over from the previous report whenever the file is written again.
+EARLIER = "\n## Earlier figures\n"
+
+
+def earlier_figures(previous: str) -> str:
+    """The hand-kept section of the previous report (from ``EARLIER`` to the end), or nothing."""
+    at = previous.find(EARLIER)
+    return previous[at:] if at >= 0 else ""
+
+
 def markdown(ctx: Context, machine: Machine, names: list[str], started: float) -> str:
     sizes = ctx.sizes
     minutes, seconds = divmod(int(time.monotonic() - started), 60)
     lines = [
         "# Benchmarks of the write path and the request path",
         "",
-        "Written by `benchmarks/run.py` (issues 14, 21 and 25); rerun it rather than editing this "
-        "file. How to read it and how long it takes: `benchmarks/README.md`, section "
-        '"One command: run.py".',
+        "Written by `benchmarks/run.py`; rerun it rather than editing this "
+        'file (all but its last section, "Earlier figures", kept by hand). How to read it and '
+        'how long it takes: `benchmarks/README.md`, section "One command: run.py".',
         "",
         f"- date: {now_utc()}; mode: **{sizes.mode}**; benchmarks: {', '.join(names)}; "
         f"took {minutes} min {seconds} s",
@@ -303,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(ctx.report.peer_lines()))
     print(f"\nload average after: {machine.load_after}")
     if output is not None:
-        output.write_text(markdown(ctx, machine, names, started))
+        report = markdown(ctx, machine, names, started).rstrip("\n") + "\n"
+        output.write_text(report + earlier_figures(ctx.previous_report))
         print(f"written: {output}")
     else:
         print("no --output for a partial run: nothing written")

@@ -1,4 +1,4 @@
-"""Ranking quality of every Sift method side by side with its paper (issue 15), in one command.
+"""Ranking quality of every Sift method side by side with its paper, in one command.
 
     python -m evaluation                      # everything, writes EVALUATION.md (~25 minutes)
     python -m evaluation --quick              # fewer datasets and seeds (a few minutes)

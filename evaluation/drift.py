@@ -1,4 +1,4 @@
-"""Stability and drift (issue 24): how settled a ranking is, against the truth of resampled
+"""Stability and drift: how settled a ranking is, against the truth of resampled
 streams; and how soon a ranking-drift alert fires after the stream changes, and how often on
 stationary streams, for fsds (with and without decay), variance and ocfs, beside ADWIN (River)
 on every feature's mean.
@@ -429,7 +429,7 @@ def run(ctx: Context) -> Section:
     size = SIZES[ctx.mode.name]
     section = Section(
         key="drift",
-        title="Stability and drift (issue 24)",
+        title="Stability and drift",
         paper=[
             "Nogueira, Sechidis & Brown, JMLR 2018: the stability index of repeated selections "
             "(1 when they agree, 0 at random) with an asymptotic confidence interval.",

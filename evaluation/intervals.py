@@ -1,4 +1,4 @@
-"""Stability intervals at the defaults (issue 34): does the interval a selector answers say
+"""Stability intervals at the defaults: does the interval a selector answers say
 something? A settled top should read high and narrow, a top of noise low and wide, and the
 interval should hold the stability of true resamples of the stream.
 
@@ -152,7 +152,7 @@ def _mean(values: Iterable[float]) -> str:
 def run(ctx: Context) -> Section:
     section = Section(
         key="intervals",
-        title="Stability intervals at the defaults (issue 34)",
+        title="Stability intervals at the defaults",
         paper=[
             "Nogueira, Sechidis & Brown, JMLR 2018, section 5: the stability index Φ̂ of M "
             "selections is asymptotically normal as M grows; its variance estimator needs many "

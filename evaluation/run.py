@@ -1,5 +1,5 @@
-"""One command for issue 15's evaluation: every method's ranking quality against its paper
-(and issue 24's: how settled the rankings are and how soon their drift is detected).
+"""One command for the evaluation: every method's ranking quality against its paper (and how
+settled the rankings are and how soon their drift is detected).
 
     .venv/bin/python -m evaluation                                  # full (~25 minutes)
     .venv/bin/python -m evaluation --quick                          # a few minutes

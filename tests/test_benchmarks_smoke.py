@@ -1,7 +1,6 @@
 """The benchmark command runs end to end: ``benchmarks/run.py --smoke`` starts its own
-redis-server and service processes, measures every row of the target tables of issues 14, 21
-and 25 at tiny sizes and writes a report with a number in each row. Numbers, not targets: nothing
-here is timed.
+redis-server and service processes, measures every row of the target tables at tiny sizes and
+writes a report with a number in each row. Numbers, not targets: nothing here is timed.
 """
 
 from __future__ import annotations

@@ -208,8 +208,9 @@ class Context:
     stalled: dict[str, str] = field(default_factory=dict)
 
     @contextlib.contextmanager
-    def stack(self) -> Iterator[Stack]:
-        with stack(self.service_root, self.service_env) as running:
+    def stack(self, **env: str) -> Iterator[Stack]:
+        """A stack on the run's settings, and ``env``'s ``SIFT_*`` variables besides."""
+        with stack(self.service_root, {**self.service_env, **env}) as running:
             yield running
 
 

@@ -1,5 +1,5 @@
 """``stability``: what the resamples behind ``GET .../top``'s stability cost each row method
-(issue 24: with the default two, at most twice the state and the update time of the method
+(bounded at two resamples by at most twice the state and the update time of the method
 without them), in-process, with and without them in the same run, chunk by chunk in turn:
 update time per chunk, the same with the subsamples' scores every version computes (a derived
 subsample is computed there), the state's bytes, the bytes each version publishes (what a
@@ -18,9 +18,8 @@ from report import table
 from service.algorithms import METHODS
 from service.algorithms.labels import labelled
 from service.algorithms.stability import resampled_ranking
-from service.resolved import resolved_params
+from service.applier import assess_resamples, publish, resolved_params, state_sizes
 from service.store.records import SelectorMeta
-from service.updates import assess_resamples, publish, state_sizes
 from suite.context import SEED, Context
 
 

@@ -1,4 +1,4 @@
-"""``streams`` (issue 25): one push of a chunk to a stream with ``fsds``, ``variance`` and
+"""``streams``: one push of a chunk to a stream with ``fsds``, ``variance`` and
 ``ocfs`` attached, against three direct pushes of the same chunk to three selectors.
 
 The same labelled chunks (sparse term counts, ``Sizes.stream_features`` features, 500 rows, a
