@@ -4,7 +4,10 @@ fails on them; .ci/run builds the site)."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -93,7 +96,7 @@ def test_the_command_table_names_every_client_command() -> None:
     actions = {
         "alerts": ["add", "ls", "rm", "events", "rotate", "rearm", "redeliver"],
         "stream": ["create", "push", "top", "ls", "rm"],
-        "source": ["create", "ls", "show", "rm"],
+        "source": ["create", "ls", "show", "restart", "rm"],
     }
     wanted = [
         f"`sift {command}{' ' + action if action else ''}"
@@ -103,3 +106,60 @@ def test_the_command_table_names_every_client_command() -> None:
     wanted += ["`sift serve [--host] [--port] [--workers N]", "`sift delete --prefix P"]
     missing = [row for row in wanted if row not in table]
     assert not missing, missing
+
+
+def _passages(text: str) -> list[str]:
+    """Paragraphs, list items and table rows: the units a list of source kinds sits in."""
+    return [part for part in re.split(r"\n\s*\n|\n(?=\s*(?:[-*] |\|))", text) if part.strip()]
+
+
+def _help_texts(parser: argparse.ArgumentParser) -> list[str]:
+    """Every description and option help of a parser and of its subcommands."""
+    texts = [parser.description or ""]
+    for action in parser._actions:
+        texts.append(action.help or "")
+        if isinstance(action, argparse._SubParsersAction):
+            texts += [choice.help or "" for choice in action._choices_actions]
+            for sub in action.choices.values():
+                texts += _help_texts(sub)
+    return texts
+
+
+def test_every_list_of_source_kinds_names_each_kind() -> None:
+    """Wherever the pages, the ``sift`` help or the OpenAPI document name the buses a source
+    reads (a passage naming both a Redis stream and NATS), every kind the service has is
+    named there."""
+    from service.api.app import create_app
+    from service.sources.adapters import ADAPTERS
+    from siftstream.cli import build_parser
+
+    assert set(ADAPTERS) == {"redis-stream", "nats", "kafka"}, "name the new kind below"
+    named = {"redis-stream": r"redis.stream", "nats": r"jetstream|nats", "kafka": r"kafka"}
+    root = HOOK.parents[2]
+    where = {
+        str(path.relative_to(root)): path.read_text()
+        for path in [root / "README.md", root / "ARCHITECTURE.md", *(root / "docs").rglob("*.md")]
+    }
+    where["sift --help"] = "\n\n".join(_help_texts(build_parser()))
+    openapi = create_app(Settings()).openapi()
+    where["OpenAPI"] = "\n\n".join(
+        str(value) for value in _strings(openapi) if isinstance(value, str)
+    )
+    short = []
+    for name, text in where.items():
+        for passage in _passages(text):
+            found = {k for k, pattern in named.items() if re.search(pattern, passage, re.I)}
+            if {"redis-stream", "nats"} <= found and found != set(named):
+                short.append(f"{name}: {passage.strip()[:160]}")
+    assert not short, "\n".join(short)
+
+
+def _strings(document: object) -> Iterator[object]:
+    if isinstance(document, dict):
+        for value in document.values():
+            yield from _strings(value)
+    elif isinstance(document, list):
+        for value in document:
+            yield from _strings(value)
+    else:
+        yield document
