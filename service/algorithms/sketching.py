@@ -304,56 +304,12 @@ def _row_side(
 
     for s0 in range(0, n, super_rows):
         xq = data[s0 : s0 + super_rows]
-        nq = xq.shape[0]
+        weights_q = None if row_weights is None else row_weights[s0 : s0 + xq.shape[0]]
         r = gram_ss.shape[0]
-        q = r + nq
-        if sparse_input:
-            k_xs = np.asarray(xq @ basis)
-            k_xx = _sparse_gram(xq)
-        else:
-            k_xs = xq @ basis.T
-            k_xx = xq @ xq.T
-        # Row scales (unit norms, decay weights) act on the small Grams and the recovery
-        # coefficients only.
-        dq = None
-        if normalize_dense:
-            dq = _inverse_norms(np.diagonal(k_xx).copy())
-        if row_weights is not None:
-            weights_q = row_weights[s0 : s0 + nq]
-            dq = weights_q if dq is None else dq * weights_q
-        if dq is not None:
-            k_xs *= dq[:, None]
-            k_xx *= dq[:, None] * dq[None, :]
-        squared_norm += float(np.trace(k_xx))
-        gram_q = np.empty((q, q))
-        gram_q[:r, :r] = gram_ss
-        gram_q[r:, :r] = k_xs
-        gram_q[:r, r:] = k_xs.T
-        gram_q[r:, r:] = k_xx
-
-        coef = np.eye(r, q)
-        for j0 in range(0, nq, block):
-            seen = r + j0
-            new = slice(seen, min(seen + block, q))
-            rr = coef.shape[0]
-            cross = gram_q[new, :seen] @ coef[:, :seen].T
-            size = rr + cross.shape[0]
-            work = np.empty((size, size))
-            work[:rr, :rr] = gram_ss
-            work[rr:, :rr] = cross
-            work[:rr, rr:] = cross.T
-            work[rr:, rr:] = gram_q[new, new]
-            lam, vec = _eigh_desc(work)
-            keep, s_values, delta = _shrink(lam, ell, size)
-            shrinkage += delta
-            mix = (vec[:, keep] * (s_values / np.sqrt(lam[keep]))).T
-            gram_ss = mix @ work @ mix.T
-            gram_ss = (gram_ss + gram_ss.T) * 0.5
-            next_coef = np.zeros((keep.size, q))
-            next_coef[:, :seen] = mix[:, :rr] @ coef[:, :seen]
-            next_coef[:, new] = mix[:, rr:]
-            coef = next_coef
-
+        gram_q, dq = _super_block_gram(xq, basis, gram_ss, normalize_dense, weights_q)
+        squared_norm += float(np.trace(gram_q[r:, r:]))
+        coef, gram_ss, s_values, delta = _shrink_super_block(gram_q, gram_ss, r, block, ell)
+        shrinkage += delta
         coef_s = coef[:, :r]
         coef_x = coef[:, r:] if dq is None else coef[:, r:] * dq[None, :]
         rk = coef.shape[0]
@@ -379,6 +335,78 @@ def _row_side(
         sketch = holder
         sketch[basis.shape[0] :] = 0.0
     return SketchUpdate(sketch, _pad(s_values, ell), shrinkage, squared_norm)
+
+
+def _super_block_gram(
+    xq: Matrix,
+    basis: np.ndarray,
+    gram_ss: np.ndarray,
+    normalize_dense: bool,
+    weights_q: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``G_Q = Q Q^T`` for ``Q = [S; X_q]``, the rows scaled, and the row scales used.
+
+    Row scales (unit norms, decay weights) act on the small Grams and the recovery coefficients
+    only, never on the rows themselves.
+    """
+    if sp.issparse(xq):
+        k_xs = np.asarray(xq @ basis)
+        k_xx = _sparse_gram(xq)
+    else:
+        k_xs = xq @ basis.T
+        k_xx = xq @ xq.T
+    dq = None
+    if normalize_dense:
+        dq = _inverse_norms(np.diagonal(k_xx).copy())
+    if weights_q is not None:
+        dq = weights_q if dq is None else dq * weights_q
+    if dq is not None:
+        k_xs *= dq[:, None]
+        k_xx *= dq[:, None] * dq[None, :]
+    r = gram_ss.shape[0]
+    q = r + k_xx.shape[0]
+    gram_q = np.empty((q, q))
+    gram_q[:r, :r] = gram_ss
+    gram_q[r:, :r] = k_xs
+    gram_q[:r, r:] = k_xs.T
+    gram_q[r:, r:] = k_xx
+    return gram_q, dq
+
+
+def _shrink_super_block(
+    gram_q: np.ndarray, gram_ss: np.ndarray, r: int, block: int, ell: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """The shrinks of one super-block from its Gram alone: ``R_j+1 = M [R_j; E_j+1]``.
+
+    Returns the coefficients ``R`` of the sketch over ``Q``, the sketch's Gram, its singular
+    values and the shrinkage removed.
+    """
+    q = gram_q.shape[0]
+    coef = np.eye(r, q)
+    s_values = np.zeros(0)
+    shrinkage = 0.0
+    for j0 in range(0, q - r, block):
+        seen = r + j0
+        new = slice(seen, min(seen + block, q))
+        rr = coef.shape[0]
+        cross = gram_q[new, :seen] @ coef[:, :seen].T
+        size = rr + cross.shape[0]
+        work = np.empty((size, size))
+        work[:rr, :rr] = gram_ss
+        work[rr:, :rr] = cross
+        work[:rr, rr:] = cross.T
+        work[rr:, rr:] = gram_q[new, new]
+        lam, vec = _eigh_desc(work)
+        keep, s_values, delta = _shrink(lam, ell, size)
+        shrinkage += delta
+        mix = (vec[:, keep] * (s_values / np.sqrt(lam[keep]))).T
+        gram_ss = mix @ work @ mix.T
+        gram_ss = (gram_ss + gram_ss.T) * 0.5
+        next_coef = np.zeros((keep.size, q))
+        next_coef[:, :seen] = mix[:, :rr] @ coef[:, :seen]
+        next_coef[:, new] = mix[:, rr:]
+        coef = next_coef
+    return coef, gram_ss, s_values, shrinkage
 
 
 def _feature_side(
