@@ -220,110 +220,128 @@ def iqrp(source: ColumnSource, k: int, l: int | None = None, variant: str = "mem
     """
     if variant not in VARIANTS:
         raise InvalidInput(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
-    m, n = int(source.n_rows), int(source.n_columns)
+    n = int(source.n_columns)
     k, l = _check_k_l(k, l, n)
-    basis = _Basis(m, k)
-    cols = _Columns(n)
-    residuals = np.empty((m, n)) if variant == "time" else None
-    selected: list[int] = []
-    pivots: list[float] = []
-    columns_read: list[int] = []
-    blocks_read = 0
-    rank_floor = 0.0
+    run = _Passes(source, k, l, variant)
+    run.first_pass()
+    while len(run.selected) < k:
+        before = len(run.selected)
+        run.next_pass()
+        if len(run.selected) == before:  # pragma: no cover - section 4.2 rules this out
+            raise RuntimeError("an IQRP pass selected nothing")
+    return run.result()
 
-    def column_of(i: int, block: np.ndarray, start: int) -> np.ndarray:
-        return residuals[:, i] if residuals is not None else block[:, i - start]
 
-    def exploit(candidates: list[tuple[int, np.ndarray]], bound: float) -> None:
-        """Figure 6: QRP on ``L`` while the pivot is at least ``BF``."""
-        nonlocal rank_floor
-        while candidates and len(selected) < k:
-            best = max(range(len(candidates)), key=lambda c: (cols.v[candidates[c][0]], -c))
-            z, x = candidates[best]
-            if cols.v[z] < bound:  # B.2
-                return
-            residual = basis.residual(x)
-            pivot = float(np.linalg.norm(residual))
-            if not selected:
-                rank_floor = max(m, n) * _EPS * pivot
-            if pivot <= rank_floor:
-                raise InvalidInput(
-                    f"k={k} exceeds the numerical rank {len(selected)} of the columns; at most "
-                    f"{len(selected)} independent columns exist (pivot {pivot:.3g} is at "
-                    "rounding level)"
-                )
-            basis.add(residual)  # B.3.1
-            selected.append(z)
-            pivots.append(pivot)
-            cols.v[z] = -math.inf  # never a candidate again
-            candidates.pop(best)
-            for i, column in candidates:  # B.3.2
-                cols.bring_up_to_date(i, column, basis)
+class _Passes:
+    """One IQRP run: the basis, the columns' bookkeeping and what each pass read."""
 
-    # Pass 1 (Figure 4, step 1): v_i(0) = |x_i|^2, every column read.
-    heap = _Heap(l + 1)
-    for b, (start, stop) in enumerate(source.block_bounds):
-        block = _finite(np.asarray(source.read_block(b), dtype=np.float64), start)
-        blocks_read += 1
-        if block.shape != (m, stop - start):
-            raise InvalidInput(f"block {b} has shape {block.shape}; expected ({m}, {stop - start})")
-        if residuals is not None:
-            residuals[:, start:stop] = block
-        norms = np.einsum("ij,ij->j", block, block)
-        cols.v[start:stop] = norms
-        cols.reference[start:stop] = norms
-        for j in np.nonzero(norms > heap.threshold)[0] if stop > start else []:
-            if norms[j] > heap.threshold or len(heap.items) < heap.capacity:
-                heap.offer(float(norms[j]), start + int(j), column_of(start + int(j), block, start))
-    columns_read.append(n)
-    exploit(*heap.candidates())
+    def __init__(self, source: ColumnSource, k: int, l: int, variant: str) -> None:
+        self.source, self.k, self.l, self.variant = source, k, l, variant
+        self.m, self.n = int(source.n_rows), int(source.n_columns)
+        self.basis = _Basis(self.m, k)
+        self.cols = _Columns(self.n)
+        self.residuals = np.empty((self.m, self.n)) if variant == "time" else None
+        self.selected: list[int] = []
+        self.pivots: list[float] = []
+        self.columns_read: list[int] = []
+        self.blocks_read = 0
+        self.rank_floor = 0.0
 
-    # Passes 2.. (Figure 4, step 2; Figure 5).
-    while len(selected) < k:
-        heap = _Heap(l + 1)
+    def _read(self, b: int, start: int) -> np.ndarray:
+        self.blocks_read += 1
+        return _finite(np.asarray(self.source.read_block(b), dtype=np.float64), start)
+
+    def first_pass(self) -> None:
+        """Figure 4, step 1: ``v_i(0) = |x_i|^2``, every column read."""
+        cols, m, residuals = self.cols, self.m, self.residuals
+        heap = _Heap(self.l + 1)
+        for b, (start, stop) in enumerate(self.source.block_bounds):
+            block = self._read(b, start)
+            if block.shape != (m, stop - start):
+                expected = (m, stop - start)
+                raise InvalidInput(f"block {b} has shape {block.shape}; expected {expected}")
+            if residuals is not None:
+                residuals[:, start:stop] = block
+            norms = np.einsum("ij,ij->j", block, block)
+            cols.v[start:stop] = norms
+            cols.reference[start:stop] = norms
+            for j in np.nonzero(norms > heap.threshold)[0] if stop > start else []:
+                if norms[j] > heap.threshold or len(heap.items) < heap.capacity:
+                    i = start + int(j)
+                    column = residuals[:, i] if residuals is not None else block[:, j]
+                    heap.offer(float(norms[j]), i, column)
+        self.columns_read.append(self.n)
+        self._exploit(*heap.candidates())
+
+    def next_pass(self) -> None:
+        """Figure 4, step 2 (Figure 5): the columns whose bound may beat the list's threshold."""
+        cols, residuals = self.cols, self.residuals
+        heap = _Heap(self.l + 1)
         visited = 0
-        for b, (start, stop) in enumerate(source.block_bounds):
+        for b, (start, stop) in enumerate(self.source.block_bounds):
             if np.all(cols.v[start:stop] <= heap.threshold):
                 continue  # the whole block would be skipped (A.1): do not fetch it
-            if residuals is None:
-                block = _finite(np.asarray(source.read_block(b), dtype=np.float64), start)
-                blocks_read += 1
-            else:
-                block = residuals[:, start:stop]  # the time variant's residuals, a view
+            # The time variant's residuals are a view; the memory variant reads the block.
+            block = self._read(b, start) if residuals is None else residuals[:, start:stop]
             for i in range(start, stop):
                 if cols.v[i] <= heap.threshold:
                     continue  # A.1
                 visited += 1
                 x = block[:, i - start]
                 if residuals is not None:
-                    _update_in_place(cols, i, x, basis)
+                    _update_in_place(cols, i, x, self.basis)
                 else:
-                    cols.bring_up_to_date(i, x, basis)  # A.2.2.1
+                    cols.bring_up_to_date(i, x, self.basis)  # A.2.2.1
                 heap.offer(float(cols.v[i]), i, x)  # A.2.1 / A.2.2.2
-        columns_read.append(visited)
-        before = len(selected)
-        exploit(*heap.candidates())
-        if len(selected) == before:  # pragma: no cover - section 4.2 rules this out
-            raise RuntimeError("an IQRP pass selected nothing")
+        self.columns_read.append(visited)
+        self._exploit(*heap.candidates())
 
-    ortho_units = cols.ortho_units / n
-    if variant == "memory":
-        flops = 2 * m * n + 4 * m * n * ortho_units + 4 * m * l * k
-    else:
-        flops = 2 * m * n + 4 * m * float(cols.r.sum())
-    return IQRPResult(
-        indices=selected,
-        pivots=pivots,
-        passes=len(columns_read),
-        io_passes=1 + sum(columns_read[1:]) / n,
-        columns_read=columns_read,
-        blocks_read=blocks_read,
-        ortho_units=ortho_units,
-        flops=float(flops),
-        flops_per_kmn=float(flops) / (k * m * n),
-        l=l,
-        variant=variant,
-    )
+    def _exploit(self, candidates: list[tuple[int, np.ndarray]], bound: float) -> None:
+        """Figure 6: QRP on ``L`` while the pivot is at least ``BF``."""
+        cols, selected = self.cols, self.selected
+        while candidates and len(selected) < self.k:
+            best = max(range(len(candidates)), key=lambda c: (cols.v[candidates[c][0]], -c))
+            z, x = candidates[best]
+            if cols.v[z] < bound:  # B.2
+                return
+            residual = self.basis.residual(x)
+            pivot = float(np.linalg.norm(residual))
+            if not selected:
+                self.rank_floor = max(self.m, self.n) * _EPS * pivot
+            if pivot <= self.rank_floor:
+                raise InvalidInput(
+                    f"k={self.k} exceeds the numerical rank {len(selected)} of the columns; at "
+                    f"most {len(selected)} independent columns exist (pivot {pivot:.3g} is at "
+                    "rounding level)"
+                )
+            self.basis.add(residual)  # B.3.1
+            selected.append(z)
+            self.pivots.append(pivot)
+            cols.v[z] = -math.inf  # never a candidate again
+            candidates.pop(best)
+            for i, column in candidates:  # B.3.2
+                cols.bring_up_to_date(i, column, self.basis)
+
+    def result(self) -> IQRPResult:
+        m, n, k, l = self.m, self.n, self.k, self.l
+        ortho_units = self.cols.ortho_units / n
+        if self.variant == "memory":
+            flops = 2 * m * n + 4 * m * n * ortho_units + 4 * m * l * k
+        else:
+            flops = 2 * m * n + 4 * m * float(self.cols.r.sum())
+        return IQRPResult(
+            indices=self.selected,
+            pivots=self.pivots,
+            passes=len(self.columns_read),
+            io_passes=1 + sum(self.columns_read[1:]) / n,
+            columns_read=self.columns_read,
+            blocks_read=self.blocks_read,
+            ortho_units=ortho_units,
+            flops=float(flops),
+            flops_per_kmn=float(flops) / (k * m * n),
+            l=l,
+            variant=self.variant,
+        )
 
 
 def _update_in_place(cols: _Columns, i: int, residual: np.ndarray, basis: _Basis) -> None:
