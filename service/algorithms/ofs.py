@@ -307,25 +307,14 @@ class OFS(MethodBase[OFSParams]):
         rank_before = factor.rank
         lower_before = factor.lower
 
-        leverage = np.empty(total)
-        probability = np.empty(total)
         decisions: list[Decision] = []
-        kept_idx: list[int] = []
-        kept_scale: list[float] = []
         for start in range(0, total, BLOCK):
             block = cols[:, start : start + BLOCK]
-            self._block(
-                factor,
-                params,
-                block,
-                seen + start,
-                total - start,
-                leverage[start:],
-                probability[start:],
-                decisions,
-                kept_idx,
-                kept_scale,
-            )
+            decisions += self._block(factor, params, block, seen + start, total - start)
+        leverage = np.array([d.leverage for d in decisions], dtype=np.float64)
+        probability = np.array([d.probability for d in decisions], dtype=np.float64)
+        kept_idx = [d.index for d in decisions if d.kept]
+        kept_scale = [d.scale for d in decisions if d.kept]
 
         new: State = dict(state)
         new["features_seen"] = seen + total
@@ -351,17 +340,8 @@ class OFS(MethodBase[OFSParams]):
 
     @staticmethod
     def _block(
-        factor: _Factor,
-        cfg: OFSParams,
-        block: np.ndarray,
-        first: int,
-        remaining: int,
-        leverage: np.ndarray,
-        probability: np.ndarray,
-        decisions: list[Decision],
-        kept_idx: list[int],
-        kept_scale: list[float],
-    ) -> None:
+        factor: _Factor, cfg: OFSParams, block: np.ndarray, first: int, remaining: int
+    ) -> list[Decision]:
         """One block of columns, strictly in order (see the module docstring).
 
         Invariant before column ``j``: ``w[:r, k] = L^-1 coef[:r, k]`` for every later ``k``, where
@@ -378,9 +358,9 @@ class OFS(MethodBase[OFSParams]):
         w[:r] = factor.solve(coef0)
         norms = np.linalg.norm(block, axis=0)
         updates = np.zeros((rows, b))  # coordinates of the kept, rescaled columns
+        decisions: list[Decision] = []
         kept = 0
         for j in range(b):
-            index = first + j
             rho = 0.0
             is_new = False
             score = 0.0
@@ -390,19 +370,11 @@ class OFS(MethodBase[OFSParams]):
                     is_new = rho > SPAN_TOL * norms[j] and r < n
                 if not is_new:
                     score = float(w[:r, j] @ w[:r, j])
-            lev = 1.0 if is_new else min((1.0 + cfg.epsilon) * score, 1.0)  # eq. (3.3)
-            prob = min(cfg.c * lev, 1.0)  # eq. (3.4)
-            keep = _uniform(cfg.seed, index) < prob  # step 5; p = 0 is never kept
-            leverage[j] = lev
-            probability[j] = prob
-            scale = 1.0 / math.sqrt(prob) if keep else 0.0
-            decisions.append(
-                Decision(index=index, leverage=lev, probability=prob, kept=keep, scale=scale)
-            )
-            if not keep:
+            decision = _decide(cfg, first + j, score, exact=is_new)
+            decisions.append(decision)
+            if not decision.kept:
                 continue
-            kept_idx.append(index)
-            kept_scale.append(scale)
+            scale = decision.scale
             # G <- G + x x^T with x = scale * coef[:, j]; p = L^-1 x = scale * w[:, j].
             m = rank_one_factor(w[:r, j] * scale)
             updates[:r, kept] = coef[:r, j] * scale
@@ -433,6 +405,7 @@ class OFS(MethodBase[OFSParams]):
             kept += 1
         if kept:
             factor.lower = cholesky_add_columns(factor.lower, updates[:r, :kept])
+        return decisions
 
     def weights(self, state: State, params: OFSParams) -> np.ndarray:
         """The online leverage ``l~_i`` (eq. (3.3)) of every feature seen so far."""
@@ -576,3 +549,15 @@ def cluster_samples(kept: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, fl
         raise InvalidInput("kept contains non-finite values; expected finite numbers")
     model = KMeans(n_clusters=int(k), n_init=10, random_state=int(seed)).fit(x)
     return np.asarray(model.labels_, dtype=np.int64), float(model.inertia_)
+
+
+def _decide(cfg: OFSParams, index: int, score: float, exact: bool) -> Decision:
+    """Steps 3-5 for one column: its leverage (eq. (3.3)), probability (eq. (3.4)) and draw.
+
+    A column outside the current span (``exact``) has leverage 1; p = 0 is never kept.
+    """
+    lev = 1.0 if exact else min((1.0 + cfg.epsilon) * score, 1.0)  # eq. (3.3)
+    prob = min(cfg.c * lev, 1.0)  # eq. (3.4)
+    keep = _uniform(cfg.seed, index) < prob  # step 5
+    scale = 1.0 / math.sqrt(prob) if keep else 0.0
+    return Decision(index=index, leverage=lev, probability=prob, kept=keep, scale=scale)
