@@ -31,7 +31,7 @@ from service.store.embedded import (
     locate_redis_server,
 )
 from service.store.keys import SelectorKeys
-from service.store.records import CommitRecord, Entry, SelectorMeta
+from service.store.records import CommitRecord, Entry, NextVersion, SelectorMeta
 from service.store.redis_store import SelectorStore
 
 META = SelectorMeta("s1", "ocfs", {}, 1.0, n_features=2, feature_names=["f0", "f1"])
@@ -65,14 +65,20 @@ async def test_uncommitted_entries_survive_restart_and_crash(
     lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
     await store.commits.commit(
-        lease, 0, encode_state({"count": 1}), e1.log_id, 1, [META_KEYS.idem("k1")], entries=1
+        lease,
+        NextVersion(0, encode_state({"count": 1}), e1.log_id, 1),
+        [META_KEYS.idem("k1")],
+        entries=1,
     )
     point = await store.checkpoints.checkpoint(
         lease, 1, e1.log_id, 1, cut_fields(encode_state({"count": 1, "n": 1}))
     )
     assert point is not None
     committed = await store.commits.commit(
-        lease, 1, encode_state({"count": 2}), e2.log_id, 2, [META_KEYS.idem("k2")], entries=1
+        lease,
+        NextVersion(1, encode_state({"count": 2}), e2.log_id, 2),
+        [META_KEYS.idem("k2")],
+        entries=1,
     )
     await client.aclose()
 
