@@ -426,6 +426,18 @@ class Rejection:
 
 
 @dataclass(frozen=True)
+class Imported:
+    """Where an imported selector starts: at ``version`` having seen ``items_seen`` items,
+    with its immutable ``segments`` (by id) and the names its items were given on arrival
+    (``item_names``, index -> name)."""
+
+    version: int = 0
+    items_seen: int = 0
+    segments: Mapping[str, bytes] = dataclasses.field(default_factory=dict)
+    item_names: Mapping[int, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class NextVersion:
     """The version a commit makes of a selector: the one after ``after`` (the head must still
     be at it), what readers read of it (``published``), the cursor of the last entry it covers

@@ -21,7 +21,7 @@ from service.errors import CodecError, Conflict, SiftError
 from service.store.codec import cut_fields
 from service.store.core import PIPELINE_BATCH, Room, StoreCore, check_state, not_found
 from service.store.keys import INITIAL_CURSOR, WRITER_FIELD, SelectorKeys, is_partition
-from service.store.records import Attached, Checkpoint, Head, SelectorMeta, as_text
+from service.store.records import Attached, Checkpoint, Head, Imported, SelectorMeta, as_text
 from service.store.redis_errors import map_redis_errors
 from service.store.replies import HEAD_FIELDS, head_from_reply
 
@@ -60,24 +60,22 @@ class Registry(Room):
         initial_state: Mapping[str, bytes],
         *,
         published: Mapping[str, bytes] | None = None,
-        version: int = 0,
-        items_seen: int = 0,
-        segments: Mapping[str, bytes] | None = None,
-        item_names: Mapping[int, str] | None = None,
+        imported: Imported | None = None,
         attached: Attached | None = None,
     ) -> Head:
         """Create a selector; Conflict if the name is taken.
 
         ``initial_state`` (encoded) becomes its first checkpoint, ``published`` (by default the
         same) what readers read of its first version. A new selector starts at version 0 having
-        seen nothing. An imported one starts at ``version`` having seen ``items_seen`` items,
-        with its immutable ``segments`` (by id) and the names its items were given on arrival
-        (``item_names``, index -> name); its log starts empty, so its next chunk becomes
-        ``version + 1`` and its next item is numbered ``items_seen``. A selector attached to
+        seen nothing. An ``imported`` one starts where that says, its log empty, so its next
+        chunk becomes ``imported.version + 1`` and its next item is numbered
+        ``imported.items_seen``. A selector attached to
         ``meta.stream`` starts where ``attached`` (``Streams.attach``) says: its cursor is
         there in the stream's log, the stream's entries before it count as applied. All of it
         appears at once, or (name taken) none of it.
         """
+        start = imported or Imported()
+        version, items_seen = start.version, start.items_seen
         if version < 0 or items_seen < 0:
             raise ValueError(f"version and items_seen must be >= 0; got {version}, {items_seen}")
         k = self.core.keys(meta.name)
@@ -99,8 +97,8 @@ class Registry(Room):
         keys = [k.meta, k.head, k.names, staging, k.state(0, 0, nonce), k.blobs]
         keys += [checkpoint_key, k.checkpoints]
         args: list[Any] = [meta.to_json(), names_json, meta.incarnation]
-        if version or items_seen or segments or item_names:
-            keys += await self._stage_import(k, nonce, segments or {}, item_names or {})
+        if version or items_seen or start.segments or start.item_names:
+            keys += await self._stage_import(k, nonce, start.segments, start.item_names)
             args += [int(version), int(items_seen)]
         cursor = INITIAL_CURSOR
         if attached is not None and meta.stream is not None:
