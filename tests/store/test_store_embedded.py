@@ -27,6 +27,7 @@ from service.store.embedded import (
     PIDFILE,
     EmbeddedRedis,
     RedisSupervisor,
+    SupervisorTimings,
     find_redis_server,
     locate_redis_server,
 )
@@ -284,7 +285,7 @@ async def test_supervisor_restarts_a_killed_server_on_its_data(short_dir: Path) 
     client.close()
     restarted: list[int] = []
     supervisor = RedisSupervisor(
-        server, poll_interval_s=0.05, on_restart=lambda: restarted.append(1)
+        server, SupervisorTimings(poll_interval_s=0.05), on_restart=lambda: restarted.append(1)
     )
     task = asyncio.create_task(supervisor.run())
     try:
@@ -320,9 +321,7 @@ async def test_supervisor_backs_off_while_restarts_fail(short_dir: Path, tmp_pat
     broken.chmod(0o755)
     supervisor = RedisSupervisor(
         server,
-        poll_interval_s=0.05,
-        backoff_initial_s=0.25,
-        backoff_max_s=1.0,
+        SupervisorTimings(poll_interval_s=0.05, backoff_initial_s=0.25, backoff_max_s=1.0),
         expected_start_s=0.5,
     )
     task = asyncio.create_task(supervisor.run())
@@ -355,7 +354,7 @@ async def test_supervisor_backs_off_while_restarts_fail(short_dir: Path, tmp_pat
 async def test_supervisor_ends_when_the_server_is_stopped(short_dir: Path) -> None:
     server = EmbeddedRedis(short_dir)
     server.start()
-    supervisor = RedisSupervisor(server, poll_interval_s=0.02)
+    supervisor = RedisSupervisor(server, SupervisorTimings(poll_interval_s=0.02))
     task = asyncio.create_task(supervisor.run())
     server.stop()
     await asyncio.wait_for(task, 5)
