@@ -84,11 +84,7 @@ class DrainLoop:
             running = self._running.get(name)
             if running is not None and self._running.is_current(name):
                 running.incarnation = lease.incarnation
-            try:
-                head = await self.apply_all_owned(name, lease)
-            finally:
-                with contextlib.suppress(Unavailable):
-                    await self.store.leases.release_lease(lease)
+            head = await self.apply_all_owned(name, lease)
             if not self._running.is_current(name) or not await self.store.log.pending(
                 name, head.cursor, 1
             ):
@@ -97,14 +93,17 @@ class DrainLoop:
     async def apply_all_owned(
         self, name: str, lease: Lease, force_checkpoint: bool = False
     ) -> Head:
-        """``_apply_all``, and when it ends for a reason that is no fault of the entry it was on
-        (``NOT_THE_ENTRYS_FAULT``), take that attempt back: only processes that die computing
-        an entry, and computations that fail, may count against it."""
+        """``_apply_all``, then let ``lease`` go. When it ends for a reason that is no fault of
+        the entry it was on (``NOT_THE_ENTRYS_FAULT``), take that attempt back: only processes
+        that die computing an entry, and computations that fail, may count against it."""
         try:
             return await self._apply_all(name, lease, force_checkpoint)
         except NOT_THE_ENTRYS_FAULT:
             self.scheduler.unproven(name, lease.holder)
             raise
+        finally:
+            with contextlib.suppress(Unavailable):
+                await self.store.leases.release_lease(lease)
 
     async def _apply_all(self, name: str, lease: Lease, force_checkpoint: bool = False) -> Head:
         """Apply batches until the log is empty, then see to the checkpoint; returns the last
@@ -287,14 +286,11 @@ class DrainLoop:
         should one kill this process, the next taker counts it).
         """
         if taken is None:
-            request = self._take_request(meta, head.cursor, one_at_a_time)
-            attempt, entries = await self.store.log.take(
-                lease, request.after, request.count, request.forgive, request.held, counts
-            )
+            request = self._take_request(meta, head.cursor, one_at_a_time, counts)
+            taken = await self.store.log.take_for(lease, request)
             if request.forgive:
                 self.scheduler.forgiven(meta.name, request.forgive)
-        else:
-            attempt, entries = taken.attempt, taken.entries
+        attempt, entries = taken.attempt, taken.entries
         if not entries:
             return None, 0
         if attempt > 1:
@@ -319,9 +315,12 @@ class DrainLoop:
             total += entry.items
         return Batch(chosen, folded, sizes), attempt
 
-    def _take_request(self, meta: SelectorMeta, after: str, one_at_a_time: bool) -> TakeRequest:
+    def _take_request(
+        self, meta: SelectorMeta, after: str, one_at_a_time: bool, counts: bool = True
+    ) -> TakeRequest:
         """The take of the entries after ``after``: as many as may go in one update, those this
-        process holds without their payloads, and the attempts to take back first."""
+        process holds without their payloads, and the attempts to take back first (``counts``:
+        whether it counts an attempt)."""
         coalesces = get_method(meta.method).coalesces and not one_at_a_time
         limit = self.settings.max_coalesce_entries if coalesces else 1
         return TakeRequest(
@@ -329,6 +328,7 @@ class DrainLoop:
             limit,
             self.scheduler.unproven_holders(meta.name),
             tuple(self._handed.ids(meta.name, 2 * limit)),
+            counts=counts,
         )
 
     async def _apply_batch(

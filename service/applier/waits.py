@@ -64,11 +64,7 @@ class Waits:
                 continue
             lease = await self.store.leases.acquire_lease(name, self.settings.lease_ms)
             if lease is not None:
-                try:
-                    return await self.drains.apply_all_owned(name, lease, force_checkpoint=True)
-                finally:
-                    with contextlib.suppress(Unavailable):
-                        await self.store.leases.release_lease(lease)
+                return await self.drains.apply_all_owned(name, lease, force_checkpoint=True)
             if time.monotonic() >= deadline:
                 return head
             await asyncio.sleep(0.02)

@@ -227,13 +227,8 @@ class Registry(Room):
         names already (another chunk gave them first: names never change once set); the names
         it has now. NotFound if it does not exist."""
         k = self.core.keys(name)
-        pipe = self.core.redis.pipeline(transaction=False)
-        pipe.exists(k.meta)
-        pipe.set(k.names, json.dumps(list(names)), nx=True)
-        pipe.get(k.names)
-        exists, _set, raw = await pipe.execute()
-        if not exists:
-            await self.core.redis.delete(k.names)  # deleted meanwhile: leave nothing behind
+        raw = await self.core.adopt_names(k.meta, k.names, names)
+        if raw is None:
             raise not_found(name)
         self.forget_meta(name)  # named now: read again on the next write
         return self._parse_names(name, raw)
@@ -241,12 +236,7 @@ class Registry(Room):
     @map_redis_errors
     async def item_names(self, name: str, indices: Sequence[int]) -> list[str | None]:
         """Names given on arrival to the features at ``indices`` (None where unnamed)."""
-        if not indices:
-            return []
-        values = await self.core.redis.hmget(
-            self.core.keys(name).feature_name, [str(i) for i in indices]
-        )
-        return [None if v is None else as_text(v) for v in values]
+        return await self.core.item_names(self.core.keys(name).feature_name, indices)
 
     @map_redis_errors
     async def create_partitioned(self, meta: SelectorMeta) -> None:
