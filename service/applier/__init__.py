@@ -19,6 +19,8 @@ An entry that cannot be applied is rejected (dead-lettered) instead of retried f
 modules) and asks the applier through its verbs. Its parts are private, each given only what it
 needs of the state ``Applier`` owns. One module per part:
 
+- ``basis``: what every part is built on (``Basis``: the store, the settings, the metrics and
+  the state ``Applier`` owns);
 - ``state``: what is held in memory (``HeldState``, ``Batch``, ``Drain``, ``Running``,
   ``Backoff``, ``CheckpointWork``) and ``is_applied``;
 - ``checkpoint_policy``: when a checkpoint is due, and why (pure);

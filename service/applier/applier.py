@@ -20,6 +20,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
+from service.applier.basis import Basis
 from service.applier.checkpoints import Checkpointer
 from service.applier.committing import Committer, Observer
 from service.applier.direct import DirectPath
@@ -78,53 +79,24 @@ class Applier:
         self._heads = KnownHeads()
         # Chunks appended here, decoded, for this process's drains (the log stays the truth).
         self._handed = HandOver()
-        self._scheduler = Scheduler(
-            store,
-            settings,
-            metrics,
-            self._running,
-            self._drain,
-            self.forget,
-            self._held.keys,
-        )
-        self._checkpoints = Checkpointer(
-            store, settings, metrics, self._running, self._scheduler.kick
-        )
-        self._committer = Committer(
-            store, settings, metrics, self._held, self._handed, self._heads, self._waiters
-        )
-        self._direct = DirectPath(
+        basis = Basis(
             store,
             settings,
             metrics,
             self._running,
             self._held,
-            self._committer,
-            self._checkpoints,
-        )
-        self._drains = DrainLoop(
-            store,
-            settings,
-            metrics,
-            self._running,
-            self._held,
-            self._handed,
-            self._scheduler,
-            self._checkpoints,
-            self._committer,
-            self._direct,
-        )
-        self._waits = Waits(
-            store,
-            settings,
-            self._running,
             self._waiters,
             self._heads,
             self._handed,
-            self._scheduler,
-            self._checkpoints,
-            self._drains,
         )
+        self._scheduler = Scheduler(basis, self._drain, self.forget)
+        self._checkpoints = Checkpointer(basis, self._scheduler.kick)
+        self._committer = Committer(basis)
+        self._direct = DirectPath(basis, self._committer, self._checkpoints)
+        self._drains = DrainLoop(
+            basis, self._scheduler, self._checkpoints, self._committer, self._direct
+        )
+        self._waits = Waits(basis, self._scheduler, self._checkpoints, self._drains)
 
     async def _drain(self, name: str) -> None:
         await self._drains.drain(name)

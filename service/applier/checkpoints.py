@@ -10,14 +10,12 @@ import logging
 import time
 from collections.abc import Callable
 
+from service.applier.basis import Basis
 from service.applier.checkpoint_policy import Thresholds, Trigger, checkpoint_due, due_by_age_at
-from service.applier.state import CheckpointWork, HeldState, Running
-from service.config import Settings
+from service.applier.state import CheckpointWork, HeldState
 from service.errors import NotFound, Unavailable
-from service.metrics import Metrics
 from service.store.codec import cut_fields, encode_state
 from service.store.records import Lease
-from service.store.redis_store import SelectorStore
 
 log = logging.getLogger("sift.applier")
 
@@ -25,18 +23,11 @@ log = logging.getLogger("sift.applier")
 class Checkpointer:
     """Checkpoints written, and planned (see the module)."""
 
-    def __init__(
-        self,
-        store: SelectorStore,
-        settings: Settings,
-        metrics: Metrics,
-        running: Running,
-        kick: Callable[[str], None],
-    ) -> None:
-        self.store = store
-        self.metrics = metrics
-        self._thresholds = Thresholds.of(settings)
-        self._running = running
+    def __init__(self, basis: Basis, kick: Callable[[str], None]) -> None:
+        self.store = basis.store
+        self.metrics = basis.metrics
+        self._thresholds = Thresholds.of(basis.settings)
+        self._running = basis.running
         # A drain of a selector whose checkpoint is due by age (``Scheduler.kick``).
         self._kick = kick
         # A checkpoint being written while the applier goes on, per selector.

@@ -11,10 +11,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from service import tracing
 from service.algorithms import get_method
 from service.algorithms.base import State
+from service.applier.basis import Basis
 from service.applier.state import HeldState
 from service.applier.updates import (
     Folded,
@@ -29,14 +31,17 @@ from service.applier.updates import (
     replay,
     state_sizes,
 )
-from service.applier.waiting import HandOver, KnownHeads, Waiters
-from service.cache import LRU
-from service.config import Settings
 from service.errors import Conflict, StaleApplier
-from service.metrics import Metrics
 from service.store.monitoring_records import HistoryEntry
-from service.store.records import Head, Lease, LogEntry, Rejection, SelectorMeta, TakeRequest
-from service.store.redis_store import SelectorStore
+from service.store.records import (
+    Head,
+    Lease,
+    LogEntry,
+    NextVersion,
+    Rejection,
+    SelectorMeta,
+    TakeRequest,
+)
 from service.wire.kinds import chunk_format
 
 log = logging.getLogger("sift.applier")
@@ -49,6 +54,19 @@ log = logging.getLogger("sift.applier")
 INLINE_COMPUTE_SECONDS = 0.003
 
 
+@dataclass(frozen=True)
+class Covered:
+    """The log entries a commit moves past: ``entries`` of them through ``cursor``, bringing
+    ``items``; the idempotency records of those applied (``applied_records``), and those
+    rejected instead (``rejections``)."""
+
+    cursor: str
+    items: int
+    entries: int
+    applied_records: Sequence[str] = ()
+    rejections: Sequence[Rejection] = ()
+
+
 #: Told of every commit of this process, right after it: the selector, the new head and the
 #: update. It must return at once and not raise.
 Observer = Callable[[SelectorMeta, Head, Update], None]
@@ -57,23 +75,12 @@ Observer = Callable[[SelectorMeta, Head, Update], None]
 class Committer:
     """Updates computed and committed, entries rejected, states rebuilt (see the module)."""
 
-    def __init__(
-        self,
-        store: SelectorStore,
-        settings: Settings,
-        metrics: Metrics,
-        held: LRU[str, HeldState],
-        handed: HandOver,
-        heads: KnownHeads,
-        waiters: Waiters,
-    ) -> None:
-        self.store = store
-        self.settings = settings
-        self.metrics = metrics
-        self._held = held
-        self._handed = handed
-        self._heads = heads
-        self._waiters = waiters
+    def __init__(self, basis: Basis) -> None:
+        self.store, self.settings, self.metrics = basis.store, basis.settings, basis.metrics
+        self._held = basis.held
+        self._handed = basis.handed
+        self._heads = basis.heads
+        self._waiters = basis.waiters
         #: Called right after every commit of this process (the monitor's ``committed``).
         self.observers: list[Observer] = []
 
@@ -223,15 +230,9 @@ class Committer:
                     f"{exc.reason}"
                 ) from exc
             items = entry.items
+        rejection = Rejection(entry.log_id, reason, entry.idem_record)
         head = await self.commit(
-            held,
-            lease,
-            update,
-            cursor=entry.log_id,
-            items=items,
-            entries=1,
-            applied_records=[],
-            rejections=[Rejection(entry.log_id, reason, entry.idem_record)],
+            held, lease, update, Covered(entry.log_id, items, 1, rejections=(rejection,))
         )
         held.committed(head, update, size, 0.0)
         self.metrics.chunks_dead_lettered.labels(meta.method).inc()
@@ -242,57 +243,54 @@ class Committer:
         held: HeldState,
         lease: Lease,
         update: Update,
-        *,
-        cursor: str,
-        items: int,
-        entries: int,
-        applied_records: list[str],
-        rejections: list[Rejection] | None = None,
+        covered: Covered,
         then_take: TakeRequest | None = None,
     ) -> Head:
         """Write the new segments, then commit the next version (head, published fields,
         commit record, history entry) in one script, and wake local waiters."""
         name = held.meta.name
         await self.store.checkpoints.put_segments(name, update.segments)
-        items_seen = held.head.items_seen + items
-        history = self.history_entry(held.head, items, update)
+        version = self.next_version(held.head, covered.cursor, covered.items, update)
         try:
-            with tracing.span("sift.commit", {"sift.version": held.head.version + 1}):
+            with tracing.span("sift.commit", {"sift.version": version.version}):
                 committed_head = await self.store.commits.commit(
                     lease,
-                    expected_version=held.head.version,
-                    published=update.published,
-                    cursor=cursor,
-                    items_seen=items_seen,
-                    entries=entries,
-                    applied_records=applied_records,
-                    rejections=rejections or [],
-                    history=history,
-                    history_kept=self.settings.history_versions,
+                    version,
+                    covered.applied_records,
+                    covered.rejections,
+                    entries=covered.entries,
                     then_take=then_take,
                 )
         except StaleApplier:
             self.metrics.stale_commits.inc()
             self._held.pop(name)  # someone else moved the selector on: this state is stale
             raise
-        self.announce(held, committed_head, update, rejections or [])
+        self.announce(held, committed_head, update, covered.rejections)
         return committed_head
 
-    @staticmethod
-    def history_entry(before: Head, items: int, update: Update) -> HistoryEntry | None:
-        """The ranking history's entry of the version after ``before`` (None: no ranking)."""
-        if update.ranking is None:
-            return None
-        return HistoryEntry(
-            before.version + 1,
+    def next_version(self, before: Head, cursor: str, items: int, update: Update) -> NextVersion:
+        """The version after ``before`` that ``update`` makes, ``items`` more folded in and its
+        cursor at ``cursor``; its ranking history's entry with it (none without a ranking)."""
+        history = None
+        if update.ranking is not None:
+            history = HistoryEntry(
+                before.version + 1,
+                before.items_seen + items,
+                0.0,
+                update.ranking,
+                None if update.stability is None else update.stability.as_dict(),
+            )
+        return NextVersion(
+            before.version,
+            update.published,
+            cursor,
             before.items_seen + items,
-            0.0,
-            update.ranking,
-            None if update.stability is None else update.stability.as_dict(),
+            history,
+            self.settings.history_versions,
         )
 
     def announce(
-        self, held: HeldState, committed: Head, update: Update, rejections: list[Rejection]
+        self, held: HeldState, committed: Head, update: Update, rejections: Sequence[Rejection]
     ) -> None:
         """What follows a commit of this process, before anything else runs: held chunks let
         go, the head kept for readers, waiters answered, observers told."""
@@ -301,10 +299,7 @@ class Committer:
         self._heads.committed(name, committed)  # before the waiters: read-your-writes
         self._waiters.committed(
             name,
-            committed.incarnation,
-            committed.version,
-            committed.cursor,
-            committed.items_seen,
+            committed,
             after=held.head.cursor,
             rejections={r.log_id: r.reason for r in rejections},
         )

@@ -11,17 +11,14 @@ import logging
 import time
 
 from service import tracing
+from service.applier.basis import Basis
 from service.applier.checkpoints import Checkpointer
 from service.applier.committing import Committer
-from service.applier.state import DirectChunk, HeldState, Running
+from service.applier.state import DirectChunk, HeldState
 from service.applier.updates import UpdateFailed
-from service.cache import LRU
-from service.config import Settings
 from service.errors import SiftError, Unavailable
-from service.metrics import Metrics
 from service.store.codec import cut_fields, encode_state
 from service.store.records import AppendOutcome, Entry, Head, Lease
-from service.store.redis_store import SelectorStore
 from service.wire.kinds import Chunk
 
 log = logging.getLogger("sift.applier")
@@ -41,21 +38,10 @@ COMMIT_UNKNOWN = (
 class DirectPath:
     """Waited chunks handed to a drain, and applied by it (see the module)."""
 
-    def __init__(
-        self,
-        store: SelectorStore,
-        settings: Settings,
-        metrics: Metrics,
-        running: Running,
-        held: LRU[str, HeldState],
-        committer: Committer,
-        checkpoints: Checkpointer,
-    ) -> None:
-        self.store = store
-        self.settings = settings
-        self.metrics = metrics
-        self._running = running
-        self._held = held
+    def __init__(self, basis: Basis, committer: Committer, checkpoints: Checkpointer) -> None:
+        self.store, self.settings, self.metrics = basis.store, basis.settings, basis.metrics
+        self._running = basis.running
+        self._held = basis.held
         self.committer = committer
         self.checkpoints = checkpoints
         # Waited chunks handed to this process's drain of their selector, and the event that
@@ -171,13 +157,8 @@ class DirectPath:
             with tracing.span("sift.commit", {"sift.version": before.version + 1}):
                 result = await self.store.commits.append_and_commit(
                     lease,
-                    before.version,
-                    before.cursor,
-                    update.published,
-                    before.items_seen + rows,
+                    self.committer.next_version(before, before.cursor, rows, update),
                     [item.entry for item in live],
-                    history=self.committer.history_entry(before, rows, update),
-                    history_kept=self.settings.history_versions,
                     checkpoint=state,
                 )
         except Exception as exc:

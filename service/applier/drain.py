@@ -10,26 +10,24 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 from typing import Literal
 
 from service import tracing
 from service.algorithms import get_method
+from service.applier.basis import Basis
 from service.applier.checkpoints import Checkpointer
-from service.applier.committing import Committer
+from service.applier.committing import Committer, Covered
 from service.applier.direct import DirectPath
 from service.applier.keepalive import keep_lease
 from service.applier.scheduling import NOT_THE_ENTRYS_FAULT, Scheduler
-from service.applier.state import Batch, HeldState, Running, is_applied
+from service.applier.state import Batch, HeldState, is_applied
 from service.applier.updates import (
     Folded,
     StateUnreadable,
     UpdateFailed,
 )
-from service.applier.waiting import HandOver
-from service.cache import LRU
-from service.config import Settings
 from service.errors import Unavailable
-from service.metrics import Metrics
 from service.store.records import (
     Head,
     Lease,
@@ -38,7 +36,6 @@ from service.store.records import (
     Taken,
     TakeRequest,
 )
-from service.store.redis_store import SelectorStore
 
 log = logging.getLogger("sift.applier")
 
@@ -52,23 +49,16 @@ class DrainLoop:
 
     def __init__(
         self,
-        store: SelectorStore,
-        settings: Settings,
-        metrics: Metrics,
-        running: Running,
-        held: LRU[str, HeldState],
-        handed: HandOver,
+        basis: Basis,
         scheduler: Scheduler,
         checkpoints: Checkpointer,
         committer: Committer,
         direct: DirectPath,
     ) -> None:
-        self.store = store
-        self.settings = settings
-        self.metrics = metrics
-        self._running = running
-        self._held = held
-        self._handed = handed
+        self.store, self.settings, self.metrics = basis.store, basis.settings, basis.metrics
+        self._running = basis.running
+        self._held = basis.held
+        self._handed = basis.handed
         self.scheduler = scheduler
         self.checkpoints = checkpoints
         self.committer = committer
@@ -94,11 +84,7 @@ class DrainLoop:
             running = self._running.get(name)
             if running is not None and self._running.is_current(name):
                 running.incarnation = lease.incarnation
-            try:
-                head = await self.apply_all_owned(name, lease)
-            finally:
-                with contextlib.suppress(Unavailable):
-                    await self.store.leases.release_lease(lease)
+            head = await self.apply_all_owned(name, lease)
             if not self._running.is_current(name) or not await self.store.log.pending(
                 name, head.cursor, 1
             ):
@@ -107,14 +93,17 @@ class DrainLoop:
     async def apply_all_owned(
         self, name: str, lease: Lease, force_checkpoint: bool = False
     ) -> Head:
-        """``_apply_all``, and when it ends for a reason that is no fault of the entry it was on
-        (``NOT_THE_ENTRYS_FAULT``), take that attempt back: only processes that die computing
-        an entry, and computations that fail, may count against it."""
+        """``_apply_all``, then let ``lease`` go. When it ends for a reason that is no fault of
+        the entry it was on (``NOT_THE_ENTRYS_FAULT``), take that attempt back: only processes
+        that die computing an entry, and computations that fail, may count against it."""
         try:
             return await self._apply_all(name, lease, force_checkpoint)
         except NOT_THE_ENTRYS_FAULT:
             self.scheduler.unproven(name, lease.holder)
             raise
+        finally:
+            with contextlib.suppress(Unavailable):
+                await self.store.leases.release_lease(lease)
 
     async def _apply_all(self, name: str, lease: Lease, force_checkpoint: bool = False) -> Head:
         """Apply batches until the log is empty, then see to the checkpoint; returns the last
@@ -122,87 +111,99 @@ class DrainLoop:
         meta = await self.store.registry.get_meta(name)
         # The description read now is the one this drain follows.
         self._running.watching(name)
-        if name in self.checkpoints.wanted:
-            force_checkpoint = True
-        stop_renewing = asyncio.Event()
-        keepalive = asyncio.create_task(
-            keep_lease(self.store, lease, self.settings.lease_ms, stop_renewing)
-        )
-        try:
-            # Read the head once: from then on, each commit returns the next one.
-            head = await self.store.registry.get_head(name)
-            held = self._held_if_current(name, head)
-            # After a batch failed, entries up to its last one go one at a time.
-            isolating_through: str | None = None
-            taken: Taken | None = None
-            # Entries that came while this drain lingered, lease held: nobody attempted them.
-            woke = False
-            # The log woke the drain: its entries go before direct chunks (which must follow
-            # every entry in the log, and would be computed for nothing).
-            log_first = False
-            while True:
-                if held is not None and isolating_through is None:
-                    self.direct.open(name)
+        force_checkpoint = force_checkpoint or name in self.checkpoints.wanted
+        async with self._lease_renewed(lease):
+            try:
+                # Read the head once: from then on, each commit returns the next one.
+                head = await self.store.registry.get_head(name)
+                head, held = await self._apply_batches(meta, lease, head, force_checkpoint)
+                force_checkpoint = force_checkpoint or name in self.checkpoints.wanted
+                self.checkpoints.wanted.discard(name)
+                if force_checkpoint and held is None and head.recovery_point.version < head.version:
+                    held = await self.committer.rebuild(meta, head)
+                if held is not None:
+                    await self.checkpoints.settle(held, lease, force_checkpoint)
+                return head
+            finally:
+                self._close_direct(name)
+
+    async def _apply_batches(
+        self, meta: SelectorMeta, lease: Lease, head: Head, force_checkpoint: bool
+    ) -> tuple[Head, HeldState | None]:
+        """Apply the log's batches and the direct chunks after ``head`` while they come (and
+        the drain lingers for them); the last head, and the state held of it (None: not
+        rebuilt, nothing was applied)."""
+        name = meta.name
+        held = self._held_if_current(name, head)
+        # After a batch failed, entries up to its last one go one at a time.
+        isolating_through: str | None = None
+        taken: Taken | None = None
+        # Entries that came while this drain lingered, lease held: nobody attempted them.
+        woke = False
+        # The log woke the drain: its entries go before direct chunks (which must follow
+        # every entry in the log, and would be computed for nothing).
+        log_first = False
+        while True:
+            if held is not None and isolating_through is None:
+                self.direct.open(name)
                 if (
                     self.direct.waiting(name)
-                    and held is not None
-                    and isolating_through is None
                     and not log_first
                     and (taken is None or not taken.entries)
                 ):
                     head = await self.direct.apply(held, lease)
                     taken, woke = None, True
                     continue
-                batch, attempt = await self._next_batch(
-                    meta, head, lease, isolating_through is not None, taken, counts=not woke
-                )
-                taken, woke, log_first = None, False, False
-                if batch is not None:
-                    # The log goes first: direct chunks waiting meanwhile are appended after it
-                    # as usual rather than wait for a quiet log (another replica may keep it
-                    # busy).
-                    self.direct.turn_away(name)
-                if batch is None:
-                    why = None if force_checkpoint else await self._linger(name, head, lease)
-                    if why is not None:
-                        woke, log_first = True, why == "log"
-                        continue
-                    break
-                if held is None:
-                    held = await self.committer.rebuild(meta, head)
-                if attempt > self.settings.max_apply_attempts:
-                    reason = (
-                        f"applying this chunk was started {attempt - 1} times and never finished "
-                        "(the applying process died or ran out of memory each time)"
-                    )
-                    head = await self.committer.reject(
-                        held, lease, batch.entries[0], reason, batch.sizes[0]
-                    )
-                    continue
-                try:
-                    head, taken = await self._apply_batch(
-                        held, lease, batch, isolating_through is not None
-                    )
-                except UpdateFailed as failure:
-                    if len(batch.entries) > 1:
-                        isolating_through = batch.entries[-1].log_id
-                        continue
-                    if failure.transient:
-                        raise  # the next attempt is counted; enough of them reject the entry
-                    head = await self.committer.reject(
-                        held, lease, batch.entries[0], failure.reason, batch.sizes[0]
-                    )
-                if isolating_through is not None and is_applied(head, isolating_through):
-                    isolating_through = None
-            force_checkpoint = force_checkpoint or name in self.checkpoints.wanted
-            self.checkpoints.wanted.discard(name)
-            if force_checkpoint and held is None and head.recovery_point.version < head.version:
+            batch, attempt = await self._next_batch(
+                meta, head, lease, isolating_through is not None, taken, counts=not woke
+            )
+            taken, woke, log_first = None, False, False
+            if batch is None:
+                why = None if force_checkpoint else await self._linger(name, head, lease)
+                if why is None:
+                    return head, held
+                woke, log_first = True, why == "log"
+                continue
+            # The log goes first: direct chunks waiting meanwhile are appended after it as
+            # usual rather than wait for a quiet log (another replica may keep it busy).
+            self.direct.turn_away(name)
+            if held is None:
                 held = await self.committer.rebuild(meta, head)
-            if held is not None:
-                await self.checkpoints.settle(held, lease, force_checkpoint)
-            return head
+            if attempt > self.settings.max_apply_attempts:
+                reason = (
+                    f"applying this chunk was started {attempt - 1} times and never finished "
+                    "(the applying process died or ran out of memory each time)"
+                )
+                head = await self._reject_first(held, lease, batch, reason)
+                continue
+            try:
+                head, taken = await self._apply_batch(
+                    held, lease, batch, isolating_through is not None
+                )
+            except UpdateFailed as failure:
+                if len(batch.entries) > 1:
+                    isolating_through = batch.entries[-1].log_id
+                    continue
+                if failure.transient:
+                    raise  # the next attempt is counted; enough of them reject the entry
+                head = await self._reject_first(held, lease, batch, failure.reason)
+            if isolating_through is not None and is_applied(head, isolating_through):
+                isolating_through = None
+
+    async def _reject_first(self, held: HeldState, lease: Lease, batch: Batch, why: str) -> Head:
+        """Reject the first entry of ``batch`` (alone in it, or first attempted too often)."""
+        return await self.committer.reject(held, lease, batch.entries[0], why, batch.sizes[0])
+
+    @contextlib.asynccontextmanager
+    async def _lease_renewed(self, lease: Lease) -> AsyncIterator[None]:
+        """``lease`` renewed while the body runs (``keep_lease``)."""
+        stop_renewing = asyncio.Event()
+        keepalive = asyncio.create_task(
+            keep_lease(self.store, lease, self.settings.lease_ms, stop_renewing)
+        )
+        try:
+            yield
         finally:
-            self._close_direct(name)
             # Stopped by the event, not by cancelling: a cancellation that lands inside a Redis
             # call can be swallowed by the client, and the renewals would then go on forever
             # while this drain waited for them (seen: a selector whose lease was renewed every
@@ -285,14 +286,11 @@ class DrainLoop:
         should one kill this process, the next taker counts it).
         """
         if taken is None:
-            request = self._take_request(meta, head.cursor, one_at_a_time)
-            attempt, entries = await self.store.log.take(
-                lease, request.after, request.count, request.forgive, request.held, counts
-            )
+            request = self._take_request(meta, head.cursor, one_at_a_time, counts)
+            taken = await self.store.log.take_for(lease, request)
             if request.forgive:
                 self.scheduler.forgiven(meta.name, request.forgive)
-        else:
-            attempt, entries = taken.attempt, taken.entries
+        attempt, entries = taken.attempt, taken.entries
         if not entries:
             return None, 0
         if attempt > 1:
@@ -317,9 +315,12 @@ class DrainLoop:
             total += entry.items
         return Batch(chosen, folded, sizes), attempt
 
-    def _take_request(self, meta: SelectorMeta, after: str, one_at_a_time: bool) -> TakeRequest:
+    def _take_request(
+        self, meta: SelectorMeta, after: str, one_at_a_time: bool, counts: bool = True
+    ) -> TakeRequest:
         """The take of the entries after ``after``: as many as may go in one update, those this
-        process holds without their payloads, and the attempts to take back first."""
+        process holds without their payloads, and the attempts to take back first (``counts``:
+        whether it counts an attempt)."""
         coalesces = get_method(meta.method).coalesces and not one_at_a_time
         limit = self.settings.max_coalesce_entries if coalesces else 1
         return TakeRequest(
@@ -327,6 +328,7 @@ class DrainLoop:
             limit,
             self.scheduler.unproven_holders(meta.name),
             tuple(self._handed.ids(meta.name, 2 * limit)),
+            counts=counts,
         )
 
     async def _apply_batch(
@@ -347,16 +349,13 @@ class DrainLoop:
             held, batch.folded, batch.merge, batch.items
         )
         then_take = self._take_request(held.meta, batch.entries[-1].log_id, one_at_a_time)
-        head = await self.committer.commit(
-            held,
-            lease,
-            update,
-            cursor=batch.entries[-1].log_id,
-            items=batch.items,
-            entries=len(batch.entries),
-            applied_records=[e.idem_record for e in batch.entries if e.idem_record],
-            then_take=then_take,
+        covered = Covered(
+            batch.entries[-1].log_id,
+            batch.items,
+            len(batch.entries),
+            [e.idem_record for e in batch.entries if e.idem_record],
         )
+        head = await self.committer.commit(held, lease, update, covered, then_take)
         if then_take.taken is not None and then_take.forgive:
             self.scheduler.forgiven(held.meta.name, then_take.forgive)
         held.committed(head, update, batch.payload_bytes, computed)

@@ -12,14 +12,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection
 
-from service.applier.state import Backoff, Running
+from service.applier.basis import Basis
+from service.applier.state import Backoff
 from service.applier.updates import StateUnreadable, UpdateFailed
-from service.config import Settings
 from service.errors import NotFound, StaleApplier, Unavailable
-from service.metrics import Metrics
-from service.store.redis_store import SelectorStore
 
 log = logging.getLogger("sift.applier")
 
@@ -58,23 +56,17 @@ class Scheduler:
 
     def __init__(
         self,
-        store: SelectorStore,
-        settings: Settings,
-        metrics: Metrics,
-        running: Running,
+        basis: Basis,
         drain: Callable[[str], Awaitable[None]],
         forget_selector: Callable[[str], None],
-        held_names: Callable[[], Sequence[str]],
     ) -> None:
-        self.store = store
-        self.settings = settings
-        self.metrics = metrics
-        self._running = running
+        self.store, self.settings, self.metrics = basis.store, basis.settings, basis.metrics
+        self._running = basis.running
         # What a kick starts (``DrainLoop.drain``), how a selector found gone is let go of by
         # every part (``Applier.forget``), and the selectors whose state is held here.
         self._drain = drain
         self._forget_selector = forget_selector
-        self._held_names = held_names
+        self._held_names = basis.held.keys
         # Selectors whose last drain failed, and when to try again.
         self._backoff: dict[str, Backoff] = {}
         # Lease holders of this process whose last attempt on a selector's first pending entry

@@ -22,6 +22,7 @@ import itertools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from service.cache import LRU
 from service.store.keys import parse_stream_id
@@ -42,6 +43,19 @@ HELD_BYTES = 256 * 2**20
 HEAD_TRUSTED_SECONDS = 1.0
 
 StreamId = tuple[int, int]
+
+
+class Commit(Protocol):
+    """Where a commit got a selector: a head, or a commit notice."""
+
+    @property
+    def incarnation(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def cursor(self) -> str: ...
+    @property
+    def items_seen(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -107,16 +121,13 @@ class Waiters:
     def committed(
         self,
         name: str,
-        incarnation: str,
-        version: int,
-        cursor: str,
-        items_seen: int,
+        commit: Commit,
         *,
         after: str | None = None,
         rejections: Mapping[str, str] | None = None,
         rejected_any: bool = True,
     ) -> None:
-        """A commit of ``name``: version ``version`` moved the cursor to ``cursor``.
+        """A commit of ``name``: ``commit.version`` moved the cursor to ``commit.cursor``.
 
         This process's own commits say where the cursor was before (``after``) and which of
         the entries they moved past were rejected (``rejections``): the waiters of those
@@ -124,7 +135,8 @@ class Waiters:
         any (``rejected_any``): its waiters learn the version, and that their entry was applied
         when it rejected none and it follows the last commit heard of without a gap.
         """
-        moved_to = parse_stream_id(cursor)
+        incarnation, version, items_seen = commit.incarnation, commit.version, commit.items_seen
+        moved_to = parse_stream_id(commit.cursor)
         previous = self._reached.get(name)
         if previous is not None and previous.incarnation == incarnation:
             if previous.version >= version:

@@ -11,15 +11,13 @@ import contextlib
 import logging
 import time
 
+from service.applier.basis import Basis
 from service.applier.checkpoints import Checkpointer
 from service.applier.drain import DrainLoop
 from service.applier.scheduling import Scheduler
-from service.applier.state import Running
-from service.applier.waiting import FALLBACK_SECONDS, HandOver, KnownHeads, Settled, Waiters
-from service.config import Settings
+from service.applier.waiting import FALLBACK_SECONDS, Settled
 from service.errors import NotFound, Unavailable
 from service.store.records import DeletionNotice, Head
-from service.store.redis_store import SelectorStore
 
 log = logging.getLogger("sift.applier")
 
@@ -31,23 +29,13 @@ class Waits:
     """Waiting on commits and checkpoints (see the module)."""
 
     def __init__(
-        self,
-        store: SelectorStore,
-        settings: Settings,
-        running: Running,
-        waiters: Waiters,
-        heads: KnownHeads,
-        handed: HandOver,
-        scheduler: Scheduler,
-        checkpoints: Checkpointer,
-        drains: DrainLoop,
+        self, basis: Basis, scheduler: Scheduler, checkpoints: Checkpointer, drains: DrainLoop
     ) -> None:
-        self.store = store
-        self.settings = settings
-        self._running = running
-        self._waiters = waiters
-        self._heads = heads
-        self._handed = handed
+        self.store, self.settings = basis.store, basis.settings
+        self._running = basis.running
+        self._waiters = basis.waiters
+        self._heads = basis.heads
+        self._handed = basis.handed
         self.scheduler = scheduler
         self.checkpoints = checkpoints
         self.drains = drains
@@ -76,11 +64,7 @@ class Waits:
                 continue
             lease = await self.store.leases.acquire_lease(name, self.settings.lease_ms)
             if lease is not None:
-                try:
-                    return await self.drains.apply_all_owned(name, lease, force_checkpoint=True)
-                finally:
-                    with contextlib.suppress(Unavailable):
-                        await self.store.leases.release_lease(lease)
+                return await self.drains.apply_all_owned(name, lease, force_checkpoint=True)
             if time.monotonic() >= deadline:
                 return head
             await asyncio.sleep(0.02)
@@ -117,9 +101,7 @@ class Waits:
                         f"selector '{name}' was deleted (and created anew) before the chunk "
                         f"with log id {log_id} was applied"
                     )
-                self._waiters.committed(
-                    name, head.incarnation, head.version, head.cursor, head.items_seen
-                )
+                self._waiters.committed(name, head)
                 if future.done():
                     return future.result()
                 self.scheduler.kick(name, incarnation)
@@ -141,14 +123,7 @@ class Waits:
                         continue
                     # Heads first: a waiter answered below may be read right after.
                     self._heads.heard(notice.name, notice.incarnation, notice.version)
-                    self._waiters.committed(
-                        notice.name,
-                        notice.incarnation,
-                        notice.version,
-                        notice.cursor,
-                        notice.items_seen,
-                        rejected_any=notice.rejected,
-                    )
+                    self._waiters.committed(notice.name, notice, rejected_any=notice.rejected)
                     self._handed.applied(notice.name, notice.cursor)
                     if self._running.closing:
                         return

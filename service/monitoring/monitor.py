@@ -46,7 +46,13 @@ from service.monitoring.formats import summary
 from service.monitoring.outbox import Outbox
 from service.monitoring.webhooks import Webhooks
 from service.store.keys import is_partition
-from service.store.monitoring_records import Alert, Baseline, HistoryEntry, RankedList
+from service.store.monitoring_records import (
+    Alert,
+    Baseline,
+    HistoryEntry,
+    Judgement,
+    RankedList,
+)
 from service.store.records import Head, SelectorMeta
 from service.store.redis_store import SelectorStore
 from service.wire.kinds import ChunkFormat, chunk_format
@@ -257,15 +263,11 @@ class Monitor:
             # Not over: the event, if any, resolves (claim_crossing.lua marks it so).
             event["summary"] = summary({**event, "resolved": not over})
             prefix = orjson.dumps(event).decode()[:-1]
+        judgement = Judgement(
+            alert.id, version.incarnation, version.version, over, prefix or "{", resolves
+        )
         claimed = await self.store.monitoring.claim_crossing(
-            meta.name,
-            alert.id,
-            version.incarnation,
-            version.version,
-            over,
-            prefix or "{",
-            {"status": "pending", "attempts": 0, "updated_at": time.time()},
-            resolves,
+            meta.name, judgement, {"status": "pending", "attempts": 0, "updated_at": time.time()}
         )
         if claimed is None:
             return

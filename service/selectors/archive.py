@@ -87,7 +87,7 @@ from service.store.codec import (
 )
 from service.store.inventory import declared_state_bytes
 from service.store.keys import validate_name
-from service.store.records import SelectorMeta, Snapshot, new_incarnation
+from service.store.records import Imported, SelectorMeta, Snapshot, new_incarnation
 from service.store.redis_store import SelectorStore
 from service.wire.kinds import ChunkFormat, chunk_format, creation_shape
 from service.wire.names import validate_names
@@ -506,10 +506,9 @@ class Archives:
             restored.meta,
             restored.state,
             published=published,
-            version=restored.version,
-            items_seen=restored.items_seen,
-            segments=restored.segments,
-            item_names=restored.item_names,
+            imported=Imported(
+                restored.version, restored.items_seen, restored.segments, restored.item_names
+            ),
         )
         await self.history.start(restored.meta, head, restored.state)
         return selector_out(restored.meta, restored.kind, head)

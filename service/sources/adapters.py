@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from service.sources.bus import Bus
-from service.sources.kafka import KafkaBus
+from service.sources.kafka import KafkaBus, KafkaSecurity
 from service.sources.nats import NatsBus
 from service.sources.reach import Reach
 from service.sources.redis_stream import RedisStreamBus
@@ -19,10 +19,12 @@ ADAPTERS: Mapping[str, Callable[[Mapping[str, Any], Reach], Bus]] = {
         str(d["bootstrap"]),
         str(d["topic"]),
         str(d.get("group") or f"sift-{d['name']}"),
-        d.get("username"),
-        d.get("password"),
-        str(d.get("mechanism") or "PLAIN"),
-        bool(d.get("tls")),
+        KafkaSecurity(
+            d.get("username"),
+            d.get("password"),
+            str(d.get("mechanism") or "PLAIN"),
+            bool(d.get("tls")),
+        ),
         reach=reach,
         name=str(d["name"]),
         batch_bytes=int(d.get("batch_bytes") or DEFAULT_BATCH_BYTES),

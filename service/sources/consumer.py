@@ -44,7 +44,7 @@ from service.store.keys import compare_stream_ids, parse_stream_id
 from service.store.parts.appends import SourceStep
 from service.store.records import Attachment, Entry
 from service.store.redis_store import SelectorStore
-from service.store.sources import Gone, Moved, Progress, SourceStore, Target
+from service.store.sources import Gone, Moved, PartitionMove, Progress, SourceStore, Target
 from service.wire.kinds import ChunkTarget, chunk_format
 from service.wire.log import encode_chunk
 
@@ -137,22 +137,26 @@ async def describe_target(store: SelectorStore, target: Target, label_field: str
     return Feeding(EntryShape(names, label_field), is_labelled, incarnation, selectors)
 
 
+@dataclass(frozen=True)
+class Host:
+    """What the consumers of one process share: the store and the sources' records in it, the
+    applier chunks are handed to, the metrics, the name the process holds leases by, and how
+    many chunks a target may have unapplied before its sources pause
+    (``SIFT_SOURCE_MAX_PENDING``)."""
+
+    store: SelectorStore
+    sources: SourceStore
+    applier: Applier
+    metrics: Metrics
+    holder: str
+    max_pending: int
+
+
 class Consumer:
     """Consumes one source while its task runs (cancelled when the lease is lost or the
     source deleted)."""
 
-    def __init__(
-        self,
-        name: str,
-        definition: dict[str, Any],
-        bus: Bus,
-        store: SelectorStore,
-        sources: SourceStore,
-        applier: Applier,
-        metrics: Metrics,
-        holder: str,
-        max_pending: int,
-    ) -> None:
+    def __init__(self, name: str, definition: dict[str, Any], bus: Bus, host: Host) -> None:
         self.name = name
         self.definition = definition
         self.id = str(definition["id"])
@@ -164,12 +168,8 @@ class Consumer:
         self.label_field: str | None = definition.get("label_field")
         self.on_reset = str(definition.get("on_reset") or "stop")
         self.bus = bus
-        self.store = store
-        self.sources = sources
-        self.applier = applier
-        self.metrics = metrics
-        self.holder = holder
-        self.max_pending = max_pending
+        self.store, self.sources, self.applier = host.store, host.sources, host.applier
+        self.metrics, self.holder, self.max_pending = host.metrics, host.holder, host.max_pending
         self.state = "starting"
         self.last_error: str | None = None
         self.lag: dict[str, int | None] = {}
@@ -187,7 +187,9 @@ class Consumer:
         self._claimed_at = 0.0
         #: When each partition was last checked for a reset (this connection).
         self._checked: dict[str, float] = {}
-        self.checker = Checker(name, self.id, self.target, self.on_reset, bus, sources, metrics)
+        self.checker = Checker(
+            name, self.id, self.target, self.on_reset, bus, host.sources, host.metrics
+        )
 
     async def run(self) -> None:
         """Consume until cancelled, or until the source can no longer feed its target."""
@@ -320,16 +322,9 @@ class Consumer:
             if position is None:
                 option = progress.starts.get(partition) or str(self.definition["start"])
                 start = await self.bus.start(partition, option)
-                progress = await self.sources.move(
-                    self.name,
-                    self.id,
-                    self.target,
-                    partition,
-                    "",
-                    start.position,
-                    counted_from(start.before, progress),
-                    start.epoch,
-                )
+                before = counted_from(start.before, progress)
+                move = PartitionMove(partition, "", start.position, before, start.epoch)
+                progress = await self.sources.move(self.name, self.id, self.target, move)
                 self._checked[partition] = time.monotonic()
                 continue
             if time.monotonic() - self._checked.get(partition, -CHECK_EVERY_SECONDS) >= (

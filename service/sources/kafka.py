@@ -33,6 +33,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from io import BytesIO
 from typing import Any
 
@@ -84,6 +85,35 @@ PARTITIONS_EVERY_SECONDS = 10.0
 TOMBSTONE = "no value (a tombstone)"
 
 
+@dataclass(frozen=True)
+class KafkaSecurity:
+    """How a Kafka source signs in to its brokers: SASL's ``mechanism`` with ``username`` and
+    ``password`` (no username: no SASL), and whether over TLS."""
+
+    username: str | None = None
+    password: str | None = None
+    mechanism: str = "PLAIN"
+    tls: bool = False
+
+    def options(self) -> dict[str, Any]:
+        """What aiokafka's consumer is given of it."""
+        options: dict[str, Any] = {}
+        if self.username is not None:
+            options = {
+                "security_protocol": "SASL_SSL" if self.tls else "SASL_PLAINTEXT",
+                "sasl_mechanism": self.mechanism,
+                "sasl_plain_username": self.username,
+                "sasl_plain_password": self.password or "",
+            }
+        elif self.tls:
+            options = {"security_protocol": "SSL"}
+        if self.tls:
+            # The system's CAs; the certificate checked against the broker's name although
+            # the connection goes to the address it resolved to (``service.sources.reach``).
+            options["ssl_context"] = named_tls()
+        return options
+
+
 class KafkaBus:
     """One topic, read by offset from the partitions this process holds."""
 
@@ -95,10 +125,7 @@ class KafkaBus:
         bootstrap: str,
         topic: str,
         group: str,
-        username: str | None = None,
-        password: str | None = None,
-        mechanism: str = "PLAIN",
-        tls: bool = False,
+        security: KafkaSecurity = KafkaSecurity(),
         *,
         reach: Reach,
         name: str = "",
@@ -111,20 +138,7 @@ class KafkaBus:
         self.reach = reach
         self.name = name
         self._client_id = ""
-        self._security: dict[str, Any] = {}
-        if username is not None:
-            self._security = {
-                "security_protocol": "SASL_SSL" if tls else "SASL_PLAINTEXT",
-                "sasl_mechanism": mechanism,
-                "sasl_plain_username": username,
-                "sasl_plain_password": password or "",
-            }
-        elif tls:
-            self._security = {"security_protocol": "SSL"}
-        if tls:
-            # The system's CAs; the certificate checked against the broker's name although
-            # the connection goes to the address it resolved to (``service.sources.reach``).
-            self._security["ssl_context"] = named_tls()
+        self._security = security.options()
         self._consumer: AIOKafkaConsumer | None = None
         #: The offset each assigned partition's next message has (where reads left off).
         self._next: dict[int, int] = {}

@@ -14,7 +14,7 @@ from typing import Any
 
 from service.metrics import Metrics
 from service.sources.bus import Bus, Extent
-from service.store.sources import Progress, SourceStore, Target
+from service.store.sources import PartitionMove, Progress, SourceStore, Target
 
 log = logging.getLogger("sift.sources")
 
@@ -60,7 +60,10 @@ class Checker:
         if extent.epoch is not None and recorded is None:
             # A position recorded without its incarnation: the partition as it is now.
             return await self.sources.move(
-                self.name, self.id, self.target, partition, position, epoch=extent.epoch
+                self.name,
+                self.id,
+                self.target,
+                PartitionMove(partition, position, epoch=extent.epoch),
             )
         return progress
 
@@ -80,18 +83,13 @@ class Checker:
         if not stop:
             event["restarted_at"] = event["at"]
             event["restarted_from"] = extent.start.position
-        moved = await self.sources.move(
-            self.name,
-            self.id,
-            self.target,
-            partition,
-            position,
-            None if stop else extent.start.position,
-            None if stop else counted_from(extent.start.before, progress),
-            None if stop else extent.epoch,
-            reset=event,
-            halt=stop,
-        )
+        if stop:
+            move = PartitionMove(partition, position, reset=event, halt=True)
+        else:
+            start = extent.start
+            before = counted_from(start.before, progress)
+            move = PartitionMove(partition, position, start.position, before, extent.epoch, event)
+        moved = await self.sources.move(self.name, self.id, self.target, move)
         self.metrics.source_resets.labels(self.name).inc()
         log.warning(
             "source '%s': partition %s of its bus was reset at position %s (%s); %s",

@@ -26,7 +26,7 @@ from service.config import Settings
 from service.errors import Forbidden, InvalidParams, NotFound, SiftError
 from service.metrics import Metrics
 from service.sources.adapters import bus_for, shared
-from service.sources.consumer import Consumer, describe_target
+from service.sources.consumer import Consumer, Host, describe_target
 from service.sources.endpoints import endpoint
 from service.sources.reach import Reach
 from service.sources.resets import halted_reason
@@ -65,6 +65,9 @@ class Sources:
         #: Where sources may connect (SIFT_SOURCE_PRIVATE), never to Sift's own Redis.
         self.reach = Reach.of(settings.source_private, store.redis)
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._host = Host(
+            store, self.records, applier, metrics, self.holder, settings.source_max_pending
+        )
         #: Sources this process consumes: name -> (source id, its consumer, its task, when
         #: the task ended if it did).
         self._running: dict[str, tuple[str, Consumer, asyncio.Task[None]]] = {}
@@ -262,17 +265,7 @@ class Sources:
     def _begin(self, name: str, definition: dict[str, Any]) -> None:
         if self._closed:
             return
-        consumer = Consumer(
-            name,
-            definition,
-            bus_for(definition, self.reach),
-            self.store,
-            self.records,
-            self.applier,
-            self.metrics,
-            self.holder,
-            self.settings.source_max_pending,
-        )
+        consumer = Consumer(name, definition, bus_for(definition, self.reach), self._host)
         task = asyncio.create_task(consumer.run(), name=f"source:{name}")
         self._running[name] = (str(definition["id"]), consumer, task)
         log.info("source '%s': consuming", name)

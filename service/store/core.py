@@ -10,6 +10,7 @@ across a cluster's masters (``read_each``).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from service.store.keys import (
     pending_key,
     registry_key,
 )
+from service.store.records import as_text
 from service.store.redis_errors import is_outage, map_redis_errors
 
 #: Keys read per pipeline by registry-wide reads (and log entries per read of ``log_between``).
@@ -238,6 +240,28 @@ class StoreCore:
             if ttl_ms is not None:
                 await self.redis.pexpire(key, ttl_ms)
                 ttl_ms = None  # once is enough: HSET keeps it
+
+    async def adopt_names(self, meta_key: str, names_key: str, names: Sequence[str]) -> Any:
+        """Give the selector or stream described at ``meta_key`` these feature names unless it
+        has names already; the names it has now (their JSON), or None when it does not exist
+        (and then nothing is left behind)."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.exists(meta_key)
+        pipe.set(names_key, json.dumps(list(names)), nx=True)
+        pipe.get(names_key)
+        exists, _set, raw = await pipe.execute()
+        if not exists:
+            await self.redis.delete(names_key)  # deleted meanwhile: leave nothing behind
+            return None
+        return raw
+
+    async def item_names(self, key: str, indices: Sequence[int]) -> list[str | None]:
+        """Names given on arrival to the items at ``indices`` (None where unnamed), in the
+        index -> name hash ``key``."""
+        if not indices:
+            return []
+        values = await self.redis.hmget(key, [str(i) for i in indices])
+        return [None if v is None else as_text(v) for v in values]
 
     # -- scripts -----------------------------------------------------------------------------
 

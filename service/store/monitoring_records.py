@@ -14,6 +14,21 @@ from service.errors import CodecError
 
 
 @dataclass(frozen=True)
+class Judgement:
+    """An alert's judgement of one committed version (``Monitoring.claim_crossing``): whether
+    it is over the alert's threshold, the event a crossing raises (its JSON without its closing
+    brace: the claim adds its id and crossing number), and whether the alert is told when it
+    resolves (an Alertmanager's)."""
+
+    alert_id: str
+    incarnation: str
+    version: int
+    over: bool
+    event_prefix: str = "{"
+    resolves: bool = False
+
+
+@dataclass(frozen=True)
 class RankedList:
     """The top features of one ranking of a version: ``view`` (multi-view selectors) or None,
     the features' indices (within the view) in rank order and their scores."""

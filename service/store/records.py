@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast, get_args
 
 from service.algorithms.base import ChunkKind
 from service.errors import CodecError, InvalidInput
+from service.store.monitoring_records import HistoryEntry
 
 
 @dataclass(frozen=True)
@@ -422,6 +423,39 @@ class Rejection:
     reason: str
     #: The Redis key of the entry's idempotency record, if it has one.
     idem_record: str | None = None
+
+
+@dataclass(frozen=True)
+class Imported:
+    """Where an imported selector starts: at ``version`` having seen ``items_seen`` items,
+    with its immutable ``segments`` (by id) and the names its items were given on arrival
+    (``item_names``, index -> name)."""
+
+    version: int = 0
+    items_seen: int = 0
+    segments: Mapping[str, bytes] = dataclasses.field(default_factory=dict)
+    item_names: Mapping[int, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NextVersion:
+    """The version a commit makes of a selector: the one after ``after`` (the head must still
+    be at it), what readers read of it (``published``), the cursor of the last entry it covers
+    and the items seen with it, and its entry of the ranking history (``history``, its
+    ``updated_at`` set to the commit's time; None: no ranking), of which ``history_kept``
+    entries are kept. (``Commits.append_and_commit`` appends the entries it covers itself:
+    there ``cursor`` is the head's cursor the update followed.)"""
+
+    after: int
+    published: Mapping[str, bytes]
+    cursor: str
+    items_seen: int
+    history: HistoryEntry | None = None
+    history_kept: int = 0
+
+    @property
+    def version(self) -> int:
+        return self.after + 1
 
 
 @dataclass(frozen=True)

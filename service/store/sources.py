@@ -122,6 +122,35 @@ class Committed:
     progress: Progress | None = None
 
 
+@dataclass(frozen=True)
+class PartitionMove:
+    """A partition's position moved without appending (``SourceStore.move``): from
+    ``expected`` to ``position`` (its first, or the start of the incarnation a reset met), with
+    the entries before it (``before``) and the partition's incarnation (``epoch``), each left
+    as it was if None; a bus ``reset`` (an event) recorded, and with ``halt`` the partition
+    stopped at it rather than moved."""
+
+    partition: str
+    expected: str
+    position: str | None = None
+    before: int | None = None
+    epoch: str | None = None
+    reset: dict[str, Any] | None = None
+    halt: bool = False
+
+    def args(self) -> list[Any]:
+        """``source_position.lua``'s ARGV after the source's name and id, but the last."""
+        return [
+            self.partition,
+            self.expected,
+            "" if self.position is None else self.position,
+            "" if self.before is None else self.before,
+            "" if self.epoch is None else self.epoch,
+            "" if self.reset is None else json.dumps(self.reset),
+            "1" if self.halt else "0",
+        ]
+
+
 class Moved(SiftError):
     """Another consumer committed this partition since this one read its position."""
 
@@ -240,12 +269,11 @@ class SourceStore:
             return Committed(log_id, attached, Progress.parse(appended.source[1]))
         if status == "MOVED":
             raise Moved(as_text(appended.source[1]))
-        if status == "GONE":
+        # GONE: the source is; NOTFOUND (the append's): its target is.
+        if status == "GONE" or as_text(appended.replies[0][0]) == "NOTFOUND":
             raise Gone(f"the source's {target.kind} '{target.name}' or the source is gone")
         reply = appended.replies[0]
         status = as_text(reply[0])
-        if status == "NOTFOUND":
-            raise Gone(f"the source's {target.kind} '{target.name}' or the source is gone")
         if status == "INCARNATION":
             raise StaleMeta(f"{target.kind} '{target.name}' was deleted and created again")
         refused = append_refusal(status, reply, target.kind, target.name, None)
@@ -257,38 +285,14 @@ class SourceStore:
 
     @map_redis_errors
     async def move(
-        self,
-        name: str,
-        source_id: str,
-        target: Target,
-        partition: str,
-        expected: str,
-        position: str | None = None,
-        before: int | None = None,
-        epoch: str | None = None,
-        reset: dict[str, Any] | None = None,
-        halt: bool = False,
+        self, name: str, source_id: str, target: Target, move: PartitionMove
     ) -> Progress:
-        """Move a partition's position from ``expected`` without appending (``position``:
-        its first, or the start of the incarnation a reset met), with the entries before it
-        (``before``) and the partition's incarnation (``epoch``), each left as it was if
-        None; record ``reset`` (an event), and with ``halt`` stop the partition at it rather
-        than move. Moved if another consumer moved it first; Gone if the source is gone."""
+        """Make ``move`` of a partition of source ``name``; its progress then. Moved if another
+        consumer moved the position first; Gone if the source is gone."""
         reply = await self.store.run_acknowledged(
             "source_position",
             [target.keys(self.prefix).sources],
-            [
-                name,
-                source_id,
-                partition,
-                expected,
-                "" if position is None else position,
-                "" if before is None else before,
-                "" if epoch is None else epoch,
-                "" if reset is None else json.dumps(reset),
-                "1" if halt else "0",
-                MAX_RESETS_KEPT,
-            ],
+            [name, source_id, *move.args(), MAX_RESETS_KEPT],
         )
         status = as_text(reply[0])
         if status == "MOVED":

@@ -13,7 +13,7 @@ import pytest
 
 from service.store.codec import encode_matrix
 from service.store.keys import SelectorKeys
-from service.store.records import Entry
+from service.store.records import Entry, NextVersion
 from service.store.redis_store import SelectorStore
 from tests.support.api import create_selector
 
@@ -127,7 +127,7 @@ async def test_a_direct_commit_writes_nothing_unless_it_may(client, redis_client
     await store.log.append("r", Entry(entry([1.0, 2.0], "first").payload, 1, "ab" * 32, "first"))
     before = await redis_client.xlen(keys.log)
     refused = await store.commits.append_and_commit(
-        lease, head.version, head.cursor, published, 1, [entry([3.0, 4.0], "second")]
+        lease, NextVersion(head.version, published, head.cursor, 1), [entry([3.0, 4.0], "second")]
     )
     assert refused == "pending"
     assert await redis_client.xlen(keys.log) == before
@@ -136,13 +136,13 @@ async def test_a_direct_commit_writes_nothing_unless_it_may(client, redis_client
     await redis_client.hset(keys.head, mapping={"cursor": (await store.log.last_log_id("r"))})
     head = await store.registry.get_head("r")
     refused = await store.commits.append_and_commit(
-        lease, head.version, head.cursor, published, 2, [entry([1.0, 2.0], "first")]
+        lease, NextVersion(head.version, published, head.cursor, 2), [entry([1.0, 2.0], "first")]
     )
     assert refused == "idempotency key seen before"
     # Another holder's lease refuses.
     await redis_client.set(keys.lease, "someone else")
     refused = await store.commits.append_and_commit(
-        lease, head.version, head.cursor, published, 2, [entry([5.0, 6.0], None)]
+        lease, NextVersion(head.version, published, head.cursor, 2), [entry([5.0, 6.0], None)]
     )
     assert refused == "lease"
     assert await redis_client.xlen(keys.log) == before

@@ -40,6 +40,7 @@ from service.store.records import (
     Entry,
     Head,
     Lease,
+    NextVersion,
     Rejection,
     SelectorMeta,
 )
@@ -219,7 +220,9 @@ async def test_a_checkpoint_of_megabytes_never_sends_a_value_over_a_piece(
     await store.registry.create(meta(), encode_state({"n": 0}))
     lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
-    await store.commits.commit(lease, 0, encode_state({"n": 7}), "0-0", 7, [], entries=0)
+    await store.commits.commit(
+        lease, NextVersion(0, encode_state({"n": 7}), "0-0", 7), [], entries=0
+    )
 
     sent.commands.clear()
     point = await store.checkpoints.checkpoint(lease, 1, "0-0", 7, cut_fields(whole))
@@ -266,10 +269,14 @@ async def three_versions(store: SelectorStore) -> Versions:
         )
     lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
-    await store.commits.commit(lease, 0, published_of(1), entries[1], 3, [], entries=2)
+    await store.commits.commit(lease, NextVersion(0, published_of(1), entries[1], 3), [], entries=2)
     rejected = [Rejection(entries[2], '{"reason":"no"}')]
-    await store.commits.commit(lease, 1, published_of(2), entries[2], 3, [], rejected, entries=1)
-    head = await store.commits.commit(lease, 2, published_of(3), entries[3], 7, [], entries=1)
+    await store.commits.commit(
+        lease, NextVersion(1, published_of(2), entries[2], 3), [], rejected, entries=1
+    )
+    head = await store.commits.commit(
+        lease, NextVersion(2, published_of(3), entries[3], 7), [], entries=1
+    )
     assert head.checkpoint == created.checkpoint
     return Versions(lease, entries, head, [0, 3, 3, 7])
 
@@ -333,7 +340,9 @@ async def test_checkpoint_replaces_the_recovery_point_and_drops_exactly_what_it_
     assert await store.log.log_between("s1", third.cursor, head.cursor) == []
 
     # Everything applied and checkpointed: the log is empty, yet the head still knows its end.
-    last = await store.commits.commit(v.lease, 3, published_of(4), e[4], 12, [], entries=1)
+    last = await store.commits.commit(
+        v.lease, NextVersion(3, published_of(4), e[4], 12), [], entries=1
+    )
     assert (
         await store.checkpoints.checkpoint(v.lease, 4, e[4], 12, cut_fields(state_of(4)))
         is not None
@@ -357,7 +366,7 @@ async def test_checkpoint_trims_the_log_at_the_exact_entry(
         await redis_client.xadd(KEYS.log, {"payload": b"p", "rows": 1}, id=entry_id)
     lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
-    await store.commits.commit(lease, 0, published_of(1), "9-1", 2, [], entries=2)
+    await store.commits.commit(lease, NextVersion(0, published_of(1), "9-1", 2), [], entries=2)
     assert (
         await store.checkpoints.checkpoint(lease, 1, "9-1", 2, cut_fields(state_of(1))) is not None
     )
@@ -500,11 +509,11 @@ async def test_pending_count_last_log_id_and_names_with_pending(
     assert await store.log.names_with_pending() == ["busy"]
     lease = await store.leases.acquire_lease("busy", 60_000)
     assert lease is not None
-    await store.commits.commit(lease, 0, published_of(1), ids[2], 3, [], entries=3)
+    await store.commits.commit(lease, NextVersion(0, published_of(1), ids[2], 3), [], entries=3)
     assert await store.log.pending_count("busy") == 1
     assert await store.log.names_with_pending() == ["busy"]
     await store.commits.commit(
-        lease, 1, published_of(1), ids[3], 3, [], [Rejection(ids[3], "r")], entries=1
+        lease, NextVersion(1, published_of(1), ids[3], 3), [], [Rejection(ids[3], "r")], entries=1
     )
     assert await store.log.pending_count("busy") == 0
     assert await store.log.names_with_pending() == []
@@ -583,7 +592,9 @@ async def test_a_selector_of_the_earlier_layout_recovers_from_its_whole_state(
     # The first COMMIT adopts the whole-state hash as the checkpoint instead of deleting it.
     lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
-    head4 = await store.commits.commit(lease, 3, published_of(4), pending[0], 7, [], entries=1)
+    head4 = await store.commits.commit(
+        lease, NextVersion(3, published_of(4), pending[0], 7), [], entries=1
+    )
     adopted = Checkpoint(state_key, 3, OLD_CURSOR, 6, cut=False)
     assert head4.checkpoint == adopted and head4.recovery_point == adopted
     assert await store.registry.get_head("s1") == head4
@@ -600,7 +611,9 @@ async def test_a_selector_of_the_earlier_layout_recovers_from_its_whole_state(
         pending[0]
     ]
     # ... and the next commit keeps it too.
-    head5 = await store.commits.commit(lease, 4, published_of(5), pending[1], 8, [], entries=1)
+    head5 = await store.commits.commit(
+        lease, NextVersion(4, published_of(5), pending[1], 8), [], entries=1
+    )
     assert head5.checkpoint == adopted and await redis_client.exists(state_key)
     assert await store.log.pending_count("s1") == 1
 
@@ -623,13 +636,15 @@ async def test_an_earlier_layout_committed_before_any_append_counts_its_pending_
     state_key, pending = await earlier_layout(redis_client, "s1")
     lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
-    head = await store.commits.commit(lease, 3, published_of(4), pending[0], 7, [], entries=1)
+    head = await store.commits.commit(
+        lease, NextVersion(3, published_of(4), pending[0], 7), [], entries=1
+    )
     assert head.recovery_point == Checkpoint(state_key, 3, OLD_CURSOR, 6, cut=False)
     assert await store.log.pending_count("s1") == 1
     # No APPEND wrote the head's last_id: the log's newest entry says what came last.
     assert await store.log.last_log_id("s1") == pending[1]
     assert await store.log.names_with_pending() == ["s1"]
-    await store.commits.commit(lease, 4, published_of(5), pending[1], 8, [], entries=1)
+    await store.commits.commit(lease, NextVersion(4, published_of(5), pending[1], 8), [], entries=1)
     assert await store.log.pending_count("s1") == 0
     assert await store.log.names_with_pending() == []
     assert await store.checkpoints.load_checkpoint("s1", head.recovery_point) == state_of(3)

@@ -27,11 +27,12 @@ from service.store.embedded import (
     PIDFILE,
     EmbeddedRedis,
     RedisSupervisor,
+    SupervisorTimings,
     find_redis_server,
     locate_redis_server,
 )
 from service.store.keys import SelectorKeys
-from service.store.records import CommitRecord, Entry, SelectorMeta
+from service.store.records import CommitRecord, Entry, NextVersion, SelectorMeta
 from service.store.redis_store import SelectorStore
 
 META = SelectorMeta("s1", "ocfs", {}, 1.0, n_features=2, feature_names=["f0", "f1"])
@@ -65,14 +66,20 @@ async def test_uncommitted_entries_survive_restart_and_crash(
     lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
     await store.commits.commit(
-        lease, 0, encode_state({"count": 1}), e1.log_id, 1, [META_KEYS.idem("k1")], entries=1
+        lease,
+        NextVersion(0, encode_state({"count": 1}), e1.log_id, 1),
+        [META_KEYS.idem("k1")],
+        entries=1,
     )
     point = await store.checkpoints.checkpoint(
         lease, 1, e1.log_id, 1, cut_fields(encode_state({"count": 1, "n": 1}))
     )
     assert point is not None
     committed = await store.commits.commit(
-        lease, 1, encode_state({"count": 2}), e2.log_id, 2, [META_KEYS.idem("k2")], entries=1
+        lease,
+        NextVersion(1, encode_state({"count": 2}), e2.log_id, 2),
+        [META_KEYS.idem("k2")],
+        entries=1,
     )
     await client.aclose()
 
@@ -278,7 +285,7 @@ async def test_supervisor_restarts_a_killed_server_on_its_data(short_dir: Path) 
     client.close()
     restarted: list[int] = []
     supervisor = RedisSupervisor(
-        server, poll_interval_s=0.05, on_restart=lambda: restarted.append(1)
+        server, SupervisorTimings(poll_interval_s=0.05), on_restart=lambda: restarted.append(1)
     )
     task = asyncio.create_task(supervisor.run())
     try:
@@ -314,9 +321,7 @@ async def test_supervisor_backs_off_while_restarts_fail(short_dir: Path, tmp_pat
     broken.chmod(0o755)
     supervisor = RedisSupervisor(
         server,
-        poll_interval_s=0.05,
-        backoff_initial_s=0.25,
-        backoff_max_s=1.0,
+        SupervisorTimings(poll_interval_s=0.05, backoff_initial_s=0.25, backoff_max_s=1.0),
         expected_start_s=0.5,
     )
     task = asyncio.create_task(supervisor.run())
@@ -349,7 +354,7 @@ async def test_supervisor_backs_off_while_restarts_fail(short_dir: Path, tmp_pat
 async def test_supervisor_ends_when_the_server_is_stopped(short_dir: Path) -> None:
     server = EmbeddedRedis(short_dir)
     server.start()
-    supervisor = RedisSupervisor(server, poll_interval_s=0.02)
+    supervisor = RedisSupervisor(server, SupervisorTimings(poll_interval_s=0.02))
     task = asyncio.create_task(supervisor.run())
     server.stop()
     await asyncio.wait_for(task, 5)

@@ -9,7 +9,7 @@ import redis.asyncio as aioredis
 from service.errors import Conflict, NotFound
 from service.store.codec import decode_array, encode_array, encode_state
 from service.store.monitoring_records import HistoryEntry, RankedList
-from service.store.records import Checkpoint, Entry, SelectorMeta
+from service.store.records import Checkpoint, Entry, Imported, SelectorMeta
 from service.store.redis_store import SelectorStore
 
 pytestmark = pytest.mark.asyncio
@@ -31,10 +31,7 @@ async def test_create_at_a_head_with_segments_and_names(store: SelectorStore):
     head = await store.registry.create(
         meta("imp"),
         STATE,
-        version=7,
-        items_seen=3,
-        segments=SEGMENTS,
-        item_names={0: "age", 2: "bmi"},
+        imported=Imported(7, 3, SEGMENTS, {0: "age", 2: "bmi"}),
     )
     assert (head.version, head.items_seen, head.cursor) == (7, 3, "0-0")
     # The imported state is the first checkpoint, at the archive's head.
@@ -66,7 +63,7 @@ async def test_an_import_over_a_taken_name_leaves_nothing_behind(
     before = await keys_of(redis_client, "taken")
     with pytest.raises(Conflict, match="already exists"):
         await store.registry.create(
-            meta("taken"), STATE, version=2, items_seen=3, segments=SEGMENTS, item_names={0: "x"}
+            meta("taken"), STATE, imported=Imported(2, 3, SEGMENTS, {0: "x"})
         )
     assert await keys_of(redis_client, "taken") == before  # no staged state, names, segments
     assert (await store.registry.get_head("taken")).version == 0
@@ -75,7 +72,7 @@ async def test_an_import_over_a_taken_name_leaves_nothing_behind(
 async def test_history_is_capped_and_never_written_for_a_gone_or_younger_selector(
     store: SelectorStore, redis_client: aioredis.Redis
 ):
-    await store.registry.create(meta("h"), STATE, version=5)
+    await store.registry.create(meta("h"), STATE, imported=Imported(version=5))
 
     def entry(version: int) -> HistoryEntry:
         return HistoryEntry(version, 10 * version, 1.5, [RankedList(None, [1, 0], [2.0, 1.0])])

@@ -35,7 +35,7 @@ from service.store.connection import RedisClient, cluster_url
 from service.store.keys import SelectorKeys, compare_stream_ids, next_stream_id
 from service.store.monitoring_records import HistoryEntry, RankedList
 from service.store.parts.leases import holder_died
-from service.store.records import Checkpoint, CommitRecord, Entry, Lease, Rejection
+from service.store.records import Checkpoint, CommitRecord, Entry, Lease, NextVersion, Rejection
 from service.store.redis_store import SelectorStore
 from tests.support.store import digest, meta, published_of, state_of
 
@@ -105,7 +105,7 @@ async def test_create_get_list_delete(store: SelectorStore, redis_client: aiored
     with pytest.raises(NotFound):
         await store.log.append("b", Entry(b"p", 1, digest(b"p"), None))
     with pytest.raises(NotFound):
-        await store.commits.commit(lease, 0, published_of(1), "0-0", 0, [], entries=0)
+        await store.commits.commit(lease, NextVersion(0, published_of(1), "0-0", 0), [], entries=0)
     assert await keys_of(redis_client, "b") == set()  # a stale commit writes nothing at all
     with pytest.raises(NotFound):
         await store.checkpoints.checkpoint(lease, 1, "0-0", 0, cut_fields(state_of(1)))
@@ -275,7 +275,7 @@ async def test_commit_publishes_records_what_it_applied_and_keeps_the_log(
     lease = await store.leases.acquire_lease("s1", 10_000)
     assert lease is not None
     head1 = await store.commits.commit(
-        lease, 0, published_of(1), e2.log_id, 5, [KEYS.idem("k1")], entries=2
+        lease, NextVersion(0, published_of(1), e2.log_id, 5), [KEYS.idem("k1")], entries=2
     )
     assert head1.version == 1 and head1.cursor == e2.log_id and head1.items_seen == 5
     assert head1.state_key.startswith(f"sift:{{s1}}:state:1:{lease.token}:")
@@ -306,14 +306,9 @@ async def test_commit_publishes_records_what_it_applied_and_keeps_the_log(
     ranked = HistoryEntry(2, 9, 0.0, [RankedList(None, [2, 0], [3.0, 1.0])])
     head2 = await store.commits.commit(
         lease,
-        1,
-        published_of(2),
-        e3.log_id,
-        9,
+        NextVersion(1, published_of(2), e3.log_id, 9, history=ranked, history_kept=5),
         [KEYS.idem("k3"), KEYS.idem("expired-key")],
         entries=1,
-        history=ranked,
-        history_kept=5,
     )
     assert head2.version == 2 and await store.log.pending_count("s1") == 0
     assert await store.log.names_with_pending() == []
@@ -333,13 +328,17 @@ async def test_commit_publishes_records_what_it_applied_and_keeps_the_log(
     assert await store.log.last_log_id("s1") == e3.log_id
 
     with pytest.raises(SiftError, match="move the cursor back"):
-        await store.commits.commit(lease, 2, published_of(3), e1.log_id, 9, [], entries=1)
+        await store.commits.commit(
+            lease, NextVersion(2, published_of(3), e1.log_id, 9), [], entries=1
+        )
     # Refused before anything was written.
     assert await redis_client.smembers("sift:{s1}:blobs") == {head2.state_key.encode()}
     assert await keys_of(redis_client, "s1", "state:*") == {head2.state_key}
     assert len(await store.commits.commits_after("s1", 0)) == 2
     with pytest.raises(ValueError):
-        await store.commits.commit(lease, 2, published_of(3), "not-an-id", 9, [], entries=1)
+        await store.commits.commit(
+            lease, NextVersion(2, published_of(3), "not-an-id", 9), [], entries=1
+        )
 
 
 async def test_commit_of_a_rejection_records_its_reason_and_keeps_the_history_capped(
@@ -356,27 +355,17 @@ async def test_commit_of_a_rejection_records_its_reason_and_keeps_the_history_ca
 
     await store.commits.commit(
         lease,
-        0,
-        published_of(1),
-        good.log_id,
-        1,
+        NextVersion(0, published_of(1), good.log_id, 1, history=ranked(1), history_kept=2),
         [KEYS.idem("k-good")],
         entries=1,
-        history=ranked(1),
-        history_kept=2,
     )
     reason = '{"reason":"too big"}'
     head = await store.commits.commit(
         lease,
-        1,
-        published_of(1),
-        bad.log_id,
-        1,
+        NextVersion(1, published_of(1), bad.log_id, 1, history=ranked(2), history_kept=2),
         [],
         [Rejection(bad.log_id, reason, KEYS.idem("k-bad"))],
         entries=1,
-        history=ranked(2),
-        history_kept=2,
     )
     assert head.version == 2 and head.items_seen == 1 and head.cursor == bad.log_id
     assert await store.log.rejection("s1", bad.log_id) == reason
@@ -394,14 +383,9 @@ async def test_commit_of_a_rejection_records_its_reason_and_keeps_the_history_ca
     assert await store.log.pending_count("s1") == 0
     await store.commits.commit(
         lease,
-        2,
-        published_of(1),
-        bad.log_id,
-        1,
+        NextVersion(2, published_of(1), bad.log_id, 1, history=ranked(3), history_kept=2),
         [],
         entries=0,
-        history=ranked(3),
-        history_kept=2,
     )
     assert [e.version for e in await store.history.read("s1", 10)] == [3, 2]  # capped at 2
     assert await redis_client.llen("sift:{s1}:history") == 2
@@ -424,14 +408,9 @@ async def test_a_stale_applier_is_refused_and_writes_nothing(
     with pytest.raises(StaleApplier, match="lease is now held by"):
         await store.commits.commit(
             slow,
-            0,
-            published_of(1),
-            entry.log_id,
-            2,
+            NextVersion(0, published_of(1), entry.log_id, 2, history=ranked, history_kept=5),
             [KEYS.idem("k1")],
             entries=1,
-            history=ranked,
-            history_kept=5,
         )
     # Nothing at all: no state hash, no commit record, no history, no applied mark.
     assert await keys_of(redis_client, "s1") == before
@@ -440,10 +419,12 @@ async def test_a_stale_applier_is_refused_and_writes_nothing(
     assert record is not None and record.applied_version is None
 
     head1 = await store.commits.commit(
-        fast, 0, published_of(1), entry.log_id, 2, [KEYS.idem("k1")], entries=1
+        fast, NextVersion(0, published_of(1), entry.log_id, 2), [KEYS.idem("k1")], entries=1
     )
     with pytest.raises(StaleApplier, match="expected version 0, the head is at version 1"):
-        await store.commits.commit(fast, 0, published_of(9), entry.log_id, 2, [], entries=1)
+        await store.commits.commit(
+            fast, NextVersion(0, published_of(9), entry.log_id, 2), [], entries=1
+        )
     assert (
         await store.registry.get_head("s1") == head1
     )  # the head's hash survived the failed commit
@@ -451,13 +432,17 @@ async def test_a_stale_applier_is_refused_and_writes_nothing(
 
     await store.leases.release_lease(fast)
     with pytest.raises(StaleApplier, match="lease expired"):
-        await store.commits.commit(fast, 1, published_of(2), entry.log_id, 2, [], entries=0)
+        await store.commits.commit(
+            fast, NextVersion(1, published_of(2), entry.log_id, 2), [], entries=0
+        )
     # same holder string, but the fence moved on (e.g. a lease of an earlier incarnation)
     third = await store.leases.acquire_lease("s1", 10_000)
     assert third is not None
     forged = Lease(name="s1", token=third.token - 1, holder=third.holder)
     with pytest.raises(StaleApplier, match="fenced"):
-        await store.commits.commit(forged, 1, published_of(2), entry.log_id, 2, [], entries=0)
+        await store.commits.commit(
+            forged, NextVersion(1, published_of(2), entry.log_id, 2), [], entries=0
+        )
     assert await redis_client.smembers("sift:{s1}:blobs") == {head1.state_key.encode()}
     assert await keys_of(redis_client, "s1", "state:*") == {head1.state_key}
     assert await store.commits.commits_after("s1", 0) == [CommitRecord(1, entry.log_id, False)]
@@ -479,7 +464,9 @@ async def test_orphan_blobs_are_removed_by_the_next_commit(
     await store.leases.release_lease(crashed)
     lease = await store.leases.acquire_lease("s1", 10_000)
     assert lease is not None
-    head = await store.commits.commit(lease, 0, published_of(1), "0-0", 0, [], entries=0)
+    head = await store.commits.commit(
+        lease, NextVersion(0, published_of(1), "0-0", 0), [], entries=0
+    )
     assert not await redis_client.exists(orphan)
     assert await redis_client.smembers("sift:{s1}:blobs") == {head.state_key.encode()}
 
@@ -500,11 +487,15 @@ async def test_the_published_hash_is_written_whole_and_only_by_the_commit_script
 
     impostor = Lease(name="s1", token=lease.token, holder="impostor")
     with pytest.raises(StaleApplier, match="lease is now held by"):
-        await store.commits.commit(impostor, 0, published_of(1), "0-0", 0, [], entries=0)
+        await store.commits.commit(
+            impostor, NextVersion(0, published_of(1), "0-0", 0), [], entries=0
+        )
     assert await redis_client.hgetall(key) == foreign  # refused: not touched
     assert (await store.registry.get_head("s1")).version == 0
 
-    head = await store.commits.commit(lease, 0, published_of(1), "0-0", 0, [], entries=0)
+    head = await store.commits.commit(
+        lease, NextVersion(0, published_of(1), "0-0", 0), [], entries=0
+    )
     assert head.state_key == key
     assert await redis_client.hgetall(key) == {
         **{field.encode(): value for field, value in published_of(1).items()},
@@ -522,7 +513,9 @@ async def test_read_state_fields_is_a_consistent_snapshot(store: SelectorStore) 
 
     async def writer() -> None:
         for v in range(commits):
-            await store.commits.commit(lease, v, state_of(v + 1), "0-0", v + 1, [], entries=0)
+            await store.commits.commit(
+                lease, NextVersion(v, state_of(v + 1), "0-0", v + 1), [], entries=0
+            )
         done.set()
 
     async def reader() -> list[int]:
@@ -582,7 +575,7 @@ async def test_names_with_pending_and_registry(
     assert await store.log.names_with_pending() == ["y", "z"]
     lease = await store.leases.acquire_lease("z", 10_000)
     assert lease is not None
-    await store.commits.commit(lease, 0, {}, entry.log_id, 1, [], entries=1)
+    await store.commits.commit(lease, NextVersion(0, {}, entry.log_id, 1), [], entries=1)
     assert await store.log.names_with_pending() == ["y"]
 
 
@@ -644,7 +637,9 @@ async def test_the_whole_state_never_travels_through_lua(
     )
     lease = await store.leases.acquire_lease("s1", 60_000)
     assert lease is not None
-    head = await store.commits.commit(lease, 0, encode_state({"n": 1}), "0-0", 10, [], entries=0)
+    head = await store.commits.commit(
+        lease, NextVersion(0, encode_state({"n": 1}), "0-0", 10), [], entries=0
+    )
     point = await store.checkpoints.checkpoint(
         lease, 1, "0-0", 10, cut_fields(encode_state({"w": big + 1, "n": 1}))
     )

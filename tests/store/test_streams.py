@@ -19,7 +19,7 @@ import pytest
 from service.errors import Conflict, IdempotencyMismatch, NotFound, StaleApplier
 from service.store.codec import cut_fields, encode_matrix
 from service.store.keys import StreamKeys, compare_stream_ids, log_id_belongs
-from service.store.records import Entry, Lease, SelectorMeta, StreamMeta
+from service.store.records import Entry, Lease, NextVersion, SelectorMeta, StreamMeta
 from service.store.redis_store import SelectorStore
 from tests.support.store import digest, published_of, state_of
 
@@ -81,10 +81,12 @@ async def apply_all(store: SelectorStore, meta: SelectorMeta) -> tuple[Lease, li
             assert entry.idem_record is None  # the stream's record is in another slot
             head = await store.commits.commit(
                 lease,
-                head.version,
-                published_of(head.version + 1),
-                entry.log_id,
-                head.items_seen + entry.items,
+                NextVersion(
+                    head.version,
+                    published_of(head.version + 1),
+                    entry.log_id,
+                    head.items_seen + entry.items,
+                ),
                 [],
                 entries=1,
             )
@@ -238,7 +240,9 @@ async def test_detach_needs_a_current_checkpoint_and_fences_the_applier(
     with pytest.raises(StaleApplier):
         await store.log.take(lease, head.cursor, 5)
     with pytest.raises(StaleApplier):
-        await store.commits.commit(lease, 1, published_of(2), head.cursor, 2, [], entries=0)
+        await store.commits.commit(
+            lease, NextVersion(1, published_of(2), head.cursor, 2), [], entries=0
+        )
     # Standalone now: pushed to directly, with log ids after its cursor.
     payload = chunk(5.0)
     outcome = await store.log.append("a", Entry(payload, 2, digest(payload), None))

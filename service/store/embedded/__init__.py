@@ -13,6 +13,7 @@ from service.store.embedded.supervisor import (
     Incident,
     RedisSupervisor,
     SupervisedState,
+    SupervisorTimings,
     describe_exit,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "RedisBinary",
     "RedisSupervisor",
     "SupervisedState",
+    "SupervisorTimings",
     "describe_exit",
     "find_redis_server",
     "locate_redis_server",

@@ -66,33 +66,37 @@ class Incident:
 SupervisedState = Literal["running", "restarting", "stopped"]
 
 
+@dataclasses.dataclass(frozen=True)
+class SupervisorTimings:
+    """How a supervisor paces itself: it polls the child every ``poll_interval_s``; a restart
+    that fails, or a server that dies again within ``stable_after_s`` of its restart, doubles
+    the pause before the next attempt, from ``backoff_initial_s`` up to ``backoff_max_s``; a
+    restart may take ``restart_timeout_s``."""
+
+    poll_interval_s: float = 0.2
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 30.0
+    stable_after_s: float = 30.0
+    restart_timeout_s: float = 120.0
+
+
 class RedisSupervisor:
     """Restarts an :class:`EmbeddedRedis` whenever it exits; says what happened meanwhile.
 
     ``run`` is the task (``service.runtime`` starts it, after the first start). It polls the
-    child every ``poll_interval_s`` (a ``waitpid``, no Redis round trip). A restart that fails,
-    or a server that dies again within ``stable_after_s`` of its restart, doubles the pause
-    before the next attempt, from ``backoff_initial_s`` up to ``backoff_max_s``.
+    child (a ``waitpid``, no Redis round trip) and backs off as its ``timings`` say.
     """
 
     def __init__(
         self,
         server: EmbeddedRedis,
+        timings: SupervisorTimings = SupervisorTimings(),
         *,
-        poll_interval_s: float = 0.2,
-        backoff_initial_s: float = 0.5,
-        backoff_max_s: float = 30.0,
-        stable_after_s: float = 30.0,
-        restart_timeout_s: float = 120.0,
         expected_start_s: float = 0.5,
         on_restart: Callable[[], None] | None = None,
     ) -> None:
         self.server = server
-        self.poll_interval_s = poll_interval_s
-        self.backoff_initial_s = backoff_initial_s
-        self.backoff_max_s = backoff_max_s
-        self.stable_after_s = stable_after_s
-        self.restart_timeout_s = restart_timeout_s
+        self.timings = timings
         #: How long the last successful start took: the estimate of the next one.
         self.expected_start_s = expected_start_s
         self.on_restart = on_restart
@@ -139,13 +143,16 @@ class RedisSupervisor:
         if self._failures_in_a_row == 0:
             return 0.0
         return float(
-            min(self.backoff_max_s, self.backoff_initial_s * 2 ** (self._failures_in_a_row - 1))
+            min(
+                self.timings.backoff_max_s,
+                self.timings.backoff_initial_s * 2 ** (self._failures_in_a_row - 1),
+            )
         )
 
     async def run(self) -> None:
         """Watch and restart until cancelled."""
         while True:
-            await asyncio.sleep(self.poll_interval_s)
+            await asyncio.sleep(self.timings.poll_interval_s)
             status = self.server.exit_status()
             if status is None:
                 if self.server.process is None:  # stopped on purpose: nothing to watch
@@ -160,7 +167,7 @@ class RedisSupervisor:
         self.state = "restarting"
         # Dying again soon after a restart counts as one more failure: back off.
         recently = self._recovered_monotonic is not None and (
-            time.monotonic() - self._recovered_monotonic < self.stable_after_s
+            time.monotonic() - self._recovered_monotonic < self.timings.stable_after_s
         )
         self._failures_in_a_row = self._failures_in_a_row if recently else 0
         log.error(
@@ -178,7 +185,7 @@ class RedisSupervisor:
             self.incident = dataclasses.replace(self.incident, attempts=attempts)
             started = self._attempt_started = time.monotonic()
             try:
-                await asyncio.to_thread(self.server.restart, self.restart_timeout_s)
+                await asyncio.to_thread(self.server.restart, self.timings.restart_timeout_s)
             except Exception as exc:  # whatever it was, the supervisor tries again later
                 self._failures_in_a_row += 1
                 log.error(

@@ -21,7 +21,6 @@ from redis import exceptions as rexc
 from service.errors import CodecError, NotFound, SiftError, StaleApplier
 from service.store.core import Room, StoreCore, check_state, not_found
 from service.store.keys import WRITER_FIELD, parse_stream_id
-from service.store.monitoring_records import HistoryEntry
 from service.store.parts.appends import entry_args, log_keys, record_keys
 from service.store.parts.log import Log
 from service.store.records import (
@@ -33,6 +32,7 @@ from service.store.records import (
     Entry,
     Head,
     Lease,
+    NextVersion,
     Rejection,
     Taken,
     TakeRequest,
@@ -62,53 +62,37 @@ class Commits(Room):
     async def commit(
         self,
         lease: Lease,
-        expected_version: int,
-        published: Mapping[str, bytes],
-        cursor: str,
-        items_seen: int,
+        version: NextVersion,
         applied_records: Sequence[str],
         rejections: Sequence[Rejection] = (),
         *,
         entries: int,
-        history: HistoryEntry | None = None,
-        history_kept: int = 0,
         then_take: TakeRequest | None = None,
     ) -> Head:
-        """Make the next version if ``lease`` is current and the head is unmoved: one script.
+        """Make ``version`` if ``lease`` is current and the head is unmoved: one script.
 
-        ``published`` is what readers read of the new version; the whole state stays with the
-        applier until a checkpoint. ``entries`` counts the log entries committed past (applied
-        or rejected) and ``cursor`` is the last of them; the commit record lets a later applier
-        replay them. ``applied_records`` are the idempotency records (``LogEntry.idem_record``)
-        of the entries the state contains; ``rejections`` the entries moved aside instead (their
-        reasons are kept, bounded to ``REJECTIONS_KEPT`` per selector, and their idempotency
-        records say so). ``history`` (its ``updated_at`` is set to the commit's time) goes to
-        the ranking history, of which ``history_kept`` entries are kept. Raises StaleApplier
-        (lease lost, fenced, version moved; nothing is written), NotFound if the selector was
-        deleted.
+        ``version.published`` is what readers read of the new version; the whole state stays
+        with the applier until a checkpoint. ``entries`` counts the log entries committed past
+        (applied or rejected) and ``version.cursor`` is the last of them; the commit record
+        lets a later applier replay them. ``applied_records`` are the idempotency records
+        (``LogEntry.idem_record``) of the entries the state contains; ``rejections`` the
+        entries moved aside instead (their reasons are kept, bounded to ``REJECTIONS_KEPT`` per
+        selector, and their idempotency records say so). Raises StaleApplier (lease lost,
+        fenced, version moved; nothing is written), NotFound if the selector was deleted.
 
         ``then_take``: the applier's next ``take``, sent in the same round trip right after the
         commit (Redis runs them in that order); what it took goes to its ``taken`` (left None
         when it could not go along, or failed: the applier then takes as usual).
         """
         keys, args, state_key = self._commit_call(
-            lease,
-            expected_version,
-            published,
-            cursor,
-            items_seen,
-            applied_records,
-            rejections,
-            entries,
-            history,
-            history_kept,
+            lease, version, applied_records, rejections, entries
         )
         # A selector that reads a stream takes from another slot: not in this round trip.
         if then_take is not None and not self.core.wait_replicas and lease.stream is None:
             reply, taken = await self._commit_then_take(lease, keys, args, then_take)
         else:
             reply, taken = await self.core.run_acknowledged("commit", keys, args), None
-        head = self._committed(reply, lease, expected_version, cursor, items_seen, state_key)
+        head = self._committed(reply, lease, version, version.cursor, state_key)
         if then_take is not None:
             then_take.taken = taken
         return head
@@ -117,22 +101,17 @@ class Commits(Room):
     async def append_and_commit(
         self,
         lease: Lease,
-        expected_version: int,
-        cursor: str,
-        published: Mapping[str, bytes],
-        items_seen: int,
+        version: NextVersion,
         entries: Sequence[Entry],
         *,
-        history: HistoryEntry | None = None,
-        history_kept: int = 0,
         checkpoint: Mapping[str, bytes | memoryview] | None = None,
     ) -> tuple[Head, list[AppendOutcome]] | str:
         """Append ``entries`` to the log of ``lease``'s selector (as ``append`` would, with
-        their idempotency records) and commit the version that applies them, in one script
-        (``APPEND_COMMIT``): one round trip, one fsync. ``cursor`` is the head's cursor the
-        update followed. The new head and each entry's outcome; or, when nothing was written,
-        why (the lease or the version moved, entries are pending in the log, a key was seen
-        before: the caller appends as usual).
+        their idempotency records) and commit ``version``, which applies them, in one script
+        (``APPEND_COMMIT``): one round trip, one fsync. ``version.cursor`` is the head's cursor
+        the update followed. The new head and each entry's outcome; or, when nothing was
+        written, why (the lease or the version moved, entries are pending in the log, a key was
+        seen before: the caller appends as usual).
 
         ``checkpoint``: the new version's whole state (``cut_fields(encode_state(...))``), sent
         instead of the entries' payloads when it is smaller: the entries go to the log without
@@ -142,20 +121,9 @@ class Commits(Room):
         if not entries:
             raise ValueError("append_and_commit needs at least one entry")
         k = self.core.keys(lease.name)
-        keys, commit_args, state_key = self._commit_call(
-            lease,
-            expected_version,
-            published,
-            cursor,
-            items_seen,
-            (),
-            (),
-            len(entries),
-            history,
-            history_kept,
-        )
+        keys, commit_args, state_key = self._commit_call(lease, version, (), (), len(entries))
         # COMMIT's twelve keys, then the log's, the checkpoint's, then each entry's record keys.
-        checkpoint_key = k.checkpoint(expected_version + 1, lease.token, secrets.token_hex(8))
+        checkpoint_key = k.checkpoint(version.version, lease.token, secrets.token_hex(8))
         keys = [*keys[:12], *log_keys(k)[2:], checkpoint_key]
         scalars, pairs = commit_args[:13], commit_args[13:]
         per_entry: list[Any] = []
@@ -167,9 +135,7 @@ class Commits(Room):
             keys += records
             per_entry += entry_args(self.core, entry, records)
         pairs_at = 13 + 3 + len(per_entry) + 1  # Lua's ARGV are 1-based
-        pieces: list[Any] = []
-        for field, value in (checkpoint or {}).items():
-            pieces += [field, value]
+        pieces = _pairs(checkpoint or {})
         pieces_at = pairs_at + len(pairs) if pieces else 0
         args = [*scalars, len(entries), pairs_at, pieces_at, *per_entry, *pairs, *pieces]
         reply = await self.core.run_acknowledged("append_commit", keys, args)
@@ -179,18 +145,10 @@ class Commits(Room):
         if status == "REFUSED":
             return as_text(reply[1])
         appended = [
-            AppendOutcome(
-                log_id=as_text(log_id),
-                duplicate=False,
-                applied_version=expected_version + 1,
-                items_seen=items_seen,
-                first=int(first),
-            )
+            AppendOutcome(as_text(log_id), False, version.version, version.items_seen, int(first))
             for log_id, first in reply[2]
         ]
-        head = self._committed(
-            reply[1], lease, expected_version, appended[-1].log_id, items_seen, state_key
-        )
+        head = self._committed(reply[1], lease, version, appended[-1].log_id, state_key)
         if pieces:
             point = Checkpoint(checkpoint_key, head.version, head.cursor, head.items_seen)
             head = dataclasses.replace(head, checkpoint=point)
@@ -199,23 +157,18 @@ class Commits(Room):
     def _commit_call(
         self,
         lease: Lease,
-        expected_version: int,
-        published: Mapping[str, bytes],
-        cursor: str,
-        items_seen: int,
+        version: NextVersion,
         applied_records: Sequence[str],
         rejections: Sequence[Rejection],
         entries: int,
-        history: HistoryEntry | None,
-        history_kept: int,
     ) -> tuple[list[str], list[Any], str]:
         """COMMIT's keys and arguments, and the new version's state key."""
-        parse_stream_id(cursor)
-        if items_seen < 0:
-            raise ValueError(f"items_seen must be >= 0, got {items_seen}")
-        fields = check_state(published)
+        parse_stream_id(version.cursor)
+        if version.items_seen < 0:
+            raise ValueError(f"items_seen must be >= 0, got {version.items_seen}")
+        fields = check_state(version.published)
         k = self.core.keys(lease.name)
-        state_key = k.state(expected_version + 1, lease.token, secrets.token_hex(8))
+        state_key = k.state(version.version, lease.token, secrets.token_hex(8))
         keys = [k.head, k.lease, k.fence, k.blobs, k.commits, state_key]
         keys += [k.rejected, k.rejected_order, k.attempts, k.checkpoints, k.history, k.log]
         keys += list(applied_records)
@@ -226,44 +179,35 @@ class Commits(Room):
                 keys.append(rejection.idem_record)
                 index = len(keys)  # Lua's KEYS are 1-based
             listed.append([rejection.log_id, rejection.reason, index])
-        history_json = ""
-        if history is not None:
-            history_json = history.to_json(with_time=False)
+        history = version.history
         args: list[Any] = [
             lease.holder,
             lease.token,
-            expected_version,
-            cursor,
-            int(items_seen),
+            version.after,
+            version.cursor,
+            int(version.items_seen),
             int(entries),
             WRITER_FIELD,
             json.dumps(listed),
             REJECTIONS_KEPT,
-            history_json,
-            max(int(history_kept), 1),
+            "" if history is None else history.to_json(with_time=False),
+            max(int(version.history_kept), 1),
             self.core.commits_channel,
             lease.name,
         ]
-        for field, value in fields.items():
-            args += [field, value]
-        return keys, args, state_key
+        return keys, args + _pairs(fields), state_key
 
     def _committed(
-        self,
-        reply: Any,
-        lease: Lease,
-        expected_version: int,
-        cursor: str,
-        items_seen: int,
-        state_key: str,
+        self, reply: Any, lease: Lease, version: NextVersion, cursor: str, state_key: str
     ) -> Head:
-        """The head a commit's reply made, or the error it answered."""
+        """The head a commit of ``version`` (its cursor moved to ``cursor``) made, as its reply
+        says, or the error it answered."""
         status = as_text(reply[0])
         if status == "OK":
             return Head(
                 version=int(reply[1]),
                 cursor=cursor,
-                items_seen=int(items_seen),
+                items_seen=int(version.items_seen),
                 state_key=state_key,
                 updated_at=float(reply[2]),
                 checkpoint=checkpoint_from_reply(reply[3:8]),
@@ -282,7 +226,7 @@ class Commits(Room):
             )
         if status == "VERSION":
             raise StaleApplier(
-                f"{who} cannot commit: expected version {expected_version}, "
+                f"{who} cannot commit: expected version {version.after}, "
                 f"the head is at version {as_text(reply[1])}"
             )
         if status == "CURSOR":
@@ -373,3 +317,8 @@ class Commits(Room):
         finally:
             with contextlib.suppress(Exception):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+
+def _pairs(fields: Mapping[str, bytes | memoryview]) -> list[Any]:
+    """``fields`` as the field, value pairs a script's ARGV end with."""
+    return [part for pair in fields.items() for part in pair]

@@ -336,7 +336,6 @@ class Log(Room):
             if source.holds(as_text(log_id))
         ]
 
-    @map_redis_errors
     async def take(
         self,
         lease: Lease,
@@ -361,18 +360,20 @@ class Log(Room):
         slot), then counts its attempt under its lease (``TAKE_ATTEMPT``, its own slot).
         """
         request = TakeRequest(after, count, tuple(forgive), tuple(held), counts=counts)
-        if lease.stream is not None:
-            taken = await self._take_from_stream(lease, request)
-        else:
-            keys, args = self.take_call(lease, request)
-            taken = self.taken_from(lease, await self.core.run("take", keys, args))
+        taken = await self.take_for(lease, request)
         return taken.attempt, taken.entries
+
+    @map_redis_errors
+    async def take_for(self, lease: Lease, request: TakeRequest) -> Taken:
+        """``take`` as ``request`` says (its ``taken`` is left alone)."""
+        if lease.stream is not None:
+            return await self._take_from_stream(lease, request)
+        keys, args = self.take_call(lease, request)
+        return self.taken_from(lease, await self.core.run("take", keys, args))
 
     async def _take_from_stream(self, lease: Lease, request: TakeRequest) -> Taken:
         assert lease.stream is not None
-        parse_stream_id(request.after)
-        if request.count < 1:
-            raise ValueError(f"count must be >= 1, got {request.count}")
+        _check_take(request)
         source = LogSource(StreamKeys(self.core.prefix, lease.stream), lease.stream_incarnation)
         read = await self.core.run(
             "stream_read",
@@ -415,16 +416,11 @@ class Log(Room):
                 "lease was taken before the stream was cut for it"
             )
         if status == "LEASE":
-            raise StaleApplier(
-                f"applier with token {lease.token} of selector '{lease.name}' lost its lease "
-                "before reading its next entries"
-            )
+            raise _lease_lost(lease)
         return Taken(int(reply[1]), entries)
 
     def take_call(self, lease: Lease, request: TakeRequest) -> tuple[list[str], list[Any]]:
-        parse_stream_id(request.after)
-        if request.count < 1:
-            raise ValueError(f"count must be >= 1, got {request.count}")
+        _check_take(request)
         k = self.core.keys(lease.name)
         args = [
             request.after,
@@ -440,10 +436,7 @@ class Log(Room):
         if status == "NOTFOUND":
             raise not_found(lease.name)
         if status == "LEASE":
-            raise StaleApplier(
-                f"applier with token {lease.token} of selector '{lease.name}' lost its lease "
-                "before reading its next entries"
-            )
+            raise _lease_lost(lease)
         k = self.core.keys(lease.name)
         entries = [
             log_entry_from_reply(k, log_id, pairs_from_reply(fields)) for log_id, fields in reply[2]
@@ -497,3 +490,18 @@ class Log(Room):
             if len(batch) < PIPELINE_BATCH:
                 return out
             start = f"({as_text(batch[-1][0])}"
+
+
+def _check_take(request: TakeRequest) -> None:
+    """ValueError for a take after no stream id, or of no entries."""
+    parse_stream_id(request.after)
+    if request.count < 1:
+        raise ValueError(f"count must be >= 1, got {request.count}")
+
+
+def _lease_lost(lease: Lease) -> StaleApplier:
+    """What a take answers when ``lease`` is no longer its applier's."""
+    return StaleApplier(
+        f"applier with token {lease.token} of selector '{lease.name}' lost its lease "
+        "before reading its next entries"
+    )

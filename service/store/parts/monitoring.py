@@ -14,7 +14,13 @@ from typing import Any, cast
 
 from service.errors import CodecError, Conflict, NotFound
 from service.store.core import Room, not_found
-from service.store.monitoring_records import Alert, AlertState, Baseline, ClaimedDelivery
+from service.store.monitoring_records import (
+    Alert,
+    AlertState,
+    Baseline,
+    ClaimedDelivery,
+    Judgement,
+)
 from service.store.records import as_text
 from service.store.redis_errors import map_redis_errors
 
@@ -151,20 +157,12 @@ class Monitoring(Room):
 
     @map_redis_errors
     async def claim_crossing(
-        self,
-        name: str,
-        alert_id: str,
-        incarnation: str,
-        version: int,
-        over: bool,
-        event_prefix: str,
-        delivery: dict[str, Any],
-        resolves: bool = False,
+        self, name: str, judgement: Judgement, delivery: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """Judge ``version`` for the alert (``claim_crossing.lua``): the event to deliver if
-        this caller claimed a crossing (or, with ``resolves``, the end of one), else None.
-        ``event_prefix`` is the event's JSON without its closing brace (the script adds its id
-        and crossing number)."""
+        """Claim what ``judgement`` of a version of ``name`` raises (``claim_crossing.lua``):
+        the event to deliver if this caller claimed a crossing (or, for an alert told when it
+        resolves, the end of one), else None; ``delivery`` is the event's first delivery
+        status."""
         k = self.core.keys(name)
         reply = await self.core.run(
             "claim_crossing",
@@ -173,14 +171,14 @@ class Monitoring(Room):
                 *(k.outbox, k.outbox_events),
             ],
             [
-                alert_id,
-                incarnation,
-                version,
-                "1" if over else "0",
-                event_prefix,
+                judgement.alert_id,
+                judgement.incarnation,
+                judgement.version,
+                "1" if judgement.over else "0",
+                judgement.event_prefix,
                 EVENTS_KEPT,
                 json.dumps(delivery),
-                "1" if resolves else "0",
+                "1" if judgement.resolves else "0",
             ],
         )
         if not reply:

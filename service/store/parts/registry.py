@@ -21,7 +21,7 @@ from service.errors import CodecError, Conflict, SiftError
 from service.store.codec import cut_fields
 from service.store.core import PIPELINE_BATCH, Room, StoreCore, check_state, not_found
 from service.store.keys import INITIAL_CURSOR, WRITER_FIELD, SelectorKeys, is_partition
-from service.store.records import Attached, Checkpoint, Head, SelectorMeta, as_text
+from service.store.records import Attached, Checkpoint, Head, Imported, SelectorMeta, as_text
 from service.store.redis_errors import map_redis_errors
 from service.store.replies import HEAD_FIELDS, head_from_reply
 
@@ -60,24 +60,22 @@ class Registry(Room):
         initial_state: Mapping[str, bytes],
         *,
         published: Mapping[str, bytes] | None = None,
-        version: int = 0,
-        items_seen: int = 0,
-        segments: Mapping[str, bytes] | None = None,
-        item_names: Mapping[int, str] | None = None,
+        imported: Imported | None = None,
         attached: Attached | None = None,
     ) -> Head:
         """Create a selector; Conflict if the name is taken.
 
         ``initial_state`` (encoded) becomes its first checkpoint, ``published`` (by default the
         same) what readers read of its first version. A new selector starts at version 0 having
-        seen nothing. An imported one starts at ``version`` having seen ``items_seen`` items,
-        with its immutable ``segments`` (by id) and the names its items were given on arrival
-        (``item_names``, index -> name); its log starts empty, so its next chunk becomes
-        ``version + 1`` and its next item is numbered ``items_seen``. A selector attached to
+        seen nothing. An ``imported`` one starts where that says, its log empty, so its next
+        chunk becomes ``imported.version + 1`` and its next item is numbered
+        ``imported.items_seen``. A selector attached to
         ``meta.stream`` starts where ``attached`` (``Streams.attach``) says: its cursor is
         there in the stream's log, the stream's entries before it count as applied. All of it
         appears at once, or (name taken) none of it.
         """
+        start = imported or Imported()
+        version, items_seen = start.version, start.items_seen
         if version < 0 or items_seen < 0:
             raise ValueError(f"version and items_seen must be >= 0; got {version}, {items_seen}")
         k = self.core.keys(meta.name)
@@ -99,8 +97,8 @@ class Registry(Room):
         keys = [k.meta, k.head, k.names, staging, k.state(0, 0, nonce), k.blobs]
         keys += [checkpoint_key, k.checkpoints]
         args: list[Any] = [meta.to_json(), names_json, meta.incarnation]
-        if version or items_seen or segments or item_names:
-            keys += await self._stage_import(k, nonce, segments or {}, item_names or {})
+        if version or items_seen or start.segments or start.item_names:
+            keys += await self._stage_import(k, nonce, start.segments, start.item_names)
             args += [int(version), int(items_seen)]
         cursor = INITIAL_CURSOR
         if attached is not None and meta.stream is not None:
@@ -229,13 +227,8 @@ class Registry(Room):
         names already (another chunk gave them first: names never change once set); the names
         it has now. NotFound if it does not exist."""
         k = self.core.keys(name)
-        pipe = self.core.redis.pipeline(transaction=False)
-        pipe.exists(k.meta)
-        pipe.set(k.names, json.dumps(list(names)), nx=True)
-        pipe.get(k.names)
-        exists, _set, raw = await pipe.execute()
-        if not exists:
-            await self.core.redis.delete(k.names)  # deleted meanwhile: leave nothing behind
+        raw = await self.core.adopt_names(k.meta, k.names, names)
+        if raw is None:
             raise not_found(name)
         self.forget_meta(name)  # named now: read again on the next write
         return self._parse_names(name, raw)
@@ -243,12 +236,7 @@ class Registry(Room):
     @map_redis_errors
     async def item_names(self, name: str, indices: Sequence[int]) -> list[str | None]:
         """Names given on arrival to the features at ``indices`` (None where unnamed)."""
-        if not indices:
-            return []
-        values = await self.core.redis.hmget(
-            self.core.keys(name).feature_name, [str(i) for i in indices]
-        )
-        return [None if v is None else as_text(v) for v in values]
+        return await self.core.item_names(self.core.keys(name).feature_name, indices)
 
     @map_redis_errors
     async def create_partitioned(self, meta: SelectorMeta) -> None:

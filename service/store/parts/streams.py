@@ -200,13 +200,8 @@ class Streams(Room):
         """Give stream ``name`` (created without feature names) these names unless it has
         names already; the names it has now (as ``adopt_feature_names``)."""
         k = self.stream_keys(name)
-        pipe = self.core.redis.pipeline(transaction=False)
-        pipe.exists(k.meta)
-        pipe.set(k.names, json.dumps(list(names)), nx=True)
-        pipe.get(k.names)
-        exists, _set, raw = await pipe.execute()
-        if not exists:
-            await self.core.redis.delete(k.names)
+        raw = await self.core.adopt_names(k.meta, k.names, names)
+        if raw is None:
             raise stream_not_found(name)
         self.forget_stream(name)
         return [str(n) for n in json.loads(raw)]
@@ -214,12 +209,7 @@ class Streams(Room):
     @map_redis_errors
     async def stream_item_names(self, name: str, indices: Sequence[int]) -> list[str | None]:
         """Names given on arrival to the stream's items at ``indices`` (None where unnamed)."""
-        if not indices:
-            return []
-        values = await self.core.redis.hmget(
-            self.stream_keys(name).feature_name, [str(i) for i in indices]
-        )
-        return [None if v is None else as_text(v) for v in values]
+        return await self.core.item_names(self.stream_keys(name).feature_name, indices)
 
     @map_redis_errors
     async def stream_item_names_from(self, name: str, first: int, count: int) -> dict[int, str]:
@@ -344,11 +334,7 @@ class Streams(Room):
         reply = await self.core.run_acknowledged(
             "detach_cut", [k.head, k.fence], [meta.stream or "", cut or ""]
         )
-        status = as_text(reply[0])
-        if status == "NOTFOUND":
-            raise NotFound(f"selector '{meta.name}' does not exist")
-        if status == "NOTATTACHED":
-            raise Conflict(f"selector '{meta.name}' is not attached to stream '{meta.stream}'")
+        _check_attached(meta, as_text(reply[0]))
         return as_text(reply[1])
 
     @map_redis_errors
@@ -411,9 +397,15 @@ class Streams(Room):
             [meta.stream or "", standalone.to_json(), *names],
         )
         status = as_text(reply[0])
-        if status == "NOTFOUND":
-            raise NotFound(f"selector '{meta.name}' does not exist")
-        if status == "NOTATTACHED":
-            raise Conflict(f"selector '{meta.name}' is not attached to stream '{meta.stream}'")
+        _check_attached(meta, status)
         self.registry.forget_meta(meta.name)
         return status == "OK"
+
+
+def _check_attached(meta: SelectorMeta, status: str) -> None:
+    """Raise what a detach's step answered (``status``) when ``meta`` is gone or not attached
+    to its stream (any more)."""
+    if status == "NOTFOUND":
+        raise NotFound(f"selector '{meta.name}' does not exist")
+    if status == "NOTATTACHED":
+        raise Conflict(f"selector '{meta.name}' is not attached to stream '{meta.stream}'")
