@@ -157,6 +157,7 @@ class KafkaBus:
         #: The topic's id as this connection found it (None: the brokers give none).
         self._topic_id: str | None = None
         self._ids_unsupported = False
+        self._committing: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
         await self.close()
@@ -365,10 +366,14 @@ class KafkaBus:
         """Note where the consumer fetches next after a read that took everything it had
         fetched through offset ``through``: the offsets between hold no message to read."""
         consumer = self._client()
-        with contextlib.suppress(KafkaError, TimeoutError):
+        try:
             if consumer.assignment() and tp in consumer.assignment():
                 fetching = await asyncio.wait_for(consumer.position(tp), ANSWER_SECONDS)
                 self._through[tp.partition] = (through, int(fetching))
+        except KafkaError:
+            return  # the partition was revoked meanwhile
+        except TimeoutError as exc:
+            raise BusUnavailable(self._why(exc)) from None
 
     async def committed(self, positions: Mapping[str, str]) -> None:
         """Kafka's committed offsets of the group brought to Sift's positions (the next offset
@@ -378,11 +383,23 @@ class KafkaBus:
             for p, position in positions.items()
             if int(position) >= 0
         }
-        if offsets and self._consumer is not None:
+        if offsets and self._consumer is not None and self._committing is None:
+            # In the background: a broker that does not answer is met by the reads, never
+            # waited for here.
+            self._committing = asyncio.create_task(self._commit(self._consumer, offsets))
+
+    async def _commit(self, consumer: AIOKafkaConsumer, offsets: dict[Any, Any]) -> None:
+        try:
             with contextlib.suppress(KafkaError, OSError, TimeoutError):
-                await asyncio.wait_for(self._consumer.commit(offsets), TIMEOUT_SECONDS)
+                await asyncio.wait_for(consumer.commit(offsets), TIMEOUT_SECONDS)
+        finally:
+            self._committing = None
 
     async def close(self) -> None:
+        committing, self._committing = self._committing, None
+        if committing is not None:
+            committing.cancel()
+            await asyncio.wait([committing])
         consumer, self._consumer = self._consumer, None
         self._next, self._assigned, self._ends, self._through = {}, frozenset(), {}, {}
         if consumer is not None:
