@@ -24,6 +24,7 @@ from service.selectors.reading import StateReader
 from service.selectors.results import Merged
 from service.store.codec import encode_state, pack_fields
 from service.store.keys import validate_name
+from service.store.records import Entry
 
 
 class Merging:
@@ -86,9 +87,8 @@ class Merging:
         # The request is "merge <source>": a retry with the same key is a duplicate even if
         # the source has grown since, and the same key naming another source is refused.
         digest = hashlib.sha256(b"merge\0" + source.encode()).hexdigest()
-        submitted = await self.ingest.submit(
-            meta, payload, samples, digest, idempotency_key, wait, merge=True
-        )
+        entry = Entry(payload, samples, digest, idempotency_key, merge=True)
+        submitted = await self.ingest.submit(meta, entry, wait)
         merged = Merged(source=source, version=head.version, rows=samples)
         return self.ingest.merge_receipt(submitted, merged, samples)
 
