@@ -67,7 +67,6 @@ from service.applier import (
 from service.config import Settings
 from service.errors import (
     CodecError,
-    Conflict,
     Forbidden,
     Inconsistent,
     InvalidInput,
@@ -77,7 +76,7 @@ from service.errors import (
 )
 from service.selectors.history import History
 from service.selectors.lifecycle import Admit, selector_out, shaped_meta
-from service.selectors.reading import StateReader
+from service.selectors.reading import StateReader, settle
 from service.selectors.results import SelectorOut
 from service.store.codec import (
     array_nbytes,
@@ -475,7 +474,7 @@ class Archives:
                 f"selector '{name}' is partitioned: an archive holds one selector's state, and "
                 "its partitions learn apart (their merged answers are served, not stored)"
             )
-        await self._settle(name)
+        await settle(self.applier, name, self.settings.apply_wait_seconds, "export")
         # The archive holds the whole state, which a checkpoint of the current version has.
         await self.applier.checkpoint_now(name)
         snapshot = await self.store.checkpoints.snapshot(name)
@@ -540,11 +539,3 @@ class Archives:
             if type(exc) is not InvalidInput:
                 raise
             raise Inconsistent(exc.detail) from exc
-
-    async def _settle(self, name: str) -> None:
-        """Wait (bounded) until everything appended to ``name`` so far is applied."""
-        if not await self.applier.settle(name, self.settings.apply_wait_seconds):
-            raise Conflict(
-                f"selector '{name}' still has chunks being applied; retry the export once "
-                f"GET /v1/selectors/{name} shows pending_entries 0"
-            )
