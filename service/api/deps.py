@@ -17,9 +17,11 @@ from service.config import Settings
 from service.errors import NotAcceptable, PayloadTooLarge
 from service.runtime import Runtime
 from service.selectors import Selectors
+from service.selectors.ingest import Push
 from service.selectors.quotas import Quotas
 from service.selectors.results import Result
 from service.sources.service import Sources
+from service.wire.kinds import ChunkFormat
 from service.wire.media import JSON, NPY, media_type_of, require_media_type
 from service.wire.names import MAX_NAME_LENGTH
 
@@ -203,21 +205,19 @@ async def push_items(
     request: Request,
     service: Selectors,
     name: str,
-    route: str,
-    media_types: tuple[str, ...],
+    kind: type[ChunkFormat],
     idempotency_key: str | None,
     wait: bool,
     labels: str | None = None,
 ) -> Response:
-    """``POST .../<route>`` (rows or feature columns): the media type and the selector are
-    checked before a large body is read; 200 with the version that holds the items, or 202.
-    ``labels`` names the label column of a table body."""
-    media_type = require_media_type(request.headers.get("content-type"), media_types)
+    """``POST .../<route>`` of chunks of ``kind`` (rows or feature columns): the media type
+    and the selector are checked before a large body is read; 200 with the version that holds
+    the items, or 202. ``labels`` names the label column of a table body."""
+    media_type = require_media_type(request.headers.get("content-type"), kind.media_types)
     # 404 before reading a large body for nothing; the description as cached (the append
     # checks that it is still the selector's).
     meta = await service.store.registry.cached_meta(name)
     body = await read_body(request, body_limit(get_settings(request), media_type))
-    receipt = await service.ingest.push(
-        meta, route, body, media_type, idempotency_key, wait, labels
-    )
+    push = Push(body, media_type, idempotency_key, wait, labels)
+    receipt = await service.ingest.push(meta, kind.route, push)
     return result_response(receipt.result, 200 if receipt.applied else 202)

@@ -40,6 +40,55 @@ def documented_params(
     return method.params_schema, shown
 
 
+#: A name's property in a creation body (a selector's, a stream's).
+NAME_PROPERTY = {
+    "type": "string",
+    "pattern": NAME_PATTERN,
+    "description": "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit.",
+}
+#: The properties every selector's creation may have besides its method's.
+LIFETIME_PROPERTIES = {
+    "expires_after": {
+        "type": "number",
+        "minimum": 1,
+        "maximum": MAX_EXPIRES_AFTER,
+        "description": "Seconds without a commit after which the service deletes the "
+        "selector (for one a job makes and forgets); not with partitions.",
+    },
+    "temporary": {
+        "type": "boolean",
+        "default": False,
+        "description": "A job's selector, deleted when the job is done (a scikit-learn "
+        "fit): listings mark it, and GET /v1/selectors?temporary=false leaves it out.",
+    },
+}
+#: ``partitions``, which only methods whose states merge take.
+PARTITIONS_PROPERTY = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": MAX_PARTITIONS,
+    "default": 1,
+    "description": "Partitions learning in parallel, each with its own log and "
+    "applier; reads merge them.",
+}
+#: A creation attached to a stream: the stream's shape and names, no shape of its own.
+ATTACHED_PROPERTIES = {
+    "stream": {
+        "type": "string",
+        "pattern": NAME_PATTERN,
+        "description": "Attach to this stream: take its shape and names, and apply "
+        "every chunk pushed to it (the stream's chunks must feed this method).",
+    },
+    "from": {
+        "type": "string",
+        "enum": list(STREAM_STARTS),
+        "default": "start",
+        "description": "start: every chunk the stream still holds; now: the chunks "
+        "pushed from now on.",
+    },
+}
+
+
 def create_request_body() -> dict[str, Any]:
     """The OpenAPI ``requestBody`` of ``POST /v1/selectors``: for every registered method, its
     chunk kind's shape (``ChunkFormat.create_schema``) and its ``params_schema`` with the defaults
@@ -50,41 +99,21 @@ def create_request_body() -> dict[str, Any]:
         kind = chunk_format(method.chunk_kind)
         params_schema, example_params = documented_params(method, kind)
         shape = kind.create_schema()
-        properties = {
-            "name": {
-                "type": "string",
-                "pattern": NAME_PATTERN,
-                "description": "1-128 letters, digits, '.', '_' or '-', starting with a "
-                "letter or digit.",
-            },
-            "method": {"type": "string", "const": name},
-            **shape["properties"],
-            "params": {"anyOf": [params_schema, {"type": "null"}]},
-        }
-        properties["expires_after"] = {
-            "type": "number",
-            "minimum": 1,
-            "maximum": MAX_EXPIRES_AFTER,
-            "description": "Seconds without a commit after which the service deletes the "
-            "selector (for one a job makes and forgets); not with partitions.",
-        }
-        properties["temporary"] = {
-            "type": "boolean",
-            "default": False,
-            "description": "A job's selector, deleted when the job is done (a scikit-learn "
-            "fit): listings mark it, and GET /v1/selectors?temporary=false leaves it out.",
-        }
-        if isinstance(method, Mergeable):  # only methods whose states merge take partitions
-            properties["partitions"] = {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": MAX_PARTITIONS,
-                "default": 1,
-                "description": "Partitions learning in parallel, each with its own log and "
-                "applier; reads merge them.",
-            }
+        named = {"name": NAME_PROPERTY, "method": {"type": "string", "const": name}}
+        params = {"params": {"anyOf": [params_schema, {"type": "null"}]}}
+        properties = {**named, **shape["properties"], **params, **LIFETIME_PROPERTIES}
+        if isinstance(method, Mergeable):
+            properties["partitions"] = PARTITIONS_PROPERTY
         shapes.append(
             {**shape, "properties": properties, "required": ["name", "method", *shape["required"]]}
+        )
+        shapes.append(
+            {
+                "type": "object",
+                "properties": {**named, **ATTACHED_PROPERTIES, **params},
+                "required": ["name", "method", "stream"],
+                "additionalProperties": False,
+            }
         )
         examples[name] = {
             "summary": f"{name}, with the parameters its defaults resolve to at this size",
@@ -95,33 +124,6 @@ def create_request_body() -> dict[str, Any]:
                 "params": example_params,
             },
         }
-        # Attached to a stream: the stream's shape and names, no shape of its own.
-        attached = {
-            "name": properties["name"],
-            "method": properties["method"],
-            "stream": {
-                "type": "string",
-                "pattern": NAME_PATTERN,
-                "description": "Attach to this stream: take its shape and names, and apply "
-                "every chunk pushed to it (the stream's chunks must feed this method).",
-            },
-            "from": {
-                "type": "string",
-                "enum": list(STREAM_STARTS),
-                "default": "start",
-                "description": "start: every chunk the stream still holds; now: the chunks "
-                "pushed from now on.",
-            },
-            "params": properties["params"],
-        }
-        shapes.append(
-            {
-                "type": "object",
-                "properties": attached,
-                "required": ["name", "method", "stream"],
-                "additionalProperties": False,
-            }
-        )
     examples["attached"] = {
         "summary": "an ocfs selector attached to stream 'clicks', from the oldest chunk it holds",
         "value": {"name": "clicks-ocfs", "method": "ocfs", "stream": "clicks", "from": "start"},
@@ -364,12 +366,7 @@ def stream_create_body() -> dict[str, Any]:
     for kind in CHUNK_FORMATS.values():
         shape = kind.create_schema()
         properties = {
-            "name": {
-                "type": "string",
-                "pattern": NAME_PATTERN,
-                "description": "1-128 letters, digits, '.', '_' or '-', starting with a "
-                "letter or digit.",
-            },
+            "name": NAME_PROPERTY,
             **shape["properties"],
             "labelled": {
                 "type": "boolean",

@@ -55,6 +55,7 @@ import numpy as np
 
 from service.algorithms import get_method
 from service.algorithms.base import AnyMethod, State, StoresSegments, check_state
+from service.algorithms.params import MethodParams
 from service.applier import (
     Applier,
     UpdateFailed,
@@ -66,7 +67,6 @@ from service.applier import (
 from service.config import Settings
 from service.errors import (
     CodecError,
-    Conflict,
     Forbidden,
     Inconsistent,
     InvalidInput,
@@ -75,8 +75,8 @@ from service.errors import (
     shown,
 )
 from service.selectors.history import History
-from service.selectors.lifecycle import Admit, selector_out
-from service.selectors.reading import StateReader
+from service.selectors.lifecycle import Admit, selector_out, shaped_meta
+from service.selectors.reading import StateReader, settle
 from service.selectors.results import SelectorOut
 from service.store.codec import (
     array_nbytes,
@@ -87,9 +87,9 @@ from service.store.codec import (
 )
 from service.store.inventory import declared_state_bytes
 from service.store.keys import validate_name
-from service.store.records import Imported, SelectorMeta, Snapshot, new_incarnation
+from service.store.records import Imported, SelectorMeta, Snapshot
 from service.store.redis_store import SelectorStore
-from service.wire.kinds import ChunkFormat, chunk_format, creation_shape
+from service.wire.kinds import ChunkFormat, Shape, chunk_format, creation_shape
 from service.wire.names import validate_names
 
 #: The media type of an archive (``application/octet-stream`` is accepted on import too).
@@ -299,6 +299,31 @@ def restore(archive: Archive, name: str | None, max_state_bytes: int) -> Restore
     name = validate_name(name if name is not None else described.get("name"))
     method = get_method(_field(described, "method", str))
     kind = chunk_format(method.chunk_kind)
+    shape, resolved = _shape_and_params(described, method, kind)
+    version = _count(manifest, "version")
+    items_seen = _items_seen(manifest, kind)
+    created_at = _created_at(described)
+    meta = shaped_meta(name, method.name, resolved.as_params(), created_at, shape)
+    state, segments = _decoded(archive, max_state_bytes)
+    check_state(method, state, resolved, segments)
+    _check_scores(method, kind, meta, state, items_seen)
+    _check_takes_a_chunk(meta, kind, state, max_state_bytes)
+    return Restored(
+        meta=meta,
+        kind=kind,
+        version=version,
+        items_seen=items_seen,
+        # Re-encoded: exactly the fields the state has, in the codec's own form.
+        state=encode_state(state),
+        segments=archive.segments,
+        item_names=_item_names(manifest, kind, items_seen),
+    )
+
+
+def _shape_and_params(
+    described: dict[str, Any], method: AnyMethod, kind: ChunkFormat
+) -> tuple[Shape, MethodParams]:
+    """The archived selector's shape, and its params, which must resolve to themselves."""
     params = _field(described, "params", dict)
     shape_fields = ("n_features", "n_samples", "views", "feature_names")
     document = {k: described[k] for k in shape_fields if described.get(k) is not None}
@@ -312,13 +337,22 @@ def restore(archive: Archive, name: str | None, max_state_bytes: int) -> Restore
             f"the archive's params do not resolve to themselves for {method.name}: "
             f"{json.dumps(params)[:200]} became {json.dumps(stored)[:200]}"
         )
-    version = _count(manifest, "version")
+    return shape, resolved
+
+
+def _items_seen(manifest: dict[str, Any], kind: ChunkFormat) -> int:
+    """The items seen, given again under the answers' name (``rows_seen``, ...)."""
     items_seen = _count(manifest, "items_seen")
     if manifest.get(kind.seen_field) != items_seen:
         raise Inconsistent(
             f"the archive's items seen ({items_seen}) must be given again as "
             f"'{kind.seen_field}'; got {shown(manifest.get(kind.seen_field))}"
         )
+    return items_seen
+
+
+def _created_at(described: dict[str, Any]) -> float:
+    """When the archived selector was created: seconds since 1970, up to ``LATEST_TIME``."""
     created_at = _field(described, "created_at", (int, float))
     if not (isinstance(created_at, float) or abs(created_at) <= MAX_COUNT) or not (
         0 <= created_at <= LATEST_TIME
@@ -327,17 +361,11 @@ def restore(archive: Archive, name: str | None, max_state_bytes: int) -> Restore
             f"the archive's created_at must be a time in seconds since 1970 (0 to "
             f"{LATEST_TIME:.0f}); got {shown(created_at)}"
         )
-    meta = SelectorMeta(
-        name=name,
-        method=method.name,
-        params=stored,
-        created_at=float(created_at),
-        n_features=shape.n_features,
-        n_samples=shape.n_samples,
-        views=shape.views,
-        feature_names=shape.feature_names,
-        incarnation=new_incarnation(),
-    )
+    return float(created_at)
+
+
+def _decoded(archive: Archive, max_state_bytes: int) -> tuple[State, dict[str, np.ndarray]]:
+    """The archive's state and segments, decoded once their sizes are known to fit."""
     try:
         sizes = {field: stored_nbytes(value) for field, value in archive.state.items()}
     except CodecError as exc:
@@ -354,19 +382,7 @@ def restore(archive: Archive, name: str | None, max_state_bytes: int) -> Restore
         segments = {s: decode_array(blob) for s, blob in archive.segments.items()}
     except CodecError as exc:
         raise InvalidInput(f"the archive's state does not decode: {exc.detail}") from exc
-    check_state(method, state, resolved, segments)
-    _check_scores(method, kind, meta, state, items_seen)
-    _check_takes_a_chunk(meta, kind, state, max_state_bytes)
-    return Restored(
-        meta=meta,
-        kind=kind,
-        version=version,
-        items_seen=items_seen,
-        # Re-encoded: exactly the fields the state has, in the codec's own form.
-        state=encode_state(state),
-        segments=archive.segments,
-        item_names=_item_names(manifest, kind, items_seen),
-    )
+    return state, segments
 
 
 def _check_scores(
@@ -458,7 +474,7 @@ class Archives:
                 f"selector '{name}' is partitioned: an archive holds one selector's state, and "
                 "its partitions learn apart (their merged answers are served, not stored)"
             )
-        await self._settle(name)
+        await settle(self.applier, name, self.settings.apply_wait_seconds, "export")
         # The archive holds the whole state, which a checkpoint of the current version has.
         await self.applier.checkpoint_now(name)
         snapshot = await self.store.checkpoints.snapshot(name)
@@ -523,11 +539,3 @@ class Archives:
             if type(exc) is not InvalidInput:
                 raise
             raise Inconsistent(exc.detail) from exc
-
-    async def _settle(self, name: str) -> None:
-        """Wait (bounded) until everything appended to ``name`` so far is applied."""
-        if not await self.applier.settle(name, self.settings.apply_wait_seconds):
-            raise Conflict(
-                f"selector '{name}' still has chunks being applied; retry the export once "
-                f"GET /v1/selectors/{name} shows pending_entries 0"
-            )

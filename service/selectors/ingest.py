@@ -13,8 +13,9 @@ import asyncio
 import dataclasses
 import itertools
 import zlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from service import tracing
 from service.algorithms import get_method
@@ -39,7 +40,7 @@ from service.selectors.results import (
 )
 from service.store.codec import SCALARS_FIELD, decode_state
 from service.store.keys import INITIAL_CURSOR, log_id_belongs, parse_stream_id
-from service.store.records import AppendOutcome, Entry, Head, SelectorMeta
+from service.store.records import AppendOutcome, Entry, Head, SelectorMeta, StreamMeta
 from service.store.redis_store import SelectorStore
 from service.store.refusals import attached_to_stream
 from service.wire.kinds import (
@@ -90,6 +91,52 @@ def _may_hold(head: Head, log_id: str, stream_incarnation: str | None = None) ->
     return log_id != INITIAL_CURSOR
 
 
+#: What a chunk is pushed to: a selector, or a stream.
+Target = TypeVar("Target", SelectorMeta, StreamMeta)
+Answer = TypeVar("Answer")
+
+
+@dataclass(frozen=True)
+class Push:
+    """A chunk as its producer sent it: the body and its media type, its Idempotency-Key,
+    whether the producer waits until it is applied, and the label column of a table body."""
+
+    body: bytes
+    media_type: str
+    idempotency_key: str | None = None
+    wait: bool = True
+    labels: str | None = None
+
+
+async def once_more_if_stale(
+    target: Target,
+    attempt: Callable[[Target], Awaitable[Answer]],
+    current: Callable[[], Awaitable[Target]],
+) -> Answer:
+    """``attempt(target)``, where ``target`` may be a cached description: attempted again
+    against the ``current`` one when the append found it stale (the name deleted and created
+    again since), or when it refused the chunk and the name holds another incarnation now."""
+    try:
+        return await attempt(target)
+    except StaleMeta:
+        target = await current()
+    except InvalidInput:
+        fresh = await current()
+        if fresh.incarnation == target.incarnation:
+            raise
+        target = fresh
+    return await attempt(target)
+
+
+async def stored_payload(payload: bytes, wait: bool) -> bytes:
+    """The payload as the log keeps it: compressed when large and nobody waits for it
+    (compressing pays for Redis: that many fewer bytes to receive, fsync and hold until a
+    checkpoint; not for the producer who waits: it costs ~3 ms per MB each way)."""
+    if not wait and len(payload) >= COMPRESS_FROM_BYTES:
+        return await asyncio.to_thread(pack_payload, payload)
+    return payload
+
+
 @dataclass(frozen=True)
 class Submitted:
     """An appended entry and, once applied, the version that contains it (of the partition
@@ -137,80 +184,43 @@ class Ingest:
             ColumnsFormat.route: self._column_receipt,
         }
 
-    async def push(
-        self,
-        meta: SelectorMeta,
-        route: str,
-        body: bytes,
-        media_type: str,
-        idempotency_key: str | None,
-        wait: bool,
-        labels: str | None = None,
-    ) -> Receipt:
+    async def push(self, meta: SelectorMeta, route: str, push: Push) -> Receipt:
         """Append a chunk that came to ``POST .../<route>``; answer with the version that
-        contains it (200), or pending (202). ``labels`` names the label column of a table body.
+        contains it (200), or pending (202).
 
         ``meta`` may be this process's cached description (``Registry.cached_meta``): the
         append refuses a chunk checked against an earlier incarnation of the name (StaleMeta),
         and a chunk refused against it is looked at again when the name holds another
         incarnation now; either way it is checked again against the selector the name holds.
         """
-        try:
-            return await self._push(meta, route, body, media_type, idempotency_key, wait, labels)
-        except StaleMeta:
-            meta = await self.store.registry.get_meta(meta.name)
-        except InvalidInput:
-            current = await self.store.registry.get_meta(meta.name)
-            if current.incarnation == meta.incarnation:
-                raise
-            meta = current
-        return await self._push(meta, route, body, media_type, idempotency_key, wait, labels)
+        return await once_more_if_stale(
+            meta,
+            lambda target: self._push(target, route, push),
+            lambda: self.store.registry.get_meta(meta.name),
+        )
 
-    async def _push(
-        self,
-        meta: SelectorMeta,
-        route: str,
-        body: bytes,
-        media_type: str,
-        idempotency_key: str | None,
-        wait: bool,
-        labels: str | None,
-    ) -> Receipt:
+    async def _push(self, meta: SelectorMeta, route: str, push: Push) -> Receipt:
         method = get_method(meta.method)
         kind = chunk_format(method.chunk_kind)
         require_route(kind, meta, route)
         if meta.stream is not None:
             await self._refuse_attached(meta)
-        try:
-            decoded = await self.decode(kind, body, media_type, meta, labels)
-            if decoded.adopt is not None:
-                # The first chunk that names its columns names a selector created without
-                # names; a chunk that named them otherwise at the same moment lost the race:
-                # decoded again against the names the selector took.
-                adopted = await self.store.registry.adopt_feature_names(meta.name, decoded.adopt)
-                if adopted != list(decoded.adopt):
-                    meta = dataclasses.replace(meta, feature_names=adopted)
-                    decoded = await self.decode(kind, body, media_type, meta, labels)
-            if decoded.classes:
-                await self.check_class_budget(meta, decoded.classes)
-        except InvalidInput as exc:
-            self.metrics.chunks_rejected.labels(str(exc.status)).inc()
-            raise
-        payload = decoded.payload
-        if not wait and len(payload) >= COMPRESS_FROM_BYTES:
-            # Compressing pays for Redis (that many fewer bytes to receive, fsync and hold until
-            # a checkpoint), not for the producer who waits: it costs ~3 ms per MB each way.
-            payload = await asyncio.to_thread(pack_payload, payload)
-        submitted = await self.submit(
-            meta,
-            payload,
+
+        async def adopt(names: tuple[str, ...]) -> list[str]:
+            return await self.store.registry.adopt_feature_names(meta.name, names)
+
+        async def itself(target: SelectorMeta) -> list[SelectorMeta]:
+            return [target]
+
+        meta, decoded = await self.validated(kind, push, meta, adopt, itself)
+        entry = Entry(
+            await stored_payload(decoded.payload, push.wait),
             decoded.items,
             decoded.digest,
-            idempotency_key,
-            wait,
+            push.idempotency_key,
             decoded.names,
-            chunk=decoded.chunk,
         )
+        submitted = await self.submit(meta, entry, push.wait, decoded.chunk)
         # The route's own answer (``require_route`` made sure it is the kind's route).
         return await self._receipts[route](meta, kind, submitted, decoded.items)
 
@@ -222,85 +232,117 @@ class Ingest:
         if current.stream is not None:
             raise attached_to_stream(meta.name, current.stream)
 
-    async def decode(
+    async def validated(
         self,
         kind: ChunkFormat,
-        body: bytes,
-        media_type: str,
-        meta: ChunkTarget,
-        labels: str | None = None,
-    ) -> ValidChunk:
+        push: Push,
+        target: Target,
+        adopt: Callable[[tuple[str, ...]], Awaitable[list[str]]],
+        class_holders: Callable[[Target], Awaitable[list[SelectorMeta]]],
+    ) -> tuple[Target, ValidChunk]:
+        """``push`` decoded as a chunk of ``kind`` for ``target`` (a selector or a stream),
+        and the target as it was checked against; a 4xx is counted as a rejected chunk.
+
+        The first chunk that names its columns names a target created without names
+        (``adopt``: the names it took); a chunk that named them otherwise at the same moment
+        lost the race and is decoded again against the names taken. A labelled chunk keeps
+        each of ``class_holders`` within its class budget."""
+        try:
+            decoded = await self.decode(kind, push, target)
+            if decoded.adopt is not None:
+                adopted = await adopt(decoded.adopt)
+                if adopted != list(decoded.adopt):
+                    target = dataclasses.replace(target, feature_names=adopted)
+                    decoded = await self.decode(kind, push, target)
+            if decoded.classes:
+                for selector in await class_holders(target):
+                    await self.check_class_budget(selector, decoded.classes)
+        except InvalidInput as exc:
+            self.metrics.chunks_rejected.labels(str(exc.status)).inc()
+            raise
+        return target, decoded
+
+    async def decode(self, kind: ChunkFormat, push: Push, meta: ChunkTarget) -> ValidChunk:
         """A body validated as a chunk of ``kind`` for ``meta`` (a selector, or a stream):
         small bodies on the event loop, the rest (and every ``.npz``) in a worker thread."""
+        body, media_type = push.body, push.media_type
         limit = self.settings.max_body_bytes
         with tracing.span(
             "sift.validate", {"sift.bytes": len(body), "sift.media_type": media_type}
         ):
             if len(body) <= INLINE_DECODE_BYTES and media_type not in INFLATING_MEDIA_TYPES:
-                return kind.decode(body, media_type, meta, limit, labels)
-            return await asyncio.to_thread(kind.decode, body, media_type, meta, limit, labels)
+                return kind.decode(body, media_type, meta, limit, push.labels)
+            return await asyncio.to_thread(kind.decode, body, media_type, meta, limit, push.labels)
 
     async def submit(
-        self,
-        meta: SelectorMeta,
-        payload: bytes,
-        items: int,
-        digest: str,
-        idempotency_key: str | None,
-        wait: bool,
-        item_names: tuple[str, ...] = (),
-        merge: bool = False,
-        chunk: Chunk | None = None,
+        self, meta: SelectorMeta, entry: Entry, wait: bool, chunk: Chunk | None = None
     ) -> Submitted:
-        """Append with the idempotency record, then wait (bounded) for the applier.
+        """Append ``entry`` with its idempotency record, then wait (bounded) for the applier.
 
-        ``chunk`` (the decoded chunk the payload encodes) is handed to this process's applier,
-        which then neither reads the payload back nor decodes it again; the log stays the truth
-        (another replica, or this one after a restart, reads the payload).
+        ``entry`` is checked against ``meta``'s incarnation (or its partition's, which takes
+        it). ``chunk`` (the decoded chunk the payload encodes) is handed to this process's
+        applier, which then neither reads the payload back nor decodes it again; the log stays
+        the truth (another replica, or this one after a restart, reads the payload).
         Raises ``ChunkRejected`` when the entry was set aside instead of applied (now, or when
         a request with the same key first came).
         """
         partition = None
         if meta.partitioned:
-            partition = self._partition_for(meta, idempotency_key)
+            partition = self._partition_for(meta, entry.key)
             meta = meta.partition(partition)
-        name = meta.name
-        entry = Entry(payload, items, digest, idempotency_key, item_names, merge, meta.incarnation)
+        entry = dataclasses.replace(entry, incarnation=meta.incarnation)
         traced: tracing.Attributes = {
-            "sift.selector": name,
+            "sift.selector": meta.name,
             "sift.method": meta.method,
-            "sift.rows": items,
+            "sift.rows": entry.items,
         }
-        if wait and chunk is not None and not merge and not item_names:
+        if wait and chunk is not None and not entry.merge and not entry.names:
             # The direct path: this process's drain holds the selector's lease and state.
-            direct = await self.applier.try_direct(
-                name,
-                meta.incarnation,
-                chunk,
-                entry,
-            )
+            direct = await self.applier.try_direct(meta.name, meta.incarnation, chunk, entry)
             if direct is not None:
                 self.metrics.labelled(self.metrics.chunks_accepted, meta.method).inc()
                 return Submitted(direct, direct.applied_version, direct.items_seen, partition)
-        with tracing.span("sift.append", traced) as span:
-            outcome = await self.store.log.append(name, entry)
-            tracing.annotate(
-                span, {"sift.log_id": outcome.log_id, "sift.duplicate": outcome.duplicate}
-            )
-            if not outcome.duplicate:
-                tracing.appended(name, outcome.log_id)  # the applier's span links to this one
-        if outcome.duplicate:
-            self.metrics.chunks_duplicate.inc()
-        else:
-            self.metrics.labelled(self.metrics.chunks_accepted, meta.method).inc()
+        outcome = await self._append(meta, entry, traced)
         if outcome.rejected is not None:
             raise rejected(outcome.log_id, outcome.rejected)
         if outcome.applied_version is not None:
             return Submitted(outcome, outcome.applied_version, outcome.items_seen, partition)
         handed = None if outcome.duplicate else chunk
-        self.applier.appended(outcome.log_id, handed, len(payload), [(name, meta.incarnation)])
+        self.applier.appended(
+            outcome.log_id, handed, len(entry.payload), [(meta.name, meta.incarnation)]
+        )
         if not wait:
             return Submitted(outcome, None, None, partition)
+        version, items_seen = await self._applied(meta, entry, outcome, traced)
+        return Submitted(outcome, version, items_seen, partition)
+
+    async def _append(
+        self, meta: SelectorMeta, entry: Entry, traced: tracing.Attributes
+    ) -> AppendOutcome:
+        """``entry`` appended to the log of ``meta`` (traced, and counted)."""
+        with tracing.span("sift.append", traced) as span:
+            outcome = await self.store.log.append(meta.name, entry)
+            tracing.annotate(
+                span, {"sift.log_id": outcome.log_id, "sift.duplicate": outcome.duplicate}
+            )
+            if not outcome.duplicate:
+                tracing.appended(meta.name, outcome.log_id)  # the applier's span links to it
+        if outcome.duplicate:
+            self.metrics.chunks_duplicate.inc()
+        else:
+            self.metrics.labelled(self.metrics.chunks_accepted, meta.method).inc()
+        return outcome
+
+    async def _applied(
+        self,
+        meta: SelectorMeta,
+        entry: Entry,
+        outcome: AppendOutcome,
+        traced: tracing.Attributes,
+    ) -> tuple[int | None, int | None]:
+        """The version that applied the appended entry and its items seen, once the applier
+        applied it within ``SIFT_APPLY_WAIT_SECONDS`` (both None if not yet)."""
+        name = meta.name
         with tracing.span("sift.wait", traced) as span:
             settled = await self.applier.wait_applied(
                 name, outcome.log_id, self.settings.apply_wait_seconds, meta.incarnation
@@ -308,21 +350,21 @@ class Ingest:
             if settled is not None:
                 tracing.annotate(span, {"sift.version": settled.version})
         if settled is None:
-            return Submitted(outcome, None, None, partition)
+            return None, None
         if settled.rejected:
             raise rejected(outcome.log_id, settled.rejected)
         if settled.rejected == "":  # the commit that applied it, as this process saw it
-            return Submitted(outcome, settled.version, settled.items_seen, partition)
+            return settled.version, settled.items_seen
         # Heard of from afar (or read off the head): whether it was applied, and by which
         # version exactly (a repeated request answers what the first one did), Redis says.
-        reason, record = await self.store.log.settled(name, outcome.log_id, idempotency_key)
+        reason, record = await self.store.log.settled(name, outcome.log_id, entry.key)
         if reason is not None:
             raise rejected(outcome.log_id, reason)
         version, items_seen = settled.version, settled.items_seen
         if record is not None and record.applied_version is not None:
             version = record.applied_version
             items_seen = record.items_seen if record.items_seen is not None else items_seen
-        return Submitted(outcome, version, items_seen, partition)
+        return version, items_seen
 
     def _partition_for(self, meta: SelectorMeta, idempotency_key: str | None) -> int:
         """The partition that takes a chunk: by its Idempotency-Key (so that every retry goes

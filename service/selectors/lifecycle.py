@@ -16,6 +16,7 @@ import numpy as np
 from service import tracing
 from service.algorithms import get_method, require_capability
 from service.algorithms.base import AnyMethod, Mergeable
+from service.algorithms.params import MethodParams
 from service.algorithms.subsamples import of_resamples
 from service.applier import publish, state_size_problem
 from service.config import Settings
@@ -45,7 +46,7 @@ from service.store.records import (
     new_incarnation,
 )
 from service.store.redis_store import SelectorStore
-from service.wire.kinds import ChunkFormat, chunk_format, creation_shape
+from service.wire.kinds import ChunkFormat, Shape, chunk_format, creation_shape
 from service.wire.media import whole_floats_as_ints
 
 log = logging.getLogger("sift.selectors")
@@ -117,6 +118,60 @@ def selector_out(
     return SelectorOut(**body, **described)
 
 
+def creation_document(document: Any) -> dict[str, Any]:
+    """A ``POST /v1/selectors`` body with known fields, at least a name and a method; JSON's
+    3.0 is the integer 3 wherever one is expected."""
+    if not isinstance(document, dict):
+        raise InvalidInput(f"expected a JSON object; got {type(document).__name__}")
+    unknown = sorted(set(document) - set(CREATE_FIELDS))
+    if unknown:
+        raise InvalidInput(
+            f"unexpected fields {unknown}; expected some of: {', '.join(CREATE_FIELDS)}"
+        )
+    if "name" not in document or "method" not in document:
+        raise InvalidInput("expected at least the fields name and method")
+    converted: dict[str, Any] = whole_floats_as_ints(document)
+    return converted
+
+
+def shaped_meta(
+    name: str,
+    method: str,
+    params: dict[str, Any],
+    created_at: float,
+    shape: Shape,
+    **more: Any,
+) -> SelectorMeta:
+    """The description of a new incarnation of selector ``name`` of ``shape``; ``more``: the
+    other fields of its description."""
+    return SelectorMeta(
+        name=name,
+        method=method,
+        params=params,
+        created_at=created_at,
+        n_features=shape.n_features,
+        n_samples=shape.n_samples,
+        views=shape.views,
+        feature_names=shape.feature_names,
+        incarnation=new_incarnation(),
+        **more,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Creation:
+    """A creation checked as a whole: the selector it describes, its method and kind, the
+    parameters the method resolved, and the stream it attaches to (None: none) and where it
+    starts there."""
+
+    meta: SelectorMeta
+    method: AnyMethod
+    kind: ChunkFormat
+    resolved: MethodParams
+    stream: StreamMeta | None
+    start: str
+
+
 #: A creation's admission (``Tenancy.admit``: the quotas that bind the caller): the name
 #: created, and what it would add.
 Admit = Callable[..., Awaitable[None]]
@@ -149,17 +204,39 @@ class Lifecycle:
         the method resolves its parameters; the state the parameters imply must fit
         ``SIFT_MAX_STATE_BYTES`` (computed without allocating it).
         """
-        if not isinstance(document, dict):
-            raise InvalidInput(f"expected a JSON object; got {type(document).__name__}")
-        unknown = sorted(set(document) - set(CREATE_FIELDS))
-        if unknown:
-            raise InvalidInput(
-                f"unexpected fields {unknown}; expected some of: {', '.join(CREATE_FIELDS)}"
+        creation = await self._creation(creation_document(document))
+        meta = creation.meta
+        if admit is not None:  # counted as the tenant's usage counts it
+            await admit(meta.name, selectors=1, state_bytes=declared_state_bytes(meta))
+        initial_state = await asyncio.to_thread(creation.method.initial_state, creation.resolved)
+        initial, published = await asyncio.to_thread(
+            lambda: (
+                encode_state(initial_state, elide_zeros=True),
+                publish(meta, initial_state, elide_zeros=True),
             )
-        if "name" not in document or "method" not in document:
-            raise InvalidInput("expected at least the fields name and method")
-        # JSON's 3.0 is the integer 3 wherever one is expected.
-        document = whole_floats_as_ints(document)
+        )
+        if creation.stream is not None:
+            return await self._create_attached(
+                meta, creation.stream, creation.start, initial, published
+            )
+        if not meta.partitioned:
+            head = await self.store.registry.create(meta, initial, published=published)
+            if meta.expires_after is not None:
+                await self.store.registry.expire_after(
+                    meta.name, head.updated_at + meta.expires_after
+                )
+            return selector_out(meta, creation.kind, head)
+        # The name first (the description alone), so that a second create of it fails before
+        # any partition exists; then each partition, a selector of its own.
+        await self.store.registry.create_partitioned(meta)
+        for index in range(meta.partitions):
+            part = meta.partition(index)
+            published = publish(part, initial_state, elide_zeros=True)
+            await self.store.registry.create(part, initial, published=published)
+        return selector_out(meta, creation.kind, await self.reader.head(meta.name))
+
+    async def _creation(self, document: dict[str, Any]) -> Creation:
+        """What a creation body (its fields checked) creates, checked as a whole."""
         name = validate_name(document["name"])
         if not isinstance(document["method"], str):
             raise InvalidInput(f"method must be a string; got {document['method']!r}")
@@ -180,6 +257,22 @@ class Lifecycle:
         if not isinstance(temporary, bool):
             raise InvalidInput(f"temporary must be true or false; got {shown(temporary)}")
         resolved = method.resolve_params({**(params or {}), **shape.params}, shape.size)
+        self._check_fits(method, resolved, partitions)
+        meta = shaped_meta(
+            name,
+            method.name,
+            resolved.as_params(),
+            time.time(),
+            shape,
+            partitions=partitions,
+            expires_after=expires_after,
+            temporary=temporary,
+        )
+        return Creation(meta, method, kind, resolved, stream_meta, start)
+
+    def _check_fits(self, method: AnyMethod, resolved: MethodParams, partitions: int) -> None:
+        """InvalidParams for partitions of parameters that do not merge; StateTooLarge for a
+        state (of every partition together) over ``SIFT_MAX_STATE_BYTES``."""
         if partitions > 1 and isinstance(method, Mergeable):
             refusal = method.merge_refusal(resolved)
             if refusal is not None:
@@ -194,44 +287,6 @@ class Lifecycle:
                 f"a {method.name} selector of this size and these parameters cannot be created: "
                 f"{problem}; use fewer features or parameters that need less memory"
             )
-        meta = SelectorMeta(
-            name=name,
-            method=method.name,
-            params=resolved.as_params(),
-            created_at=time.time(),
-            n_features=shape.n_features,
-            n_samples=shape.n_samples,
-            views=shape.views,
-            feature_names=shape.feature_names,
-            partitions=partitions,
-            incarnation=new_incarnation(),
-            expires_after=expires_after,
-            temporary=temporary,
-        )
-        if admit is not None:  # counted as the tenant's usage counts it
-            await admit(meta.name, selectors=1, state_bytes=declared_state_bytes(meta))
-        initial_state = await asyncio.to_thread(method.initial_state, resolved)
-        initial, published = await asyncio.to_thread(
-            lambda: (
-                encode_state(initial_state, elide_zeros=True),
-                publish(meta, initial_state, elide_zeros=True),
-            )
-        )
-        if stream_meta is not None:
-            return await self._create_attached(meta, stream_meta, start, initial, published)
-        if not meta.partitioned:
-            head = await self.store.registry.create(meta, initial, published=published)
-            if expires_after is not None:
-                await self.store.registry.expire_after(name, head.updated_at + expires_after)
-            return selector_out(meta, kind, head)
-        # The name first (the description alone), so that a second create of it fails before
-        # any partition exists; then each partition, a selector of its own.
-        await self.store.registry.create_partitioned(meta)
-        for index in range(partitions):
-            part = meta.partition(index)
-            published = publish(part, initial_state, elide_zeros=True)
-            await self.store.registry.create(part, initial, published=published)
-        return selector_out(meta, kind, await self.reader.head(name))
 
     @staticmethod
     def _stream(document: dict[str, Any]) -> tuple[str | None, str]:

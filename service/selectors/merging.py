@@ -20,10 +20,11 @@ from service.applier import Applier, resolved_params
 from service.config import Settings
 from service.errors import Conflict, Inconsistent, SelectorMismatch
 from service.selectors.ingest import Ingest, Receipt
-from service.selectors.reading import StateReader
+from service.selectors.reading import StateReader, settle
 from service.selectors.results import Merged
 from service.store.codec import encode_state, pack_fields
 from service.store.keys import validate_name
+from service.store.records import Entry
 
 
 class Merging:
@@ -69,7 +70,7 @@ class Merging:
                 f"'{name}' and '{source}' name their features differently: the columns would "
                 "not line up"
             )
-        await self._settle(source)
+        await settle(self.applier, source, self.settings.apply_wait_seconds, "merge")
         fields = summary_fields_of(method, params)
         head, summary = await self.reader.state(source, fields)
         if head.items_seen == 0:
@@ -86,16 +87,7 @@ class Merging:
         # The request is "merge <source>": a retry with the same key is a duplicate even if
         # the source has grown since, and the same key naming another source is refused.
         digest = hashlib.sha256(b"merge\0" + source.encode()).hexdigest()
-        submitted = await self.ingest.submit(
-            meta, payload, samples, digest, idempotency_key, wait, merge=True
-        )
+        entry = Entry(payload, samples, digest, idempotency_key, merge=True)
+        submitted = await self.ingest.submit(meta, entry, wait)
         merged = Merged(source=source, version=head.version, rows=samples)
         return self.ingest.merge_receipt(submitted, merged, samples)
-
-    async def _settle(self, name: str) -> None:
-        """Wait (bounded) until everything appended to ``name`` so far is applied."""
-        if not await self.applier.settle(name, self.settings.apply_wait_seconds):
-            raise Conflict(
-                f"selector '{name}' still has chunks being applied; retry the merge once "
-                f"GET /v1/selectors/{name} shows pending_entries 0"
-            )

@@ -12,9 +12,9 @@ import numpy as np
 from service.algorithms import get_method
 from service.algorithms.base import AnyMethod, Mergeable, State
 from service.algorithms.resampling import served_from_checkpoint, summary_fields_of
-from service.applier import KnownHeads, resolved_params
+from service.applier import Applier, KnownHeads, resolved_params
 from service.cache import LRU
-from service.errors import CheckpointReplaced, CodecError
+from service.errors import CheckpointReplaced, CodecError, Conflict
 from service.store.codec import SCALARS_FIELD, decode_array, decode_state
 from service.store.records import Head, SelectorMeta, default_name
 from service.store.redis_store import SelectorStore
@@ -338,3 +338,14 @@ def counted(kind: ChunkFormat, items_seen: int) -> Seen:
     counts: dict[str, int | None] = {"rows_seen": None, "features_seen": None}
     counts[kind.seen_field] = items_seen
     return Seen(**counts)
+
+
+async def settle(applier: Applier, name: str, seconds: float, retried: str) -> None:
+    """Wait (at most ``seconds``) until everything appended to ``name`` so far is applied;
+    Conflict if it is not, saying when to retry the ``retried`` request (a merge, an
+    export)."""
+    if not await applier.settle(name, seconds):
+        raise Conflict(
+            f"selector '{name}' still has chunks being applied; retry the {retried} once "
+            f"GET /v1/selectors/{name} shows pending_entries 0"
+        )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Sequence
@@ -29,11 +28,17 @@ from service.errors import (
     InvalidInput,
     NotFound,
     SiftError,
-    StaleMeta,
     Unavailable,
 )
 from service.metrics import Metrics
-from service.selectors.ingest import Ingest, Receipt, rejected
+from service.selectors.ingest import (
+    Ingest,
+    Push,
+    Receipt,
+    once_more_if_stale,
+    rejected,
+    stored_payload,
+)
 from service.selectors.lifecycle import Lifecycle
 from service.selectors.rankings import Rankings
 from service.selectors.reading import counted, seen
@@ -60,7 +65,6 @@ from service.store.records import (
 )
 from service.store.redis_store import SelectorStore
 from service.wire.kinds import STREAM_FIELDS, chunk_format, stream_kind
-from service.wire.log import COMPRESS_FROM_BYTES, pack_payload
 from service.wire.media import whole_floats_as_ints
 
 #: Fields of a ``POST /v1/streams`` body.
@@ -232,68 +236,37 @@ class Streams:
 
     # -- chunks ------------------------------------------------------------------------------
 
-    async def push(
-        self,
-        name: str,
-        body: bytes,
-        media_type: str,
-        idempotency_key: str | None,
-        wait: bool,
-        visible: Callable[[str], bool],
-        labels: str | None = None,
-    ) -> Receipt:
+    async def push(self, name: str, push: Push, visible: Callable[[str], bool]) -> Receipt:
         """Append a chunk to the stream's log once; every selector attached then applies it.
-        With ``wait``, answer once each has applied it (or set it aside), else 202.
+        With ``push.wait``, answer once each has applied it (or set it aside), else 202.
 
         The chunk is checked by the stream's kind exactly as a selector of that shape checks
         it; a labelled stream also keeps each labelled selector within its class budget."""
-        meta = await self.store.streams.cached_stream(name)
-        try:
-            return await self._push(meta, body, media_type, idempotency_key, wait, visible, labels)
-        except StaleMeta:  # the name was deleted and created again since it was cached
-            meta = await self.store.streams.get_stream(name)
-        except InvalidInput:
-            current = await self.store.streams.get_stream(name)
-            if current.incarnation == meta.incarnation:
-                raise
-            meta = current
-        return await self._push(meta, body, media_type, idempotency_key, wait, visible, labels)
+        return await once_more_if_stale(
+            await self.store.streams.cached_stream(name),
+            lambda meta: self._push(meta, push, visible),
+            lambda: self.store.streams.get_stream(name),
+        )
 
-    async def _push(
-        self,
-        meta: StreamMeta,
-        body: bytes,
-        media_type: str,
-        idempotency_key: str | None,
-        wait: bool,
-        visible: Callable[[str], bool],
-        labels: str | None,
-    ) -> Receipt:
+    async def _push(self, meta: StreamMeta, push: Push, visible: Callable[[str], bool]) -> Receipt:
         kind = chunk_format(meta.kind)
-        try:
-            decoded = await self.ingest.decode(kind, body, media_type, meta, labels)
-            if decoded.adopt is not None:
-                adopted = await self.store.streams.adopt_stream_names(meta.name, decoded.adopt)
-                await self._name_selectors(meta.name, adopted)
-                if adopted != list(decoded.adopt):
-                    meta = dataclasses.replace(meta, feature_names=adopted)
-                    decoded = await self.ingest.decode(kind, body, media_type, meta, labels)
-            if decoded.classes:
-                for selector in await self._labelled_selectors(meta):
-                    await self.ingest.check_class_budget(selector, decoded.classes)
-        except InvalidInput as exc:
-            self.metrics.chunks_rejected.labels(str(exc.status)).inc()
-            raise
-        payload = decoded.payload
-        if not wait and len(payload) >= COMPRESS_FROM_BYTES:
-            payload = await asyncio.to_thread(pack_payload, payload)
+
+        async def adopt(names: tuple[str, ...]) -> list[str]:
+            adopted = await self.store.streams.adopt_stream_names(meta.name, names)
+            await self._name_selectors(meta.name, adopted)
+            return adopted
+
+        meta, decoded = await self.ingest.validated(
+            kind, push, meta, adopt, self._labelled_selectors
+        )
+        payload = await stored_payload(decoded.payload, push.wait)
         outcome, attached = await self.store.streams.append_to_stream(
             meta.name,
             Entry(
                 payload,
                 decoded.items,
                 decoded.digest,
-                idempotency_key,
+                push.idempotency_key,
                 decoded.names,
                 incarnation=meta.incarnation,
             ),
@@ -309,7 +282,9 @@ class Streams:
             len(payload),
             [(attachment.selector, attachment.incarnation) for attachment in covered],
         )
-        answer = await self._outcomes(meta.name, outcome, decoded.items, covered, wait, visible)
+        answer = await self._outcomes(
+            meta.name, outcome, decoded.items, covered, push.wait, visible
+        )
         if answer.selectors and all(s.status == "rejected" for s in answer.selectors):
             reasons = "; ".join(f"{s.name}: {s.reason}" for s in answer.selectors)
             raise rejected(outcome.log_id, f"every selector set it aside ({reasons})")

@@ -54,26 +54,7 @@ def decode_views(
         )
     if not body:
         raise InvalidInput("empty body: expected a chunk with one matrix per view")
-    named: dict[str, list[str] | None] = {view: None for view, _ in views}
-    if media_type == JSON:
-        document = parse_json(body)
-        if not isinstance(document, dict) or not isinstance(document.get("views"), dict):
-            wanted = 'expected a JSON object {"views": {"<view>": <rows>, ...}}'
-            if is_rows_document(document):
-                raise SelectorMismatch(f"this multi-view selector takes every view: {wanted}")
-            raise InvalidInput(wanted)
-        parts: dict[str, Any] = document["views"]
-        decode: Callable[[Any, int], Matrix] = rows_from_json
-        named = _names_of_views(document.get(FEATURE_NAMES), views)
-    elif media_type == NPZ:
-        parts = read_npz(body, max_bytes)
-        decode = _dense_view
-    else:
-        # A table (text/csv, Arrow) has one header: it cannot say which columns are which view.
-        raise UnsupportedMediaType(
-            "a multi-view chunk is application/json or application/x-npz (one matrix per "
-            f"view); got '{media_type}'"
-        )
+    parts, decode, named = _parts(body, media_type, views, max_bytes)
     expected = [name for name, _ in views]
     missing = [name for name in expected if name not in parts]
     extra = sorted(set(parts) - set(expected))
@@ -86,20 +67,7 @@ def decode_views(
     for name, dim in views:
         ours = None if selector_names is None else selector_names[offset : offset + dim]
         offset += dim
-        try:
-            order = column_order(named[name], ours, dim)
-            raw = decode(parts[name], dim)
-            require_width(named[name], raw)
-            rows = in_selector_order(validate_rows(raw, dim), order)
-        except InvalidInput as exc:
-            raise type(exc)(f"view '{name}': {exc.detail}") from None
-        found = first_offending(rows, lambda values: values >= 0)
-        if found is not None:
-            value, row, col = found
-            raise InvalidInput(
-                f"view '{name}' must be nonnegative (NMF); got {value} at row {row}, column {col}"
-            )
-        matrices.append(rows)
+        matrices.append(_view(name, dim, decode, parts[name], named[name], ours))
     counts = {name: m.shape[0] for (name, _), m in zip(views, matrices, strict=True)}
     if len(set(counts.values())) > 1:
         raise Inconsistent(f"every view must have the same rows; got row counts {counts}")
@@ -110,6 +78,56 @@ def decode_views(
     if any(sp.issparse(m) for m in matrices):
         return sp.hstack([sp.csr_matrix(m) for m in matrices], format="csr"), flat
     return np.hstack([np.asarray(m, dtype=np.float64) for m in matrices]), flat
+
+
+def _parts(
+    body: bytes, media_type: str, views: list[tuple[str, int]], max_bytes: int
+) -> tuple[dict[str, Any], Callable[[Any, int], Matrix], dict[str, list[str] | None]]:
+    """The views a body holds by name, how one of them becomes a matrix, and the names the
+    body gives each view's columns (None: none)."""
+    if media_type == JSON:
+        document = parse_json(body)
+        if not isinstance(document, dict) or not isinstance(document.get("views"), dict):
+            wanted = 'expected a JSON object {"views": {"<view>": <rows>, ...}}'
+            if is_rows_document(document):
+                raise SelectorMismatch(f"this multi-view selector takes every view: {wanted}")
+            raise InvalidInput(wanted)
+        named = _names_of_views(document.get(FEATURE_NAMES), views)
+        return document["views"], rows_from_json, named
+    if media_type == NPZ:
+        return read_npz(body, max_bytes), _dense_view, {view: None for view, _ in views}
+    # A table (text/csv, Arrow) has one header: it cannot say which columns are which view.
+    raise UnsupportedMediaType(
+        "a multi-view chunk is application/json or application/x-npz (one matrix per "
+        f"view); got '{media_type}'"
+    )
+
+
+def _view(
+    name: str,
+    dim: int,
+    decode: Callable[[Any, int], Matrix],
+    part: Any,
+    named: list[str] | None,
+    ours: Sequence[str] | None,
+) -> Matrix:
+    """View ``name`` (``part`` of the body, ``decode``d) validated: ``dim`` nonnegative
+    columns, in the selector's order; ``named``: the names the chunk gave them, ``ours``: the
+    selector's."""
+    try:
+        order = column_order(named, ours, dim)
+        raw = decode(part, dim)
+        require_width(named, raw)
+        rows = in_selector_order(validate_rows(raw, dim), order)
+    except InvalidInput as exc:
+        raise type(exc)(f"view '{name}': {exc.detail}") from None
+    found = first_offending(rows, lambda values: values >= 0)
+    if found is not None:
+        value, row, col = found
+        raise InvalidInput(
+            f"view '{name}' must be nonnegative (NMF); got {value} at row {row}, column {col}"
+        )
+    return rows
 
 
 def _names_of_views(raw: Any, views: list[tuple[str, int]]) -> dict[str, list[str] | None]:

@@ -23,7 +23,7 @@ from service.auth import requires
 from service.selectors import Selectors
 from service.selectors.results import ChunkOut, ChunkPending, ChunkStatus
 from service.store.records import MAX_PARTITIONS
-from service.wire.media import ROW_MEDIA_TYPES
+from service.wire.kinds import RowsFormat
 
 router = APIRouter(prefix="/v1/selectors", tags=["chunks"], route_class=GuardedRoute)
 Service = Annotated[Selectors, Depends(get_selectors)]
@@ -50,9 +50,7 @@ async def push_chunk(
     is 202 with the log ID. A repeated ``Idempotency-Key`` returns the first answer. A
     ``text/csv`` or Arrow chunk for a labelled method names its label column with ``labels``.
     """
-    return await push_items(
-        request, service, name, "chunks", ROW_MEDIA_TYPES, idempotency_key, wait, labels
-    )
+    return await push_items(request, service, name, RowsFormat, idempotency_key, wait, labels)
 
 
 @router.get("/{name}/chunks/{log_id}", responses={200: {"model": ChunkStatus}, **PROBLEM_RESPONSES})

@@ -21,7 +21,7 @@ from service.auth import requires
 from service.selectors import Selectors
 from service.selectors.decisions import MAX_FEATURE_PAGE
 from service.selectors.results import ColumnsStored, FeaturePage, FeaturesOut, FeaturesPending
-from service.wire.media import COLUMN_MEDIA_TYPES
+from service.wire.kinds import ColumnsFormat
 
 router = APIRouter(prefix="/v1/selectors", tags=["features"], route_class=GuardedRoute)
 Service = Annotated[Selectors, Depends(get_selectors)]
@@ -51,9 +51,7 @@ async def push_features(
     the answer is 202; ``GET .../features?offset=<first_index>`` shows the decisions later.
     A repeated ``Idempotency-Key`` returns the same decisions.
     """
-    return await push_items(
-        request, service, name, "features", COLUMN_MEDIA_TYPES, idempotency_key, wait
-    )
+    return await push_items(request, service, name, ColumnsFormat, idempotency_key, wait)
 
 
 @router.get("/{name}/features", responses={200: {"model": FeaturePage}, **PROBLEM_RESPONSES})

@@ -3,6 +3,7 @@ and list or delete many at once (``service.selectors.listing``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -86,27 +87,39 @@ After = Annotated[
 ]
 
 
-@router.get("", responses={200: {"model": SelectorList}, **PROBLEM_RESPONSES})
-@requires("read")
-async def list_selectors(
-    service: Service,
-    caller: Caller,
-    limit: Annotated[
-        int, Query(ge=1, le=MAX_PAGE, description="At most this many selectors.")
-    ] = DEFAULT_PAGE,
-    after: After = None,
-    prefix: Prefix = "",
+@dataclass
+class Listing:
+    """The query of ``GET /v1/selectors``: a page (``limit`` after ``after``) of the
+    selectors the filters take."""
+
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many selectors.")] = (
+        DEFAULT_PAGE
+    )
+    after: After = None
+    prefix: Prefix = ""
     q: Annotated[
         str,
         Query(
             pattern=NAME_PART,
             description="Only the selectors whose names contain this (ignoring case).",
         ),
-    ] = "",
+    ] = ""
     method: Annotated[
         str | None, Query(max_length=64, description="Only the selectors of this method.")
-    ] = None,
-    temporary: Temporary = None,
+    ] = None
+    temporary: Temporary = None
+
+    @property
+    def chosen(self) -> SelectorFilter:
+        return SelectorFilter(
+            prefix=self.prefix, q=self.q, method=self.method, temporary=self.temporary
+        )
+
+
+@router.get("", responses={200: {"model": SelectorList}, **PROBLEM_RESPONSES})
+@requires("read")
+async def list_selectors(
+    service: Service, caller: Caller, query: Annotated[Listing, Depends()]
 ) -> Response:
     """The selectors this API key may see (all of them without a name prefix), sorted by name,
     a page at a time: ``next`` is the ``after`` of the following page, null on the last.
@@ -114,8 +127,10 @@ async def list_selectors(
     The filters apply on the server before paging. ``method`` and ``temporary`` read the
     descriptions: a page of them looks at 10,000 selectors at most, and may then hold fewer
     than ``limit`` (even none) with ``next`` set: follow ``next`` until it is null."""
-    chosen = SelectorFilter(prefix=prefix, q=q, method=method, temporary=temporary)
-    return result_response(await listing.page(service.lifecycle, limit, after, caller.sees, chosen))
+    page = await listing.page(
+        service.lifecycle, query.limit, query.after, caller.sees, query.chosen
+    )
+    return result_response(page)
 
 
 @router.delete("", responses={200: {"model": SelectorsDeleted}, **PROBLEM_RESPONSES})

@@ -29,6 +29,7 @@ from service.api.schemas import NAME_PATTERN, PROBLEM_RESPONSES
 from service.auth import Principal, requires
 from service.errors import Forbidden
 from service.selectors import Selectors
+from service.selectors.ingest import Push
 from service.selectors.results import StreamChunkOut, StreamList, StreamOut, StreamRankings
 from service.wire.kinds import chunk_format
 from service.wire.media import require_media_type
@@ -153,9 +154,8 @@ async def push_stream_chunk(
         request.headers.get("content-type"), chunk_format(meta.kind).media_types
     )
     body = await read_body(request, body_limit(get_settings(request), media_type))
-    receipt = await service.streams.push(
-        name, body, media_type, idempotency_key, wait, caller.sees, labels
-    )
+    push = Push(body, media_type, idempotency_key, wait, labels)
+    receipt = await service.streams.push(name, push, caller.sees)
     return result_response(receipt.result, 200 if receipt.applied else 202)
 
 
