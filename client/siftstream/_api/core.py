@@ -137,6 +137,25 @@ def _created(path: str, document: dict[str, Any], read: Callable[[Any], T]) -> C
     )
 
 
+def _chunk_call(
+    path: str,
+    read: Callable[[Any], T],
+    body: inputs.Body,
+    idempotency_key: str | None,
+    wait: bool,
+) -> Call[T]:
+    """POST a chunk to ``path`` with its Idempotency-Key (kept across retries); without
+    ``wait`` the service answers before applying it."""
+    return Call(
+        "POST",
+        path,
+        lambda r: read(_json(r)),
+        content=body.content,
+        headers={"content-type": body.media_type, "idempotency-key": idempotency_key or new_key()},
+        params=None if wait else {"wait": "false"},
+    )
+
+
 class ShapeOptions(TypedDict, total=False):
     """The shape of a selector or a stream: ``n_features`` for rows, ``n_samples`` for
     feature columns (ofs, iqrp), ``views`` ({view: features}) for multi-view ones;

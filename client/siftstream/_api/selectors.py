@@ -21,6 +21,7 @@ from siftstream._api.core import (
     PushOptions,
     ShapeOptions,
     Written,
+    _chunk_call,
     _created,
     _drop_none,
     _every_page,
@@ -314,17 +315,8 @@ def _write(
 ) -> Steps[Written]:
     """POST a write to ``.../<route>`` with its Idempotency-Key (kept across retries);
     with ``wait``, follow a 202 up until the write is applied."""
-    receipt: Written = yield Call(
-        "POST",
-        selector_path(name, route),
-        lambda r: receipt_of(_json(r)),
-        content=body.content,
-        headers={
-            "content-type": body.media_type,
-            "idempotency-key": idempotency_key or new_key(),
-        },
-        params=None if wait else {"wait": "false"},
-    )
+    path = selector_path(name, route)
+    receipt: Written = yield _chunk_call(path, receipt_of, body, idempotency_key, wait)
     if wait and not receipt.applied:
         receipt = yield from _settled(api, name, receipt)
     return receipt

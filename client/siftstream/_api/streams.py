@@ -15,6 +15,7 @@ from siftstream._api.core import (
     Api,
     PushOptions,
     ShapeOptions,
+    _chunk_call,
     _created,
     _drop_none,
     _every_page,
@@ -173,16 +174,9 @@ def push_stream_columns(
 def _push_stream_body(
     api: Api, name: str, body: inputs.Body, idempotency_key: str | None, wait: bool
 ) -> Steps[StreamReceipt]:
-    receipt: StreamReceipt = yield Call(
-        "POST",
-        stream_path(name, "chunks"),
-        lambda r: StreamReceipt.from_json(_json(r)),
-        content=body.content,
-        headers={
-            "content-type": body.media_type,
-            "idempotency-key": idempotency_key or new_key(),
-        },
-        params=None if wait else {"wait": "false"},
+    path = stream_path(name, "chunks")
+    receipt: StreamReceipt = yield _chunk_call(
+        path, StreamReceipt.from_json, body, idempotency_key, wait
     )
     deadline = time.monotonic() + PENDING_TIMEOUT_SECONDS
     while wait and not receipt.applied:

@@ -132,21 +132,13 @@ def _add_push_command(commands: Any, common: list[argparse.ArgumentParser]) -> N
 
 
 def _add_ranking_commands(commands: Any, common: list[argparse.ArgumentParser]) -> None:
-    """``sift top|watch|drift|baseline``: -h is the number of features, as in the API, so
-    their help is --help only."""
-    top = commands.add_parser(
-        "top", parents=common, add_help=False, help="Print a selector's top features."
-    )
-    _ranking_options(top, default_h=20)
+    """``sift top|watch|drift|baseline``."""
+    top = _counted(commands, "top", common, "Print a selector's top features.", default_h=20)
+    _ranking_options(top)
     _json_option(top)
 
-    watch = commands.add_parser(
-        "watch",
-        parents=common,
-        add_help=False,
-        help="Show a selector's top features, refreshed live.",
-    )
-    _ranking_options(watch, default_h=10)
+    watch = _counted(commands, "watch", common, "Show a selector's top features, refreshed live.")
+    _ranking_options(watch)
     watch.add_argument(
         "--interval", type=float, default=DEFAULT_INTERVAL, metavar="SECONDS", help="(default 2)"
     )
@@ -157,15 +149,12 @@ def _add_ranking_commands(commands: Any, common: list[argparse.ArgumentParser]) 
         "--once", action="store_true", help="Show it once and exit (scripts, tests)."
     )
 
-    drift = commands.add_parser(
+    drift = _counted(
+        commands,
         "drift",
-        parents=common,
-        add_help=False,
-        help="How far a selector's top h moved since the previous version and the baseline.",
+        common,
+        "How far a selector's top h moved since the previous version and the baseline.",
     )
-    drift.add_argument("--help", action="help", help="Show this help and exit.")
-    drift.add_argument("name")
-    top_count(drift, default=10)
     _json_option(drift)
 
     baseline = commands.add_parser(
@@ -373,15 +362,12 @@ def _add_stream_commands(commands: Any, common: list[argparse.ArgumentParser]) -
     push.add_argument("--labels", metavar="COLUMN", help="The labels column (labelled streams).")
     push.add_argument("--no-resume", action="store_true", help="Push as new data.")
 
-    top = actions.add_parser(
+    top = _counted(
+        actions,
         "top",
-        parents=common,
-        add_help=False,
-        help="Print every attached selector's top features side by side, and their agreement.",
+        common,
+        "Print every attached selector's top features side by side, and their agreement.",
     )
-    top.add_argument("--help", action="help", help="Show this help and exit.")
-    top.add_argument("name")
-    top_count(top, default=10)
     _json_option(top)
 
     listing = actions.add_parser("ls", parents=common, help="List the streams.")
@@ -581,10 +567,25 @@ def top_count(
     )
 
 
-def _ranking_options(parser: argparse.ArgumentParser, default_h: int) -> None:
+def _counted(
+    commands: Any,
+    command: str,
+    common: list[argparse.ArgumentParser],
+    help: str,
+    default_h: int = 10,
+) -> argparse.ArgumentParser:
+    """A command on a selector (or a stream) NAME whose -h is the number of features, as the
+    API's h: its help is --help only."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        command, parents=common, add_help=False, help=help
+    )
     parser.add_argument("--help", action="help", help="Show this help and exit.")
     parser.add_argument("name")
     top_count(parser, default=default_h)
+    return parser
+
+
+def _ranking_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strategy", choices=["score", "diverse"], help="fsds: diverse = IQRP")
     parser.add_argument("--l", type=int, metavar="L", help="IQRP's candidate list length.")
     parser.add_argument("--view", help="Multi-view selectors: this view only.")
