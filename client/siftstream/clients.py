@@ -20,12 +20,13 @@ import functools
 import inspect
 from collections.abc import Callable, Coroutine, Mapping
 from types import TracebackType
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, TypedDict, TypeVar, Unpack, overload
 
 import httpx
 
 from siftstream import _connection
 from siftstream._api import Api, keys, monitoring, selectors, sources, streams
+from siftstream._api.core import _only
 from siftstream._connection import DEFAULT_URL as DEFAULT_URL
 from siftstream._http import AsyncDriver, Plan, RetryPolicy, SyncDriver
 from siftstream._inputs import DEFAULT_CHUNK_BYTES
@@ -55,6 +56,29 @@ def _policy(retry: RetryPolicy | None, retry_budget: float | None) -> RetryPolic
     if not retry_budget >= 0:
         raise ValueError(f"retry_budget must be a number of seconds >= 0; got {retry_budget}")
     return dataclasses.replace(policy, budget=float(retry_budget))
+
+
+class ClientOptions(TypedDict, total=False):
+    """A client's options besides its URL, key and transport (``Client`` tells each one)."""
+
+    retry_budget: float | None
+    timeout: httpx.Timeout | float
+    retry: RetryPolicy | None
+    chunk_bytes: int
+    headers: Mapping[str, str] | None
+
+
+def _settings(
+    client: Operations, url: str | None, api_key: str | None, options: ClientOptions
+) -> tuple[dict[str, Any], RetryPolicy]:
+    """Set the client's ``url`` and ``_api``; its httpx client's settings and retry policy."""
+    _only(options, ClientOptions, f"{type(client).__name__}.__init__")
+    client.url = _connection.service_url(url)
+    client._api = Api(options.get("chunk_bytes", DEFAULT_CHUNK_BYTES))
+    headers = _headers(_connection.api_key(api_key), options.get("headers"))
+    policy = _policy(options.get("retry"), options.get("retry_budget"))
+    settings = {"base_url": client.url, "headers": headers}
+    return settings | {"timeout": options.get("timeout", DEFAULT_TIMEOUT)}, policy
 
 
 def client_version() -> str:
@@ -117,6 +141,10 @@ class Operation(Generic[P, T]):
 class Operations:
     """Every operation of the API (``siftstream._api``), for ``Client`` and ``AsyncClient``
     alike."""
+
+    #: The service's base URL, and the settings the operations run with.
+    url: str
+    _api: Api
 
     health = Operation(keys.health)
     ready = Operation(keys.ready)
@@ -194,20 +222,12 @@ class Client(Operations):
         url: str | None = None,
         api_key: str | None = None,
         *,
-        retry_budget: float | None = None,
-        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-        headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        self.url = _connection.service_url(url)
-        key = _connection.api_key(api_key)
-        self._http = httpx.Client(
-            base_url=self.url, headers=_headers(key, headers), timeout=timeout, transport=transport
-        )
-        self._driver = SyncDriver(self._http, _policy(retry, retry_budget))
-        self._api = Api(chunk_bytes)
+        settings, policy = _settings(self, url, api_key, options)
+        self._http = httpx.Client(**settings, transport=transport)
+        self._driver = SyncDriver(self._http, policy)
 
     def close(self) -> None:
         self._http.close()
@@ -236,20 +256,12 @@ class AsyncClient(Operations):
         url: str | None = None,
         api_key: str | None = None,
         *,
-        retry_budget: float | None = None,
-        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-        headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        self.url = _connection.service_url(url)
-        key = _connection.api_key(api_key)
-        self._http = httpx.AsyncClient(
-            base_url=self.url, headers=_headers(key, headers), timeout=timeout, transport=transport
-        )
-        self._driver = AsyncDriver(self._http, _policy(retry, retry_budget))
-        self._api = Api(chunk_bytes)
+        settings, policy = _settings(self, url, api_key, options)
+        self._http = httpx.AsyncClient(**settings, transport=transport)
+        self._driver = AsyncDriver(self._http, policy)
 
     async def aclose(self) -> None:
         await self._http.aclose()

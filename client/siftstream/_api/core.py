@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypedDict, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -26,11 +26,14 @@ from siftstream.results import (
     ChunkStatus,
     FeaturesReceipt,
     Page,
+    PushSummary,
     StreamInfo,
+    StreamReceipt,
 )
 
 T = TypeVar("T")
 Written = TypeVar("Written", ChunkReceipt, FeaturesReceipt)
+R = TypeVar("R", ChunkReceipt, FeaturesReceipt, StreamReceipt)
 
 JSON_HEADERS = {"content-type": "application/json"}
 NPY_ACCEPT = {"accept": inputs.NPY}
@@ -111,6 +114,115 @@ def _read(
 
 def _drop_none(**query: Any) -> dict[str, Any]:
     return {key: value for key, value in query.items() if value is not None}
+
+
+def _only(options: Mapping[str, Any], allowed: type, operation: str) -> None:
+    """A keyword argument that ``operation``'s options (a ``TypedDict``) do not have is a
+    ``TypeError``, as it is for a parameter a signature does not have."""
+    for option in options:
+        if option not in allowed.__annotations__:
+            raise TypeError(f"{operation}() got an unexpected keyword argument {option!r}")
+
+
+def _created(path: str, document: dict[str, Any], read: Callable[[Any], T]) -> Call[T | None]:
+    """POST a creation: what ``read`` makes of the answer, or None when the name exists
+    (``done_earlier``: a retry after a lost answer meets the first attempt's)."""
+    return Call(
+        "POST",
+        path,
+        lambda r: None if r.status_code == 409 else read(_json(r)),
+        content=json_body(document),
+        headers=JSON_HEADERS,
+        done_earlier=frozenset({409}),
+    )
+
+
+def _chunk_call(
+    path: str,
+    read: Callable[[Any], T],
+    body: inputs.Body,
+    idempotency_key: str | None,
+    wait: bool,
+) -> Call[T]:
+    """POST a chunk to ``path`` with its Idempotency-Key (kept across retries); without
+    ``wait`` the service answers before applying it."""
+    return Call(
+        "POST",
+        path,
+        lambda r: read(_json(r)),
+        content=body.content,
+        headers={"content-type": body.media_type, "idempotency-key": idempotency_key or new_key()},
+        params=None if wait else {"wait": "false"},
+    )
+
+
+class ShapeOptions(TypedDict, total=False):
+    """The shape of a selector or a stream: ``n_features`` for rows, ``n_samples`` for
+    feature columns (ofs, iqrp), ``views`` ({view: features}) for multi-view ones;
+    ``feature_names`` (a list, or {view: names}) name the features."""
+
+    n_features: int | None
+    n_samples: int | None
+    views: Mapping[str, int] | None
+    feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None
+
+
+def _shapeless(shape: ShapeOptions) -> bool:
+    return all(shape.get(field) is None for field in ("n_features", "n_samples", "views"))
+
+
+def _shape_document(shape: ShapeOptions, data: Any) -> dict[str, Any]:
+    """The shape's creation fields; without one, ``data``'s width and (DataFrame) column
+    names (``feature_names`` when given)."""
+    n_features, n_samples = shape.get("n_features"), shape.get("n_samples")
+    views, names = shape.get("views"), shape.get("feature_names")
+    if data is not None and _shapeless(shape):
+        n_features = inputs.width_of(data)
+        if names is None:
+            names = inputs.column_names(data)
+    return _drop_none(
+        n_features=n_features,
+        n_samples=n_samples,
+        views=None if views is None else dict(views),
+        feature_names=None if names is None else _names(names),
+    )
+
+
+class ChunkingOptions(TypedDict, Generic[R], total=False):
+    """How an input is pushed in chunks: chunk ``i`` carries the Idempotency-Key
+    ``<key_prefix>-<i>`` (a fresh prefix by default: pushing the same data again with the
+    same prefix is answered as duplicates and changes nothing); ``wait`` (the default) for
+    each to be applied; ``on_chunk`` is called with each chunk's receipt."""
+
+    key_prefix: str | None
+    wait: bool
+    on_chunk: Callable[[R], None] | None
+
+
+class PushOptions(ChunkingOptions[R], total=False):
+    """``chunk_rows`` rows per chunk (default: about 8 MiB each); ``feature_names`` name the
+    columns ({view: names} for views; a DataFrame's columns by default)."""
+
+    chunk_rows: int | None
+    feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None
+
+
+def _pushed(
+    pushes: Iterable[Steps[R]], on_chunk: Callable[[R], None] | None, empty: str
+) -> Steps[PushSummary]:
+    """Run the pushes of the chunks in order, calling ``on_chunk`` with each receipt; none
+    at all is a ``ValueError`` (``empty``)."""
+    receipts: list[ChunkReceipt | FeaturesReceipt | StreamReceipt] = []
+    items = 0
+    for push in pushes:
+        receipt = yield from push
+        receipts.append(receipt)
+        items += receipt.items
+        if on_chunk is not None:
+            on_chunk(receipt)
+    if not receipts:
+        raise ValueError(empty)
+    return PushSummary(receipts, items)
 
 
 P = TypeVar("P", bound=Page[Any])

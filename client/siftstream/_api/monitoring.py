@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from urllib.parse import quote
 
 from siftstream._api.core import (
     JSON_HEADERS,
     Api,
+    _drop_none,
     _json,
     _nothing,
+    _only,
     _read,
     json_body,
     selector_path,
@@ -40,16 +42,18 @@ def forget_baseline(api: Api, name: str) -> Call[None]:
     return Call("DELETE", selector_path(name, "baseline"), _nothing)
 
 
+class AlertOptions(TypedDict, total=False):
+    """``create_alert``'s options (its docstring tells each one; ``label``: free text sent
+    with the events)."""
+
+    h: int | None
+    min_stability: float | None
+    label: str
+    kind: str
+
+
 def create_alert(
-    api: Api,
-    name: str,
-    url: str,
-    threshold: float,
-    *,
-    h: int | None = None,
-    min_stability: float | None = None,
-    label: str = "",
-    kind: str = "webhook",
+    api: Api, name: str, url: str, threshold: float, **options: Unpack[AlertOptions]
 ) -> Call[CreatedAlert]:
     """An alert on ``name`` (admin): ``url`` gets a signed event when a committed version's
     drift since the baseline of its top ``h`` reaches ``threshold`` (``kind="alertmanager"``:
@@ -57,11 +61,14 @@ def create_alert(
     None: the service's choice, 10, or the selector's features less one on a selector of 10
     or fewer (a deeper h is refused there: the top of every feature cannot be judged). Its
     secret (``CreatedAlert.secret``, which verifies the signatures) is in this answer only."""
-    body: dict[str, Any] = {"url": url, "threshold": threshold, "label": label, "kind": kind}
-    if h is not None:
-        body["h"] = h
-    if min_stability is not None:
-        body["min_stability"] = min_stability
+    _only(options, AlertOptions, "create_alert")
+    body: dict[str, Any] = {
+        "url": url,
+        "threshold": threshold,
+        "label": options.get("label", ""),
+        "kind": options.get("kind", "webhook"),
+    }
+    body.update(_drop_none(h=options.get("h"), min_stability=options.get("min_stability")))
     return Call(
         "POST",
         selector_path(name, "alerts"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -17,18 +17,25 @@ from siftstream._api.core import (
     PENDING_TIMEOUT_SECONDS,
     POLL_SECONDS,
     Api,
+    ChunkingOptions,
+    PushOptions,
+    ShapeOptions,
     Written,
+    _chunk_call,
+    _created,
     _drop_none,
     _every_page,
     _headers_seen,
     _json,
-    _names,
     _names_of,
     _nothing,
+    _only,
+    _pushed,
     _read,
     _rejected,
     _row_chunks,
     _rows_body,
+    _shape_document,
     json_body,
     new_key,
     npy_array,
@@ -52,28 +59,25 @@ from siftstream.results import (
     PushSummary,
     SelectorInfo,
     SelectorPage,
-    StreamReceipt,
     Top,
     Transformed,
     Weights,
 )
 
 
+class SelectorOptions(ShapeOptions, total=False):
+    """``create``'s options (its docstring tells each one)."""
+
+    params: Mapping[str, Any] | None
+    data: Any
+    expires_after: float | None
+    stream: str | None
+    from_: str | None
+    temporary: bool
+
+
 def create(
-    api: Api,
-    name: str,
-    method: str,
-    *,
-    n_features: int | None = None,
-    n_samples: int | None = None,
-    views: Mapping[str, int] | None = None,
-    feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
-    params: Mapping[str, Any] | None = None,
-    data: Any = None,
-    expires_after: float | None = None,
-    stream: str | None = None,
-    from_: str | None = None,
-    temporary: bool = False,
+    api: Api, name: str, method: str, **options: Unpack[SelectorOptions]
 ) -> Steps[SelectorInfo]:
     """Create a selector: ``n_features`` for row methods, ``n_samples`` for feature-column
     methods (ofs, iqrp), ``views`` ({view: features}) for multi-view ones; ``params`` are
@@ -92,34 +96,22 @@ def create(
     A retry after a lost answer that meets "name exists" answers the selector the first
     attempt created.
     """
-    if data is not None and n_features is None and n_samples is None and views is None:
-        n_features = inputs.width_of(data)
-        if feature_names is None:
-            feature_names = inputs.column_names(data)
+    _only(options, SelectorOptions, "create")
+    params = options.get("params")
     document: dict[str, Any] = {"name": name, "method": method}
+    document.update(_shape_document(options, options.get("data")))
     document.update(
         _drop_none(
-            n_features=n_features,
-            n_samples=n_samples,
-            views=None if views is None else dict(views),
-            feature_names=None if feature_names is None else _names(feature_names),
             params=None if params is None else dict(params),
-            expires_after=expires_after,
-            stream=stream,
+            expires_after=options.get("expires_after"),
+            stream=options.get("stream"),
         )
     )
-    if from_ is not None:
-        document["from"] = from_
-    if temporary:
+    if options.get("from_") is not None:
+        document["from"] = options["from_"]
+    if options.get("temporary"):
         document["temporary"] = True
-    created: SelectorInfo | None = yield Call(
-        "POST",
-        "/v1/selectors",
-        lambda r: None if r.status_code == 409 else SelectorInfo.from_json(_json(r)),
-        content=json_body(document),
-        headers=JSON_HEADERS,
-        done_earlier=frozenset({409}),
-    )
+    created: SelectorInfo | None = yield _created("/v1/selectors", document, SelectorInfo.from_json)
     if created is not None:
         return created
     existing: SelectorInfo = yield describe(api, name)
@@ -248,16 +240,7 @@ def detach(api: Api, name: str) -> Call[SelectorInfo]:
 
 
 def push(
-    api: Api,
-    name: str,
-    data: Any,
-    y: Any = None,
-    *,
-    chunk_rows: int | None = None,
-    key_prefix: str | None = None,
-    wait: bool = True,
-    on_chunk: Callable[[ChunkReceipt], None] | None = None,
-    feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+    api: Api, name: str, data: Any, y: Any = None, **options: Unpack[PushOptions[ChunkReceipt]]
 ) -> Steps[PushSummary]:
     """Push rows in chunks (in order): a numpy array, a scipy sparse matrix or a DataFrame;
     ``y`` the labels for labelled methods (a sequence, a Series, or a DataFrame column's
@@ -265,37 +248,31 @@ def push(
     read as ``sift push`` reads it (CSV with a header of feature names, Parquet, ``.npy``,
     ``.npz``; ``y`` names its labels column or array), in chunks, never whole.
 
-    Chunks hold ``chunk_rows`` rows (default: about 8 MiB each). Each carries the
-    Idempotency-Key ``<key_prefix>-<i>`` (a fresh prefix by default): pushing the same data
-    again with the same prefix is answered as duplicates and changes nothing.
+    Chunks hold ``chunk_rows`` rows (default: about 8 MiB each); ``key_prefix``, ``wait``
+    and ``on_chunk``: ``ChunkingOptions``.
 
     A DataFrame's column names (every view's, for views), or ``feature_names``, go with the
     rows: the service puts each column on the feature of its name, and refuses names it
     does not have (before any row is applied).
     """
+    _only(options, PushOptions, "push")
     data = opened(data, y)
-    names = feature_names if feature_names is not None else _names_of(data, y)
-    chunks = _row_chunks(data, y, chunk_rows, api.chunk_bytes)
-    prefix = key_prefix or new_key()
-    receipts: list[ChunkReceipt | FeaturesReceipt | StreamReceipt] = []
-    items = 0
-    for index, (rows, labels) in enumerate(chunks):
-        receipt = yield from push_chunk(
-            api,
-            name,
-            rows,
-            labels,
-            idempotency_key=f"{prefix}-{index}",
-            wait=wait,
-            feature_names=names,
+    names = options.get("feature_names")
+    if names is None:
+        names = _names_of(data, y)
+    chunks = _row_chunks(data, y, options.get("chunk_rows"), api.chunk_bytes)
+    prefix = options.get("key_prefix") or new_key()
+    wait = options.get("wait", True)
+    pushes = (
+        push_chunk(
+            api, name, rows, labels, idempotency_key=f"{prefix}-{i}", wait=wait, feature_names=names
         )
-        receipts.append(receipt)
-        items += receipt.items
-        if on_chunk is not None:
-            on_chunk(receipt)
-    if not receipts:
-        raise ValueError("nothing to push: the input has no rows")
-    return PushSummary(receipts, items)
+        for i, (rows, labels) in enumerate(chunks)
+    )
+    summary = yield from _pushed(
+        pushes, options.get("on_chunk"), "nothing to push: the input has no rows"
+    )
+    return summary
 
 
 def push_chunk(
@@ -338,17 +315,8 @@ def _write(
 ) -> Steps[Written]:
     """POST a write to ``.../<route>`` with its Idempotency-Key (kept across retries);
     with ``wait``, follow a 202 up until the write is applied."""
-    receipt: Written = yield Call(
-        "POST",
-        selector_path(name, route),
-        lambda r: receipt_of(_json(r)),
-        content=body.content,
-        headers={
-            "content-type": body.media_type,
-            "idempotency-key": idempotency_key or new_key(),
-        },
-        params=None if wait else {"wait": "false"},
-    )
+    path = selector_path(name, route)
+    receipt: Written = yield _chunk_call(path, receipt_of, body, idempotency_key, wait)
     if wait and not receipt.applied:
         receipt = yield from _settled(api, name, receipt)
     return receipt
@@ -369,30 +337,36 @@ def _settled(api: Api, name: str, receipt: Written) -> Steps[Written]:
     )
 
 
+class FeaturePushOptions(ChunkingOptions[FeaturesReceipt], total=False):
+    """``chunk_columns`` feature columns per chunk (default: about 8 MiB each)."""
+
+    chunk_columns: int | None
+
+
 def push_features(
     api: Api,
     name: str,
     columns: Any,
     names: Sequence[str] | None = None,
-    *,
-    chunk_columns: int | None = None,
-    key_prefix: str | None = None,
-    wait: bool = True,
-    on_chunk: Callable[[FeaturesReceipt], None] | None = None,
+    **options: Unpack[FeaturePushOptions],
 ) -> Steps[PushSummary]:
     """Push new feature columns (n_samples x c: numpy array or DataFrame, whose column names
-    become the features' names) in chunks of ``chunk_columns``, in order. OFS answers a
-    decision per column (``FeaturesReceipt.decisions``); IQRP where it stored them."""
+    become the features' names) in chunks of ``chunk_columns``, in order (``key_prefix``,
+    ``wait`` and ``on_chunk``: ``ChunkingOptions``). OFS answers a decision per column
+    (``FeaturesReceipt.decisions``); IQRP where it stored them."""
+    _only(options, FeaturePushOptions, "push_features")
     if names is None:
         names = inputs.column_names(columns)
     matrix = inputs.as_matrix(columns)
     if not isinstance(matrix, np.ndarray):
         matrix = matrix.toarray()
-    step = chunk_columns or inputs.columns_per_chunk(matrix.shape[0], names is not None)
-    prefix = key_prefix or new_key()
-    receipts: list[ChunkReceipt | FeaturesReceipt | StreamReceipt] = []
-    for index, part in enumerate(inputs.row_slices(matrix.shape[1], step)):
-        receipt = yield from push_feature_chunk(
+    step = options.get("chunk_columns") or inputs.columns_per_chunk(
+        matrix.shape[0], names is not None
+    )
+    prefix = options.get("key_prefix") or new_key()
+    wait = options.get("wait", True)
+    pushes = (
+        push_feature_chunk(
             api,
             name,
             matrix[:, part],
@@ -400,12 +374,12 @@ def push_features(
             idempotency_key=f"{prefix}-{index}",
             wait=wait,
         )
-        receipts.append(receipt)
-        if on_chunk is not None:
-            on_chunk(receipt)
-    if not receipts:
-        raise ValueError("nothing to push: the input has no columns")
-    return PushSummary(receipts, int(matrix.shape[1]))
+        for index, part in enumerate(inputs.row_slices(matrix.shape[1], step))
+    )
+    summary = yield from _pushed(
+        pushes, options.get("on_chunk"), "nothing to push: the input has no columns"
+    )
+    return PushSummary(summary.receipts, int(matrix.shape[1]))
 
 
 def push_feature_chunk(

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from siftstream._api.core import (
     JSON_HEADERS,
     Api,
+    _created,
     _drop_none,
     _json,
     _nothing,
+    _only,
     json_body,
     source_path,
 )
@@ -22,6 +24,26 @@ from siftstream.results import (
 )
 
 
+class SourceOptions(TypedDict, total=False):
+    """``create_source``'s options on what to read and how (its docstring tells each one)."""
+
+    key: str | None
+    stream: str | None
+    subject: str | None
+    topic: str | None
+    group: str | None
+    username: str | None
+    password: str | None
+    mechanism: str | None
+    tls: bool | None
+    batch_rows: int | None
+    batch_bytes: int | None
+    batch_ms: int | None
+    start: str | None
+    label_field: str | None
+    on_reset: str | None
+
+
 def create_source(
     api: Api,
     name: str,
@@ -30,21 +52,7 @@ def create_source(
     *,
     into_selector: str | None = None,
     into_stream: str | None = None,
-    key: str | None = None,
-    stream: str | None = None,
-    subject: str | None = None,
-    topic: str | None = None,
-    group: str | None = None,
-    username: str | None = None,
-    password: str | None = None,
-    mechanism: str | None = None,
-    tls: bool | None = None,
-    batch_rows: int | None = None,
-    batch_bytes: int | None = None,
-    batch_ms: int | None = None,
-    start: str | None = None,
-    label_field: str | None = None,
-    on_reset: str | None = None,
+    **options: Unpack[SourceOptions],
 ) -> Steps[Source]:
     """Create a source (admin): the service reads a bus and appends what it reads to the
     selector ``into_selector`` or to the stream ``into_stream`` (exactly one of them, else
@@ -69,39 +77,15 @@ def create_source(
 
     A retry after a lost answer that meets "name exists" answers the source the first
     attempt created."""
+    _only(options, SourceOptions, "create_source")
     if (into_selector is None) == (into_stream is None):
         raise ValueError("expected exactly one of into_selector and into_stream")
     into = _drop_none(selector=into_selector, stream=into_stream)
     # A Kafka source names its brokers (bootstrap), the others a URL.
     where = "bootstrap" if kind == "kafka" else "url"
     document: dict[str, Any] = {"name": name, "kind": kind, where: url, "into": into}
-    document.update(
-        _drop_none(
-            key=key,
-            stream=stream,
-            subject=subject,
-            topic=topic,
-            group=group,
-            username=username,
-            password=password,
-            mechanism=mechanism,
-            tls=tls,
-            batch_rows=batch_rows,
-            batch_bytes=batch_bytes,
-            batch_ms=batch_ms,
-            start=start,
-            label_field=label_field,
-            on_reset=on_reset,
-        )
-    )
-    created: Source | None = yield Call(
-        "POST",
-        "/v1/sources",
-        lambda r: None if r.status_code == 409 else Source.from_json(_json(r)),
-        content=json_body(document),
-        headers=JSON_HEADERS,
-        done_earlier=frozenset({409}),
-    )
+    document.update(_drop_none(**options))
+    created: Source | None = yield _created("/v1/sources", document, Source.from_json)
     if created is not None:
         return created
     existing: Source = yield describe_source(api, name)

@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Unpack
 
 import numpy as np
 
 from siftstream import _inputs as inputs
 from siftstream._api.core import (
-    JSON_HEADERS,
     PENDING_TIMEOUT_SECONDS,
     POLL_SECONDS,
     Api,
+    PushOptions,
+    ShapeOptions,
+    _chunk_call,
+    _created,
     _drop_none,
     _every_page,
     _json,
-    _names,
     _nothing,
+    _only,
+    _pushed,
     _rows_body,
+    _shape_document,
+    _shapeless,
     _stream_bodies,
-    json_body,
     new_key,
     stream_path,
 )
@@ -30,8 +35,6 @@ from siftstream.errors import (
     SiftClientError,
 )
 from siftstream.results import (
-    ChunkReceipt,
-    FeaturesReceipt,
     PushSummary,
     StreamInfo,
     StreamPage,
@@ -40,18 +43,15 @@ from siftstream.results import (
 )
 
 
-def create_stream(
-    api: Api,
-    name: str,
-    *,
-    n_features: int | None = None,
-    n_samples: int | None = None,
-    views: Mapping[str, int] | None = None,
-    feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
-    labelled: bool = False,
-    data: Any = None,
-    y: Any = None,
-) -> Steps[StreamInfo]:
+class StreamOptions(ShapeOptions, total=False):
+    """``create_stream``'s options (its docstring tells each one)."""
+
+    labelled: bool
+    data: Any
+    y: Any
+
+
+def create_stream(api: Api, name: str, **options: Unpack[StreamOptions]) -> Steps[StreamInfo]:
     """Create a stream: one log that several selectors apply (attach them with
     ``create(..., stream=name)``). Its shape is a selector's: ``n_features`` (rows;
     ``labelled=True``: rows with one label each), ``views`` or ``n_samples`` (feature
@@ -60,31 +60,16 @@ def create_stream(
 
     A retry after a lost answer that meets "name exists" answers the stream the first
     attempt created."""
-    if data is not None and n_features is None and n_samples is None and views is None:
-        features, labels = inputs.split_labels(data, y) if isinstance(y, str) else (data, y)
-        n_features = inputs.width_of(features)
-        if feature_names is None:
-            feature_names = inputs.column_names(features)
+    _only(options, StreamOptions, "create_stream")
+    data, y = options.get("data"), options.get("y")
+    labelled = options.get("labelled", False)
+    if data is not None and _shapeless(options):
+        data, labels = inputs.split_labels(data, y) if isinstance(y, str) else (data, y)
         labelled = labelled or labels is not None
-    document: dict[str, Any] = {"name": name}
-    document.update(
-        _drop_none(
-            n_features=n_features,
-            n_samples=n_samples,
-            views=None if views is None else dict(views),
-            feature_names=None if feature_names is None else _names(feature_names),
-        )
-    )
+    document: dict[str, Any] = {"name": name, **_shape_document(options, data)}
     if labelled:
         document["labelled"] = True
-    created: StreamInfo | None = yield Call(
-        "POST",
-        "/v1/streams",
-        lambda r: None if r.status_code == 409 else StreamInfo.from_json(_json(r)),
-        content=json_body(document),
-        headers=JSON_HEADERS,
-        done_earlier=frozenset({409}),
-    )
+    created: StreamInfo | None = yield _created("/v1/streams", document, StreamInfo.from_json)
     if created is not None:
         return created
     existing: StreamInfo = yield describe_stream(api, name)
@@ -130,16 +115,7 @@ def delete_stream(api: Api, name: str, *, force: bool = False) -> Call[None]:
 
 
 def push_stream(
-    api: Api,
-    name: str,
-    data: Any,
-    y: Any = None,
-    *,
-    chunk_rows: int | None = None,
-    key_prefix: str | None = None,
-    wait: bool = True,
-    on_chunk: Callable[[StreamReceipt], None] | None = None,
-    feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+    api: Api, name: str, data: Any, y: Any = None, **options: Unpack[PushOptions[StreamReceipt]]
 ) -> Steps[PushSummary]:
     """Push an input to a stream in chunks, once for every selector attached to it: the
     inputs of ``push`` (rows, ``y`` labels for a labelled stream, {view: rows}), or for a
@@ -147,21 +123,21 @@ def push_stream(
     naming the columns; ``chunk_rows`` then counts columns). Chunk ``i`` carries the
     Idempotency-Key ``<key_prefix>-<i>``. Each receipt says, per selector, what became of
     its chunk; a chunk every selector set aside raises ``ChunkRejectedError``."""
+    _only(options, PushOptions, "push_stream")
     stream: StreamInfo = yield describe_stream(api, name)
-    prefix = key_prefix or new_key()
-    receipts: list[ChunkReceipt | FeaturesReceipt | StreamReceipt] = []
-    items = 0
-    for index, body in enumerate(
-        _stream_bodies(stream, data, y, chunk_rows, api.chunk_bytes, feature_names)
-    ):
-        receipt = yield from _push_stream_body(api, name, body, f"{prefix}-{index}", wait)
-        receipts.append(receipt)
-        items += receipt.items
-        if on_chunk is not None:
-            on_chunk(receipt)
-    if not receipts:
-        raise ValueError("nothing to push: the input is empty")
-    return PushSummary(receipts, items)
+    prefix = options.get("key_prefix") or new_key()
+    wait = options.get("wait", True)
+    bodies = _stream_bodies(
+        stream, data, y, options.get("chunk_rows"), api.chunk_bytes, options.get("feature_names")
+    )
+    pushes = (
+        _push_stream_body(api, name, body, f"{prefix}-{index}", wait)
+        for index, body in enumerate(bodies)
+    )
+    summary = yield from _pushed(
+        pushes, options.get("on_chunk"), "nothing to push: the input is empty"
+    )
+    return summary
 
 
 def push_stream_chunk(
@@ -198,16 +174,9 @@ def push_stream_columns(
 def _push_stream_body(
     api: Api, name: str, body: inputs.Body, idempotency_key: str | None, wait: bool
 ) -> Steps[StreamReceipt]:
-    receipt: StreamReceipt = yield Call(
-        "POST",
-        stream_path(name, "chunks"),
-        lambda r: StreamReceipt.from_json(_json(r)),
-        content=body.content,
-        headers={
-            "content-type": body.media_type,
-            "idempotency-key": idempotency_key or new_key(),
-        },
-        params=None if wait else {"wait": "false"},
+    path = stream_path(name, "chunks")
+    receipt: StreamReceipt = yield _chunk_call(
+        path, StreamReceipt.from_json, body, idempotency_key, wait
     )
     deadline = time.monotonic() + PENDING_TIMEOUT_SECONDS
     while wait and not receipt.applied:

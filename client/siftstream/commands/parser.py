@@ -44,7 +44,25 @@ def connection_options(suppress: bool) -> argparse.ArgumentParser:
 def add_commands(commands: Any) -> None:
     """The client subcommands, on the ``sift`` parser's subparsers."""
     common = [connection_options(suppress=True)]
+    for add in (
+        _add_create_command,
+        _add_push_command,
+        _add_ranking_commands,
+        _add_alert_commands,
+        _add_listing_commands,
+        _add_lifecycle_commands,
+        _add_stream_commands,
+        _add_source_commands,
+    ):
+        add(commands, common)
 
+
+def _json_option(parser: Any, help: str = "Print the service's JSON answer.") -> None:
+    parser.add_argument("--json", action="store_true", help=help)
+
+
+def _add_create_command(commands: Any, common: list[argparse.ArgumentParser]) -> None:
+    """``sift create``."""
     create = commands.add_parser(
         "create",
         parents=common,
@@ -79,8 +97,11 @@ def add_commands(commands: Any) -> None:
         help="A hyperparameter (repeatable); VALUE is read as JSON when it parses (10, 0.5, "
         "false), else as a string.",
     )
-    create.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
+    _json_option(create)
 
+
+def _add_push_command(commands: Any, common: list[argparse.ArgumentParser]) -> None:
+    """``sift push``."""
     push = commands.add_parser(
         "push",
         parents=common,
@@ -109,20 +130,15 @@ def add_commands(commands: Any) -> None:
         help="Push as new data: fresh Idempotency-Keys and no progress record.",
     )
 
-    # -h is the number of features, as in the API: help is --help only.
-    top = commands.add_parser(
-        "top", parents=common, add_help=False, help="Print a selector's top features."
-    )
-    _ranking_options(top, default_h=20)
-    top.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
 
-    watch = commands.add_parser(
-        "watch",
-        parents=common,
-        add_help=False,
-        help="Show a selector's top features, refreshed live.",
-    )
-    _ranking_options(watch, default_h=10)
+def _add_ranking_commands(commands: Any, common: list[argparse.ArgumentParser]) -> None:
+    """``sift top|watch|drift|baseline``."""
+    top = _counted(commands, "top", common, "Print a selector's top features.", default_h=20)
+    _ranking_options(top)
+    _json_option(top)
+
+    watch = _counted(commands, "watch", common, "Show a selector's top features, refreshed live.")
+    _ranking_options(watch)
     watch.add_argument(
         "--interval", type=float, default=DEFAULT_INTERVAL, metavar="SECONDS", help="(default 2)"
     )
@@ -133,16 +149,13 @@ def add_commands(commands: Any) -> None:
         "--once", action="store_true", help="Show it once and exit (scripts, tests)."
     )
 
-    drift = commands.add_parser(
+    drift = _counted(
+        commands,
         "drift",
-        parents=common,
-        add_help=False,
-        help="How far a selector's top h moved since the previous version and the baseline.",
+        common,
+        "How far a selector's top h moved since the previous version and the baseline.",
     )
-    drift.add_argument("--help", action="help", help="Show this help and exit.")
-    drift.add_argument("name")
-    top_count(drift, default=10)
-    drift.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
+    _json_option(drift)
 
     baseline = commands.add_parser(
         "baseline",
@@ -156,6 +169,9 @@ def add_commands(commands: Any) -> None:
         help="Forget the baseline instead: the next stable version becomes it.",
     )
 
+
+def _add_alert_commands(commands: Any, common: list[argparse.ArgumentParser]) -> None:
+    """``sift alerts ls|add|rotate|rearm|redeliver|rm|events``."""
     alerts = commands.add_parser(
         "alerts",
         parents=common,
@@ -164,7 +180,7 @@ def add_commands(commands: Any) -> None:
     actions = alerts.add_subparsers(dest="action", required=True, metavar="ACTION")
     listed = actions.add_parser("ls", parents=common, help="List a selector's alerts.")
     listed.add_argument("name")
-    listed.add_argument("--json", action="store_true", help="Print JSON, one list.")
+    _json_option(listed, "Print JSON, one list.")
     added = actions.add_parser(
         "add",
         parents=common,
@@ -213,14 +229,17 @@ def add_commands(commands: Any) -> None:
     events.add_argument(
         "--status", choices=["pending", "delivered", "failed"], help="Only events with it."
     )
-    events.add_argument("--json", action="store_true", help="Print JSON, one list.")
+    _json_option(events, "Print JSON, one list.")
 
+
+def _add_listing_commands(commands: Any, common: list[argparse.ArgumentParser]) -> None:
+    """``sift methods|ls|describe``."""
     methods = commands.add_parser(
         "methods",
         parents=common,
         help="List the methods the service runs: chunks, capabilities, parameters, papers.",
     )
-    methods.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
+    _json_option(methods)
 
     listing = commands.add_parser(
         "ls",
@@ -228,7 +247,7 @@ def add_commands(commands: Any) -> None:
         help="List the selectors (temporary ones, a job's such as a scikit-learn fit's, are "
         "marked).",
     )
-    listing.add_argument("--json", action="store_true", help="Print JSON, one list.")
+    _json_option(listing, "Print JSON, one list.")
     listing.add_argument("--prefix", help="Only the names that start with this.")
     listing.add_argument(
         "--search", metavar="TEXT", help="Only the names that contain this (ignoring case)."
@@ -241,6 +260,9 @@ def add_commands(commands: Any) -> None:
     )
     describe.add_argument("name")
 
+
+def _add_lifecycle_commands(commands: Any, common: list[argparse.ArgumentParser]) -> None:
+    """``sift delete|export|import``."""
     delete = commands.add_parser(
         "delete",
         parents=common,
@@ -276,9 +298,6 @@ def add_commands(commands: Any) -> None:
     )
     load.add_argument("file")
     load.add_argument("--name", help="Import under this name (default: the exported one).")
-
-    _add_stream_commands(commands, common)
-    _add_source_commands(commands, common)
 
 
 def _temporary_options(parser: Any, only: str, without: str) -> None:
@@ -328,7 +347,7 @@ def _add_stream_commands(commands: Any, common: list[argparse.ArgumentParser]) -
         "--labels", metavar="COLUMN", help="with --like: the labels column (makes it labelled)"
     )
     create.add_argument("--labelled", action="store_true", help="Rows carry one label each.")
-    create.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
+    _json_option(create)
 
     push = actions.add_parser(
         "push",
@@ -343,19 +362,16 @@ def _add_stream_commands(commands: Any, common: list[argparse.ArgumentParser]) -
     push.add_argument("--labels", metavar="COLUMN", help="The labels column (labelled streams).")
     push.add_argument("--no-resume", action="store_true", help="Push as new data.")
 
-    top = actions.add_parser(
+    top = _counted(
+        actions,
         "top",
-        parents=common,
-        add_help=False,
-        help="Print every attached selector's top features side by side, and their agreement.",
+        common,
+        "Print every attached selector's top features side by side, and their agreement.",
     )
-    top.add_argument("--help", action="help", help="Show this help and exit.")
-    top.add_argument("name")
-    top_count(top, default=10)
-    top.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
+    _json_option(top)
 
     listing = actions.add_parser("ls", parents=common, help="List the streams.")
-    listing.add_argument("--json", action="store_true", help="Print JSON, one list.")
+    _json_option(listing, "Print JSON, one list.")
 
     remove = actions.add_parser(
         "rm",
@@ -383,6 +399,46 @@ def _add_source_commands(commands: Any, common: list[argparse.ArgumentParser]) -
         "(sift source show).",
     )
     actions = source.add_subparsers(dest="source_command", required=True)
+    _add_source_create(actions, common)
+    listing = actions.add_parser("ls", parents=common, help="List the sources.")
+    _json_option(listing, "Print JSON, one list.")
+
+    show = actions.add_parser(
+        "show",
+        parents=common,
+        help="Show a source: state, last error, positions, lag, rows, rejected entries.",
+    )
+    show.add_argument("name")
+    _json_option(show)
+
+    restart = actions.add_parser(
+        "restart",
+        parents=common,
+        help="Restart a source stopped at a reset of its bus.",
+        description="Restart a source whose state is reset (its stream or topic was created "
+        "again below its position): each partition it stopped reads again from --start.",
+    )
+    restart.add_argument("name")
+    restart.add_argument(
+        "--start",
+        default="earliest",
+        metavar="POSITION",
+        help="earliest (the default: the bus's first entry), latest, or after this position.",
+    )
+    _json_option(restart)
+
+    remove = actions.add_parser(
+        "rm",
+        parents=common,
+        help="Delete a source.",
+        description="Delete a source: its consumer stops within a second; what it appended "
+        "stays in its target.",
+    )
+    remove.add_argument("name")
+
+
+def _add_source_create(actions: Any, common: list[argparse.ArgumentParser]) -> None:
+    """``sift source create``."""
     create = actions.add_parser(
         "create",
         parents=common,
@@ -415,6 +471,12 @@ def _add_source_commands(commands: Any, common: list[argparse.ArgumentParser]) -
         metavar="STREAM",
         help="Append to this Sift stream (every selector attached to it applies the rows).",
     )
+    _source_read_options(create)
+    _json_option(create)
+
+
+def _source_read_options(create: Any) -> None:
+    """``sift source create``'s options on what to read and how."""
     create.add_argument("--key", help="redis-stream: the Redis stream's key.")
     create.add_argument("--stream", metavar="JS_STREAM", help="nats: the JetStream stream.")
     create.add_argument(
@@ -470,43 +532,6 @@ def _add_source_commands(commands: Any, common: list[argparse.ArgumentParser]) -
         "stop (the default; sift source restart reads again) or restart (read the new one "
         "from its start).",
     )
-    create.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
-
-    listing = actions.add_parser("ls", parents=common, help="List the sources.")
-    listing.add_argument("--json", action="store_true", help="Print JSON, one list.")
-
-    show = actions.add_parser(
-        "show",
-        parents=common,
-        help="Show a source: state, last error, positions, lag, rows, rejected entries.",
-    )
-    show.add_argument("name")
-    show.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
-
-    restart = actions.add_parser(
-        "restart",
-        parents=common,
-        help="Restart a source stopped at a reset of its bus.",
-        description="Restart a source whose state is reset (its stream or topic was created "
-        "again below its position): each partition it stopped reads again from --start.",
-    )
-    restart.add_argument("name")
-    restart.add_argument(
-        "--start",
-        default="earliest",
-        metavar="POSITION",
-        help="earliest (the default: the bus's first entry), latest, or after this position.",
-    )
-    restart.add_argument("--json", action="store_true", help="Print the service's JSON answer.")
-
-    remove = actions.add_parser(
-        "rm",
-        parents=common,
-        help="Delete a source.",
-        description="Delete a source: its consumer stops within a second; what it appended "
-        "stays in its target.",
-    )
-    remove.add_argument("name")
 
 
 class TopCount(argparse.Action):
@@ -542,10 +567,25 @@ def top_count(
     )
 
 
-def _ranking_options(parser: argparse.ArgumentParser, default_h: int) -> None:
+def _counted(
+    commands: Any,
+    command: str,
+    common: list[argparse.ArgumentParser],
+    help: str,
+    default_h: int = 10,
+) -> argparse.ArgumentParser:
+    """A command on a selector (or a stream) NAME whose -h is the number of features, as the
+    API's h: its help is --help only."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        command, parents=common, add_help=False, help=help
+    )
     parser.add_argument("--help", action="help", help="Show this help and exit.")
     parser.add_argument("name")
     top_count(parser, default=default_h)
+    return parser
+
+
+def _ranking_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strategy", choices=["score", "diverse"], help="fsds: diverse = IQRP")
     parser.add_argument("--l", type=int, metavar="L", help="IQRP's candidate list length.")
     parser.add_argument("--view", help="Multi-view selectors: this view only.")

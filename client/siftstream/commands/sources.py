@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import cast
 
+from siftstream._api.sources import SourceOptions
 from siftstream.clients import Client
 from siftstream.console import CommandError, Console
 from siftstream.render import (
@@ -33,28 +35,20 @@ def _source_create(args: argparse.Namespace, client: Client, console: Console) -
         for option in options:
             if kind != args.kind and getattr(args, option) is not None:
                 raise CommandError(f"--{option} applies to --kind {kind}")
+    read = {
+        field: getattr(args, field)
+        for field in SourceOptions.__annotations__
+        if field != "password"
+    }
+    # Read from stdin, never from the command line (where ps and the history would see it).
+    read["password"] = sys.stdin.readline().rstrip("\r\n") if args.password_stdin else None
     created = client.create_source(
         args.name,
         args.kind,
         args.bus,
         into_selector=args.into_selector,
         into_stream=args.into_stream,
-        key=args.key,
-        stream=args.stream,
-        subject=args.subject,
-        topic=args.topic,
-        group=args.group,
-        username=args.username,
-        # Read from stdin, never from the command line (where ps and the history would see it).
-        password=sys.stdin.readline().rstrip("\r\n") if args.password_stdin else None,
-        mechanism=args.mechanism,
-        tls=args.tls,
-        batch_rows=args.batch_rows,
-        batch_bytes=args.batch_bytes,
-        batch_ms=args.batch_ms,
-        start=args.start,
-        label_field=args.label_field,
-        on_reset=args.on_reset,
+        **cast(SourceOptions, read),
     )
     if args.json:
         print_json(console.out, created.raw)
