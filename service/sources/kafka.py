@@ -387,19 +387,19 @@ class KafkaBus:
             # In the background: a broker that does not answer is met by the reads, never
             # waited for here.
             self._committing = asyncio.create_task(self._commit(self._consumer, offsets))
+            self._committing.add_done_callback(_retrieved)
 
     async def _commit(self, consumer: AIOKafkaConsumer, offsets: dict[Any, Any]) -> None:
         try:
-            with contextlib.suppress(KafkaError, OSError, TimeoutError):
-                await asyncio.wait_for(consumer.commit(offsets), TIMEOUT_SECONDS)
+            await asyncio.wait_for(consumer.commit(offsets), TIMEOUT_SECONDS)
         finally:
-            self._committing = None
+            if self._committing is asyncio.current_task():
+                self._committing = None
 
     async def close(self) -> None:
         committing, self._committing = self._committing, None
         if committing is not None:
-            committing.cancel()
-            await asyncio.wait([committing])
+            committing.cancel()  # not waited for: a commit to a broker away may linger
         consumer, self._consumer = self._consumer, None
         self._next, self._assigned, self._ends, self._through = {}, frozenset(), {}, {}
         if consumer is not None:
@@ -426,6 +426,12 @@ class KafkaBus:
             return await asyncio.wait_for(awaitable, timeout_s)
         except (KafkaError, OSError, TimeoutError) as exc:
             raise BusUnavailable(self._why(exc)) from None
+
+
+def _retrieved(task: asyncio.Task[None]) -> None:
+    """A best-effort task's outcome taken, whatever it was (never logged as unretrieved)."""
+    if not task.cancelled():
+        task.exception()
 
 
 _CREDENTIALS_REFUSED = (
