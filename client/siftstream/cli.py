@@ -5,6 +5,7 @@ installed distributions register (the server's ``sift serve``)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
@@ -64,9 +65,14 @@ def main(
     if unknown:  # said with the usage of the command they were given to, not sift's
         innermost(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     handler = getattr(args, "handler", None)
-    if handler is not None:  # a command registered by another distribution
-        return int(handler(args))
-    return run(args)
+    try:
+        if handler is not None:  # a command registered by another distribution
+            return int(handler(args))
+        return run(args)
+    except BrokenPipeError:  # `sift ls | head`: the reader has gone, and that is no error
+        # Python flushes stdout again at exit; point it at nothing so that flush is quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

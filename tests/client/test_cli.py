@@ -496,3 +496,21 @@ def test_a_401_without_a_key_says_how_to_send_one(
     assert "api_key=KEY to Client" in str(raised.value)
     status, _, err = sift(capsys, "--url", secured.url, "--api-key", "sift_nope_nope", "ls")
     assert status == 1 and "not a valid API key" in err and "no API key was sent" not in err
+
+
+def test_a_reader_that_goes_away_is_no_traceback(cli_env: dict[str, str]) -> None:
+    """`sift methods | head -0`: the pipe's reader is gone before sift writes; sift stops
+    quietly instead of printing a BrokenPipeError traceback."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "service", "methods"],
+        cwd=REPO_ROOT,
+        env={**os.environ, **cli_env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # no reader is left: sift's first write fails with EPIPE
+    status = process.wait(timeout=120)
+    errors = process.stderr.read().decode()
+    assert status == 1, errors
+    assert "Traceback" not in errors and "BrokenPipe" not in errors, errors
