@@ -121,6 +121,11 @@ class Bus(Protocol):
         """Entries of ``partition`` after ``position`` (``consumed`` entries were read since a
         start with ``before`` entries before it), or None where the bus cannot say."""
 
+    async def committed(self, positions: Mapping[str, str]) -> None:
+        """Sift committed ``positions`` (partition -> position) of the partitions this process
+        owns: tell the bus's own offset tools, where it has them (others do nothing). Best
+        effort, never waited on: Sift reads only the positions it committed itself."""
+
     async def close(self) -> None:
         """Drop the connection (never raises)."""
 

@@ -495,9 +495,7 @@ class Consumer:
             positions = progress.positions
             if self.shared:
                 positions = {p: v for p, v in positions.items() if p in self.owned}
-                committed = getattr(self.bus, "committed", None)
-                if committed is not None:
-                    await committed(positions)
+                await self.bus.committed(positions)
             for partition, position in positions.items():
                 # A bus that does not answer is met as a read's failure would be (the state
                 # says so, the lag is unknown).

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import nats
@@ -149,6 +149,9 @@ class NatsBus:
                 "it was created again"
             )
         return Extent(now, first, str(last) if last else None, start, reset)
+
+    async def committed(self, positions: Mapping[str, str]) -> None:
+        """The bus keeps no offsets of Sift's: nothing to tell it."""
 
     async def confirm(self, partition: str) -> None:
         """Nothing: a consumer is checked against the stream once made, and goes with it."""

@@ -15,7 +15,7 @@ the position is read on (nothing of it is skipped).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -137,6 +137,9 @@ class RedisStreamBus:
                 "it was created again"
             )
         return Extent(None, first, last, start, reset)
+
+    async def committed(self, positions: Mapping[str, str]) -> None:
+        """The bus keeps no offsets of Sift's: nothing to tell it."""
 
     async def confirm(self, partition: str) -> None:
         """Nothing: an entry read after the position is never one a reset made it skip."""
