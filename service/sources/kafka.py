@@ -15,7 +15,11 @@ answering (a hung machine, its sockets open) without a word; a read that found n
 the broker for the partition's end offset (at most once a second), and the consumer asks for
 the topic's id every second (``check``), each allowed ``ANSWER_SECONDS``: so a broker away or
 silent becomes ``BusUnavailable`` within a few seconds and the consumer's state says so. The
-lag of a partition is its end offset less the committed position's next.
+lag of a partition is its end offset less the committed position's next. One round of offsets
+(``_Offsets``: the first and end offsets of every assigned partition, in one request each)
+serves the checks of all of them within ``ROUND_SECONDS``, each for a position read before
+the round began; the id is asked on a connection of its own, so that it does not wait behind
+the fetches (a broker answers one connection's requests in order).
 
 A topic's incarnation is its topic id (Kafka 2.8 and later give one to every topic; a topic
 deleted and created again under its name has a new one), asked with a metadata request of a
@@ -38,6 +42,7 @@ from io import BytesIO
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.client import ConnectionGroup
 from aiokafka.errors import IncompatibleBrokerVersion, KafkaError
 from aiokafka.protocol.abstract import AbstractType
 from aiokafka.protocol.api import Request, RequestStruct, Response
@@ -79,10 +84,35 @@ ANSWER_SECONDS = 3.0
 #: How often a read that found nothing checks that the broker answers; how long end offsets
 #: (the lag) are reused.
 CHECK_EVERY_SECONDS = 1.0
+#: How long one round of the partitions' offsets serves the checks of the others.
+ROUND_SECONDS = CHECK_EVERY_SECONDS / 2
 #: How often the topic's partitions are asked again (partitions added to it are read).
 PARTITIONS_EVERY_SECONDS = 10.0
 #: Why a message without a value is set aside.
 TOMBSTONE = "no value (a tombstone)"
+
+
+@dataclass(frozen=True)
+class _Offsets:
+    """One round of the assigned partitions' first and end offsets, asked between two asks of
+    the topic's id that found the same one. ``read`` is, of each partition, the offset after
+    the last message read before the round began: a position through there was on the
+    partition when its end was asked, so the round can tell whether that position is still
+    on it (a position read later, not)."""
+
+    at: float
+    topic_id: str | None
+    first: dict[int, int]
+    end: dict[int, int]
+    read: dict[int, int]
+
+    def serves(self, number: int, position: str) -> bool:
+        """Whether this round can check ``position`` of partition ``number``."""
+        return (
+            time.monotonic() - self.at < ROUND_SECONDS
+            and number in self.end
+            and (not position or int(position) + 1 <= self.read.get(number, 0))
+        )
 
 
 @dataclass(frozen=True)
@@ -152,6 +182,9 @@ class KafkaBus:
         self._through: dict[int, tuple[int, int]] = {}
         self._ends: dict[int, int] = {}
         self._ends_at = 0.0
+        #: Of each partition, the offset after the last message a read returned.
+        self._read: dict[int, int] = {}
+        self._round: _Offsets | None = None
         self._partitions: list[str] = []
         self._partitions_at = 0.0
         #: The topic's id as this connection found it (None: the brokers give none).
@@ -240,18 +273,10 @@ class KafkaBus:
 
     async def check(self, partition: str, position: str, epoch: str | None) -> Extent:
         number = int(partition)
-        tp = TopicPartition(self.topic, number)
-        now = await self._current_id()
-        if now is None and self._topic_id is not None:
-            raise BusUnavailable(f"the Kafka brokers have no topic '{self.topic}'")
-        if now != self._topic_id:  # the fetch positions were another topic's
-            self._next, self._through, self._topic_id = {}, {}, now
-        first = int((await self._call(self._client().beginning_offsets([tp])))[tp])
-        end = int((await self._call(self._client().end_offsets([tp])))[tp])
-        # Offsets and ids about two topics (one deleted, one created): ask again. The id is
-        # asked again after the offsets, so that both are the same topic's.
-        if first > end or await self._current_id() != now:
-            raise BusUnavailable(f"the topic '{self.topic}' is being created again")
+        offsets = self._round
+        if offsets is None or not offsets.serves(number, position):
+            offsets = await self._offsets_round(number)
+        now, first, end = offsets.topic_id, offsets.first[number], offsets.end[number]
         start = Start(str(first - 1), first, now)
         reset = changed_epoch("the topic", now, epoch)
         if reset is None and position and end < int(position) + 1:
@@ -264,6 +289,32 @@ class KafkaBus:
             self._through.pop(number, None)
         held = str(first) if end > first else None
         return Extent(now, held, str(end - 1) if end > 0 else None, start, reset)
+
+    async def _offsets_round(self, number: int) -> _Offsets:
+        """The first and end offsets of the assigned partitions and ``number``, in one request
+        of each, and the topic's id asked before and after them."""
+        read = dict(self._read)
+        now = await self._current_id()
+        if now is None and self._topic_id is not None:
+            raise BusUnavailable(f"the Kafka brokers have no topic '{self.topic}'")
+        if now != self._topic_id:  # the fetch positions were another topic's
+            self._next, self._through, self._read, self._topic_id = {}, {}, {}, now
+            read = {}
+        tps = [TopicPartition(self.topic, p) for p in sorted(self._assigned | {number})]
+        consumer = self._client()
+        firsts, ends = await asyncio.gather(
+            self._call(consumer.beginning_offsets(tps)), self._call(consumer.end_offsets(tps))
+        )
+        first = {tp.partition: int(offset) for tp, offset in firsts.items()}
+        end = {tp.partition: int(offset) for tp, offset in ends.items()}
+        # Offsets and ids about two topics (one deleted, one created): ask again. The id is
+        # asked again after the offsets, so that both are the same topic's.
+        if any(first[p] > end[p] for p in end) or await self._current_id() != now:
+            raise BusUnavailable(f"the topic '{self.topic}' is being created again")
+        self._ends.update(end)
+        self._ends_at = self._checked = time.monotonic()
+        self._round = _Offsets(self._ends_at, now, first, end, read)
+        return self._round
 
     async def confirm(self, partition: str) -> None:
         """The topic still the one this connection began with (its id), so that what was just
@@ -284,8 +335,11 @@ class KafkaBus:
             node = client.get_random_node()
             if node is None:
                 raise BusUnavailable("no Kafka broker is known")
+            # On a connection of its own: a broker answers one connection's requests in
+            # order, and the fetches' connection is busy with the fetches.
             response = await asyncio.wait_for(
-                client.send(node, _TopicId(self.topic)), ANSWER_SECONDS
+                client.send(node, _TopicId(self.topic), group=ConnectionGroup.COORDINATION),
+                ANSWER_SECONDS,
             )
         except (IncompatibleBrokerVersion, NotImplementedError):
             self._ids_unsupported = True
@@ -342,6 +396,7 @@ class KafkaBus:
             for r in records
         ]
         kept = within_bytes(entries, max_bytes)
+        self._read[number] = max(self._read.get(number, 0), int(kept[-1].position) + 1)
         if len(kept) < len(entries):  # the rest is the next read's: sought again there
             self._next.pop(number, None)
             return kept
