@@ -33,7 +33,7 @@ ADAPTERS: Mapping[str, Callable[[Mapping[str, Any], Reach], Bus]] = {
 
 
 #: Each kind's bus class: what it says of itself (``shared``) before one is built.
-BUS_CLASSES: Mapping[str, type] = {
+BUS_CLASSES: Mapping[str, type[Bus]] = {
     "redis-stream": RedisStreamBus,
     "nats": NatsBus,
     "kafka": KafkaBus,
@@ -44,7 +44,7 @@ def shared(definition: Mapping[str, Any]) -> bool:
     """Whether a source's partitions are shared by the processes (a lease per partition,
     taken by its consumer) rather than the whole source held by one (a lease per source):
     as its bus class says, the one the consumer asks of the bus it reads."""
-    return bool(getattr(BUS_CLASSES[str(definition["kind"])], "shared", False))
+    return bool(BUS_CLASSES[str(definition["kind"])].shared)
 
 
 def bus_for(definition: Mapping[str, Any], reach: Reach) -> Bus:

@@ -22,7 +22,7 @@ An adapter is one module: a class implementing ``Bus`` and registered in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -87,11 +87,19 @@ class BusUnavailable(Exception):
 class Bus(Protocol):
     """One source's connection to its bus."""
 
+    #: Whether the processes running share its partitions (a lease each, taken by each
+    #: process's consumer) rather than one process holding the whole source.
+    shared: bool
+
     async def connect(self) -> None:
         """Connect (again); BusUnavailable if the bus cannot be reached."""
 
     async def partitions(self) -> Sequence[str]:
         """The partitions this source reads (their names)."""
+
+    def keep(self, partitions: Iterable[str]) -> None:
+        """Read only ``partitions`` from now on (those this process holds of a shared bus;
+        a bus held whole reads them all and does nothing)."""
 
     async def start(self, partition: str, start: str) -> Start:
         """Resolve a source's start option (``earliest``, ``latest`` or a position) for

@@ -182,7 +182,7 @@ class Consumer:
         self._ahead: dict[str, tuple[str, asyncio.Task[Batch]]] = {}
         #: A bus whose partitions the processes share (a lease each, ``_claim``), and the
         #: partitions this one holds.
-        self.shared = bool(getattr(bus, "shared", False))
+        self.shared = bus.shared
         self.owned: list[str] = []
         self._claimed_at = 0.0
         #: When each partition was last checked for a reset (this connection).
@@ -283,9 +283,7 @@ class Consumer:
         if sorted(kept) != sorted(self.owned):
             log.info("source '%s': this process reads partitions %s", self.name, sorted(kept))
         self.owned = sorted(kept, key=lambda p: (len(p), p))
-        keep = getattr(self.bus, "keep", None)
-        if keep is not None:
-            keep(self.owned)
+        self.bus.keep(self.owned)
         self.lag = {p: lag for p, lag in self.lag.items() if p in self.owned}
         return self.owned
 

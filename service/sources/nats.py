@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import nats
@@ -55,6 +55,9 @@ _HEARTBEAT = "100"
 
 class NatsBus:
     """One JetStream stream (and subject filter), read by sequence."""
+
+    #: One process holds the whole source (one lease).
+    shared = False
 
     def __init__(self, url: str, stream: str, subject: str | None, reach: Reach) -> None:
         self.url = url
@@ -149,6 +152,9 @@ class NatsBus:
                 "it was created again"
             )
         return Extent(now, first, str(last) if last else None, start, reset)
+
+    def keep(self, partitions: Iterable[str]) -> None:
+        """Nothing: one process reads every partition."""
 
     async def committed(self, positions: Mapping[str, str]) -> None:
         """The bus keeps no offsets of Sift's: nothing to tell it."""

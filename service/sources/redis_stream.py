@@ -15,7 +15,7 @@ the position is read on (nothing of it is skipped).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -37,6 +37,9 @@ FIRST_COUNT = 16
 
 class RedisStreamBus:
     """One Redis stream, read by position."""
+
+    #: One process holds the whole source (one lease).
+    shared = False
 
     def __init__(self, url: str, key: str, reach: Reach) -> None:
         self.url = url
@@ -137,6 +140,9 @@ class RedisStreamBus:
                 "it was created again"
             )
         return Extent(None, first, last, start, reset)
+
+    def keep(self, partitions: Iterable[str]) -> None:
+        """Nothing: one process reads every partition."""
 
     async def committed(self, positions: Mapping[str, str]) -> None:
         """The bus keeps no offsets of Sift's: nothing to tell it."""
