@@ -13,6 +13,7 @@
 -- partition at the reset (else its position moves), the most reset events kept.
 -- Replies: {'GONE'} (no such source here); {'MOVED', position}; {'OK', the source's progress
 -- as now recorded (JSON)}.
+-- uses: table_field
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then
   return {'GONE'}
@@ -27,18 +28,10 @@ local current = positions[partition] or ''
 if current ~= ARGV[4] then
   return {'MOVED', current}
 end
-local function field(name)
-  local value = record[name]
-  if type(value) ~= 'table' then
-    value = {}
-    record[name] = value
-  end
-  return value
-end
 if ARGV[8] ~= '' then
   local event = cjson.decode(ARGV[8])
   local kept = {event}
-  for _, older in ipairs(field('resets')) do
+  for _, older in ipairs(table_field(record, 'resets')) do
     if #kept >= tonumber(ARGV[10]) then
       break
     end
@@ -47,19 +40,19 @@ if ARGV[8] ~= '' then
   record['resets'] = kept
   record['reset_count'] = (record['reset_count'] or 0) + 1
   if ARGV[9] == '1' then
-    field('halted')[partition] = event
+    table_field(record, 'halted')[partition] = event
   end
 end
 if ARGV[9] ~= '1' then
   if ARGV[5] ~= '' then
     positions[partition] = ARGV[5]
-    field('starts')[partition] = nil
+    table_field(record, 'starts')[partition] = nil
   end
   if ARGV[6] ~= '' then
-    field('before')[partition] = tonumber(ARGV[6])
+    table_field(record, 'before')[partition] = tonumber(ARGV[6])
   end
   if ARGV[7] ~= '' then
-    field('epochs')[partition] = ARGV[7]
+    table_field(record, 'epochs')[partition] = ARGV[7]
   end
 end
 record['positions'] = positions

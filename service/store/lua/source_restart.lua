@@ -7,7 +7,7 @@
 -- ARGV: source name, source id, the start option.
 -- Replies: {'GONE'} (no such source here); {'RUNNING'} (no partition stopped at a reset);
 -- {'OK', the partitions restarted (flat), the source's progress as now recorded (JSON)}.
--- uses: now_ms
+-- uses: now_ms, table_field
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then
   return {'GONE'}
@@ -26,21 +26,13 @@ end
 if #restarted == 0 then
   return {'RUNNING'}
 end
-local function field(name)
-  local value = record[name]
-  if type(value) ~= 'table' then
-    value = {}
-    record[name] = value
-  end
-  return value
-end
 for _, partition in ipairs(restarted) do
   record['positions'][partition] = nil
-  field('before')[partition] = nil
-  field('epochs')[partition] = nil
-  field('starts')[partition] = ARGV[3]
+  table_field(record, 'before')[partition] = nil
+  table_field(record, 'epochs')[partition] = nil
+  table_field(record, 'starts')[partition] = ARGV[3]
 end
-for _, event in ipairs(field('resets')) do
+for _, event in ipairs(table_field(record, 'resets')) do
   if halted[event['partition']] and event['action'] == 'stopped' and not event['restarted_at'] then
     event['restarted_at'] = now_ms() / 1000
     event['restarted_from'] = ARGV[3]
