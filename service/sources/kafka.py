@@ -300,19 +300,17 @@ class KafkaBus:
         if now != self._topic_id:  # the fetch positions were another topic's
             self._next, self._through, self._read, self._topic_id = {}, {}, {}, now
             read = {}
-        tps = [TopicPartition(self.topic, p) for p in sorted(self._assigned | {number})]
-        consumer = self._client()
-        firsts, ends = await asyncio.gather(
-            self._call(consumer.beginning_offsets(tps)), self._call(consumer.end_offsets(tps))
+        numbers = sorted(self._assigned | {number})
+        tps = [TopicPartition(self.topic, p) for p in numbers]
+        firsts, end = await asyncio.gather(
+            self._call(self._client().beginning_offsets(tps)),
+            self._ends_of(numbers, TIMEOUT_SECONDS + 1),
         )
         first = {tp.partition: int(offset) for tp, offset in firsts.items()}
-        end = {tp.partition: int(offset) for tp, offset in ends.items()}
         # Offsets and ids about two topics (one deleted, one created): ask again. The id is
         # asked again after the offsets, so that both are the same topic's.
         if any(first[p] > end[p] for p in end) or await self._current_id() != now:
             raise BusUnavailable(f"the topic '{self.topic}' is being created again")
-        self._ends.update(end)
-        self._ends_at = self._checked = time.monotonic()
         self._round = _Offsets(self._ends_at, now, first, end, read)
         return self._round
 
@@ -462,11 +460,17 @@ class KafkaBus:
                 await asyncio.wait_for(consumer.stop(), TIMEOUT_SECONDS)
         kafka_forget(self._client_id)
 
-    async def _ends_of(self, partitions: Sequence[int]) -> None:
+    async def _ends_of(
+        self, partitions: Sequence[int], timeout_s: float = ANSWER_SECONDS
+    ) -> dict[int, int]:
+        """The end offsets of ``partitions``, kept for the lag; asking them shows the broker
+        answers."""
         tps = [TopicPartition(self.topic, p) for p in partitions]
-        ends = await self._call(self._client().end_offsets(tps), ANSWER_SECONDS)
-        self._ends.update({tp.partition: int(offset) for tp, offset in ends.items()})
+        ends = await self._call(self._client().end_offsets(tps), timeout_s)
+        found = {tp.partition: int(offset) for tp, offset in ends.items()}
+        self._ends.update(found)
         self._ends_at = self._checked = time.monotonic()
+        return found
 
     def _why(self, exc: BaseException) -> str:
         return _kafka_why(exc, kafka_refusal(self._client_id), kafka_failure(self._client_id))
