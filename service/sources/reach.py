@@ -11,9 +11,10 @@ usually live on private networks, and that is where the operator says so.
 
 **Judged on the address connected to.** A literal address, ``localhost``, and a name that
 resolves only to refused addresses are refused when the source is created (``check``). At every
-connection, to the bus or to any broker a Kafka cluster's metadata names, the host is resolved
-once and the connection goes to an address the policy allows (``address``): never to the name,
-so a resolver that answers differently the second time (DNS rebinding) is never asked twice.
+connection to the bus the host is resolved once and the connection goes to an address the
+policy allows (``address``): never to the name, so a resolver that answers differently the
+second time (DNS rebinding) is never asked twice. A Kafka cluster's brokers, which librdkafka
+connects to itself, are judged by name (``service.sources.kafka`` says how).
 
 **Never Sift's own Redis.** Whatever the policy says, a source may not reach the Redis that
 holds Sift's state (one tenant would read another's logs through it): not at its address and
@@ -38,7 +39,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from aiokafka import client as aiokafka_client
 from redis import exceptions as rexc
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
@@ -53,8 +53,6 @@ from service.store.connection import RedisClient
 RESOLVE_TIMEOUT_SECONDS = 5.0
 #: How long the addresses of Sift's own Redis are reused before they are resolved again.
 OWN_ADDRESSES_SECONDS = 10.0
-#: The Kafka client ids of sources' consumers start with this (``kafka_client_id``).
-KAFKA_CLIENT_PREFIX = "sift-source-"
 _NOT_REACHABLE = (
     "resolves only to addresses sources may not reach (loopback, private, link-local...; "
     "SIFT_SOURCE_PRIVATE opts them in)"
@@ -388,97 +386,3 @@ def refusal(exc: BaseException) -> BusUnavailable | None:
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
-
-
-# -- TLS: the name checked when the connection goes to an address --------------------------------
-
-
-class NamedTLS(ssl.SSLContext):
-    """The system's trusted CAs, checking each connection's certificate against the host name
-    it was made for although it connects to the address the name resolved to (``names``:
-    address -> name)."""
-
-    names: dict[str, str]
-
-    def wrap_bio(self, incoming: Any, outgoing: Any, *args: Any, **kwargs: Any) -> Any:
-        hostname = kwargs.get("server_hostname")
-        if hostname is not None:
-            kwargs["server_hostname"] = self.names.get(hostname, hostname)
-        return super().wrap_bio(incoming, outgoing, *args, **kwargs)
-
-
-def named_tls() -> NamedTLS:
-    context = NamedTLS(ssl.PROTOCOL_TLS_CLIENT)
-    context.names = {}
-    context.verify_flags = ssl.create_default_context().verify_flags
-    context.load_default_certs(ssl.Purpose.SERVER_AUTH)
-    return context
-
-
-# -- Kafka: every broker connection a source's consumer opens ------------------------------------
-# aiokafka takes no connection factory; it opens every broker connection (the bootstrap's and
-# each one the metadata names) through ``aiokafka.client.create_conn``, which is replaced once
-# here. Only the consumers of sources (their client id says so) are judged; any other aiokafka
-# client of the process connects as before.
-
-#: The reach of each source consumer's client id, and the last refusal it met.
-_kafka_reach: dict[str, Reach] = {}
-_kafka_refused: dict[str, str] = {}
-_kafka_failed: dict[str, BaseException] = {}
-_create_conn = aiokafka_client.create_conn
-
-
-class RefusedAddress(ConnectionRefusedError):
-    """A broker address a source may not connect to (aiokafka handles it as a broker that
-    refused; ``kafka_refusal`` says why)."""
-
-
-def kafka_client_id(reach: Reach, name: str) -> str:
-    """A client id for a source's consumer whose connections ``reach`` judges."""
-    client_id = f"{KAFKA_CLIENT_PREFIX}{name[:64]}-{os.urandom(4).hex()}"
-    _kafka_reach[client_id] = reach
-    return client_id
-
-
-def kafka_forget(client_id: str) -> None:
-    _kafka_reach.pop(client_id, None)
-    _kafka_refused.pop(client_id, None)
-    _kafka_failed.pop(client_id, None)
-
-
-def kafka_refusal(client_id: str) -> str | None:
-    """Why the last broker connection of ``client_id`` was refused, if one was."""
-    return _kafka_refused.get(client_id)
-
-
-def kafka_failure(client_id: str) -> BaseException | None:
-    """What failed in the last broker connection of ``client_id`` that failed, if one did."""
-    return _kafka_failed.get(client_id)
-
-
-async def _checked_create_conn(host: str, port: int, **kwargs: Any) -> Any:
-    """aiokafka's ``create_conn`` for every connection of a source's consumer (its client id
-    says so): to the address ``Reach.address`` gives, the TLS name kept."""
-    client_id = str(kwargs.get("client_id") or "")
-    if client_id.startswith(KAFKA_CLIENT_PREFIX):
-        reach = _kafka_reach.get(client_id)
-        if reach is None:
-            raise RefusedAddress("this consumer's source is gone")
-        try:
-            address = await reach.address(host, port)
-        except Refused as exc:
-            _kafka_refused[client_id] = f"broker {_shown(host, port)}: {exc}"
-            raise RefusedAddress(str(exc)) from None
-        _kafka_refused.pop(client_id, None)
-        context = kwargs.get("ssl_context")
-        if isinstance(context, NamedTLS):
-            context.names[str(address)] = host
-        try:
-            return await _create_conn(str(address), port, **kwargs)
-        except Exception as exc:  # aiokafka says only "unable to bootstrap": keep why
-            _kafka_failed[client_id] = exc
-            raise
-    return await _create_conn(host, port, **kwargs)
-
-
-aiokafka_client.create_conn = _checked_create_conn

@@ -3,7 +3,8 @@ controller``) run by the system's JDK from the jars ``scripts/kafka/fetch`` keep
 (the release pinned in ``scripts/kafka/pom.xml``, checksums checked), on free ports, its log
 directory in a folder of the test's. It is formatted once, started, stopped (SIGKILL too) and
 started again on the same ports with the same data, as a bus a source reads; ``create_topic``
-and ``produce`` go through aiokafka, the client the service reads with.
+and ``produce`` go through aiokafka, a client other than the one the service reads with
+(librdkafka).
 """
 
 from __future__ import annotations
