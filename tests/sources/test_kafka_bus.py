@@ -4,6 +4,7 @@ new one (against the round's end offsets it would look like a topic created agai
 
 from __future__ import annotations
 
+import json
 import secrets
 
 import pytest
@@ -42,5 +43,35 @@ async def test_a_position_read_after_a_round_of_offsets_is_checked_on_a_new_one(
         checked = await bus.check("0", "14", checked.epoch)
         assert checked.reset is None, checked.reset
         assert checked.last == "14"
+    finally:
+        await bus.close()
+
+
+async def test_a_read_from_another_position_returns_that_positions_entries_only(
+    kafka_broker: KafkaBroker, redis_client: RedisClient
+) -> None:
+    """The consumer's thread has fetched ahead; a read from an earlier position (a commit
+    that lost, a restart) starts the partition again there, and nothing fetched for the
+    old position comes back; a partition let go (``keep``) and read again starts where it
+    is read from."""
+    bootstrap, topic = kafka_broker.bootstrap, f"t-{secrets.token_hex(4)}"
+    await create_topic(bootstrap, topic, partitions=1)
+    await produce(bootstrap, topic, [{"i": i} for i in range(300)], partition=lambda i: 0)
+    bus = KafkaBus(
+        bootstrap, topic, f"g-{topic}", reach=Reach.of("127.0.0.0/8", redis_client), name="t"
+    )
+    await bus.connect()
+    try:
+        first = await bus.read("0", "-1", 10, 1 << 20, 5.0)
+        assert [entry.position for entry in first] == [str(i) for i in range(10)]
+        again = await bus.read("0", "2", 5, 1 << 20, 5.0)
+        assert [entry.position for entry in again] == ["3", "4", "5", "6", "7"]
+        ahead = await bus.read("0", "250", 100, 1 << 20, 5.0)
+        assert [entry.position for entry in ahead] == [str(i) for i in range(251, 300)]
+        bus.keep([])
+        back = await bus.read("0", "99", 3, 1 << 20, 5.0)
+        assert [entry.position for entry in back] == ["100", "101", "102"]
+        # Each is the message at its offset.
+        assert [json.loads(entry.raw or b"")["i"] for entry in back] == [100, 101, 102]
     finally:
         await bus.close()
