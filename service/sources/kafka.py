@@ -63,8 +63,16 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from service.sources.bus import BusEntry, BusUnavailable, Extent, Start, changed_epoch
-from service.sources.reach import Reach, Refused
+from service.sources.bus import (
+    BusEntry,
+    BusUnavailable,
+    Extent,
+    Start,
+    changed_epoch,
+    within_bytes,
+)
+from service.sources.endpoints import parse_bootstrap
+from service.sources.reach import Reach, Refused, shown_address
 from service.sources.spec import DEFAULT_BATCH_BYTES
 
 #: Bound on connecting and on each request to a broker.
@@ -177,14 +185,8 @@ class _Partition:
     def take(self, max_entries: int, max_bytes: int) -> list[BusEntry]:
         """Up to ``max_entries`` entries of about ``max_bytes`` (the first one always)."""
         end = min(len(self.entries), self.taken + max_entries)
-        total, i = 0, self.taken
-        while i < end:
-            total += self.entries[i].size
-            if total > max_bytes and i > self.taken:
-                break
-            i += 1
-        out = self.entries[self.taken : i]
-        self.taken = i
+        out = within_bytes(self.entries[self.taken : end], max_bytes)
+        self.taken += len(out)
         self.bytes -= sum(entry.size for entry in out)
         if self.taken == len(self.entries):
             self.entries, self.taken = [], 0
@@ -336,7 +338,6 @@ class KafkaBus:
         #: Why a broker may not be connected to (``Reach``), if one may not.
         self._refused: str | None = None
         self._judged: set[tuple[str, int]] = set()
-        self._checked = 0.0
         self._ends: dict[int, int] = {}
         self._ends_at = 0.0
         #: Of each partition, the offset after the last message a read returned.
@@ -398,22 +399,16 @@ class KafkaBus:
         """The bootstrap's brokers, each at the address its name resolves to that the reach
         allows (over TLS, by name: the certificate is checked against it)."""
         servers = []
-        for server in self.bootstrap.split(","):
-            host, _, port = server.strip().rpartition(":")
-            host = host.strip("[]")
-            address = await self._allowed(host, int(port))
-            if self._security.tls:
-                servers.append(server.strip())
-            else:
-                servers.append(f"[{address}]:{port}" if ":" in address else f"{address}:{port}")
+        for host, port in parse_bootstrap(self.bootstrap):
+            address = await self._allowed(host, port)
+            servers.append(shown_address(host if self._security.tls else address, port))
         return ",".join(servers)
 
     async def _allowed(self, host: str, port: int) -> str:
         try:
             return str(await self.reach.address(host, port))
         except Refused as exc:
-            shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            self._refused = f"broker {shown}: {exc}"
+            self._refused = f"broker {shown_address(host, port)}: {exc}"
             raise BusUnavailable(self._why(None)) from None
 
     async def _judge(self, brokers: Iterable[Any]) -> None:
@@ -473,7 +468,7 @@ class KafkaBus:
             tp = TopicPartition(self.topic, number)
             self._client_reader().ask(lambda consumer: consumer.resume([tp]))
         if not entries:
-            if time.monotonic() - self._checked >= CHECK_EVERY_SECONDS:
+            if time.monotonic() - self._ends_at >= CHECK_EVERY_SECONDS:
                 await self._ends_of([number])  # raises BusUnavailable if the broker is away
             return []
         self._read[number] = max(self._read.get(number, 0), part.served)
@@ -671,7 +666,7 @@ class KafkaBus:
         answers."""
         found = await self._offsets_of(partitions, _END, timeout_s)
         self._ends.update(found)
-        self._ends_at = self._checked = time.monotonic()
+        self._ends_at = time.monotonic()
         return found
 
     async def _offsets_of(

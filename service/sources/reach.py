@@ -148,7 +148,7 @@ class Reach:
             if not self._is_own(address, port):
                 return address
         if allowed:
-            raise Refused(f"{_shown(host, port)} {_OWN}")
+            raise Refused(f"{shown_address(host, port)} {_OWN}")
         raise Refused(f"the host {host!r} {_NOT_REACHABLE}")
 
     def check_path(self, path: str) -> None:
@@ -244,7 +244,8 @@ class _Unresolved(Refused):
     """The host name does not resolve (now)."""
 
 
-def _shown(host: str, port: int) -> str:
+def shown_address(host: str, port: int) -> str:
+    """``host:port`` as written in a URL (an IPv6 address in brackets)."""
     return f"{'[' + host + ']' if ':' in host else host}:{port}"
 
 
