@@ -53,6 +53,7 @@ class RedisStreamBus:
         #: The one field holding each entry's message (None: a field per feature name).
         self.value_field = value_field
         self._value_key = None if value_field is None else value_field.encode()
+        self._shown = (value_field or "")[:200]
         self._redis: aioredis.Redis | None = None
         #: The largest entry of the last read (bytes): how many entries a read may ask for
         #: within its byte budget (None: none read yet on this connection).
@@ -142,17 +143,17 @@ class RedisStreamBus:
             return BusEntry(position, None, None, None, pairs[1], size)
         names = pairs[0::2]
         if names.count(key) > 1:
-            problem = f"field '{self.value_field}' is given twice"
+            problem = f"field '{self._shown}' is given twice"
         elif key not in names:
             problem = (
-                f"missing field '{self.value_field}': expected the entry's message in it "
+                f"missing field '{self._shown}': expected the entry's message in it "
                 "(the source's value_field)"
             )
         else:
             other = next(name for name in names if name != key)
             problem = (
                 f"unknown field '{other.decode('utf-8', 'replace')[:200]}': expected only "
-                f"the field '{self.value_field}' (the source's value_field)"
+                f"the field '{self._shown}' (the source's value_field)"
             )
         return BusEntry(position, None, problem, size=size)
 
