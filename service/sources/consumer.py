@@ -458,6 +458,8 @@ class Consumer:
         if payload is not None:
             entry = Entry(payload, len(rows), incarnation=feeding.incarnation)
         committed = await self.sources.commit(self.target, step, entry)
+        if self.state == "starting":  # what it committed is read with the state it is in
+            await self._say("running", None)
         self.metrics.source_rows.labels(self.name).inc(len(rows))
         self.metrics.source_rejected.labels(self.name).inc(len(converted.rejects))
         self._rates.append((time.monotonic(), len(rows)))
