@@ -11,6 +11,11 @@ defaults (2,000-row batches). Beside it, on the same
 stack: one-row JSON POSTs with ``wait=false`` from one keep-alive connection (a producer that
 emits one event at a time, through the request path), and ``Variance.update`` in-process on
 the same rows in chunks of the same size. The selector's variance must equal numpy's to 1e-9.
+
+The same rows are also read as messages: from the Redis stream's entries of one field
+(``value_field``) holding a JSON object or a msgpack map, and from JetStream as JSON and as
+msgpack (``format``). A service that takes no such option (an older checkout, through
+``--service-root``) has those rows say so.
 """
 
 from __future__ import annotations
@@ -18,10 +23,13 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
+import orjson
 from live import Stack
 from report import table
 
@@ -43,14 +51,28 @@ GOAL = 100_000
 LOOPBACK = "127.0.0.0/8"
 
 
+#: The message formats measured, and how a row is written in each.
+ENCODERS: dict[str, Callable[[Any], bytes]] = {
+    "json": orjson.dumps,
+    "msgpack": msgspec.msgpack.encode,
+}
+
+
+class NotTaken(Exception):
+    """The service refused the source's options (422): it has no such option."""
+
+
 def consume(s: Stack, selector: str, source: dict[str, Any], rows: int) -> float:
     """Create ``source`` into ``selector`` and wait until the selector applied ``rows``
-    rows; the seconds from the creation. Raises if an entry was lost, doubled or refused."""
+    rows; the seconds from the creation. Raises if an entry was lost, doubled or refused
+    (NotTaken if the service refused the source's options)."""
     s.create(
         {"name": selector, "method": "variance", "n_features": FEATURES, "feature_names": NAMES}
     )
     started = time.perf_counter()
     created = s.http.post("/v1/sources", json={**source, "into": {"selector": selector}})
+    if created.status_code == 422:
+        raise NotTaken(created.json().get("detail", ""))
     if created.status_code != 201:
         raise RuntimeError(f"creating the source: {created.status_code} {created.text}")
     # Polled every 50 ms, not 10: at 100 describes a second the polling took ~7% of the
@@ -72,24 +94,71 @@ def exactness(s: Stack, selector: str, x: np.ndarray) -> float:
     return error
 
 
-def nats_rate(s: Stack, folder: Path, x: np.ndarray) -> float | None:
-    """The same rows as JSON messages in a JetStream stream (published before the clock
-    starts), read by a ``nats`` source: rows/s applied; None without ``nats-server``."""
+def nats_rates(s: Stack, folder: Path, x: np.ndarray) -> dict[str, float | str]:
+    """The same rows as messages in a JetStream stream, one subject per format (published
+    before the clock starts), read by a ``nats`` source each: rows/s applied, by format (or
+    why not); empty without ``nats-server``."""
     try:
         server = NatsServer(folder / "nats")
         server.start()
     except RuntimeError:
-        return None
+        return {}
+    rates: dict[str, float | str] = {}
     try:
         asyncio.run(add_stream(server.url, "BENCH", ["bench.>"]))
         documents = [dict(zip(NAMES, row, strict=True)) for row in x.tolist()]
-        asyncio.run(publish(server.url, "bench.rows", documents))
-        source = {"name": "bench-nats", "kind": "nats", "url": server.url, "stream": "BENCH"}
-        seconds = consume(s, "via-nats", source, len(x))
-        exactness(s, "via-nats", x)
-        return len(x) / seconds
+        for format, encode in ENCODERS.items():
+            asyncio.run(publish(server.url, f"bench.{format}", list(map(encode, documents))))
+            source = {
+                "name": f"bench-nats-{format}",
+                "kind": "nats",
+                "url": server.url,
+                "stream": "BENCH",
+                "subject": f"bench.{format}",
+                **({"format": format} if format != "json" else {}),
+            }
+            try:
+                seconds = consume(s, f"via-nats-{format}", source, len(x))
+            except NotTaken:
+                rates[format] = "not taken by this service"
+                continue
+            exactness(s, f"via-nats-{format}", x)
+            rates[format] = len(x) / seconds
+        return rates
     finally:
         server.stop()
+
+
+def one_field_rates(s: Stack, bus: RedisProcess, x: np.ndarray) -> dict[str, float | str]:
+    """The same rows as entries of one field (``data``) holding a message, in each format,
+    each in a stream of its own written before the clock starts, read by a source with
+    ``value_field``: rows/s applied, by format (or why not)."""
+    documents = [dict(zip(NAMES, row, strict=True)) for row in x.tolist()]
+    writer = bus.client()
+    rates: dict[str, float | str] = {}
+    for format, encode in ENCODERS.items():
+        key = f"bench:{format}"
+        for at in range(0, len(documents), 2000):
+            pipe = writer.pipeline(transaction=False)
+            for document in documents[at : at + 2000]:
+                pipe.xadd(key, {"data": encode(document)})
+            pipe.execute()
+        source = {
+            "name": f"bench-{format}",
+            "kind": "redis-stream",
+            "url": bus.url,
+            "key": key,
+            "value_field": "data",
+            "format": format,
+        }
+        try:
+            seconds = consume(s, f"via-{format}", source, len(x))
+        except NotTaken:
+            rates[format] = "not taken by this service"
+            continue
+        exactness(s, f"via-{format}", x)
+        rates[format] = len(x) / seconds
+    return rates
 
 
 def kafka_rate(s: Stack, folder: Path, x: np.ndarray) -> float | None:
@@ -116,6 +185,14 @@ def kafka_rate(s: Stack, folder: Path, x: np.ndarray) -> float | None:
         return len(x) / seconds
     finally:
         broker.stop()
+
+
+def rate_line(what: str, rate: float | str, local_rate: float) -> list[str]:
+    """A row of the table: rows/s and against in-process, or why none."""
+    label = f"{what} -> variance, {BATCH_ROWS:,}-row batches"
+    if isinstance(rate, str):
+        return [label, rate, "-"]
+    return [label, f"{rate:,.0f}", f"{rate / local_rate:.3f}"]
 
 
 def bench_sources(ctx: Context) -> None:
@@ -151,6 +228,7 @@ def bench_sources(ctx: Context) -> None:
             }
             source_rate = rows_total / consume(s, "v", source, rows_total)
             redis_after = s.counters()
+            one_field = one_field_rates(s, bus, x)
         finally:
             bus.close()
         error = exactness(s, "v", x)
@@ -167,7 +245,9 @@ def bench_sources(ctx: Context) -> None:
                 raise RuntimeError(f"one-row POST: {response.status_code} {response.text}")
         s.wait_applied("w", posts, 120)
         post_rate = posts / (time.perf_counter() - started)
-        via_nats = nats_rate(s, s.folder, x)
+        via_nats_formats = nats_rates(s, s.folder, x)
+        found = via_nats_formats.get("json")
+        via_nats = found if isinstance(found, float) else None
         via_kafka = kafka_rate(s, s.folder, x)
 
     received = redis_after.net_input_bytes - redis_before.net_input_bytes
@@ -177,11 +257,19 @@ def bench_sources(ctx: Context) -> None:
             f"{source_rate:,.0f}",
             f"{source_rate / local_rate:.3f}",
         ],
-        [
-            f"source: NATS JetStream (JSON messages) -> variance, {BATCH_ROWS:,}-row batches",
-            "nats-server not installed" if via_nats is None else f"{via_nats:,.0f}",
-            "-" if via_nats is None else f"{via_nats / local_rate:.3f}",
+        *[
+            rate_line(f"source: Redis stream, one field of {format}", rate, local_rate)
+            for format, rate in one_field.items()
         ],
+        *[
+            rate_line(f"source: NATS JetStream ({format} messages)", rate, local_rate)
+            for format, rate in via_nats_formats.items()
+        ],
+        *(
+            []
+            if via_nats_formats
+            else [["source: NATS JetStream", "nats-server not installed", "-"]]
+        ),
         [
             f"source: Kafka, {KAFKA_PARTITIONS} partitions (JSON messages) -> variance, "
             f"{BATCH_ROWS:,}-row batches",
@@ -195,13 +283,19 @@ def bench_sources(ctx: Context) -> None:
         ],
         [f"`Variance.update` in-process, {BATCH_ROWS:,}-row chunks", f"{local_rate:,.0f}", "1"],
     ]
+    ratios = []
+    for where, rates in (("Redis, one field", one_field), ("JetStream", via_nats_formats)):
+        packed, plain = rates.get("msgpack"), rates.get("json")
+        if isinstance(packed, float) and isinstance(plain, float):
+            ratios.append(f"{where}: msgpack {packed / plain:.2f}x JSON")
     ctx.report.section(
         f"sources: {rows_total:,} entries of {FEATURES} named features",
         table(["", "rows/s", "/ in-process"], lines),
         f"Sift's Redis received {received / 1e6:,.1f} MB while the Redis-stream source ran "
         f"({received / (rows_total * FEATURES * 8):.2f}x the rows' float64 bytes; the entries "
         "it read came from the bus's own redis-server). Both selectors' variance "
-        f"equals numpy's (largest relative error {error:.0e}).",
+        f"equals numpy's (largest relative error {error:.0e})."
+        + (f" Messages, rows/s: {'; '.join(ratios)}." if ratios else ""),
     )
     ctx.report.figure(
         "sources",

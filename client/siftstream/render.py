@@ -191,6 +191,10 @@ def source_line(source: Source) -> str:
         reads = f"topic {source.topic}"
     else:
         reads = f"key {source.key}"
+        if source.value_field is not None:
+            reads += f" (field {source.value_field})"
+    if source.format != "json":
+        reads += f", {source.format}"
     return (
         f"{source.name}: {source.kind} {source.url}, {reads}, into {source.into_kind} "
         f"{source.into_name}"

@@ -13,7 +13,9 @@ from service.sources.redis_stream import RedisStreamBus
 from service.sources.spec import DEFAULT_BATCH_BYTES
 
 ADAPTERS: Mapping[str, Callable[[Mapping[str, Any], Reach], Bus]] = {
-    "redis-stream": lambda d, reach: RedisStreamBus(str(d["url"]), str(d["key"]), reach),
+    "redis-stream": lambda d, reach: RedisStreamBus(
+        str(d["url"]), str(d["key"]), reach, d.get("value_field")
+    ),
     "nats": lambda d, reach: NatsBus(str(d["url"]), str(d["stream"]), d.get("subject"), reach),
     "kafka": lambda d, reach: KafkaBus(
         str(d["bootstrap"]),

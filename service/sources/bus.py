@@ -31,11 +31,11 @@ class BusEntry(NamedTuple):
     """One entry as read: its position, and its fields, by name: a mapping (a JSON message's
     values are the JSON values), or a Redis entry's flat list ``[name, value, name, value,
     ...]`` of bytes as Redis sends it (``pairs``; building a dict per entry would cost more
-    than the rest of its conversion), or a JSON message's value as the bus carries it
-    (``raw``: an object keyed by feature name, or an array of numbers by position), parsed
-    with its batch (``EntryShape.convert``). None of the three: ``problem`` says why the
-    message holds no fields. ``size``: its bytes as the bus sent them (its fields' names and
-    values), what a batch's byte budget counts."""
+    than the rest of its conversion), or a message's value as the bus carries it (``raw``, in
+    the source's format, JSON or msgpack: a map keyed by feature name, or an array of numbers
+    by position), decoded with its batch (``EntryShape.convert``). None of the three:
+    ``problem`` says why the message holds no fields. ``size``: its bytes as the bus sent them
+    (its fields' names and values), what a batch's byte budget counts."""
 
     position: str
     fields: Mapping[str, Any] | None

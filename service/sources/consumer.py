@@ -28,6 +28,7 @@ import collections
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,9 +96,13 @@ class Feeding:
     selectors: list[tuple[str, str]]
 
 
-async def describe_target(store: SelectorStore, target: Target, label_field: str | None) -> Feeding:
-    """How entries must look for ``target``; NotFound if it does not exist, CannotFeed if a
-    source cannot feed it."""
+async def describe_target(
+    store: SelectorStore, target: Target, definition: Mapping[str, Any]
+) -> Feeding:
+    """How the entries of a source (its ``definition``: its label field, its format) must
+    look for ``target``; NotFound if it does not exist, CannotFeed if a source cannot feed
+    it."""
+    label_field: str | None = definition.get("label_field")
     shaped: ChunkTarget
     if target.kind == "stream":
         stream = await store.streams.get_stream(target.name)
@@ -134,7 +139,8 @@ async def describe_target(store: SelectorStore, target: Target, label_field: str
             f"{target.kind} '{target.name}' takes unlabelled rows: expected no label_field"
         )
     names = shaped.feature_names or [f"f{i}" for i in range(shaped.size)]
-    return Feeding(EntryShape(names, label_field), is_labelled, incarnation, selectors)
+    shape = EntryShape(names, label_field, str(definition.get("format") or "json"))
+    return Feeding(shape, is_labelled, incarnation, selectors)
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,6 @@ class Consumer:
         self.batch_rows = int(definition["batch_rows"])
         self.batch_bytes = int(definition.get("batch_bytes") or DEFAULT_BATCH_BYTES)
         self.batch_s = int(definition["batch_ms"]) / 1000
-        self.label_field: str | None = definition.get("label_field")
         self.on_reset = str(definition.get("on_reset") or "stop")
         self.bus = bus
         self.store, self.sources, self.applier = host.store, host.sources, host.applier
@@ -296,7 +301,7 @@ class Consumer:
     async def _step(self) -> None:
         """One batch of each partition (or a pause while the target is behind)."""
         if self._feeding is None:
-            self._feeding = await describe_target(self.store, self.target, self.label_field)
+            self._feeding = await describe_target(self.store, self.target, self.definition)
         progress = await self.sources.progress(self.name, self.target)
         if progress is None or progress.id != self.id:
             raise Gone(f"source '{self.name}' was deleted")
@@ -453,6 +458,8 @@ class Consumer:
         if payload is not None:
             entry = Entry(payload, len(rows), incarnation=feeding.incarnation)
         committed = await self.sources.commit(self.target, step, entry)
+        if self.state == "starting":  # what it committed is read with the state it is in
+            await self._say("running", None)
         self.metrics.source_rows.labels(self.name).inc(len(rows))
         self.metrics.source_rejected.labels(self.name).inc(len(converted.rejects))
         self._rates.append((time.monotonic(), len(rows)))

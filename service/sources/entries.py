@@ -2,17 +2,20 @@
 bad entry is set aside with its position and reason and the others go on.
 
 An entry holds one field per feature name (in any order), and the label field for a labelled
-target. What it may not hold: an unknown field, a missing one, a value that is not a number,
-a number that is not finite or beyond ``MAX_ABS_VALUE`` (the checks every chunk passes,
-``service.wire.rows``), a label that is not an integer or a string of 1-256 characters.
+target. A message's value (``BusEntry.raw``) is written in the source's ``format``: JSON (an
+object keyed by feature name, or an array of numbers by position, for a selector without
+names) or msgpack (a map, or an array, alike). What it may not hold: an unknown field, a
+missing one, a value that is not a number, a number that is not finite or beyond
+``MAX_ABS_VALUE`` (the checks every chunk passes, ``service.wire.rows``), a label that is not
+an integer or a string of 1-256 characters.
 
 The common case is converted in bulk: a Redis entry whose fields come in the expected order is
 recognised by one list comparison, any other entry's values gathered by one ``itemgetter``;
-a batch of JSON messages (``BusEntry.raw``) is parsed and gathered in one pass when every
-message is an object of exactly the expected fields; the values of the whole batch are then
-parsed in one pass; only when that fails (a message that is not JSON or has other fields, a
-value that is not a number somewhere in the batch) are the entries parsed one at a time to
-find which.
+a batch of messages (``BusEntry.raw``) is decoded by msgspec, in C, into structs of exactly the
+expected fields (or lists of numbers, for arrays) in one pass (``_StructDecoders``); the values
+of the whole batch are then made one matrix; only when that fails (a message that is not of
+its format or has other fields, a value that is not a number somewhere in the batch) are the
+entries parsed one at a time to find which.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import msgspec
@@ -55,11 +59,16 @@ class Rows:
 
 
 class EntryShape:
-    """What an entry must hold for one target: its feature names, and its label field."""
+    """What an entry must hold for one target: its feature names, and its label field; and
+    what a message's value is written in (``format``: ``json`` or ``msgpack``, the source's)."""
 
-    def __init__(self, names: Sequence[str], label_field: str | None) -> None:
+    def __init__(self, names: Sequence[str], label_field: str | None, format: str = "json") -> None:
+        if format not in _FIELDS:
+            raise ValueError(f"expected format to be one of {sorted(_FIELDS)}; got {format!r}")
         self.names = list(names)
         self.label_field = label_field
+        self.format = format
+        self._fields_of = _FIELDS[format]
         self.width = len(self.names) + (label_field is not None)
         self._expected = set(self.names) | ({label_field} if label_field else set())
         # The same getters over bytes keys (Redis replies) and text keys (JSON).
@@ -68,7 +77,7 @@ class EntryShape:
         self._keys = [name.encode() for name in wanted]
         self._get_text = _getter(wanted)
         self._get_bytes = _getter(self._keys)
-        self._decoders = _StructDecoders.of(self.names, label_field)
+        self._decoders = _StructDecoders.of(self.names, label_field, format)
 
     def convert(self, entries: Sequence[BusEntry]) -> Rows:
         """The rows of ``entries`` and the entries set aside."""
@@ -118,7 +127,7 @@ class EntryShape:
     ) -> tuple[np.ndarray, list[Any], list[str]]:
         """The rows of the entries whose values are all numbers, their label values and
         positions; the others' reasons appended to ``rejects``."""
-        gathered = self._gather_json(entries)
+        gathered = self._gather_json(entries) if self.format == "json" else None
         if gathered is not None:
             positions = [entry.position for entry in entries]
         else:
@@ -177,7 +186,7 @@ class EntryShape:
         pairs = entry.pairs
         fields: Mapping[Any, Any] | None
         if entry.raw is not None:
-            document = json_fields(entry.raw)
+            document = self._fields_of(entry.raw)
             if isinstance(document, str):
                 return document
             fields = document
@@ -212,19 +221,26 @@ class EntryShape:
 
 
 class _StructDecoders:
-    """A batch of JSON messages decoded by msgspec into structs of exactly the expected
-    fields: it checks each value is a number (not a string, boolean or null) and that no field
-    is missing or unknown as it parses, in C, so that a message costs about half what
-    ``orjson.loads``, gathering and checking its values cost (BENCHMARKS.md,
-    "Sources").
+    """A batch of messages decoded by msgspec into structs of exactly the expected fields (a
+    JSON or msgpack decoder, as the source's format says): it checks each value is a number
+    (not a string, boolean or null) and that no field is missing or unknown as it parses, in
+    C, so that a message costs about half what ``orjson.loads``, gathering and checking its
+    values cost (BENCHMARKS.md, "Sources"). Arrays of numbers (a selector without names, its
+    features ``f0``, ``f1``, ...) are decoded alike, as lists of floats.
 
     msgspec matches a key against the struct's fields starting after the last one matched,
     so a message costs this little only when its keys come in the struct's order, and up to
     the width squared when they come shuffled. So the struct's fields are declared in the
     order the batch's first message has them (a producer writes its messages alike; Go and
     many JSON libraries sort keys, others keep a map's order), a few orders kept; and targets
-    wider than ``MAX_FIELDS`` are read with orjson, whose cost does not depend on the order,
-    so that a producer shuffling its keys costs at most a few times the ordered case."""
+    wider than ``MAX_FIELDS`` are read with orjson (JSON) or entry by entry (msgpack), whose
+    cost does not depend on the order, so that a producer shuffling its keys costs at most a
+    few times the ordered case.
+
+    Each message is one ``decode`` call (``map``, in C): one call on the batch joined into one
+    array cost more than it saved (the join copies every message: 2,000 JSON arrays of 100
+    numbers took about a tenth longer joined and decoded at once than decoded one by one),
+    and msgpack values written one after another cannot be split back by message safely."""
 
     #: The widest target decoded so (a shuffled message of 100 fields: ~4x an ordered one).
     MAX_FIELDS = 128
@@ -232,39 +248,48 @@ class _StructDecoders:
     ORDERS_KEPT = 8
 
     @classmethod
-    def of(cls, names: Sequence[str], label_field: str | None) -> _StructDecoders | None:
+    def of(
+        cls, names: Sequence[str], label_field: str | None, format: str = "json"
+    ) -> _StructDecoders | None:
         """The decoders of a target's messages, or None where structs cannot serve: a target
         wider than ``MAX_FIELDS``, or a name msgspec refuses as a key (one holding a quote, a
         backslash or a control character)."""
         if len(names) + (label_field is not None) > cls.MAX_FIELDS:
             return None
-        decoders = cls(names, label_field)
+        decoders = cls(names, label_field, format)
         try:
             decoders._decoder(tuple(decoders.names) + ((label_field,) if label_field else ()))
         except ValueError:
             return None
         return decoders
 
-    def __init__(self, names: Sequence[str], label_field: str | None) -> None:
+    def __init__(self, names: Sequence[str], label_field: str | None, format: str) -> None:
         self.names = list(names)
         self.label_field = label_field
+        self.msgpack = format == "msgpack"
         self._column = {name: i for i, name in enumerate(self.names)}
         self._expected = frozenset(self._column) | ({label_field} if label_field else set())
-        self._by_order: dict[
-            tuple[str, ...], tuple[msgspec.json.Decoder[Any], np.ndarray | None]
-        ] = {}
+        self._by_order: dict[tuple[str, ...], tuple[_Decoder, np.ndarray | None]] = {}
+        #: A msgpack map of exactly the expected fields starts so (``_each_once``).
+        self._map_header = _map_header(len(self._expected))
+        #: Arrays by position: only for a target whose names are ``f0``, ``f1``, ... and
+        #: that takes no label (an array has no field to hold it).
+        by_position = self.names == [f"f{i}" for i in range(len(self.names))]
+        self._arrays: _Decoder | None = (
+            self._new_decoder(list[float]) if by_position and label_field is None else None
+        )
 
     def decode(self, entries: Sequence[BusEntry]) -> tuple[np.ndarray, list[Any]] | None:
         """The batch's rows and label values, or None if a message is not an object of
-        exactly the expected fields with numbers for values (or the batch is not JSON
-        messages): the caller then finds which, and why."""
+        exactly the expected fields with numbers for values (or an array of as many numbers,
+        for a target without names), or the batch is not messages: the caller then finds
+        which, and why."""
         if not entries or entries[0].raw is None:
             return None
         raws = [entry.raw or b"" for entry in entries]
-        try:
-            first = orjson.loads(raws[0])
-        except orjson.JSONDecodeError:
-            return None
+        first = self._first(raws[0])
+        if isinstance(first, list):
+            return self._decode_arrays(raws)
         if not isinstance(first, dict) or first.keys() != self._expected:
             return None
         decoder, columns = self._decoder(tuple(first))
@@ -274,23 +299,55 @@ class _StructDecoders:
             return None
         n = len(self.names)
         labels = [row[n] for row in values] if self.label_field is not None else []
-        # Each key once (msgspec keeps a key given twice's last value): a message holds the
-        # quotes of its keys and of a label written as text, no more.
-        quotes = 2 * len(self._expected)
-        counts = [raw.count(b'"') for raw in raws]
-        if labels:
-            if counts != [quotes + 2 * (type(label) is str) for label in labels]:
-                return None
-        elif counts.count(quotes) != len(counts):
+        if not self._each_once(raws, labels):
             return None
         if labels:
             values = [row[:n] for row in values]
         matrix = np.array(values, dtype=np.float64).reshape(len(values), n)
         return (matrix if columns is None else matrix[:, columns]), labels
 
-    def _decoder(
-        self, order: tuple[str, ...]
-    ) -> tuple[msgspec.json.Decoder[Any], np.ndarray | None]:
+    def _first(self, raw: bytes) -> Any:
+        """The first message as a document, to learn its keys' order (None: it is not of the
+        format)."""
+        try:
+            return _MSGPACK.decode(raw) if self.msgpack else orjson.loads(raw)
+        except (orjson.JSONDecodeError, msgspec.MsgspecError, ValueError, TypeError):
+            return None
+
+    def _decode_arrays(self, raws: list[bytes]) -> tuple[np.ndarray, list[Any]] | None:
+        """A batch of arrays of exactly the target's width, all numbers, as rows (None
+        otherwise)."""
+        if self._arrays is None:
+            return None
+        try:
+            values = list(map(self._arrays.decode, raws))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        n = len(self.names)
+        if set(map(len, values)) != {n}:
+            return None
+        return np.array(values, dtype=np.float64).reshape(len(values), n), []
+
+    def _each_once(self, raws: list[bytes], labels: list[Any]) -> bool:
+        """Whether every message gives each key once (msgspec keeps a key given twice's last
+        value). A JSON message holds the quotes of its keys and of a label written as text, no
+        more; a msgpack map says how many pairs it holds, and a map of exactly the expected
+        fields' count that decoded into the struct (every field required, no other allowed)
+        holds each once."""
+        if self.msgpack:
+            return all(map(bytes.startswith, raws, repeat(self._map_header)))
+        quotes = 2 * len(self._expected)
+        counts = [raw.count(b'"') for raw in raws]
+        if labels:
+            return counts == [quotes + 2 * (type(label) is str) for label in labels]
+        return counts.count(quotes) == len(counts)
+
+    def _new_decoder(self, kind: Any) -> _Decoder:
+        if self.msgpack:
+            return msgspec.msgpack.Decoder(kind)
+        return msgspec.json.Decoder(kind)
+
+    def _decoder(self, order: tuple[str, ...]) -> tuple[_Decoder, np.ndarray | None]:
         """The decoder of messages whose keys come in ``order``, and where each of its
         features goes (None: where it is)."""
         found = self._by_order.get(order)
@@ -311,8 +368,23 @@ class _StructDecoders:
             columns = None if np.array_equal(where, np.arange(len(features))) else where
             if len(self._by_order) >= self.ORDERS_KEPT:
                 self._by_order.pop(next(iter(self._by_order)))
-            found = self._by_order[order] = (msgspec.json.Decoder(struct), columns)
+            found = self._by_order[order] = (self._new_decoder(struct), columns)
         return found
+
+
+#: A msgspec decoder of either format.
+_Decoder = msgspec.json.Decoder[Any] | msgspec.msgpack.Decoder[Any]
+#: Any msgpack value, as Python has it (a map a dict, an array a list, bin bytes).
+_MSGPACK: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder()
+
+
+def _map_header(pairs: int) -> bytes:
+    """How a msgpack map of ``pairs`` pairs starts (its smallest form, as encoders write it)."""
+    if pairs < 16:
+        return bytes([0x80 | pairs])
+    if pairs < 1 << 16:
+        return b"\xde" + pairs.to_bytes(2, "big")
+    return b"\xdf" + pairs.to_bytes(4, "big")
 
 
 def json_fields(raw: bytes) -> Mapping[str, Any] | str:
@@ -327,6 +399,63 @@ def json_fields(raw: bytes) -> Mapping[str, Any] | str:
     if not isinstance(document, dict):
         return f"expected a JSON object keyed by feature name; got {type(document).__name__}"
     return duplicated(raw, document) or document
+
+
+def msgpack_fields(raw: bytes) -> Mapping[Any, Any] | str:
+    """A msgpack message's fields: a map's, or an array's by position (``f0``, ``f1``, ...),
+    as ``json_fields`` has a JSON message's; else why it has none. A bin value stays apart
+    from text (``_parse_one`` says it is not a number), as a JSON string is."""
+    try:
+        document = _MSGPACK.decode(raw)
+    except (msgspec.MsgspecError, ValueError, TypeError, RecursionError):
+        return "not msgpack: expected a map keyed by feature name"
+    if isinstance(document, list):
+        fields: dict[Any, Any] = {f"f{i}": v for i, v in enumerate(document)}
+    elif isinstance(document, dict):
+        fields = document
+        twice = _msgpack_twice(raw, document)
+        if twice is not None:
+            return twice
+    else:
+        return f"expected a msgpack map keyed by feature name; got {type(document).__name__}"
+    for key, value in fields.items():
+        if type(value) is bytes:
+            fields[key] = bytearray(value)
+    return fields
+
+
+def _msgpack_twice(raw: bytes, document: Mapping[Any, Any]) -> str | None:
+    """Why the msgpack map ``raw`` (decoded as ``document``, where a key given twice keeps its
+    last value) is refused if a key is given twice in it; None if none is. Its header says how
+    many pairs it holds; if ``document`` holds fewer, the pairs are read again as one array of
+    keys and values, to say which key."""
+    first = raw[0]
+    if first >> 4 == 0x8:
+        pairs, header = first & 0x0F, 1
+    elif first == 0xDE:
+        pairs, header = int.from_bytes(raw[1:3], "big"), 3
+    else:  # 0xdf: a map32
+        pairs, header = int.from_bytes(raw[1:5], "big"), 5
+    if pairs == len(document):
+        return None
+    seen: set[Any] = set()
+    try:
+        items = _MSGPACK.decode(b"\xdd" + (2 * pairs).to_bytes(4, "big") + raw[header:])
+    except (msgspec.MsgspecError, ValueError, TypeError, RecursionError):
+        return "a field is given twice"
+    for key in items[0::2]:
+        if key in seen:
+            text = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
+            return f"field '{text[:200]}' is given twice"
+        seen.add(key)
+    return "a field is given twice"
+
+
+#: How a message's value is read into fields, entry by entry, in each format.
+_FIELDS: dict[str, Callable[[bytes], Mapping[Any, Any] | str]] = {
+    "json": json_fields,
+    "msgpack": msgpack_fields,
+}
 
 
 def _once(raw: bytes, document: Any) -> bool:
@@ -415,8 +544,8 @@ def _parse_text(rows: list[Sequence[Any]], n: int) -> np.ndarray | None:
 
 def _parse_one(values: Sequence[Any], names: Sequence[str], into: np.ndarray) -> str | None:
     """Parse one entry's values into ``into``; the problem with the first bad one, if any.
-    A Redis entry's values are text (bytes) and are parsed; a JSON message's must be numbers
-    (a string is not, even one that spells a number)."""
+    A Redis entry's values are text (bytes) and are parsed; a JSON or msgpack message's must
+    be numbers (a string is not, even one that spells a number, nor msgpack's bin)."""
     for column, value in enumerate(values):
         try:
             if isinstance(value, bytes):  # a Redis entry's value is text, read as CSV's is
@@ -426,6 +555,8 @@ def _parse_one(values: Sequence[Any], names: Sequence[str], into: np.ndarray) ->
             else:
                 raise ValueError
         except (ValueError, OverflowError):
+            if isinstance(value, bytearray):  # a msgpack bin value (``msgpack_fields``)
+                return f"field '{names[column]}' is not a number: got binary data"
             given = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
             return f"field '{names[column]}' is not a number: got {shown(given)}"
     return None

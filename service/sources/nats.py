@@ -36,7 +36,6 @@ from nats.js.errors import Error as JetStreamError
 
 from service.sources.bus import BusEntry, BusUnavailable, Extent, Start, changed_epoch
 from service.sources.endpoints import BadUrl, parse_nats
-from service.sources.entries import duplicated
 from service.sources.reach import Reach, network_failure, refusal
 
 PARTITION = "0"
@@ -172,11 +171,13 @@ class NatsBus:
         except (NatsError, JetStreamError, OSError) as exc:
             await self.close()
             raise BusUnavailable(self._why(exc)) from None
+        # Each message's data is decoded with its batch (``EntryShape.convert``).
         out = []
         for message in messages:
-            sequence = message.metadata.sequence.stream
-            out.append(_entry(str(sequence), message.data))
-            self._after = str(sequence)
+            position, data = str(message.metadata.sequence.stream), message.data
+            out.append(BusEntry(position, None, None, None, data, len(data)))
+        if out:
+            self._after = out[-1].position
         return out
 
     async def _pull(self, batch: int, max_bytes: int, wait_s: float) -> list[Any]:
@@ -333,27 +334,6 @@ def _status(message: Any) -> str | None:
         return None
     status = message.headers.get("Status")
     return None if status is None else str(status)
-
-
-def _entry(position: str, data: bytes) -> BusEntry:
-    size = len(data)
-    try:
-        document = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return BusEntry(
-            position, None, "not JSON: expected an object keyed by feature name", size=size
-        )
-    if not isinstance(document, dict):
-        return BusEntry(
-            position,
-            None,
-            f"expected a JSON object keyed by feature name; got {type(document).__name__}",
-            size=size,
-        )
-    twice = duplicated(data, document)
-    if twice is not None:
-        return BusEntry(position, None, twice, size=size)
-    return BusEntry(position, document, size=size)
 
 
 #: JetStream's error codes: no such stream.

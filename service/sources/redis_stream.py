@@ -10,6 +10,11 @@ A stream has no identity beyond its key: one deleted and written again is told f
 read by its newest id (``last-generated-id``, which trimming and ``XDEL`` never lower) below the
 position, which is what a read after the position would skip. One written again with ids above
 the position is read on (nothing of it is skipped).
+
+An entry holds one field per feature name, as text; or, for a source with a ``value_field``,
+that one field, whose value is the entry's message (JSON or msgpack, as the source's format
+says: ``XADD key * data '{"a": 1, ...}'``), handed on as a message bus's value is (``raw``) and
+decoded with its batch.
 """
 
 from __future__ import annotations
@@ -41,10 +46,14 @@ class RedisStreamBus:
     #: One process holds the whole source (one lease).
     shared = False
 
-    def __init__(self, url: str, key: str, reach: Reach) -> None:
+    def __init__(self, url: str, key: str, reach: Reach, value_field: str | None = None) -> None:
         self.url = url
         self.key = key
         self.reach = reach
+        #: The one field holding each entry's message (None: a field per feature name).
+        self.value_field = value_field
+        self._value_key = None if value_field is None else value_field.encode()
+        self._shown = (value_field or "")[:200]
         self._redis: aioredis.Redis | None = None
         #: The largest entry of the last read (bytes): how many entries a read may ask for
         #: within its byte budget (None: none read yet on this connection).
@@ -113,14 +122,40 @@ class RedisStreamBus:
             return []
         # [[key, [[id, [field, value, ...]], ...]]] (RESP2) or {key: [...]} (RESP3).
         items = reply[0][1] if isinstance(reply, list) else next(iter(reply.values()))
-        entries = [
-            BusEntry(entry_id.decode(), None, pairs=pairs, size=sum(map(len, pairs)))
-            for entry_id, pairs in items
-        ]
+        if self._value_key is None:
+            entries = [
+                BusEntry(entry_id.decode(), None, pairs=pairs, size=sum(map(len, pairs)))
+                for entry_id, pairs in items
+            ]
+        else:
+            entries = [self._message(entry_id.decode(), pairs) for entry_id, pairs in items]
         if not entries:
             return []
         self._entry_bytes = max(entry.size for entry in entries)
         return within_bytes(entries, max_bytes)
+
+    def _message(self, position: str, pairs: list[bytes]) -> BusEntry:
+        """An entry of a source with a ``value_field``: its value as the message (``raw``),
+        or why it holds none."""
+        size = sum(map(len, pairs))
+        key = self._value_key or b""
+        if len(pairs) == 2 and pairs[0] == key:
+            return BusEntry(position, None, None, None, pairs[1], size)
+        names = pairs[0::2]
+        if names.count(key) > 1:
+            problem = f"field '{self._shown}' is given twice"
+        elif key not in names:
+            problem = (
+                f"missing field '{self._shown}': expected the entry's message in it "
+                "(the source's value_field)"
+            )
+        else:
+            other = next(name for name in names if name != key)
+            problem = (
+                f"unknown field '{other.decode('utf-8', 'replace')[:200]}': expected only "
+                f"the field '{self._shown}' (the source's value_field)"
+            )
+        return BusEntry(position, None, problem, size=size)
 
     async def check(self, partition: str, position: str, epoch: str | None) -> Extent:
         info = await self._info()

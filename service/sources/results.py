@@ -72,6 +72,14 @@ class SourceOut(Result):
     batch_ms: int
     start: str
     label_field: str | None
+    format: Literal["json", "msgpack"] = Field(
+        "json", description="What each message's value is written in: json or msgpack."
+    )
+    value_field: str | None = Field(
+        None,
+        description="The one field of each entry holding its message (redis-stream; null: a "
+        "field per feature name).",
+    )
     on_reset: Literal["stop", "restart"] = Field(
         "stop", description="What the source does when its bus is reset: stop, or restart."
     )

@@ -95,7 +95,7 @@ class Sources:
                     f"this API key may only name {what} that start with '{prefix}'; got '{name}'"
                 )
         target = Target(spec.into.kind, spec.into.name)
-        await describe_target(self.store, target, spec.label_field)
+        await describe_target(self.store, target, spec.definition())
         # What can be judged now of where it connects (each connection is judged again):
         # the URL as its library reads it (BadUrl if none could), then the addresses.
         await self.reach.check(
@@ -192,6 +192,8 @@ class Sources:
             batch_ms=int(definition["batch_ms"]),
             start=str(definition["start"]),
             label_field=definition.get("label_field"),
+            format=definition.get("format") or "json",
+            value_field=definition.get("value_field"),
             on_reset=definition.get("on_reset") or "stop",
             created_at=float(definition["created_at"]),
             state=state,

@@ -39,6 +39,8 @@ MAX_BATCH_ROWS = 100_000
 DEFAULT_BATCH_BYTES = 8 << 20
 MIN_BATCH_BYTES = 64 << 10
 MAX_BATCH_BYTES = 64 << 20
+#: What a message's value may be written in (``format``).
+Format = Literal["json", "msgpack"]
 #: How long a source gathers entries before appending what it has (ms).
 DEFAULT_BATCH_MS = 200
 MAX_BATCH_MS = 10_000
@@ -153,6 +155,14 @@ class SourceBase(BaseModel):
         max_length=256,
         description="The field holding each entry's label (labelled selectors and streams).",
     )
+    format: Format = Field(
+        "json",
+        description="What each message's value is written in: json (an object keyed by "
+        "feature name, or an array of numbers for a selector without feature names) or "
+        "msgpack (a map keyed by feature name, or an array of numbers, alike). A message that "
+        "is not of it is set aside with its position and reason. For a Redis stream, the "
+        "value_field's value.",
+    )
     on_reset: Literal["stop", "restart"] = Field(
         "stop",
         description="What the source does when its bus is reset (a stream or topic created "
@@ -167,7 +177,9 @@ class SourceBase(BaseModel):
 
 
 class RedisStreamSource(SourceBase):
-    """A Redis stream: each entry holds one field per feature name (and the label field)."""
+    """A Redis stream: each entry holds one field per feature name (and the label field), as
+    text; or, with ``value_field``, that one field, holding the entry's message in the
+    source's format."""
 
     kind: Literal["redis-stream"]
     url: Annotated[str, _stated_url(REDIS_URL_PATTERN, REDIS_FORM)] = Field(
@@ -185,10 +197,34 @@ class RedisStreamSource(SourceBase):
         description="Where the first read begins: earliest, latest (what the stream holds "
         "then is skipped), or after this entry id.",
     )
+    value_field: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1024,
+        description="The one field of each entry that holds its message, in the source's "
+        "format (as producers write `XADD key * data '{\"a\": 1, ...}'`: value_field "
+        "data): an object keyed by feature name (and the label field), or an array of "
+        "numbers. Without it, each entry holds one field per feature name, as text. An entry "
+        "without that field, or with another, is set aside.",
+    )
+
+    @model_validator(mode="after")
+    def _format_in_a_field(self) -> RedisStreamSource:
+        """msgpack is a message's format, and a Redis entry's fields are text: it is the
+        value_field's."""
+        if self.format != "json" and self.value_field is None:
+            raise PydanticCustomError(
+                HIDDEN_INPUT,
+                "format {format} is read from one field of each entry: expected "
+                "value_field, the field holding the message",
+                {"format": self.format},
+            )
+        return self
 
 
 class NatsSource(SourceBase):
-    """A NATS JetStream stream: each message is a JSON object keyed by feature name."""
+    """A NATS JetStream stream: each message is an object keyed by feature name (or an array
+    of numbers, for a selector without names), in the source's format (JSON or msgpack)."""
 
     kind: Literal["nats"]
     stream: str = Field(
@@ -217,9 +253,10 @@ class NatsSource(SourceBase):
 
 
 class KafkaSource(SourceBase):
-    """A Kafka topic: each message's value is a JSON object keyed by feature name (or a JSON
-    array of numbers, for a selector without names). Its partitions are shared by the Sift
-    processes running: each takes a fair share, under a lease per partition."""
+    """A Kafka topic: each message's value is an object keyed by feature name (or an array of
+    numbers, for a selector without names), in the source's format (JSON or msgpack). Its
+    partitions are shared by the Sift processes running: each takes a fair share, under a
+    lease per partition."""
 
     kind: Literal["kafka"]
     bootstrap: str = Field(

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import numpy as np
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -292,3 +294,186 @@ def test_a_target_structs_cannot_serve_is_read_with_orjson_to_the_same_rows(
     converted = shape.convert(entries)
     assert converted.rejects == []
     assert converted.rows.tobytes() == rows.tobytes()
+
+
+def msgpack_entry(position: int, document: Any) -> BusEntry:
+    """A message whose value is msgpack, as a bus carries it."""
+    return BusEntry(str(position), None, raw=msgspec.msgpack.encode(document))
+
+
+def test_arrays_of_numbers_are_decoded_with_their_batch_to_the_json_path_s_rows() -> None:
+    """A selector without names takes arrays by position: a batch of them is decoded in one
+    pass (JSON or msgpack) to what each message's parsed fields give, bit for bit."""
+    positional = [f"f{i}" for i in range(4)]
+    rows = np.random.default_rng(5).normal(size=(40, 4)) * 10.0 ** np.arange(-3, 5, 2)
+    parsed = [
+        BusEntry(str(i), dict(zip(positional, r.tolist(), strict=True))) for i, r in enumerate(rows)
+    ]
+    reference = EntryShape(positional, None).convert(parsed)
+    for format, encode in (("json", orjson.dumps), ("msgpack", msgspec.msgpack.encode)):
+        shape = EntryShape(positional, None, format)
+        entries = [raw_entry(i, encode(r.tolist())) for i, r in enumerate(rows)]
+        assert shape._decoders is not None and shape._decoders.decode(entries) is not None
+        converted = shape.convert(entries)
+        assert converted.rejects == []
+        assert converted.rows.tobytes() == reference.rows.tobytes() == rows.tobytes()
+        # A short array, a long one, a string in one: set aside, the others kept.
+        entries[3] = raw_entry(3, encode([1.0, 2.0, 3.0]))
+        entries[4] = raw_entry(4, encode([1.0, 2.0, 3.0, 4.0, 5.0]))
+        entries[5] = raw_entry(5, encode([1.0, "2", 3.0, 4.0]))
+        assert shape._decoders.decode(entries) is None
+        converted = shape.convert(entries)
+        assert converted.rejects == [
+            ("3", "missing field 'f3'"),
+            ("4", "unknown field 'f4': expected the target's feature names"),
+            ("5", "field 'f1' is not a number: got \"2\""),
+        ]
+        np.testing.assert_array_equal(converted.rows, np.delete(rows, [3, 4, 5], axis=0))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    names=st.lists(
+        st.text(
+            st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters='"\\'),
+            min_size=1,
+            max_size=12,
+        ),
+        min_size=1,
+        max_size=20,
+        unique=True,
+    ),
+    labelled=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+    orders=st.integers(1, 3),
+)
+def test_msgpack_maps_give_exactly_what_the_same_json_messages_give(
+    names: list[str], labelled: bool, seed: int, orders: int
+) -> None:
+    """The same documents written as msgpack maps and as JSON objects (keys in one or
+    several orders, a label as text or a number) give the same rows, bit for bit, and the
+    same labels."""
+    label = "y" if labelled and "y" not in names else None
+    json_shape, msgpack_shape = EntryShape(names, label), EntryShape(names, label, "msgpack")
+    assert msgpack_shape._decoders is not None
+    rng = np.random.default_rng(seed)
+    keys = [*names, *([label] if label else [])]
+    permutations = [rng.permutation(len(keys)) for _ in range(orders)]
+    rows = rng.normal(size=(30, len(names))) * 10.0 ** rng.integers(-8, 8, size=len(names))
+    documents = []
+    for i, row in enumerate(rows):
+        values: dict[str, Any] = dict(zip(names, row.tolist(), strict=True))
+        if label:
+            values[label] = ["cat", 3, "dog", -7][i % 4]
+        documents.append({keys[k]: values[keys[k]] for k in permutations[i % orders]})
+    as_json = [raw_entry(i, orjson.dumps(d)) for i, d in enumerate(documents)]
+    as_msgpack = [msgpack_entry(i, d) for i, d in enumerate(documents)]
+    assert msgpack_shape._decoders.decode(as_msgpack) is not None
+    from_json, from_msgpack = json_shape.convert(as_json), msgpack_shape.convert(as_msgpack)
+    assert from_msgpack.rejects == from_json.rejects == []
+    assert from_msgpack.rows.tobytes() == from_json.rows.tobytes() == rows.tobytes()
+    assert from_msgpack.labels == from_json.labels
+
+
+def test_bad_msgpack_messages_are_set_aside_each_with_its_reason() -> None:
+    shape = EntryShape(NAMES, "y", "msgpack")
+    good = {"a": 1.5, "b": -2, "c": 3e10, "y": "cat"}
+    pack = msgspec.msgpack.encode
+    twice = b"\x85" + b"".join(pack(k) + pack(v) for k, v in [*good.items(), ("a", 9.0)])
+    entries = [
+        msgpack_entry(1, good),
+        BusEntry("2", None, raw=b"\xc1 not msgpack"),
+        BusEntry("3", None, raw=orjson.dumps(good)),  # JSON, not msgpack
+        msgpack_entry(4, 17),
+        BusEntry("5", None, raw=twice),
+        msgpack_entry(6, {**good, "b": "2"}),
+        msgpack_entry(7, {**good, "b": b"2"}),
+        msgpack_entry(8, {**good, "b": True}),
+        msgpack_entry(9, {**good, "b": None}),
+        msgpack_entry(10, {**good, "d": 4.0}),
+        msgpack_entry(11, {k: v for k, v in good.items() if k != "c"}),
+        msgpack_entry(12, {**good, "a": float("nan")}),
+        msgpack_entry(13, {**good, "c": 1e51}),
+        msgpack_entry(14, {**good, "y": "x" * 300}),
+        msgpack_entry(15, {**good, "y": 4}),
+        msgpack_entry(16, {**good, "y": b"dog"}),
+        BusEntry("17", None, raw=pack(good)[:-2]),  # cut short
+    ]
+    assert shape._decoders is not None and shape._decoders.decode(entries) is None
+    converted = shape.convert(entries)
+    reasons = dict(converted.rejects)
+    assert [p for p, _ in converted.rejects] == [str(i) for i in range(2, 15)] + ["17"]
+    assert (
+        reasons["2"]
+        == reasons["3"]
+        == reasons["17"]
+        == ("not msgpack: expected a map keyed by feature name")
+    )
+    assert reasons["4"] == "expected a msgpack map keyed by feature name; got int"
+    assert reasons["5"] == "field 'a' is given twice"
+    assert reasons["6"] == "field 'b' is not a number: got \"2\""
+    assert reasons["7"] == "field 'b' is not a number: got binary data"
+    assert reasons["8"] == "field 'b' is not a number: got true"
+    assert reasons["9"] == "field 'b' is not a number: got null"
+    assert reasons["10"].startswith("unknown field 'd'")
+    assert reasons["11"] == "missing field 'c'"
+    assert "finite" in reasons["12"] and "'a'" in reasons["12"]
+    assert "within" in reasons["13"] and "'c'" in reasons["13"]
+    assert reasons["14"].startswith("label field 'y'")
+    # No raw bytes of a message in any reason.
+    assert not any("\\x" in reason or "\ufffd" in reason for reason in reasons.values())
+    np.testing.assert_array_equal(converted.rows, [[1.5, -2, 3e10]] * 3)
+    assert converted.labels == ["cat", 4, "dog"]
+
+
+def test_a_map_given_a_key_twice_in_a_wide_header_is_found() -> None:
+    """A msgpack map written in a larger header than needed (map16 for four pairs), a key
+    given twice in it or not: read entry by entry, to the same verdicts."""
+    shape = EntryShape(NAMES, None, "msgpack")
+    pack = msgspec.msgpack.encode
+    pairs = [("a", 1.0), ("b", 2.0), ("c", 3.0)]
+    wide = b"\xde\x00\x03" + b"".join(pack(k) + pack(v) for k, v in pairs)
+    twice = b"\xde\x00\x04" + b"".join(pack(k) + pack(v) for k, v in [*pairs, ("c", 4.0)])
+    converted = shape.convert([BusEntry("1", None, raw=wide), BusEntry("2", None, raw=twice)])
+    assert converted.rejects == [("2", "field 'c' is given twice")]
+    np.testing.assert_array_equal(converted.rows, [[1.0, 2.0, 3.0]])
+
+
+msgpack_values = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.floats(width=32),
+    st.integers(min_value=-(2**63), max_value=2**64 - 1),
+    st.sampled_from(["1.5", "", True, False, None, b"1", [1.0], {"a": 1}, 1e300, -0.0]),
+)
+raw_msgpack = st.one_of(
+    st.fixed_dictionaries({n: msgpack_values for n in NAMES}).map(msgspec.msgpack.encode),
+    st.fixed_dictionaries({n: msgpack_values for n in NAMES}, optional={"d": msgpack_values}).map(
+        lambda d: msgspec.msgpack.encode(dict(reversed(list(d.items()))))
+    ),
+    st.dictionaries(st.sampled_from([*NAMES, "y"]), msgpack_values).map(msgspec.msgpack.encode),
+    st.lists(msgpack_values, max_size=4).map(msgspec.msgpack.encode),
+    st.binary(max_size=12),
+    st.sampled_from([b"\x83", b"", b"\xc0", b"\x93\x01\x02", None]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(raw_msgpack, min_size=1, max_size=20))
+def test_a_batch_of_msgpack_messages_and_each_alone_agree(batch: list[bytes | None]) -> None:
+    """A batch of msgpack messages decoded together gives, message for message, what each
+    gives alone: one bad message never takes a good one with it."""
+    shape = EntryShape(NAMES, None, "msgpack")
+    entries = [raw_entry(i, value) for i, value in enumerate(batch)]
+    together = shape.convert(entries)
+    rows, rejects = [], []
+    for entry in entries:
+        alone = shape.convert([entry])
+        rows += alone.rows.tolist()
+        rejects += alone.rejects
+    assert together.rejects == rejects
+    assert together.rows.tobytes() == np.array(rows, dtype=np.float64).reshape(-1, 3).tobytes()
+
+
+def test_a_format_is_json_or_msgpack() -> None:
+    with pytest.raises(ValueError, match="format"):
+        EntryShape(NAMES, None, "xml")

@@ -42,6 +42,8 @@ class SourceOptions(TypedDict, total=False):
     start: str | None
     label_field: str | None
     on_reset: str | None
+    format: str | None
+    value_field: str | None
 
 
 def create_source(
@@ -59,13 +61,16 @@ def create_source(
     ``ValueError``), exactly once.
 
     ``kind="redis-stream"``: the Redis stream ``key`` at ``url`` (``redis://``,
-    ``rediss://``, ``unix://``), one field per feature name in each entry.
+    ``rediss://``, ``unix://``), one field per feature name in each entry, or, with
+    ``value_field``, that one field holding the entry's message.
     ``kind="nats"``: the JetStream ``stream`` at ``url`` (``nats://``, ``tls://``), only
-    its messages on ``subject`` if given, each a JSON object keyed by feature name.
+    its messages on ``subject`` if given, each an object keyed by feature name.
     ``kind="kafka"``: the topic ``topic`` of the brokers ``url`` (``host:port``,
-    comma-separated), each message a JSON object keyed by feature name; ``group`` (whose
+    comma-separated), each message an object keyed by feature name; ``group`` (whose
     committed offsets Sift brings up to its own, for Kafka's tools), SASL ``username``,
     ``password`` and ``mechanism``, and ``tls``.
+    ``format``: what a message is written in, ``json`` (the default) or ``msgpack`` (a map
+    keyed by feature name; an array of numbers, as in JSON, for a selector without names).
     A labelled target takes each entry's label from ``label_field``. Entries become chunks
     of up to ``batch_rows`` rows and about ``batch_bytes`` of entries (8 MiB by default), or
     what ``batch_ms`` milliseconds gathered; ``start``:

@@ -478,6 +478,13 @@ def _add_source_create(actions: Any, common: list[argparse.ArgumentParser]) -> N
 def _source_read_options(create: Any) -> None:
     """``sift source create``'s options on what to read and how."""
     create.add_argument("--key", help="redis-stream: the Redis stream's key.")
+    create.add_argument(
+        "--value-field",
+        metavar="FIELD",
+        help="redis-stream: the one field of each entry holding its message (JSON, or "
+        "--format's), as `XADD key * data '{...}'` writes it; without it, one field per "
+        "feature name.",
+    )
     create.add_argument("--stream", metavar="JS_STREAM", help="nats: the JetStream stream.")
     create.add_argument(
         "--subject", help="nats: only the stream's messages on this subject (wildcards allowed)."
@@ -524,6 +531,11 @@ def _source_read_options(create: Any) -> None:
         "--label-field",
         metavar="FIELD",
         help="The field holding each entry's label (labelled selectors and streams).",
+    )
+    create.add_argument(
+        "--format",
+        choices=["json", "msgpack"],
+        help="What each message is written in (default json; a Redis stream's --value-field).",
     )
     create.add_argument(
         "--on-reset",

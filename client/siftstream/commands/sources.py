@@ -24,7 +24,7 @@ def run_source(args: argparse.Namespace, client: Client, console: Console) -> in
 
 #: The options of ``source create`` that only one kind of bus takes.
 _KIND_OPTIONS = {
-    "redis-stream": ("key",),
+    "redis-stream": ("key", "value_field"),
     "nats": ("stream", "subject"),
     "kafka": ("topic", "group", "username", "password_stdin", "mechanism", "tls"),
 }

@@ -79,6 +79,10 @@ class Source(Answer):
     group: str | None = None
     partition_lag: dict[str, int | None] = field(default_factory=dict)
     label_field: str | None = None
+    #: What each message's value is written in (json or msgpack), and the one field of a Redis
+    #: entry holding it (None: a field per feature name).
+    format: str = "json"
+    value_field: str | None = None
     updated_at: float | None = None
     on_reset: str = "stop"
     resets: list[ResetEvent] = field(default_factory=list)

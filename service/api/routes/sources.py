@@ -41,11 +41,13 @@ async def create_source(
     stream's), exactly once: each batch is committed with the bus position it reached.
 
     `kind: redis-stream` reads a Redis stream (`url`, `key`): one field per feature name in
-    each entry. `kind: nats` reads a JetStream stream (`url`, `stream`, optional `subject`):
-    each message a JSON object keyed by feature name. `kind: kafka` reads a Kafka topic
-    (`bootstrap`, `topic`; optional `group`, SASL `username`, `password`, `mechanism`, and
-    `tls`): each message's value a JSON object keyed by feature name, or a JSON array of
-    numbers for a selector without names. A labelled target takes the label from
+    each entry, or, with `value_field`, that one field holding the entry's message. `kind:
+    nats` reads a JetStream stream (`url`, `stream`, optional `subject`): each message an
+    object keyed by feature name. `kind: kafka` reads a Kafka topic (`bootstrap`, `topic`;
+    optional `group`, SASL `username`, `password`, `mechanism`, and `tls`): each message's
+    value an object keyed by feature name. A message is written in the source's `format`:
+    `json` (the default) or `msgpack`; an array of numbers stands for a selector without
+    names. A labelled target takes the label from
     `label_field`. Entries become chunks of up to `batch_rows` rows or `batch_ms` ms; an entry
     that cannot be a row is set aside with its position and reason. The source's name and
     its target must be within the key's prefix. The bus must be at a global address unless

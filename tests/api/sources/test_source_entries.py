@@ -2,7 +2,9 @@
 text (a CSV body's fields and a Redis stream entry's values take and refuse the same strings;
 JetStream and Kafka messages carry JSON numbers), and a JSON message giving a key twice set
 aside with a reason on JetStream and on Kafka (as a Redis entry is), never applied as its last
-value."""
+value. A Redis stream whose entries carry one field holding a JSON or msgpack message
+(``value_field``), and msgpack messages on JetStream: the good ones' variance is numpy's, each
+bad one set aside at its position with its reason."""
 
 from __future__ import annotations
 
@@ -10,11 +12,14 @@ import secrets
 from typing import Any
 
 import httpx
+import msgspec
 import numpy as np
+import orjson
 
+from tests.support.api import assert_problem
 from tests.support.kafka import KafkaBroker, create_topic, produce
 from tests.support.nats import add_stream, publish
-from tests.support.sources import applied, settled, source_body
+from tests.support.sources import applied, settled, source_body, write
 
 #: Numbers as text: taken (the value they spell) and refused, by CSV and by a Redis entry.
 TAKEN = {" 7": 7.0, "7 ": 7.0, "+7": 7.0, ".5": 0.5, "5.": 5.0, "1e2": 100.0, "0007": 7.0}
@@ -162,3 +167,148 @@ async def test_kafka_messages_spell_json_numbers_and_give_each_key_once(
         "rejected_entries": [r for r in described["rejected_entries"] if r["position"] != "5"],
     }
     check_json_answer(rest, [str(offset + i) for i in range(len(messages) - offset)])
+
+
+#: Good rows of a and b (wide magnitudes), and the messages set aside in each format: what
+#: each is, and a fragment of its reason.
+ROWS = np.random.default_rng(21).normal(size=(120, 2)) * [1e-3, 1e4]
+BAD_MESSAGES: dict[str, list[tuple[bytes, str]]] = {
+    "json": [
+        (b"not json", "not JSON"),
+        (b'{"a": 1}', "missing field 'b'"),
+        (b'{"a": 1, "b": 2, "c": 3}', "unknown field 'c'"),
+        (b'{"a": "1", "b": 2}', "field 'a' is not a number"),
+        (b'{"a": 1, "b": true}', "field 'b' is not a number"),
+        (b'{"a": 1, "b": 2, "a": 3}', "field 'a' is given twice"),
+        (b'{"a": 1e51, "b": 2}', "field 'a'"),
+    ],
+    "msgpack": [
+        (b"\xc1", "not msgpack"),
+        (b'{"a": 1, "b": 2}', "not msgpack"),
+        (msgspec.msgpack.encode([1.0, 2.0]), "unknown field 'f0'"),
+        (msgspec.msgpack.encode({"a": 1.0}), "missing field 'b'"),
+        (msgspec.msgpack.encode({"a": 1.0, "b": 2.0, "c": 3.0}), "unknown field 'c'"),
+        (msgspec.msgpack.encode({"a": "1", "b": 2.0}), "field 'a' is not a number"),
+        (msgspec.msgpack.encode({"a": b"1", "b": 2.0}), "got binary data"),
+        (b"\x83\xa1a\x01\xa1b\x02\xa1a\x03", "field 'a' is given twice"),
+        (msgspec.msgpack.encode({"a": float("inf"), "b": 2.0}), "field 'a'"),
+    ],
+}
+
+
+def messages(format: str) -> tuple[list[bytes], dict[int, str]]:
+    """The good rows as messages of ``format``, the bad ones spread among them: the messages
+    and, by index, the fragment of each bad one's reason."""
+    encode = orjson.dumps if format == "json" else msgspec.msgpack.encode
+    out = [encode({"a": a, "b": b}) for a, b in ROWS.tolist()]
+    bad: dict[int, str] = {}
+    for k, (message, reason) in enumerate(BAD_MESSAGES[format]):
+        at = 5 + 13 * k
+        out.insert(at, message)
+        bad[at] = reason
+    return out, bad
+
+
+async def check_messages(
+    http: httpx.AsyncClient, source: str, positions: list[str], bad: dict[int, str]
+) -> dict[str, Any]:
+    """Every message consumed, each bad one set aside at its position with its reason, and
+    the good rows' variance numpy's."""
+    described = await settled(http, source, len(positions))
+    reasons = {r["position"]: r["reason"] for r in described["rejected_entries"]}
+    assert set(reasons) == {positions[i] for i in bad}, reasons
+    for i, fragment in bad.items():
+        assert fragment in reasons[positions[i]], (fragment, reasons[positions[i]])
+    assert (described["rows"], described["rejected"]) == (len(ROWS), len(bad))
+    assert described["positions"] == {"0": positions[-1]}
+    await applied(http, described["into"]["selector"], len(ROWS))
+    name = described["into"]["selector"]
+    weights = (await http.get(f"/v1/selectors/{name}/weights")).json()["weights"]
+    np.testing.assert_allclose(weights, np.var(ROWS, axis=0), rtol=1e-12)
+    return dict(described)
+
+
+async def test_a_redis_stream_of_one_json_field_per_entry(client, bus, bus_redis_server):
+    """``XADD key * data '{"a": 1, ...}'``: the field's value is the entry's message."""
+    http = client
+    await selector(http, "one")
+    values, bad = messages("json")
+    entries: list[dict[Any, Any]] = [{"data": value} for value in values]
+    # The entry's other faults: no such field, another besides it.
+    entries.insert(40, {"payload": values[0]})
+    entries.insert(41, {"data": values[0], "ts": "1"})
+    bad = {i + 2 * (i >= 40): fragment for i, fragment in bad.items()}
+    bad[40] = "missing field 'data'"
+    bad[41] = "unknown field 'ts': expected only the field 'data'"
+    ids = await write(bus, "one-field", entries)
+    source = source_body(
+        "one", bus_redis_server.url, "one-field", value_field="data", into={"selector": "one"}
+    )
+    created = await http.post("/v1/sources", json=source)
+    assert created.status_code == 201, created.text
+    assert (created.json()["value_field"], created.json()["format"]) == ("data", "json")
+    await check_messages(http, "one", ids, bad)
+
+
+async def test_a_redis_stream_of_msgpack_messages(client, bus, bus_redis_server):
+    http = client
+    await selector(http, "packed")
+    values, bad = messages("msgpack")
+    ids = await write(bus, "packed", [{"m": value} for value in values])
+    source = source_body(
+        "packed",
+        bus_redis_server.url,
+        "packed",
+        value_field="m",
+        format="msgpack",
+        into={"selector": "packed"},
+    )
+    created = await http.post("/v1/sources", json=source)
+    assert created.status_code == 201, created.text
+    assert created.json()["format"] == "msgpack"
+    await check_messages(http, "packed", ids, bad)
+
+
+async def test_jetstream_messages_in_json_and_in_msgpack(client, nats_server):
+    http = client
+    for format in ("json", "msgpack"):
+        subject = f"packed.{secrets.token_hex(4)}"
+        stream = subject.replace(".", "-")
+        await add_stream(nats_server.url, stream, [subject])
+        await selector(http, f"js-{format}")
+        values, bad = messages(format)
+        sequences = await publish(nats_server.url, subject, values)
+        source = {
+            "name": f"js-{format}",
+            "kind": "nats",
+            "url": nats_server.url,
+            "stream": stream,
+            "subject": subject,
+            "format": format,
+            "into": {"selector": f"js-{format}"},
+            "batch_rows": 50,
+        }
+        assert (await http.post("/v1/sources", json=source)).status_code == 201
+        await check_messages(http, f"js-{format}", [str(s) for s in sequences], bad)
+
+
+async def test_a_format_and_a_value_field_are_refused_where_they_cannot_serve(
+    client, bus_redis_server, nats_server
+):
+    http = client
+    await selector(http, "s")
+    redis = source_body("r", bus_redis_server.url, "k", into={"selector": "s"})
+    nats_body = {"name": "n", "kind": "nats", "url": nats_server.url, "stream": "S"}
+    refusals = [
+        ({**redis, "format": "xml"}, "format", "'json' or 'msgpack'"),
+        ({**redis, "format": "msgpack"}, "expected value_field"),
+        ({**redis, "value_field": ""}, "value_field"),
+        ({**nats_body, "into": {"selector": "s"}, "value_field": "data"}, "value_field"),
+        ({**nats_body, "into": {"selector": "s"}, "format": 1}, "format"),
+    ]
+    for body, *fragments in refusals:
+        answer = await http.post("/v1/sources", json=body)
+        assert_problem(answer, 422, *fragments)
+        # The URL (and its credentials) never repeated.
+        assert "nats-secret-pw" not in answer.text
+    assert (await http.get("/v1/sources")).json()["sources"] == []
