@@ -299,7 +299,7 @@ async def test_a_format_and_a_value_field_are_refused_where_they_cannot_serve(
     await selector(http, "s")
     redis = source_body("r", bus_redis_server.url, "k", into={"selector": "s"})
     nats_body = {"name": "n", "kind": "nats", "url": nats_server.url, "stream": "S"}
-    refusals = [
+    refusals: list[tuple[Any, ...]] = [
         ({**redis, "format": "xml"}, "format", "'json' or 'msgpack'"),
         ({**redis, "format": "msgpack"}, "expected value_field"),
         ({**redis, "value_field": ""}, "value_field"),
