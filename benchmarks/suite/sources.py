@@ -94,6 +94,17 @@ def exactness(s: Stack, selector: str, x: np.ndarray) -> float:
     return error
 
 
+def exact_rate(s: Stack, selector: str, source: dict[str, Any], x: np.ndarray) -> float | str:
+    """``x``'s rows consumed from ``source`` into ``selector`` and checked against numpy's
+    variance: rows/s applied, or why the service did not take the source."""
+    try:
+        seconds = consume(s, selector, source, len(x))
+    except NotTaken:
+        return "not taken by this service"
+    exactness(s, selector, x)
+    return len(x) / seconds
+
+
 def nats_rates(s: Stack, folder: Path, x: np.ndarray) -> dict[str, float | str]:
     """The same rows as messages in a JetStream stream, one subject per format (published
     before the clock starts), read by a ``nats`` source each: rows/s applied, by format (or
@@ -117,13 +128,7 @@ def nats_rates(s: Stack, folder: Path, x: np.ndarray) -> dict[str, float | str]:
                 "subject": f"bench.{format}",
                 **({"format": format} if format != "json" else {}),
             }
-            try:
-                seconds = consume(s, f"via-nats-{format}", source, len(x))
-            except NotTaken:
-                rates[format] = "not taken by this service"
-                continue
-            exactness(s, f"via-nats-{format}", x)
-            rates[format] = len(x) / seconds
+            rates[format] = exact_rate(s, f"via-nats-{format}", source, x)
         return rates
     finally:
         server.stop()
@@ -151,13 +156,7 @@ def one_field_rates(s: Stack, bus: RedisProcess, x: np.ndarray) -> dict[str, flo
             "value_field": "data",
             "format": format,
         }
-        try:
-            seconds = consume(s, f"via-{format}", source, len(x))
-        except NotTaken:
-            rates[format] = "not taken by this service"
-            continue
-        exactness(s, f"via-{format}", x)
-        rates[format] = len(x) / seconds
+        rates[format] = exact_rate(s, f"via-{format}", source, x)
     return rates
 
 
