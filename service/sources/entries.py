@@ -63,12 +63,11 @@ class EntryShape:
     what a message's value is written in (``format``: ``json`` or ``msgpack``, the source's)."""
 
     def __init__(self, names: Sequence[str], label_field: str | None, format: str = "json") -> None:
-        if format not in _FIELDS:
-            raise ValueError(f"expected format to be one of {sorted(_FIELDS)}; got {format!r}")
+        if format not in _FORMATS:
+            raise ValueError(f"expected format to be one of {sorted(_FORMATS)}; got {format!r}")
         self.names = list(names)
         self.label_field = label_field
-        self.format = format
-        self._fields_of = _FIELDS[format]
+        self.format = _FORMATS[format]
         self.width = len(self.names) + (label_field is not None)
         self._expected = set(self.names) | ({label_field} if label_field else set())
         # The same getters over bytes keys (Redis replies) and text keys (JSON).
@@ -127,7 +126,7 @@ class EntryShape:
     ) -> tuple[np.ndarray, list[Any], list[str]]:
         """The rows of the entries whose values are all numbers, their label values and
         positions; the others' reasons appended to ``rejects``."""
-        gathered = self._gather_json(entries) if self.format == "json" else None
+        gathered = self._gather_json(entries) if self.format.gathered_by_orjson else None
         if gathered is not None:
             positions = [entry.position for entry in entries]
         else:
@@ -186,7 +185,7 @@ class EntryShape:
         pairs = entry.pairs
         fields: Mapping[Any, Any] | None
         if entry.raw is not None:
-            document = self._fields_of(entry.raw)
+            document = self.format.fields(entry.raw)
             if isinstance(document, str):
                 return document
             fields = document
@@ -256,27 +255,25 @@ class _StructDecoders:
         backslash or a control character)."""
         if len(names) + (label_field is not None) > cls.MAX_FIELDS:
             return None
-        decoders = cls(names, label_field, format)
+        decoders = cls(names, label_field, _FORMATS[format])
         try:
             decoders._decoder(tuple(decoders.names) + ((label_field,) if label_field else ()))
         except ValueError:
             return None
         return decoders
 
-    def __init__(self, names: Sequence[str], label_field: str | None, format: str) -> None:
+    def __init__(self, names: Sequence[str], label_field: str | None, format: _Format) -> None:
         self.names = list(names)
         self.label_field = label_field
-        self.msgpack = format == "msgpack"
+        self.format = format
         self._column = {name: i for i, name in enumerate(self.names)}
         self._expected = frozenset(self._column) | ({label_field} if label_field else set())
         self._by_order: dict[tuple[str, ...], tuple[_Decoder, np.ndarray | None]] = {}
-        #: A msgpack map of exactly the expected fields starts so (``_each_once``).
-        self._map_header = _map_header(len(self._expected))
         #: Arrays by position: only for a target whose names are ``f0``, ``f1``, ... and
         #: that takes no label (an array has no field to hold it).
         by_position = self.names == [f"f{i}" for i in range(len(self.names))]
         self._arrays: _Decoder | None = (
-            self._new_decoder(list[float]) if by_position and label_field is None else None
+            format.decoder(list[float]) if by_position and label_field is None else None
         )
 
     def decode(self, entries: Sequence[BusEntry]) -> tuple[np.ndarray, list[Any]] | None:
@@ -287,7 +284,7 @@ class _StructDecoders:
         if not entries or entries[0].raw is None:
             return None
         raws = [entry.raw or b"" for entry in entries]
-        first = self._first(raws[0])
+        first = self.format.document(raws[0])
         if isinstance(first, list):
             return self._decode_arrays(raws)
         if not isinstance(first, dict) or first.keys() != self._expected:
@@ -299,20 +296,12 @@ class _StructDecoders:
             return None
         n = len(self.names)
         labels = [row[n] for row in values] if self.label_field is not None else []
-        if not self._each_once(raws, labels):
+        if not self.format.each_once(raws, labels, len(self._expected)):
             return None
         if labels:
             values = [row[:n] for row in values]
         matrix = np.array(values, dtype=np.float64).reshape(len(values), n)
         return (matrix if columns is None else matrix[:, columns]), labels
-
-    def _first(self, raw: bytes) -> Any:
-        """The first message as a document, to learn its keys' order (None: it is not of the
-        format)."""
-        try:
-            return _MSGPACK.decode(raw) if self.msgpack else orjson.loads(raw)
-        except (orjson.JSONDecodeError, msgspec.MsgspecError, ValueError, TypeError):
-            return None
 
     def _decode_arrays(self, raws: list[bytes]) -> tuple[np.ndarray, list[Any]] | None:
         """A batch of arrays of exactly the target's width, all numbers, as rows (None
@@ -327,25 +316,6 @@ class _StructDecoders:
         if set(map(len, values)) != {n}:
             return None
         return np.array(values, dtype=np.float64).reshape(len(values), n), []
-
-    def _each_once(self, raws: list[bytes], labels: list[Any]) -> bool:
-        """Whether every message gives each key once (msgspec keeps a key given twice's last
-        value). A JSON message holds the quotes of its keys and of a label written as text, no
-        more; a msgpack map says how many pairs it holds, and a map of exactly the expected
-        fields' count that decoded into the struct (every field required, no other allowed)
-        holds each once."""
-        if self.msgpack:
-            return all(map(bytes.startswith, raws, repeat(self._map_header)))
-        quotes = 2 * len(self._expected)
-        counts = [raw.count(b'"') for raw in raws]
-        if labels:
-            return counts == [quotes + 2 * (type(label) is str) for label in labels]
-        return counts.count(quotes) == len(counts)
-
-    def _new_decoder(self, kind: Any) -> _Decoder:
-        if self.msgpack:
-            return msgspec.msgpack.Decoder(kind)
-        return msgspec.json.Decoder(kind)
 
     def _decoder(self, order: tuple[str, ...]) -> tuple[_Decoder, np.ndarray | None]:
         """The decoder of messages whose keys come in ``order``, and where each of its
@@ -368,7 +338,7 @@ class _StructDecoders:
             columns = None if np.array_equal(where, np.arange(len(features))) else where
             if len(self._by_order) >= self.ORDERS_KEPT:
                 self._by_order.pop(next(iter(self._by_order)))
-            found = self._by_order[order] = (self._new_decoder(struct), columns)
+            found = self._by_order[order] = (self.format.decoder(struct), columns)
         return found
 
 
@@ -446,15 +416,66 @@ def _msgpack_twice(raw: bytes, document: Mapping[Any, Any]) -> str | None:
     for key in items[0::2]:
         if key in seen:
             text = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
-            return f"field '{text[:200]}' is given twice"
+            return given_twice(text)
         seen.add(key)
     return "a field is given twice"
 
 
-#: How a message's value is read into fields, entry by entry, in each format.
-_FIELDS: dict[str, Callable[[bytes], Mapping[Any, Any] | str]] = {
-    "json": json_fields,
-    "msgpack": msgpack_fields,
+def _json_document(raw: bytes) -> Any:
+    """A JSON message as a document (None: it is not JSON)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _msgpack_document(raw: bytes) -> Any:
+    """A msgpack message as a document (None: it is not msgpack)."""
+    try:
+        return _MSGPACK.decode(raw)
+    except (msgspec.MsgspecError, ValueError, TypeError):
+        return None
+
+
+def _json_each_once(raws: list[bytes], labels: list[Any], keys: int) -> bool:
+    """Whether every JSON message of a batch decoded into structs of ``keys`` fields gives
+    each key once (msgspec keeps a key given twice's last value): it holds the quotes of its
+    keys and of a label written as text, no more."""
+    quotes = 2 * keys
+    counts = [raw.count(b'"') for raw in raws]
+    if labels:
+        return counts == [quotes + 2 * (type(label) is str) for label in labels]
+    return counts.count(quotes) == len(counts)
+
+
+def _msgpack_each_once(raws: list[bytes], _labels: list[Any], keys: int) -> bool:
+    """Whether every msgpack map of a batch decoded into structs of ``keys`` fields gives
+    each key once: a map says how many pairs it holds, and a map of exactly that count that
+    decoded into the struct (every field required, no other allowed) holds each once."""
+    return all(map(bytes.startswith, raws, repeat(_map_header(keys))))
+
+
+@dataclass(frozen=True)
+class _Format:
+    """How a message's value is read in one format (a source's ``format``)."""
+
+    #: Its fields, entry by entry, or why it has none.
+    fields: Callable[[bytes], Mapping[Any, Any] | str]
+    #: It as a document (a batch's first, to learn its keys' order), or None.
+    document: Callable[[bytes], Any]
+    #: A msgspec decoder of messages of a type (a struct, ``list[float]``).
+    decoder: Callable[[Any], _Decoder]
+    #: Whether every message of a batch decoded into structs gave each key once.
+    each_once: Callable[[list[bytes], list[Any], int], bool]
+    #: Whether a batch of objects may be gathered by orjson (targets structs cannot serve).
+    gathered_by_orjson: bool
+
+
+_FORMATS: dict[str, _Format] = {
+    "json": _Format(json_fields, _json_document, msgspec.json.Decoder, _json_each_once, True),
+    "msgpack": _Format(
+        msgpack_fields, _msgpack_document, msgspec.msgpack.Decoder, _msgpack_each_once, False
+    ),
 }
 
 
@@ -498,7 +519,12 @@ def duplicated(raw: bytes, document: Mapping[str, Any]) -> str | None:
         json.loads(raw, object_pairs_hook=pairs)
     except (ValueError, RecursionError):
         return None  # orjson read it: the other parser's limits are not the message's
-    return None if not twice else f"field '{twice[0][:200]}' is given twice"
+    return None if not twice else given_twice(twice[0])
+
+
+def given_twice(name: str) -> str:
+    """Why an entry giving the field ``name`` twice is set aside (a long name cut)."""
+    return f"field '{name[:200]}' is given twice"
 
 
 def _getter(keys: Sequence[Any]) -> Callable[[Mapping[Any, Any]], tuple[Any, ...]]:

@@ -28,6 +28,7 @@ from redis import exceptions as rexc
 
 from service.sources.bus import BusEntry, BusUnavailable, Extent, Start, within_bytes
 from service.sources.endpoints import BadUrl, parse_redis
+from service.sources.entries import given_twice
 from service.sources.reach import Reach, network_failure, redis_connection_class, refusal
 from service.store.keys import compare_stream_ids
 
@@ -143,7 +144,7 @@ class RedisStreamBus:
             return BusEntry(position, None, None, None, pairs[1], size)
         names = pairs[0::2]
         if names.count(key) > 1:
-            problem = f"field '{self._shown}' is given twice"
+            problem = given_twice(self._shown)
         elif key not in names:
             problem = (
                 f"missing field '{self._shown}': expected the entry's message in it "
