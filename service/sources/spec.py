@@ -13,7 +13,7 @@ refused here is described, never repeated (``HIDDEN_INPUT``).
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -41,6 +41,8 @@ MIN_BATCH_BYTES = 64 << 10
 MAX_BATCH_BYTES = 64 << 20
 #: What a message's value may be written in (``format``).
 Format = Literal["json", "msgpack"]
+#: The formats a Redis entry's fields cannot hold (they are text): read from a value_field.
+FIELD_FORMATS = [f for f in get_args(Format) if f != "json"]
 #: How long a source gathers entries before appending what it has (ms).
 DEFAULT_BATCH_MS = 200
 MAX_BATCH_MS = 10_000
@@ -181,6 +183,18 @@ class RedisStreamSource(SourceBase):
     text; or, with ``value_field``, that one field, holding the entry's message in the
     source's format."""
 
+    # The rule of ``_format_in_a_field``, stated in the schema: a client (and a contract
+    # test) that reads it knows a msgpack source names its value_field.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"format": {"enum": FIELD_FORMATS}}, "required": ["format"]},
+            "then": {
+                "properties": {"value_field": {"type": "string"}},
+                "required": ["value_field"],
+            },
+        }
+    )
+
     kind: Literal["redis-stream"]
     url: Annotated[str, _stated_url(REDIS_URL_PATTERN, REDIS_FORM)] = Field(
         min_length=1,
@@ -212,7 +226,7 @@ class RedisStreamSource(SourceBase):
     def _format_in_a_field(self) -> RedisStreamSource:
         """msgpack is a message's format, and a Redis entry's fields are text: it is the
         value_field's."""
-        if self.format != "json" and self.value_field is None:
+        if self.format in FIELD_FORMATS and self.value_field is None:
             raise PydanticCustomError(
                 HIDDEN_INPUT,
                 "format {format} is read from one field of each entry: expected "

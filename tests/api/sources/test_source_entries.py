@@ -12,6 +12,7 @@ import secrets
 from typing import Any
 
 import httpx
+import jsonschema
 import msgspec
 import numpy as np
 import orjson
@@ -312,3 +313,11 @@ async def test_a_format_and_a_value_field_are_refused_where_they_cannot_serve(
         # The URL (and its credentials) never repeated.
         assert "nats-secret-pw" not in answer.text
     assert (await http.get("/v1/sources")).json()["sources"] == []
+    # The schema states the msgpack rule, so a client that validates against it agrees.
+    schemas = (await http.get("/openapi.json")).json()["components"]["schemas"]
+    rule = jsonschema.Draft202012Validator(
+        {key: schemas["RedisStreamSource"][key] for key in ("if", "then")}
+    )
+    assert not rule.is_valid({**redis, "format": "msgpack"})
+    assert rule.is_valid({**redis, "format": "msgpack", "value_field": "data"})
+    assert rule.is_valid({**redis, "format": "json"}) and rule.is_valid(redis)
