@@ -457,9 +457,10 @@ class Consumer:
         entry = None
         if payload is not None:
             entry = Entry(payload, len(rows), incarnation=feeding.incarnation)
-        committed = await self.sources.commit(self.target, step, entry)
-        if self.state == "starting":  # what it committed is read with the state it is in
+        if self.state in ("starting", "retrying"):
+            # Said before the commit: whoever reads what it committed reads this state too.
             await self._say("running", None)
+        committed = await self.sources.commit(self.target, step, entry)
         self.metrics.source_rows.labels(self.name).inc(len(rows))
         self.metrics.source_rejected.labels(self.name).inc(len(converted.rejects))
         self._rates.append((time.monotonic(), len(rows)))
