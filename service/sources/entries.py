@@ -300,7 +300,9 @@ class _StructDecoders:
             return None
         if labels:
             values = [row[:n] for row in values]
-        matrix = np.array(values, dtype=np.float64).reshape(len(values), n)
+        # One pass over the numbers into the matrix: no array of tuples built in between.
+        flat = itertools.chain.from_iterable(values)
+        matrix = np.fromiter(flat, np.float64, len(values) * n).reshape(len(values), n)
         return (matrix if columns is None else matrix[:, columns]), labels
 
     def _decode_arrays(self, raws: list[bytes]) -> tuple[np.ndarray, list[Any]] | None:
