@@ -377,8 +377,11 @@ class KafkaBus:
             "isolation.level": "read_committed",
             "enable.partition.eof": True,
             "fetch.wait.max.ms": 100,
-            # What librdkafka fetches ahead, beside what waits in the partitions' buffers.
+            # What librdkafka fetches ahead, beside what waits in the partitions' buffers;
+            # and how soon it fetches again once that is taken (its default, 1 s, left the
+            # fetcher idle for most of each second while the partitions' batches waited).
             "queued.max.messages.kbytes": max(1024, 2 * self.batch_bytes // 1024),
+            "fetch.queue.backoff.ms": 10,
         }
         try:
             consumer = Consumer(common | consumer_options)
