@@ -286,7 +286,13 @@ class HandOver:
         applier then reads its payload, as any other replica's would."""
         if self._chunks >= self.most_chunks or self._bytes + payload_bytes > self.most_bytes:
             return
-        self._held.setdefault(name, {})[log_id] = (chunk, payload_bytes)
+        held = self._held.setdefault(name, {})
+        last = next(reversed(held), None)
+        held[log_id] = (chunk, payload_bytes)
+        if last is not None and parse_stream_id(log_id) < parse_stream_id(last):
+            # Appends answered out of log order (a source's partitions committed side by
+            # side): the held chunks are kept in it.
+            self._held[name] = dict(sorted(held.items(), key=lambda item: parse_stream_id(item[0])))
         self._chunks += 1
         self._bytes += payload_bytes
 

@@ -24,6 +24,7 @@ confirmed (``Bus.confirm``) before its commit, so none read across a reset is co
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import contextlib
 import logging
@@ -318,27 +319,9 @@ class Consumer:
             await asyncio.sleep(PAUSE_POLL_SECONDS)
             await self._maybe_status(progress)
             return
-        for partition in partitions:
-            if partition in progress.halted:
-                continue
-            position = progress.positions.get(partition)
-            if position is None:
-                option = progress.starts.get(partition) or str(self.definition["start"])
-                start = await self.bus.start(partition, option)
-                before = counted_from(start.before, progress)
-                move = PartitionMove(partition, "", start.position, before, start.epoch)
-                progress = await self.sources.move(self.name, self.id, self.target, move)
-                self._checked[partition] = time.monotonic()
-                continue
-            if time.monotonic() - self._checked.get(partition, -CHECK_EVERY_SECONDS) >= (
-                CHECK_EVERY_SECONDS
-            ):
-                progress = await self._check(partition, position, progress)
-                if progress.positions.get(partition) != position or partition in progress.halted:
-                    continue  # restarted or stopped at a reset: the next step goes on
-            batch = await self._gather(partition, position, self._feeding.shape)
-            if batch.entries:
-                progress = await self._commit(partition, position, batch, self._feeding) or progress
+        readable = [p for p in partitions if p not in progress.halted]
+        if readable:
+            progress = await self._partitions_step(readable, progress)
         halted = {p: e for p, e in progress.halted.items() if p in partitions}
         if halted:
             reason = halted_reason(self.name, halted)
@@ -349,6 +332,61 @@ class Consumer:
         elif self.state != "running":
             await self._say("running", None)
         await self._maybe_status(progress)
+
+    async def _partitions_step(self, partitions: list[str], progress: Progress) -> Progress:
+        """One batch of each of ``partitions``: a partition without a position first gets
+        its start; the others are read and committed side by side (each commit is fenced by
+        its own partition's position, so they need no order between them, and a partition
+        whose batch is ready is committed while another's is still read). Every one is seen
+        to its end (a commit is never cut short); the first failure, in partition order, is
+        then raised. The source's progress after them."""
+        reading = []
+        for partition in partitions:
+            if partition in progress.positions:
+                reading.append(partition)
+            else:
+                progress = await self._start(partition, progress)
+        done = await asyncio.gather(
+            *(self._partition_step(p, progress) for p in reading), return_exceptions=True
+        )
+        for outcome in done:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        moved = [outcome for outcome in done if isinstance(outcome, Progress)]
+        if len(moved) <= 1:
+            return moved[0] if moved else progress
+        # Each knows its own partition's move: the document holds them all.
+        latest = await self.sources.progress(self.name, self.target)
+        if latest is None or latest.id != self.id:
+            raise Gone(f"source '{self.name}' was deleted")
+        return latest
+
+    async def _start(self, partition: str, progress: Progress) -> Progress:
+        """The position ``partition`` is first read after (the source's start, or where an
+        operator's restart said)."""
+        option = progress.starts.get(partition) or str(self.definition["start"])
+        start = await self.bus.start(partition, option)
+        before = counted_from(start.before, progress)
+        move = PartitionMove(partition, "", start.position, before, start.epoch)
+        progress = await self.sources.move(self.name, self.id, self.target, move)
+        self._checked[partition] = time.monotonic()
+        return progress
+
+    async def _partition_step(self, partition: str, progress: Progress) -> Progress | None:
+        """One batch of ``partition`` read and committed, or a reset met; the source's
+        progress as that left it (None: nothing moved)."""
+        assert self._feeding is not None
+        position = progress.positions[partition]
+        if time.monotonic() - self._checked.get(partition, -CHECK_EVERY_SECONDS) >= (
+            CHECK_EVERY_SECONDS
+        ):
+            checked = await self._check(partition, position, progress)
+            if checked.positions.get(partition) != position or partition in checked.halted:
+                return checked  # restarted or stopped at a reset: the next step goes on
+        batch = await self._gather(partition, position, self._feeding.shape)
+        if not batch.entries:
+            return None
+        return await self._commit(partition, position, batch, self._feeding)
 
     async def _check(self, partition: str, position: str, progress: Progress) -> Progress:
         """Check ``partition`` for a reset (``Checker``); what was read ahead of a reset met
@@ -466,7 +504,8 @@ class Consumer:
         self._rates.append((time.monotonic(), len(rows)))
         if committed.log_id is None or chunk is None or payload is None:
             return committed.progress
-        self._appended.append(committed.log_id)
+        # In log order (commits of partitions side by side may answer out of it).
+        bisect.insort(self._appended, committed.log_id, key=parse_stream_id)
         fed: list[tuple[str, str | None]] = [(self.target.name, feeding.incarnation)]
         if self.target.kind == "stream":
             attached = [Attachment.parse(s, v) for s, v in committed.attached]
