@@ -1,7 +1,9 @@
 """The Kafka phase of the sources benchmark alone, repeated in one stack: rows/s applied, and
-the CPU the service and Redis spent per row while it ran (BENCHMARKS.md, "The Kafka source").
+the CPU the service, Redis and the broker spent per row while it ran (BENCHMARKS.md, "The
+Kafka source").
 
     .venv/bin/python benchmarks/bench_kafka_source.py --runs 4      # ~1 minute
+    .venv/bin/python benchmarks/bench_kafka_source.py --workers 2   # sift serve --workers 2
 
 The topic (4 partitions, 100,000 JSON messages of 100 named features, produced round robin)
 is written once; each run creates a new ``kafka`` source reading it from the start into a new
@@ -31,17 +33,22 @@ from tests.support.kafka import KafkaBroker, create_topic, produce  # noqa: E402
 
 
 def cpu_seconds(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return float(times.user + times.system)
+    """The CPU ``process`` and its living children (``--workers``' processes) spent."""
+    total = 0.0
+    for each in [process, *process.children(recursive=True)]:
+        times = each.cpu_times()
+        total += times.user + times.system
+    return total
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--rows", type=int, default=100_000)
-    args = parser.parse_args()
+    parser.add_argument("--workers", type=int, default=1, help="sift serve --workers N")
+    options = parser.parse_args()
     rng = np.random.default_rng([7, 32])
-    x = rng.standard_normal((args.rows, FEATURES)) * rng.uniform(0.5, 50, FEATURES)
+    x = rng.standard_normal((options.rows, FEATURES)) * rng.uniform(0.5, 50, FEATURES)
     documents = [dict(zip(NAMES, row, strict=True)) for row in x.tolist()]
     with tempfile.TemporaryDirectory() as folder:
         broker = KafkaBroker(Path(folder) / "kafka")
@@ -51,25 +58,34 @@ def main() -> None:
             asyncio.run(
                 produce(broker.bootstrap, "bench", documents, lambda i: i % KAFKA_PARTITIONS)
             )
-            with stack(ROOT, {"SIFT_SOURCE_PRIVATE": "127.0.0.0/8"}) as s:
+            serve = ["--log-level", "warning"]
+            if options.workers > 1:
+                serve += ["--workers", str(options.workers)]
+            with stack(ROOT, {"SIFT_SOURCE_PRIVATE": "127.0.0.0/8"}, serve) as s:
                 service = psutil.Process(s.service.pid)
                 redis = psutil.Process(s.redis.server.pid)
-                for run in range(args.runs):
-                    service_before, redis_before = cpu_seconds(service), cpu_seconds(redis)
+                assert broker.process is not None
+                kafka = psutil.Process(broker.process.pid)
+                for run in range(options.runs):
+                    processes = (service, redis, kafka)
+                    before = [cpu_seconds(p) for p in processes]
                     source = {
                         "name": f"kafka-{run}",
                         "kind": "kafka",
                         "bootstrap": broker.bootstrap,
                         "topic": "bench",
                     }
-                    seconds = consume(s, f"via-kafka-{run}", source, args.rows)
-                    service_cpu = cpu_seconds(service) - service_before
-                    redis_cpu = cpu_seconds(redis) - redis_before
+                    seconds = consume(s, f"via-kafka-{run}", source, options.rows)
+                    service_cpu, redis_cpu, kafka_cpu = (
+                        cpu_seconds(p) - b for p, b in zip(processes, before, strict=True)
+                    )
+                    rows = options.rows
                     print(
-                        f"run {run + 1}: {args.rows / seconds:,.0f} rows/s applied; service "
+                        f"run {run + 1}: {rows / seconds:,.0f} rows/s applied; service "
                         f"{service_cpu / seconds:.0%} of a core, "
-                        f"{service_cpu / args.rows * 1e6:.1f} us of CPU per row; Redis "
-                        f"{redis_cpu / seconds:.0%}, {redis_cpu / args.rows * 1e6:.1f} us per row",
+                        f"{service_cpu / rows * 1e6:.1f} us of CPU per row; Redis "
+                        f"{redis_cpu / seconds:.0%}, {redis_cpu / rows * 1e6:.1f} us per row; "
+                        f"the broker {kafka_cpu / seconds:.0%}, {kafka_cpu / rows * 1e6:.1f} us",
                         flush=True,
                     )
         finally:

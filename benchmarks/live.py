@@ -18,7 +18,7 @@ import contextlib
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -170,10 +170,18 @@ def rss_bytes(pid: int) -> int:
 class Stack:
     """A redis-server and a service process on it, in one temporary folder, for one run."""
 
-    def __init__(self, folder: Path, service_root: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        service_root: Path,
+        env: Mapping[str, str],
+        args: Sequence[str] = ("--log-level", "warning"),
+    ) -> None:
         self.folder = folder
         self.redis = RedisProcess(folder / "redis")
-        self.service = ServiceProcess("bench", self.redis.url, folder, env, root=service_root)
+        self.service = ServiceProcess(
+            "bench", self.redis.url, folder, env, root=service_root, args=args
+        )
         self.client = self.redis.client()
         self.http = httpx.Client(base_url=self.service.url, timeout=600)
 
@@ -257,10 +265,15 @@ class Stack:
 
 
 @contextlib.contextmanager
-def stack(service_root: Path, env: Mapping[str, str] | None = None) -> Iterator[Stack]:
-    """A started ``Stack`` in a fresh temporary folder; everything stopped and removed after."""
+def stack(
+    service_root: Path,
+    env: Mapping[str, str] | None = None,
+    args: Sequence[str] = ("--log-level", "warning"),
+) -> Iterator[Stack]:
+    """A started ``Stack`` in a fresh temporary folder (``args`` follow ``serve --port N``);
+    everything stopped and removed after."""
     with tempfile.TemporaryDirectory(prefix="sift-bench-") as folder:
-        running = Stack(Path(folder), service_root, env or {})
+        running = Stack(Path(folder), service_root, env or {}, args)
         try:
             running.service.start()
             yield running
