@@ -303,9 +303,7 @@ class Consumer:
         """One batch of each partition (or a pause while the target is behind)."""
         if self._feeding is None:
             self._feeding = await describe_target(self.store, self.target, self.definition)
-        progress = await self.sources.progress(self.name, self.target)
-        if progress is None or progress.id != self.id:
-            raise Gone(f"source '{self.name}' was deleted")
+        progress = await self._progress()
         partitions = list(await self.bus.partitions())
         if self.shared:
             partitions = await self._claim(partitions)
@@ -356,10 +354,15 @@ class Consumer:
         if len(moved) <= 1:
             return moved[0] if moved else progress
         # Each knows its own partition's move: the document holds them all.
-        latest = await self.sources.progress(self.name, self.target)
-        if latest is None or latest.id != self.id:
+        return await self._progress()
+
+    async def _progress(self) -> Progress:
+        """The source's committed progress; Gone once the source was deleted (or created
+        again: another id)."""
+        progress = await self.sources.progress(self.name, self.target)
+        if progress is None or progress.id != self.id:
             raise Gone(f"source '{self.name}' was deleted")
-        return latest
+        return progress
 
     async def _start(self, partition: str, progress: Progress) -> Progress:
         """The position ``partition`` is first read after (the source's start, or where an
