@@ -5,6 +5,11 @@ Kafka source").
     .venv/bin/python benchmarks/bench_kafka_source.py --runs 4      # ~1 minute
     .venv/bin/python benchmarks/bench_kafka_source.py --workers 2   # sift serve --workers 2
 
+After the runs, the same topic is read in this process by the source's own bus and converted by
+its own ``EntryShape``, partition by partition in 2,000-message batches with nothing else to
+do: the rate and CPU per row of the read and the conversion alone, the floor under the
+service's figure.
+
 The topic (4 partitions, 100,000 JSON messages of 100 named features, produced round robin)
 is written once; each run creates a new ``kafka`` source reading it from the start into a new
 ``variance`` selector, so the runs differ only by the machine's noise. Needs a JDK and the
@@ -17,6 +22,7 @@ import argparse
 import asyncio
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +32,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # benchmarks/ is this script's directory, hence on sys.path, as for run.py.
+import redis.asyncio as aioredis  # noqa: E402
 from live import stack  # noqa: E402
 from suite.sources import FEATURES, KAFKA_PARTITIONS, NAMES, consume  # noqa: E402
 
+from service.sources.adapters import bus_for  # noqa: E402
+from service.sources.entries import EntryShape  # noqa: E402
+from service.sources.reach import Reach  # noqa: E402
 from tests.support.kafka import KafkaBroker, create_topic, produce  # noqa: E402
+
+#: Messages per read and conversion in the in-process floor (the sources' default batch).
+BATCH = 2000
 
 
 def cpu_seconds(process: psutil.Process) -> float:
@@ -39,6 +52,35 @@ def cpu_seconds(process: psutil.Process) -> float:
         times = each.cpu_times()
         total += times.user + times.system
     return total
+
+
+async def read_alone(bootstrap: str, redis_url: str, rows: int) -> tuple[float, float, float]:
+    """The topic read from the start by a source's bus in this process, every batch converted:
+    the seconds it took, the seconds of this process's CPU (librdkafka's threads too), and
+    the conversion's (its thread's)."""
+    own = aioredis.from_url(redis_url)
+    definition = {"kind": "kafka", "name": "alone", "bootstrap": bootstrap, "topic": "bench"}
+    bus = bus_for(definition, Reach.of("127.0.0.0/8", own))
+    shape = EntryShape(NAMES, None)
+    partitions = [str(p) for p in range(KAFKA_PARTITIONS)]
+    try:
+        await bus.connect()
+        bus.keep(partitions)
+        after = {p: (await bus.start(p, "earliest")).position for p in partitions}
+        read, converting = 0, 0.0
+        started, cpu = time.perf_counter(), time.process_time()
+        while read < rows:
+            for partition in partitions:
+                entries = await bus.read(partition, after[partition], BATCH, 1 << 30, 0.05)
+                if entries:
+                    at = time.thread_time()
+                    read += len(shape.convert(entries).rows)
+                    converting += time.thread_time() - at
+                    after[partition] = entries[-1].position
+        return time.perf_counter() - started, time.process_time() - cpu, converting
+    finally:
+        await bus.close()
+        await own.aclose()
 
 
 def main() -> None:
@@ -88,6 +130,15 @@ def main() -> None:
                         f"the broker {kafka_cpu / seconds:.0%}, {kafka_cpu / rows * 1e6:.1f} us",
                         flush=True,
                     )
+                seconds, cpu, converting = asyncio.run(
+                    read_alone(broker.bootstrap, s.redis.url, options.rows)
+                )
+                print(
+                    f"in-process, the bus and the conversion alone: "
+                    f"{options.rows / seconds:,.0f} rows/s; {cpu / options.rows * 1e6:.1f} us "
+                    f"of CPU per row, {converting / options.rows * 1e6:.1f} of them converting",
+                    flush=True,
+                )
         finally:
             broker.stop()
 
