@@ -44,9 +44,10 @@ FEATURES = 100
 #: The Kafka topic's partitions (one process reads them all).
 KAFKA_PARTITIONS = 4
 NAMES = [f"f{i:03d}" for i in range(FEATURES)]
-#: Target and goal of the consumption rate (rows/s applied).
-TARGET = 20_000
-GOAL = 100_000
+#: The consumption rates aimed at (rows/s applied): every bus; Kafka in one process (its
+#: goal: 100,000 with --workers 2).
+TARGET = 40_000
+KAFKA_TARGET = 60_000
 #: The buses listen on loopback: the stack's sources may reach it (``SIFT_SOURCE_PRIVATE``).
 LOOPBACK = "127.0.0.0/8"
 
@@ -301,12 +302,12 @@ def bench_sources(ctx: Context) -> None:
         f"{source_rate:,.0f} rows/s applied ({source_rate / post_rate:.0f}x one-row POSTs); "
         + ("NATS not measured" if via_nats is None else f"NATS {via_nats:,.0f} rows/s")
         + ("; Kafka not measured" if via_kafka is None else f"; Kafka {via_kafka:,.0f} rows/s"),
-        source_rate >= TARGET,
+        source_rate >= TARGET and via_nats is not None and via_nats >= TARGET,
     )
     if via_kafka is not None:
         ctx.report.figure(
             "sources-kafka",
             f"{via_kafka:,.0f} rows/s applied ({via_kafka / source_rate:.2f}x the Redis-stream "
             "source in the same run)",
-            via_kafka >= TARGET,
+            via_kafka >= KAFKA_TARGET,
         )
