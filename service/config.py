@@ -164,7 +164,9 @@ class Settings(BaseSettings):
         description=(
             "A checkpoint (the whole state, written in pieces; the log after it is what a "
             "takeover replays) is due once the updates since the last one took this many "
-            "seconds of computing: bounds how long a takeover replays."
+            "seconds of CPU (readers and other selectors holding the cores meanwhile do not "
+            "make it due sooner; with more than one BLAS thread, seconds on the clock): "
+            "bounds how long a takeover replays."
         ),
     )
     checkpoint_log_ratio: float = Field(

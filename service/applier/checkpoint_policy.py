@@ -41,7 +41,8 @@ class CheckpointFacts:
     #: The committed version the state is of, and the version of its last checkpoint.
     version: int
     checkpoint_version: int
-    #: Computing seconds and log payload bytes of the versions after the checkpoint.
+    #: CPU seconds of the updates after the checkpoint (what a replay would redo), and the
+    #: log payload bytes of those versions.
     compute_seconds: float
     log_bytes: int
     #: Bytes of the state's arrays.
@@ -58,11 +59,12 @@ def checkpoint_due(facts: CheckpointFacts, thresholds: Thresholds, now: float) -
     """What makes a checkpoint due at monotonic time ``now`` (None: not due).
 
     ``replay``: the updates since the last checkpoint took ``SIFT_CHECKPOINT_REPLAY_SECONDS``
-    of computing (a takeover would redo them); ``log``: the log since holds
-    ``SIFT_CHECKPOINT_LOG_RATIO`` times the state's bytes (so checkpoints cost at most that
-    share of what producers send, and the log's memory stays bounded); ``idle``: nothing
-    was committed for ``SIFT_CHECKPOINT_INTERVAL_SECONDS`` (a selector at rest gets its log
-    trimmed and restarts without replay; under load the first two bound the cost).
+    of CPU (a takeover would redo them; the waits of a busy machine, which it would not
+    redo, do not count); ``log``: the log since holds ``SIFT_CHECKPOINT_LOG_RATIO`` times the
+    state's bytes (so checkpoints cost at most that share of what producers send, and the
+    log's memory stays bounded); ``idle``: nothing was committed for
+    ``SIFT_CHECKPOINT_INTERVAL_SECONDS`` (a selector at rest gets its log trimmed and restarts
+    without replay; under load the first two bound the cost).
     """
     if facts.version <= facts.checkpoint_version:
         return None

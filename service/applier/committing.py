@@ -55,6 +55,22 @@ INLINE_COMPUTE_SECONDS = 0.003
 
 
 @dataclass(frozen=True)
+class Computed:
+    """What an update took: seconds on the clock, and of CPU (None: not read, or not all of
+    it on the thread's clock)."""
+
+    wall: float
+    cpu: float | None
+
+    @property
+    def replay_seconds(self) -> float:
+        """What a replay of it would redo: its CPU, where read (the waits of a busy machine,
+        readers' requests and other selectors' updates holding the cores, are not redone);
+        else its time on the clock, which bounds the CPU."""
+        return self.wall if self.cpu is None else self.cpu
+
+
+@dataclass(frozen=True)
 class Covered:
     """The log entries a commit moves past: ``entries`` of them through ``cursor``, bringing
     ``items``; the idempotency records of those applied (``applied_records``), and those
@@ -159,15 +175,18 @@ class Committer:
 
     async def compute(
         self, held: HeldState, folded: Sequence[Folded], merge: bool, items: int
-    ) -> tuple[Update, float]:
-        """The update of ``held``'s state by ``folded`` (``items`` rows or columns) and the
-        seconds it took: on the event loop when the last update says it is tiny, else in a
-        worker thread."""
+    ) -> tuple[Update, Computed]:
+        """The update of ``held``'s state by ``folded`` (``items`` rows or columns) and what it
+        took: on the event loop when the last update says it is tiny, else in a worker
+        thread."""
         started = time.perf_counter()
-        sampled = held.samples_cpu()
+        expected = held.expected_cpu(items)
+        inline = expected is not None and expected <= INLINE_COMPUTE_SECONDS
+        # The thread's CPU clock is a system call: read on a sample of tiny updates, and on
+        # every one in a worker thread (whose cost dwarfs the call's).
+        sampled = held.samples_cpu() or not inline
 
         def computed_update() -> tuple[Update, float | None]:
-            # The thread's CPU clock is a system call: read on a sample of updates only.
             cpu_started = time.thread_time() if sampled else 0.0
             update = compute_update(
                 held.meta,
@@ -179,8 +198,6 @@ class Committer:
             )
             return update, time.thread_time() - cpu_started if sampled else None
 
-        expected = held.expected_cpu(items)
-        inline = expected is not None and expected <= INLINE_COMPUTE_SECONDS
         with tracing.span("sift.compute", {"sift.rows": items, "sift.inline": inline}):
             if inline:
                 update, cpu = computed_update()
@@ -188,7 +205,9 @@ class Committer:
                 update, cpu = await asyncio.to_thread(computed_update)
         if cpu is not None:
             held.last_update_cpu, held.last_update_items = cpu, items
-        return update, time.perf_counter() - started
+        # With BLAS threads beside it, the thread's own clock misses their share.
+        alone = cpu if self.settings.blas_threads == 1 else None
+        return update, Computed(time.perf_counter() - started, alone)
 
     async def reject(
         self, held: HeldState, lease: Lease, entry: LogEntry, reason: str, size: int

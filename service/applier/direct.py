@@ -175,12 +175,12 @@ class DirectPath:
             return before
         committed, outcomes = result
         self.committer.announce(held, committed, update, [])
-        held.committed(committed, update, 0 if as_state else payload_bytes, computed)
+        held.committed(committed, update, 0 if as_state else payload_bytes, computed.replay_seconds)
         if as_state:
             held.checkpointed(committed.version)
         self._held.put(name, held)
         self.metrics.observe_apply(
-            held.meta.method, len(live), rows, computed + time.perf_counter() - started
+            held.meta.method, len(live), rows, computed.wall + time.perf_counter() - started
         )
         for item, outcome in zip(live, outcomes, strict=True):
             if not item.future.done():

@@ -358,7 +358,7 @@ class DrainLoop:
         head = await self.committer.commit(held, lease, update, covered, then_take)
         if then_take.taken is not None and then_take.forgive:
             self.scheduler.forgiven(held.meta.name, then_take.forgive)
-        held.committed(head, update, batch.payload_bytes, computed)
+        held.committed(head, update, batch.payload_bytes, computed.replay_seconds)
         self._held.put(held.meta.name, held)  # weighed again: the state may have grown
         self.metrics.observe_apply(
             held.meta.method, len(batch.entries), batch.items, time.perf_counter() - started

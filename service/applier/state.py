@@ -64,7 +64,8 @@ class HeldState:
     state: State
     state_bytes: int
     checkpoint_version: int
-    #: Log payload bytes and computing seconds of the versions after the checkpoint.
+    #: Log payload bytes of the versions after the checkpoint, and the seconds a replay of
+    #: them would redo (their updates' CPU: ``Computed.replay_seconds``).
     log_bytes: int = 0
     compute_seconds: float = 0.0
     #: Monotonic time of the first commit after the checkpoint (None: nothing to checkpoint).
