@@ -14,7 +14,7 @@ from service.applier.basis import Basis
 from service.applier.checkpoint_policy import Thresholds, Trigger, checkpoint_due, due_by_age_at
 from service.applier.state import CheckpointWork, HeldState
 from service.errors import NotFound, Unavailable
-from service.store.codec import cut_fields, encode_state
+from service.store.codec import cut_state
 from service.store.records import Lease
 
 log = logging.getLogger("sift.applier")
@@ -132,7 +132,7 @@ class Checkpointer:
     async def _write(self, held: HeldState, lease: Lease, work: CheckpointWork) -> None:
         """Encode ``work``'s state (off the event loop) and store it as the checkpoint."""
         started = time.perf_counter()
-        pieces = await asyncio.to_thread(lambda: cut_fields(encode_state(work.state)))
+        pieces = await asyncio.to_thread(lambda: cut_state(work.state))
         point = await self.store.checkpoints.checkpoint(
             lease, work.version, work.cursor, work.items_seen, pieces
         )

@@ -17,7 +17,7 @@ from service.applier.committing import Committer
 from service.applier.state import DirectChunk, HeldState
 from service.applier.updates import UpdateFailed
 from service.errors import SiftError, Unavailable
-from service.store.codec import cut_fields, encode_state
+from service.store.codec import cut_state
 from service.store.records import AppendOutcome, Entry, Head, Lease
 from service.wire.kinds import Chunk
 
@@ -152,7 +152,7 @@ class DirectPath:
         try:
             state = None
             if as_state:
-                state = await asyncio.to_thread(lambda: cut_fields(encode_state(update.state)))
+                state = await asyncio.to_thread(lambda: cut_state(update.state))
             await self.store.checkpoints.put_segments(name, update.segments)
             with tracing.span("sift.commit", {"sift.version": before.version + 1}):
                 result = await self.store.commits.append_and_commit(

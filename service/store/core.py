@@ -231,7 +231,7 @@ class StoreCore:
     async def write_pieces(
         self, key: str, pieces: Mapping[str, bytes | memoryview], ttl_ms: int | None = None
     ) -> None:
-        """Write a state cut in pieces (``codec.cut_fields``) into hash ``key``, one piece per
+        """Write a state cut in pieces (``codec.cut_state``) into hash ``key``, one piece per
         round trip: Redis serves other clients between two pieces, and with ``appendfsync
         always`` no fsync covers more than one piece (a megabyte fsync'd at once stalled every
         other client of Redis for tens of milliseconds)."""

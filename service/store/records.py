@@ -300,7 +300,7 @@ class Checkpoint:
     """Where the whole state of one version lies, and how far the log had been applied then:
     loading it and replaying the log after ``cursor`` gives the state of any later version."""
 
-    #: Redis key of the checkpoint hash (its fields possibly cut in pieces, ``codec.cut_fields``).
+    #: Redis key of the checkpoint hash (its fields possibly cut in pieces, ``codec.cut_state``).
     key: str
     version: int
     cursor: str

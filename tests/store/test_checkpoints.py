@@ -1,7 +1,7 @@
 """Checkpoints and the replay primitives against a real redis-server.
 
 A commit publishes what readers need and records what it applied; the whole state is written
-only as a checkpoint, cut into pieces (``codec.cut_fields``), and ``CHECKPOINT`` makes it the
+only as a checkpoint, cut into pieces (``codec.cut_state``), and ``CHECKPOINT`` makes it the
 state to recover from, dropping what it covers (older checkpoints, the log up to its cursor,
 the commit records up to its version). An applier that does not hold a state rebuilds it from
 ``load_checkpoint``, ``commits_after`` and ``log_between``. A selector written by the earlier
@@ -28,6 +28,7 @@ from service.store.codec import (
     PIECES_FIELD,
     SCALARS_FIELD,
     cut_fields,
+    cut_state,
     decode_state,
     encode_state,
     join_fields,
@@ -128,6 +129,45 @@ def test_a_real_state_round_trips_through_pieces_of_the_default_size() -> None:
     assert np.array_equal(decoded["w"], w) and decoded["k"] == 2
 
 
+def test_a_state_cut_from_its_arrays_joins_to_its_encoding_and_copies_no_array() -> None:
+    """``cut_state`` gives what ``cut_fields(encode_state(...))`` gives, byte for byte, for
+    arrays of every layout and size around a piece, and scalars too long for one; and every
+    piece of a C-ordered little-endian array but its first is a view of the array itself."""
+    piece = 64
+    rng = np.random.default_rng(3)
+    big = rng.standard_normal((9, 7))
+    state: dict[str, Any] = {
+        "empty": np.zeros((0, 3)),
+        "zero_d": np.asarray(2.5),
+        "under": np.arange(2, dtype=np.int32),
+        "exact": np.arange(piece // 8 - 5, dtype=np.float64),  # header 40 bytes + 24: a piece
+        "big": big,
+        "transposed": big.T,  # not C-ordered: encoded from a copy
+        "swapped": big.astype(">f8"),  # big-endian: encoded from a copy
+        "flags": rng.integers(0, 2, 300).astype(bool),
+        "name": "x" * 200,  # the scalars' JSON alone is longer than a piece
+        "n": 3,
+    }
+    cut = cut_state(state, piece)
+    assert cut == cut_fields(encode_state(state), piece)
+    assert all(len(value) <= piece for value in cut.values())
+    decoded = decode_state(join_fields(cut))
+    for name, value in state.items():
+        assert (
+            np.array_equal(decoded[name], value)
+            if isinstance(value, np.ndarray)
+            else (decoded[name] == value)
+        ), name
+    pieces = json.loads(bytes(cut[PIECES_FIELD]))
+    assert pieces["big"] == -(-len(encode_state({"big": big})["big"]) // piece)
+    for index in range(1, pieces["big"]):
+        view = np.frombuffer(cut[piece_name("big", index)], dtype=np.uint8)
+        assert np.shares_memory(view, big), index
+    for copied in ("transposed", "swapped"):
+        view = np.frombuffer(cut[piece_name(copied, 1)], dtype=np.uint8)
+        assert not np.shares_memory(view, big)
+
+
 def test_missing_pieces_and_damaged_manifests_are_codec_errors() -> None:
     piece = 16
     fields = {"w": bytes(range(50)), "s": b"short"}
@@ -208,14 +248,13 @@ async def test_a_checkpoint_of_megabytes_never_sends_a_value_over_a_piece(
     recorded: tuple[SelectorStore, Sent], redis_client: aioredis.Redis
 ) -> None:
     store, sent = recorded
-    whole = encode_state(
-        {
-            "big": np.random.default_rng(1).standard_normal(6 * 1024**2 // 8),  # 6 MiB
-            "medium": np.arange(200_000, dtype=np.int64),  # 1.5 MiB
-            "small": np.ones(3),
-            "n": 7,
-        }
-    )
+    state = {
+        "big": np.random.default_rng(1).standard_normal(6 * 1024**2 // 8),  # 6 MiB
+        "medium": np.arange(200_000, dtype=np.int64),  # 1.5 MiB
+        "small": np.ones(3),
+        "n": 7,
+    }
+    whole = encode_state(state)
     assert sum(map(len, whole.values())) > 7 * 1024**2
     await store.registry.create(meta(), encode_state({"n": 0}))
     lease = await store.leases.acquire_lease("s1", 60_000)
@@ -225,7 +264,8 @@ async def test_a_checkpoint_of_megabytes_never_sends_a_value_over_a_piece(
     )
 
     sent.commands.clear()
-    point = await store.checkpoints.checkpoint(lease, 1, "0-0", 7, cut_fields(whole))
+    # Cut as the applier cuts it: pieces that are views of the arrays.
+    point = await store.checkpoints.checkpoint(lease, 1, "0-0", 7, cut_state(state))
     assert point is not None
     largest = max(max(sizes, default=0) for _name, sizes in sent.commands)
     assert largest <= PIECE_BYTES

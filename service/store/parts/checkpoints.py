@@ -44,7 +44,7 @@ class Checkpoints(Room):
         pieces: Mapping[str, bytes | memoryview],
     ) -> Checkpoint | None:
         """Write the whole state of ``version`` (applied through ``cursor``), encoded and cut
-        in pieces (``codec.cut_fields(encode_state(state))``, done off the event loop by the
+        in pieces (``codec.cut_state(state)``, done off the event loop by the
         caller), as the selector's checkpoint, piece by piece; then make it current with one
         script (which also trims the log and the commit records it covers and drops older
         checkpoints).

@@ -113,7 +113,7 @@ class Commits(Room):
         written, why (the lease or the version moved, entries are pending in the log, a key was
         seen before: the caller appends as usual).
 
-        ``checkpoint``: the new version's whole state (``cut_fields(encode_state(...))``), sent
+        ``checkpoint``: the new version's whole state (``cut_state(...)``), sent
         instead of the entries' payloads when it is smaller: the entries go to the log without
         them and the state becomes the checkpoint in the same script (the head returned says
         so), so what a rebuild reads is that state, never the missing payloads.
