@@ -398,7 +398,7 @@ def top_of(meta: SelectorMeta, encoded_state: Mapping[str, bytes], h: int) -> li
     return ranked(meta, np.asarray(scores, dtype=np.float64), h)
 
 
-def decode_checkpoint(meta: SelectorMeta, fields: Mapping[str, bytes]) -> State:
+def decode_checkpoint(meta: SelectorMeta, fields: Mapping[str, bytes | memoryview]) -> State:
     """A checkpoint's encoded fields as a state; StateUnreadable if they do not decode."""
     try:
         return decode_state(fields)

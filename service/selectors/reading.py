@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,7 +115,7 @@ class StateReader:
         params = resolved_params(meta)
         fields = [SCALARS_FIELD, *summary_fields_of(method, params)]
         names = [meta.partition(i).name for i in range(meta.partitions)]
-        summaries: list[dict[str, bytes]] = []
+        summaries: list[Mapping[str, bytes | memoryview]] = []
         if any(served_from_checkpoint(method.served_from_checkpoints, f) for f in fields):
             for attempt in range(CHECKPOINT_READ_ATTEMPTS):
                 combined, heads = await self._checkpoint_heads(names)
@@ -172,7 +172,7 @@ class StateReader:
 
     async def _checkpoint_summary(
         self, part: str, at: Head, fields: Sequence[str]
-    ) -> dict[str, bytes]:
+    ) -> dict[str, bytes | memoryview]:
         assert at.checkpoint is not None
         stored = await self.store.checkpoints.load_checkpoint(part, at.checkpoint)
         return {f: v for f, v in stored.items() if f in fields}
@@ -238,7 +238,9 @@ class StateReader:
         head, raw = await self._read(name, [SCALARS_FIELD, *fields])
         return head, await asyncio.to_thread(decode_state, raw)
 
-    async def _read(self, name: str, fields: Sequence[str]) -> tuple[Head, dict[str, bytes]]:
+    async def _read(
+        self, name: str, fields: Sequence[str]
+    ) -> tuple[Head, Mapping[str, bytes | memoryview]]:
         """Encoded fields of the current version with its head: published ones as they are,
         and (if any is asked for) the method's checkpoint-served ones from a checkpoint brought
         up to date (the answer is then that checkpoint's version)."""

@@ -545,7 +545,7 @@ class Snapshot:
 
     meta: SelectorMeta
     head: Head
-    state: dict[str, bytes]
+    state: dict[str, bytes | memoryview]
     item_names: dict[int, str]
 
 

@@ -94,7 +94,7 @@ async def replayed_versions(http: httpx.AsyncClient) -> float:
     return float(match.group(1))
 
 
-async def checkpointed(store: SelectorStore, name: str) -> dict[str, bytes]:
+async def checkpointed(store: SelectorStore, name: str) -> dict[str, bytes | memoryview]:
     """The encoded whole state of the selector's current checkpoint."""
     head = await store.registry.get_head(name)
     return await store.checkpoints.load_checkpoint(name, head.recovery_point)

@@ -166,6 +166,10 @@ def test_a_state_cut_from_its_arrays_joins_to_its_encoding_and_copies_no_array()
     for copied in ("transposed", "swapped"):
         view = np.frombuffer(cut[piece_name(copied, 1)], dtype=np.uint8)
         assert not np.shares_memory(view, big)
+    # Joined again into one buffer, read-only, that no piece shares.
+    joined = join_fields(cut)["big"]
+    assert isinstance(joined, memoryview) and joined.readonly
+    assert not np.shares_memory(np.frombuffer(joined, dtype=np.uint8), big)
 
 
 def test_missing_pieces_and_damaged_manifests_are_codec_errors() -> None:

@@ -46,7 +46,7 @@ async def keys_of(client: aioredis.Redis, name: str, pattern: str = "*") -> set[
     return {k.decode() async for k in client.scan_iter(match=f"sift:{{{name}}}:{pattern}")}
 
 
-async def whole(store: SelectorStore, name: str) -> dict[str, bytes]:
+async def whole(store: SelectorStore, name: str) -> dict[str, bytes | memoryview]:
     """The encoded whole state of the selector's current checkpoint."""
     head = await store.registry.get_head(name)
     return await store.checkpoints.load_checkpoint(name, head.recovery_point)

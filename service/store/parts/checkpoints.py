@@ -7,6 +7,7 @@ snapshot of a selector as of its last checkpoint, and reads of fields of the cur
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -80,15 +81,18 @@ class Checkpoints(Room):
         return None
 
     @map_redis_errors
-    async def load_checkpoint(self, name: str, checkpoint: Checkpoint) -> dict[str, bytes]:
-        """The encoded whole state of ``checkpoint``, its pieces joined.
+    async def load_checkpoint(
+        self, name: str, checkpoint: Checkpoint
+    ) -> dict[str, bytes | memoryview]:
+        """The encoded whole state of ``checkpoint``, its pieces joined (a field cut in pieces
+        as a read-only view of the joined bytes, joined off the event loop).
 
         Read a few pieces per command, so that Redis never serializes a whole large state in
         one reply. Raises Conflict if a newer checkpoint replaced it meanwhile (re-read the
         head), CodecError if it is damaged, NotFound if the selector is gone.
         """
         fields = [as_text(f) for f in await self.core.redis.hkeys(checkpoint.key)]
-        stored: dict[str, bytes] = {}
+        stored: dict[str, bytes | memoryview] = {}
         for start in range(0, len(fields), _PIECES_PER_READ):
             wanted = fields[start : start + _PIECES_PER_READ]
             values: list[Any] = await self.core.redis.hmget(checkpoint.key, wanted)
@@ -105,7 +109,9 @@ class Checkpoints(Room):
                 )
             raise CodecError(f"checkpoint {checkpoint.key} of '{name}' is missing")
         stored.pop(WRITER_FIELD, None)
-        return join_fields(stored) if checkpoint.cut else stored
+        if not checkpoint.cut:
+            return stored
+        return await asyncio.to_thread(join_fields, stored)
 
     @map_redis_errors
     async def snapshot(self, name: str) -> Snapshot:
