@@ -30,7 +30,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 
 RUN groupadd --system --gid 10001 sift \
-    && useradd --system --uid 10001 --gid sift --home-dir /home/sift --create-home sift \
+    && useradd --system --uid 10001 --gid sift --create-home sift \
     && mkdir -p /data \
     && chown sift:sift /data
 
