@@ -198,8 +198,15 @@ def test_state_is_flat_arrays_and_scalars() -> None:
     assert set(state) == own | resampled | {COUNTS_FIELD, SCORES_FIELD, SCORES_ROWS_FIELD}
     assert state[COUNTS_FIELD].dtype == np.int64  # type: ignore[union-attr]
     assert state[SCORES_FIELD].dtype == np.float32  # type: ignore[union-attr]
+    # The stored subsample's sketch in single precision (resample_precision), as directions.
+    kept = array_field(state, group_field(0, "sketch_rows"))
+    assert kept.dtype == np.float32
+    norms = np.linalg.norm(kept, axis=1)
+    live = array_field(state, group_field(0, "singular_values")) > 0
+    np.testing.assert_allclose(norms[live], 1.0, rtol=1e-6)
+    assert np.all(norms[~live] == 0)
     for key, value in state.items():
-        if key in (COUNTS_FIELD, SCORES_FIELD):
+        if key in (COUNTS_FIELD, SCORES_FIELD, group_field(0, "sketch_rows")):
             continue
         if isinstance(value, np.ndarray):
             assert value.dtype == np.float64, key
@@ -225,7 +232,8 @@ def test_defaults() -> None:
     method = FSDS()
     assert method.resolve_params({}, 1024).as_params() == {
         "k": 10, "ell": 32, "alpha_exponent": 3.0, "normalize_rows": True,
-        "block_rows": 200, "kernel": "cosine", "resamples": 4,
+        "block_rows": 200, "resample_ell": 32, "resample_precision": "single",
+        "kernel": "cosine", "resamples": 4,
     }  # fmt: skip
     assert method.resolve_params({}, 100).ell == 11  # max(ceil(sqrt(m)), k + 1)
     tiny = method.resolve_params({}, 5)
@@ -260,6 +268,77 @@ def test_resolved_params_are_json_and_stable(params: dict[str, Any]) -> None:
     assert isinstance(resolved["alpha_exponent"], float)
 
 
+def test_subsample_sketches_of_params_stored_before_their_layout_stay_double_and_ell_rows() -> None:
+    """Params stored without ``resample_ell`` and ``resample_precision`` (selectors and
+    archives from before they existed) resolve to subsample sketches of ``ell`` rows in double
+    precision and are described as stored; new selectors keep theirs in single precision, the
+    same sketch to its rounding (so the same subsample rankings)."""
+    method = FSDS()
+    new = method.resolve_params({"k": 3, "ell": 8}, 30)
+    assert (new.resample_ell, new.resample_precision) == (8, "single")
+    stored = {
+        k: v for k, v in new.as_params().items() if k not in ("resample_ell", "resample_precision")
+    }
+    old = method.resolve_params(stored, 30, stored=True)
+    assert (old.resample_ell, old.resample_precision) == (8, "double")
+    assert old.as_params() == stored
+    assert method.resolve_params(new.as_params(), 30, stored=True).as_params() == new.as_params()
+    rng = np.random.default_rng(11)
+    states = {}
+    for label, params in (("old", old), ("new", new)):
+        state = method.initial_state(params)
+        for n in (90, 45, 130):
+            state = method.update(state, params, low_rank(rng, n, 30, 5, 0.1))
+        check_state(method, state, params)
+        states[label] = state
+        rng = np.random.default_rng(11)
+    double = array_field(states["old"], group_field(0, "sketch_rows"))
+    single = array_field(states["new"], group_field(0, "sketch_rows"))
+    assert double.dtype == np.float64 and double.shape == (8, 30)
+    assert single.dtype == np.float32 and single.shape == (8, 30)
+    sigma = array_field(states["new"], group_field(0, "singular_values"))
+    np.testing.assert_allclose(single * sigma[:, None], double, rtol=0, atol=1e-6 * sigma[0])
+    # The whole stream's state does not depend on how the subsamples are kept ...
+    for field in ("sketch_rows", "weights"):
+        np.testing.assert_array_equal(states["old"][field], states["new"][field])
+    # ... nor do the subsamples' rankings.
+    for a, b in zip(
+        method.resample_scores(states["old"], old),  # type: ignore[arg-type]
+        method.resample_scores(states["new"], new),  # type: ignore[arg-type]
+        strict=True,
+    ):
+        assert list(np.argsort(-a)[:10]) == list(np.argsort(-b)[:10])
+    # A state kept one way does not pass for the other.
+    with pytest.raises(Inconsistent, match="must be a 2-D float32 array; got a 2-D float64"):
+        check_state(method, states["old"], new)
+
+
+def test_subsample_sketches_of_fewer_rows_than_ell() -> None:
+    """``resample_ell`` below ``ell``: each stored subsample is a sketch of that many rows (a
+    Frequent-Directions sketch of its rows, checked by the state's own rules), the derived one
+    of the whole stream's ``ell``; merges keep them so."""
+    method = FSDS()
+    params = method.resolve_params({"k": 3, "ell": 10, "resample_ell": 5, "resamples": 3}, 24)
+    rng = np.random.default_rng(4)
+    state = method.initial_state(params)
+    for n in (60, 33, 80):
+        state = method.update(state, params, low_rank(rng, n, 24, 6, 0.2))
+    check_state(method, state, params)
+    subsamples = method.subsamples(state, params)
+    assert [array_field(s, "sketch_rows").shape for s in subsamples] == [
+        (5, 24),
+        (5, 24),
+        (10, 24),
+    ]
+    assert sum(method.subsample_rows(s) for s in subsamples) == 173
+    assert method.state_sizes(params)[group_field(1, "sketch_rows")] == 4 * 5 * 24
+    summary: State = {k: v for k, v in state.items() if not isinstance(v, np.ndarray)}
+    summary.update({f: state[f] for f in summary_fields_of(method, params)})
+    merged = method.merge(state, params, summary)
+    check_state(method, merged, params)
+    assert array_field(merged, group_field(0, "sketch_rows")).shape == (5, 24)
+
+
 @pytest.mark.parametrize(
     ("params", "message"),
     [
@@ -277,6 +356,9 @@ def test_resolved_params_are_json_and_stable(params: dict[str, Any]) -> None:
         ({"kernel_components": 8}, r"kernel_components only apply to kernel='gaussian'"),
         ({"kernel_bandwidth": None}, r"kernel_bandwidth only apply to kernel='gaussian'"),
         ({"kernel": "rbf"}, r"kernel must be one of 'cosine', 'gaussian'; got 'rbf'"),
+        ({"resample_ell": 10}, r"resample_ell must be more than k=10 and at most ell=11; got"),
+        ({"resample_ell": 12}, r"resample_ell must be more than k=10 and at most ell=11; got"),
+        ({"resample_precision": "half"}, r"resample_precision must be one of 'single', 'double'"),
         ({"k": True}, r"k must be an integer >= 1; got True"),
         ({"ell": True}, r"ell must be an integer >= 2; got True"),
         ({"k": 2.0}, r"k must be an integer >= 1; got 2.0"),

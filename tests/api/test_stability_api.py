@@ -16,6 +16,7 @@ from service.algorithms import METHODS
 from service.algorithms.base import EstimatesStability
 from service.algorithms.subsamples import DEFAULT_RESAMPLES
 from service.selectors.archive import _PREAMBLE, FORMAT_VERSION, MAGIC, unpack
+from service.store.codec import decode_array
 from tests.support.api import assert_problem, make_settings, running_app
 
 FEATURES = 10
@@ -147,20 +148,29 @@ async def test_the_published_top_and_every_score_give_one_answer(redis_url, redi
     assert published["features"] == computed["features"]
 
 
-def without_resamples(archive: bytes) -> bytes:
-    """An archive as the release before resamples wrote it: its params without the key (the
-    state of a selector created with resamples 0 has no subsample fields, as then)."""
+def with_params(archive: bytes, edit: Any) -> bytes:
+    """An archive whose selector's params are ``edit(params)`` (a new dict), its state as it
+    was."""
     document = unpack(archive)
     manifest = dict(document.manifest)
     manifest["selector"] = dict(manifest["selector"])
-    params = dict(manifest["selector"]["params"])
-    assert params.pop("resamples") == 0
-    manifest["selector"]["params"] = params
+    manifest["selector"]["params"] = edit(dict(manifest["selector"]["params"]))
     encoded = json.dumps(manifest).encode()
     members = [*document.state.values(), *document.segments.values()]
     header = _PREAMBLE.pack(MAGIC, FORMAT_VERSION, 0, len(encoded))
     body = b"".join([header, encoded, *members])
     return body + hashlib.sha256(body).digest()
+
+
+def without_resamples(archive: bytes) -> bytes:
+    """An archive as the release before resamples wrote it: its params without the key (the
+    state of a selector created with resamples 0 has no subsample fields, as then)."""
+
+    def edit(params: dict[str, Any]) -> dict[str, Any]:
+        assert params.pop("resamples") == 0
+        return params
+
+    return with_params(archive, edit)
 
 
 async def test_selectors_from_before_resamples_answer_null_and_keep_working(client, store):
@@ -208,6 +218,58 @@ async def test_selectors_from_before_resamples_answer_null_and_keep_working(clie
     assert_problem(
         await client.post("/v1/selectors/new/merge", json={"from": "old"}), 422, "resamples"
     )
+
+
+async def test_fsds_selectors_from_before_single_precision_subsamples_keep_theirs(client, store):
+    """An fsds selector of the release before ``resample_ell`` and ``resample_precision``: its
+    params without them, its subsample sketches of ell rows in double precision (recreated from
+    an archive of one created with ``resample_precision: double``, the keys removed). It is
+    imported and stored as it was, applied, answers its stability, and exports as it was; an
+    archive whose params say single precision over a double-precision state is refused."""
+    await filled(client, "fsds", "dbl", resample_precision="double")
+    exported = await client.get("/v1/selectors/dbl/export")
+    assert exported.status_code == 200
+    media = {"content-type": exported.headers["content-type"]}
+    layout = ("resample_ell", "resample_precision")
+
+    def older(params: dict[str, Any]) -> dict[str, Any]:
+        assert (params["resample_ell"], params["resample_precision"]) == (11, "double")
+        return {k: v for k, v in params.items() if k not in layout}
+
+    imported = await client.post(
+        "/v1/selectors/import",
+        params={"name": "old"},
+        content=with_params(exported.content, older),
+        headers=media,
+    )
+    assert imported.status_code == 201, imported.text
+    assert not set(layout) & set(imported.json()["params"])
+    assert not set(layout) & set((await store.registry.get_meta("old")).params)
+    snapshot = await store.checkpoints.snapshot("old")
+    assert decode_array(snapshot.state["resample0:sketch_rows"]).dtype == np.float64
+    more = await client.post(
+        "/v1/selectors/old/chunks", json={"rows": chunk(np.random.default_rng(5)).tolist()}
+    )
+    assert more.status_code == 200 and more.json()["rows_seen"] == 800
+    stability = (await top(client, "old", 3))["stability"]
+    assert stability is not None and stability["resamples"] == DEFAULT_RESAMPLES
+    again = await client.get("/v1/selectors/old/export")
+    assert not set(layout) & set(unpack(again.content).manifest["selector"]["params"])
+    # The new default keeps the subsamples in single precision: a double-precision state
+    # under params that say so is not one of its states.
+    await filled(client, "fsds", "new")
+    described = (await client.get("/v1/selectors/new")).json()
+    assert described["params"]["resample_precision"] == "single"
+    assert described["params"]["resample_ell"] == 11
+    single = await client.post(
+        "/v1/selectors/import",
+        params={"name": "crafted"},
+        content=with_params(
+            exported.content, lambda params: {**params, "resample_precision": "single"}
+        ),
+        headers=media,
+    )
+    assert_problem(single, 422, "float32")
 
 
 async def test_partitioned_selectors_merge_their_resamples(client):

@@ -18,7 +18,10 @@ from service.algorithms.fsds.sketches import (
     _check_sketch,
     _merge_sketches,
     _state_float,
+    kept_subsample,
+    sketch_of,
     subsample_config,
+    subsample_dtype,
     unmerge_sketches,
 )
 from service.algorithms.fsds.weights import (
@@ -57,7 +60,7 @@ def _fold(
     whole stream, ``decay^(rows of the chunk after it)``, and what the state carries over ages
     by every row of the chunk, so that the subsample's sketch is of its rows exactly as the
     whole stream's sketch holds them (what ``subsample_unmerge`` subtracts)."""
-    sketch = np.asarray(state["sketch_rows"], dtype=np.float64)
+    sketch = sketch_of(state)
     if sketch.shape != (cfg.ell, cfg.width(m)):
         raise InvalidInput(
             f"state sketch_rows has shape {sketch.shape}; these params expect "
@@ -134,7 +137,7 @@ def _fold_weighed(
     Frequent-Directions bound holds for the weighed ones)."""
     n = dealt.rows
     weights = cfg.decay ** (n - 1 - np.asarray(dealt.positions, dtype=np.float64))
-    sketch = np.asarray(state["sketch_rows"], dtype=np.float64) * cfg.decay**n
+    sketch = sketch_of(state) * cfg.decay**n
     if cfg.gaussian:
         y = _dense(normalize_rows(rows) if cfg.normalize_rows else rows)
         bandwidth = _bandwidth(cfg, bandwidth, y)
@@ -175,7 +178,7 @@ def _with_weights(upd: SketchUpdate, folded: State, cfg: FSDSParams, m: int) -> 
 
 #: How FSDS keeps its resamples (``stability_estimate``), naming the selector's kernel mode.
 _ESTIMATE = (
-    "a Frequent-Directions sketch (Algorithm 2, ell rows) of each of K interleaved "
+    "a Frequent-Directions sketch (Algorithm 2, resample_ell rows) of each of K interleaved "
     "subsamples of the rows: K - 1 stored, their rows weighed as the whole stream weighs "
     "them, the last the whole stream's sketch minus theirs (within both shrinkages); steps "
     "5-7 on each, {kernel}; compared as they are: the index is that of n/K rows "
@@ -191,7 +194,8 @@ class FSDS(ResampledMergeable[FSDSParams]):
     columns of the sketch ``B`` (``ell x m``) picks h features that together span the sketched
     data, where the weights rank each feature alone.
 
-    State (flat, arrays float64): ``sketch_rows`` (``ell x m'``, ``m' = m`` or ``m + D`` in
+    State (flat, arrays float64; ``resamples`` add the stored subsamples' sketches,
+    ``kept_subsample``): ``sketch_rows`` (``ell x m'``, ``m' = m`` or ``m + D`` in
     gaussian mode), ``singular_values`` (``ell``), ``weights`` (``m``), ``alpha``, ``rows_seen``,
     ``shrinkage_total`` (``||Y^T Y - B B^T||_2`` is at most this), ``squared_norm_seen``
     (``||Y||_F^2`` of the normalised rows), ``kernel_bandwidth`` (0.0 until set / cosine).
@@ -233,9 +237,9 @@ class FSDS(ResampledMergeable[FSDSParams]):
     #: ``Mergeable``: another sketch of the same features (with the state's scalars).
     summary_fields: tuple[str, ...] = ("sketch_rows",)
     stability_estimate = _ESTIMATE.format(kernel="in the selector's kernel mode")
-    #: A stored subsample's sketch (``subsample_config``): what its scores and merges read,
-    #: served from checkpoints as the whole stream's. The last subsample's is derived from the
-    #: whole stream's sketch (``unmerge_sketches``).
+    #: A stored subsample's sketch (``subsample_config``, ``resample_ell`` rows): what its
+    #: scores and merges read, served from checkpoints as the whole stream's. The last
+    #: subsample's is derived from the whole stream's sketch (``unmerge_sketches``).
     subsample_fields: ClassVar[tuple[str, ...]] = ("sketch_rows", "singular_values")
     derives_last = True
     derived_from: ClassVar[tuple[str, ...]] = ("sketch_rows",)
@@ -300,12 +304,17 @@ class FSDS(ResampledMergeable[FSDSParams]):
     # -- the subsamples: K - 1 sketches stored, the last the whole's minus theirs ----------
 
     def subsample_initial_state(self, params: FSDSParams) -> State:
-        state = self.core_initial_state(params)
-        return {f: v for f, v in state.items() if f not in ("weights", "alpha")}
+        state = self.core_initial_state(subsample_config(params))
+        fields = {f: v for f, v in state.items() if f not in ("weights", "alpha")}
+        return kept_subsample(fields, params)
 
     def subsample_state_sizes(self, params: FSDSParams) -> dict[str, int]:
-        sizes = self.core_state_sizes(params)
-        return {f: n for f, n in sizes.items() if f != "weights"}
+        cfg = subsample_config(params)
+        itemsize = np.dtype(subsample_dtype(params)).itemsize
+        return {
+            "sketch_rows": itemsize * cfg.ell * cfg.width(params.size),
+            "singular_values": 8 * cfg.ell,
+        }
 
     def subsample_update(
         self,
@@ -322,11 +331,12 @@ class FSDS(ResampledMergeable[FSDSParams]):
         bandwidth = _state_float(whole, "kernel_bandwidth")
         if cfg.gaussian and cfg.kernel_bandwidth is None and bandwidth > 0:
             cfg = cfg.model_copy(update={"kernel_bandwidth": bandwidth})
-        return _fold(subsample, cfg, params.size, dealt.of(chunk), dealt)[1]
+        folded = _fold(subsample, cfg, params.size, dealt.of(chunk), dealt)[1]
+        return kept_subsample(folded, params)
 
     def subsample_scores(self, subsample: State, params: FSDSParams) -> np.ndarray:
         """Steps 5-7 on the subsample's sketch, as on the whole stream's."""
-        sketch = np.asarray(subsample["sketch_rows"], dtype=np.float64)
+        sketch = sketch_of(subsample)
         sigma = np.asarray(subsample["singular_values"], dtype=np.float64)
         return _weights_of(SketchUpdate(sketch, sigma, 0.0), params, params.size)[1]
 
@@ -338,22 +348,27 @@ class FSDS(ResampledMergeable[FSDSParams]):
 
     def subsample_merge(self, subsample: State, params: FSDSParams, other: State) -> State:
         cfg = subsample_config(params)
-        return _merge_sketches(subsample, other, cfg, self.subsample_rows(other))[1]
+        merged = _merge_sketches(subsample, other, cfg, self.subsample_rows(other))[1]
+        return kept_subsample(merged, params)
 
     def subsample_of_whole(self, whole: State, params: FSDSParams) -> State:
         """The whole stream's sketch and its scalars (``derived_from``: what a reader reads)."""
         return {f: whole[f] for f in ("sketch_rows", *_SKETCH_SCALARS)}
 
     def subsample_unmerge(self, whole: State, params: FSDSParams, part: State) -> State:
-        """The rest of the stream's sketch: ``unmerge_sketches``, with the rows, shrinkage
-        (the bound of the difference: both shrinkages) and squared norms of the rest."""
+        """The rest of the stream's sketch (of the whole's ``ell`` rows): ``unmerge_sketches``,
+        with the rows, shrinkage (the bound of the difference: both shrinkages) and squared
+        norms of the rest."""
         rows = self.subsample_rows(whole) - self.subsample_rows(part)
         if rows < 0:
             raise Inconsistent("a subsample cannot have seen more rows than the whole stream")
-        sketch = np.asarray(whole["sketch_rows"], dtype=np.float64)
-        other = np.asarray(part["sketch_rows"], dtype=np.float64)
-        if other.shape != sketch.shape:
-            raise Inconsistent(f"a subsample's sketch has the whole stream's shape {sketch.shape}")
+        sketch = sketch_of(whole)
+        other = sketch_of(part)
+        if other.ndim != 2 or other.shape[1] != sketch.shape[1]:
+            raise Inconsistent(
+                f"a subsample's sketch has the whole stream's {sketch.shape[1]} columns; got "
+                f"shape {other.shape}"
+            )
         rest, sigma = unmerge_sketches(sketch, other, sketch.shape[0])
         return {
             "sketch_rows": rest,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from service.algorithms.params import computed
 from service.algorithms.subsamples import ResampledParams
@@ -46,6 +46,15 @@ class FSDSParams(ResampledParams):
     block_rows: int | None = computed(
         "Rows per shrink (default max(4 ell, 200)); null: one per update (coalesced).", ge=1
     )
+    resample_ell: int | None = computed(
+        "Sketch rows of each stored subsample (resamples), more than k and at most ell "
+        "(default ell: fewer make each update cheaper and the stability index lower).",
+        ge=2,
+    )
+    resample_precision: Literal["single", "double"] | None = computed(
+        "Precision the stored subsamples' sketches are kept in: single (default; half the "
+        "bytes, computed in double) or double."
+    )
     decay: float = Field(
         1.0,
         gt=0,
@@ -62,6 +71,9 @@ class FSDSParams(ResampledParams):
         None, gt=0, description="gaussian: sigma (null: the median distance of the first chunk)."
     )
     seed: int = Field(0, ge=0, lt=2**63, description="gaussian: seed of the random features.")
+
+    #: The parameters stored params were resolved without (``complete``).
+    _before: set[str] = PrivateAttr(default_factory=set)
 
     def complete(self, size: int, stored: bool) -> None:
         if not self.gaussian:
@@ -84,11 +96,29 @@ class FSDSParams(ResampledParams):
             )
         if "block_rows" not in self.model_fields_set:
             self.block_rows = default_block_rows(self.ell)
+        # Params stored before these existed describe subsample sketches of ell rows in double
+        # precision (and are described as they were stored: ``omitted``).
+        if self.resample_ell is None:
+            self._before.add("resample_ell")
+            self.resample_ell = self.ell
+        if not self.k < self.resample_ell <= self.ell:
+            raise InvalidParams(
+                f"resample_ell must be more than k={self.k} and at most ell={self.ell}; "
+                f"got resample_ell={self.resample_ell}"
+            )
+        if self.resample_precision is None:
+            self._before.add("resample_precision")
+            self.resample_precision = "double" if stored else "single"
+        if not stored:
+            self._before.clear()
 
     def omitted(self) -> set[str]:
         # decay only when forgetting: params stored (and exported) before decay existed resolve
         # to themselves, and a selector that does not forget is described exactly as before.
-        left_out = set() if self.decay != 1.0 else {"decay"}
+        left_out: set[str] = set() if self.decay != 1.0 else {"decay"}
+        # resample_ell and resample_precision for params stored before they existed: they
+        # resolve to themselves.
+        left_out |= self._before
         return left_out if self.gaussian else left_out | set(_GAUSSIAN_ONLY)
 
     @property
