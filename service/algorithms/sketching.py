@@ -50,6 +50,10 @@ Performance design (the figures are in BENCHMARKS.md, "FSDS update"):
   rows are recovered once per super-block. The shrinks (and so the sketch, up to rounding) are
   those of a ``2 ell``-row buffer folded block by block; the BLAS calls are fatter and there is
   one recovery per super-block instead of one per block.
+* Sparse rows touch only the columns they have entries in (``_on_columns``): ``X S^T`` and the
+  rows' share of the recovery are formed on those columns alone, and the sketch stays in its
+  own layout (``ell x m``, C order), read once per super-block by the product that recovers
+  its share (and by its Gram, unless ``singular_values`` gives it).
 * The floor is the flops: per row ``2 ell m`` (``X S^T``) + ``2 ell m`` (recovering ``S``) +
   ``(B + 2 ell^2 / B) m``, at least ``6.8 ell m``, plus the small ``eigh`` of each shrink.
 """
@@ -103,6 +107,7 @@ def frequent_directions_update(
     *,
     normalize_rows: bool = False,
     decay: float = 1.0,
+    singular_values: np.ndarray | None = None,
 ) -> SketchUpdate:
     """Fold ``rows`` into the sketch: Algorithm 2, steps 1-4, one shrink per ``block_rows`` rows.
 
@@ -127,9 +132,13 @@ def frequent_directions_update(
     * ``ell + b > m``: eigenpairs of the ``m``-square ``W^T W = S^T S + X^T X``; the rows are
       ``sqrt(lam_j - delta) u_j^T`` directly.
 
-    ``S S^T`` is computed from ``sketch_rows`` once per call; after each shrink it is the Gram
-    ``M (W W^T) M^T`` of the rows just produced, computed (not assumed diagonal) from the
-    explicit Gram of the work matrix.
+    ``S S^T`` is computed from ``sketch_rows`` once per call, unless ``singular_values`` says
+    what it is: a sketch this function made (or one checked to be one, ``gram = diag(s^2)`` to
+    rounding), its rows ``s_j u_j^T`` with the ``s_j > 0`` first, has ``S S^T = diag(s^2)``;
+    the rows' rounding (about ``eps`` of each) then stays out of the small eigenproblems, whose
+    orthonormal ``V`` keep the guarantee whatever Gram they were solved on. After each shrink
+    ``S S^T`` is the Gram ``M (W W^T) M^T`` of the rows just produced, computed (not assumed
+    diagonal) from the explicit Gram of the work matrix.
     """
     sketch = np.asarray(sketch_rows, dtype=np.float64)
     if sketch.ndim != 2 or sketch.shape[0] < 1:
@@ -148,13 +157,26 @@ def frequent_directions_update(
     row_weights = None if float(decay) == 1.0 else weights
 
     # Only the non-zero rows of the incoming sketch take part (an empty sketch costs nothing).
-    active = sketch[np.einsum("ij,ij->i", sketch, sketch) > 0.0]
+    gram: np.ndarray | None = None
+    if singular_values is None:
+        active = sketch[np.einsum("ij,ij->i", sketch, sketch) > 0.0]
+    else:
+        values = np.asarray(singular_values, dtype=np.float64)
+        if values.shape != (ell,):
+            raise InvalidInput(
+                f"singular_values must be one per sketch row ({ell}); got shape {values.shape}"
+            )
+        live = int(np.count_nonzero(values > 0.0))
+        active, gram = sketch[:live], np.diag(values[:live] ** 2)
     if n == 0:
         return SketchUpdate(sketch.copy(), _pad(_singular_values(active), ell), 0.0)
     if row_weights is not None:
         # The sketch ages by the n rows of this call (rows that decay to 0.0 drop out).
         active = active * decay**n
-        active = active[np.einsum("ij,ij->i", active, active) > 0.0]
+        kept = np.einsum("ij,ij->i", active, active) > 0.0
+        active = active[kept]
+        if gram is not None:
+            gram = np.diag(np.diagonal(gram)[kept] * decay ** (2 * n))
 
     if sp.issparse(rows):
         data: Matrix = sp.csr_matrix(rows, dtype=np.float64)
@@ -172,7 +194,7 @@ def frequent_directions_update(
 
     if ell + block > m:
         return _feature_side(active, data, normalize_dense, dense_weights, ell, block)
-    return _row_side(active, data, normalize_dense, dense_weights, ell, block)
+    return _row_side(active, gram, data, normalize_dense, dense_weights, ell, block)
 
 
 def normalize_sparse_rows(rows: sp.csr_matrix) -> sp.csr_matrix:
@@ -268,6 +290,7 @@ def _super_block_rows(block: int, ell: int, m: int, sparse_input: bool) -> int:
 
 def _row_side(
     active: np.ndarray,
+    gram: np.ndarray | None,
     data: Matrix,
     normalize_dense: bool,
     row_weights: np.ndarray | None,
@@ -286,55 +309,64 @@ def _row_side(
     sparse_input = sp.issparse(data)
     n, m = data.shape
     super_rows = _super_block_rows(block, ell, m, sparse_input)
-    # Dense input keeps S (r x m, C order); sparse input keeps T = S^T (m x r, C order) so that
-    # CSR @ T and X^T @ R^T are native sparse-times-dense products without layout copies.
-    if sparse_input:
-        basis = np.ascontiguousarray(active.T)
-        gram_ss = basis.T @ basis
-    else:
-        basis = np.ascontiguousarray(active)
-        gram_ss = basis @ basis.T
-        # Two ping-pong outputs and one scratch: no fresh 30 MB allocation (page faults) per
-        # super-block.
-        buffers = [np.empty((ell, m)), np.empty((ell, m))]
+    # The sketch S (r x m, C order) and two ping-pong outputs: no fresh 30 MB allocation (page
+    # faults) per super-block. Sparse rows touch only their columns of S: X S^T and the rows'
+    # share of the recovery are formed on those columns alone.
+    basis = np.ascontiguousarray(active)
+    gram_ss = basis @ basis.T if gram is None else gram
+    buffers = [np.empty((ell, m)), np.empty((ell, m))]
+    if not sparse_input:
         scratch = np.empty((ell, m))
     s_values = np.zeros(0)
     shrinkage = 0.0
     squared_norm = 0.0
+    holder = buffers[0]
 
     for s0 in range(0, n, super_rows):
         xq = data[s0 : s0 + super_rows]
         weights_q = None if row_weights is None else row_weights[s0 : s0 + xq.shape[0]]
         r = gram_ss.shape[0]
-        gram_q, dq = _super_block_gram(xq, basis, gram_ss, normalize_dense, weights_q)
+        if sparse_input:
+            columns, xq = _on_columns(cast(sp.csr_matrix, xq))
+            gram_q, dq = _super_block_gram(xq, basis[:, columns], gram_ss, False, None)
+        else:
+            gram_q, dq = _super_block_gram(xq, basis, gram_ss, normalize_dense, weights_q)
         squared_norm += float(np.trace(gram_q[r:, r:]))
         coef, gram_ss, s_values, delta = _shrink_super_block(gram_q, gram_ss, r, block, ell)
         shrinkage += delta
         coef_s = coef[:, :r]
         coef_x = coef[:, r:] if dq is None else coef[:, r:] * dq[None, :]
         rk = coef.shape[0]
+        holder = buffers[0]
+        buffers.reverse()
+        out = holder[:rk]
         if sparse_input:
-            new_basis = np.asarray(xq.T @ coef_x.T)
             if r:
-                new_basis += basis @ coef_s.T
-            basis = np.ascontiguousarray(new_basis)
+                np.matmul(coef_s, basis, out=out)
+            else:
+                out[:] = 0.0
+            # coef_x X on X's columns: (X^T coef_x^T)^T, a sparse-times-dense product.
+            out[:, columns] += np.asarray(xq.T @ coef_x.T).T
         else:
-            holder = buffers[0]
-            buffers.reverse()
-            out = holder[:rk]
             np.matmul(coef_x, xq, out=out)
             if r:
                 out += np.matmul(coef_s, basis, out=scratch[:rk])
-            basis = out
+        basis = out
 
-    if sparse_input:
-        sketch = np.zeros((ell, m))
-        sketch[: basis.shape[1]] = basis.T
-    else:
-        # The last output buffer was allocated by this call: hand it out instead of copying.
-        sketch = holder
-        sketch[basis.shape[0] :] = 0.0
+    # The last output buffer was allocated by this call: hand it out instead of copying.
+    sketch = holder
+    sketch[basis.shape[0] :] = 0.0
     return SketchUpdate(sketch, _pad(s_values, ell), shrinkage, squared_norm)
+
+
+def _on_columns(rows: sp.csr_matrix) -> tuple[np.ndarray, sp.csr_matrix]:
+    """The columns ``rows`` has entries in (ascending) and ``rows`` on those columns alone."""
+    columns, inverse = np.unique(rows.indices, return_inverse=True)
+    compact = sp.csr_matrix(
+        (rows.data, inverse.astype(rows.indices.dtype, copy=False), rows.indptr),
+        shape=(rows.shape[0], columns.size),
+    )
+    return columns, compact
 
 
 def _super_block_gram(
@@ -350,7 +382,7 @@ def _super_block_gram(
     only, never on the rows themselves.
     """
     if sp.issparse(xq):
-        k_xs = np.asarray(xq @ basis)
+        k_xs = np.asarray(xq @ basis.T)
         k_xx = _sparse_gram(xq)
     else:
         k_xs = xq @ basis.T

@@ -198,6 +198,43 @@ def test_non_orthogonal_incoming_sketch_is_handled() -> None:
     )
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("decay", [1.0, 0.97])
+def test_a_sketchs_own_singular_values_stand_for_its_gram(sparse: bool, decay: float) -> None:
+    """``singular_values`` of a sketch this function made give its ``S S^T = diag(s^2)``
+    instead of a product over m: the same sketch to rounding, chunk after chunk (sparse rows
+    on their own columns too), with the guarantee kept; a count that does not fit is refused."""
+    rng = np.random.default_rng(21)
+    y = low_rank(rng, 420, 300, rank=20, noise=0.2)
+    chunks = sp.csr_matrix(np.where(y > 0.3, y, 0.0)) if sparse else y
+    computed = known = frequent_directions_update(np.zeros((12, 300)), chunks[:60], 25)
+    for start in range(60, 420, 60):
+        part = chunks[start : start + 60]
+        computed = frequent_directions_update(
+            computed.sketch_rows, part, 25, normalize_rows=True, decay=decay
+        )
+        known = frequent_directions_update(
+            known.sketch_rows,
+            part,
+            25,
+            normalize_rows=True,
+            decay=decay,
+            singular_values=known.singular_values,
+        )
+        scale = float(computed.singular_values[0]) ** 2
+        np.testing.assert_allclose(known.singular_values, computed.singular_values, rtol=1e-12)
+        np.testing.assert_allclose(
+            known.sketch_rows.T @ known.sketch_rows,
+            computed.sketch_rows.T @ computed.sketch_rows,
+            atol=1e-12 * scale,
+        )
+        assert known.shrinkage == pytest.approx(computed.shrinkage, rel=1e-12, abs=1e-15)
+        gram = known.sketch_rows @ known.sketch_rows.T
+        np.testing.assert_allclose(gram, np.diag(known.singular_values**2), atol=1e-12 * scale)
+    with pytest.raises(InvalidInput, match="one per sketch row"):
+        frequent_directions_update(known.sketch_rows, y[:3], singular_values=np.ones(11))
+
+
 def test_inputs_are_not_mutated() -> None:
     rng = np.random.default_rng(9)
     sketch = frequent_directions_update(
@@ -209,6 +246,10 @@ def test_inputs_are_not_mutated() -> None:
     before = (sketch.copy(), rows.copy())
     upd = frequent_directions_update(sketch, rows, normalize_rows=True)
     assert not np.shares_memory(upd.sketch_rows, sketch)
+    values = np.linalg.norm(sketch, axis=1)
+    for data in (rows, sp.csr_matrix(rows)):
+        known = frequent_directions_update(sketch, data, singular_values=values)
+        assert not np.shares_memory(known.sketch_rows, sketch)
     np.testing.assert_array_equal(sketch, before[0])
     np.testing.assert_array_equal(rows, before[1])
 

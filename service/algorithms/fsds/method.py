@@ -19,6 +19,7 @@ from service.algorithms.fsds.sketches import (
     _merge_sketches,
     _state_float,
     kept_subsample,
+    known_values,
     sketch_of,
     subsample_config,
     subsample_dtype,
@@ -77,16 +78,24 @@ def _fold(
     if dealt is not None and cfg.decay != 1.0:
         return _fold_weighed(state, cfg, m, rows, dealt, block, bandwidth)
 
+    values = known_values(state)
     if not cfg.gaussian:
         upd = frequent_directions_update(
-            sketch, rows, block, normalize_rows=cfg.normalize_rows, decay=cfg.decay
+            sketch,
+            rows,
+            block,
+            normalize_rows=cfg.normalize_rows,
+            decay=cfg.decay,
+            singular_values=values,
         )
         squared_norm = upd.squared_norm
     else:
         y = _dense(normalize_rows(rows) if cfg.normalize_rows else rows)
         bandwidth = _bandwidth(cfg, bandwidth, y)
         joint = _joint(cfg, m, bandwidth, y)
-        upd = frequent_directions_update(sketch, joint, block, decay=cfg.decay)
+        upd = frequent_directions_update(
+            sketch, joint, block, decay=cfg.decay, singular_values=values
+        )
         if cfg.decay != 1.0:
             row_weights = decay_weights(cfg.decay, n)
             squared_norm = float(np.einsum("ij,ij,i->", y, y, row_weights**2))
@@ -138,11 +147,13 @@ def _fold_weighed(
     n = dealt.rows
     weights = cfg.decay ** (n - 1 - np.asarray(dealt.positions, dtype=np.float64))
     sketch = sketch_of(state) * cfg.decay**n
+    values = known_values(state)
+    values = None if values is None else values * cfg.decay**n
     if cfg.gaussian:
         y = _dense(normalize_rows(rows) if cfg.normalize_rows else rows)
         bandwidth = _bandwidth(cfg, bandwidth, y)
         joint = _joint(cfg, m, bandwidth, y) * weights[:, None]
-        upd = frequent_directions_update(sketch, joint, block)
+        upd = frequent_directions_update(sketch, joint, block, singular_values=values)
         squared_norm = float(np.einsum("ij,ij,i->", y, y, weights**2))
     else:
         unit = normalize_rows(rows) if cfg.normalize_rows else rows
@@ -151,7 +162,7 @@ def _fold_weighed(
             if sp.issparse(unit)
             else np.asarray(unit, dtype=np.float64) * weights[:, None]
         )
-        upd = frequent_directions_update(sketch, weighed, block)
+        upd = frequent_directions_update(sketch, weighed, block, singular_values=values)
         squared_norm = upd.squared_norm
     aged = cfg.decay ** (2 * n)
     return upd, {

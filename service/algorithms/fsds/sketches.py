@@ -43,7 +43,9 @@ def _merge_sketches(
             f"the merged sketch's random features use bandwidth {other_bandwidth}, this "
             f"selector's {bandwidth}: the sketches describe different feature maps"
         )
-    upd = frequent_directions_update(sketch, other, block_rows=max(other.shape[0], 1))
+    upd = frequent_directions_update(
+        sketch, other, block_rows=max(other.shape[0], 1), singular_values=known_values(state)
+    )
     return upd, {
         "sketch_rows": upd.sketch_rows,
         "singular_values": upd.singular_values,
@@ -55,6 +57,16 @@ def _merge_sketches(
         + _state_float(summary, "squared_norm_seen"),
         "kernel_bandwidth": (bandwidth or other_bandwidth) if cfg.gaussian else 0.0,
     }
+
+
+def known_values(fields: State) -> np.ndarray | None:
+    """The singular values of a sketch kept in double precision, whose Gram is ``diag(s^2)``
+    to rounding (``frequent_directions_update``'s ``singular_values``: no product over m to
+    find it); None for one kept in single precision, whose rows' rounding its Gram must see
+    (``kept_subsample``), or given without them (``FSDS.subsample_of_whole``)."""
+    if "singular_values" not in fields or np.asarray(fields["sketch_rows"]).dtype != np.float64:
+        return None
+    return np.asarray(fields["singular_values"], dtype=np.float64)
 
 
 def _check_sketch(state: State, cfg: FSDSParams) -> None:
