@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,3 +111,18 @@ def test_the_rule_finds_an_import_running_back_up() -> None:
         "service/errors.py:2 imports service.names (service/names.py above service/errors.py)",
         "elsewhere/module.py: in no layer",
     ]
+
+
+def test_starting_the_service_leaves_the_heavy_statistics_libraries_out() -> None:
+    """What a start imports is what every restart and takeover waits for: the service's app
+    reaches for ``scipy.special``'s functions, never ``scipy.stats`` (half a second of imports
+    on this machine) nor scikit-learn."""
+    probe = (
+        "import sys; import service.api.app, service.server; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn' "
+        "or m.startswith('scipy.stats')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.strip() == "[]", done.stdout

@@ -52,7 +52,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import t as student_t
+from scipy.special import stdtrit
 
 from service.algorithms.base import order_by_score
 
@@ -127,7 +127,7 @@ def stability_index(selections: Sequence[Selection], d: int) -> Stability:
         p_e_i = (1.0 - index) * (share * sizes / d + (1.0 - share) * (1.0 - sizes / d))
         phi = (p_a - p_e_i) / (1.0 - p_e)
         spread_of_mean = math.sqrt(4.0 / m**2 * float(np.sum((phi - phi.mean()) ** 2)))
-        half = float(student_t.ppf(0.5 + CONFIDENCE / 2, m - 1)) * spread_of_mean
+        half = float(stdtrit(m - 1, 0.5 + CONFIDENCE / 2)) * spread_of_mean
         low, high = index - half, index + half
     return Stability(
         index=_clip(index),
