@@ -53,7 +53,7 @@ Performance design (the figures are in BENCHMARKS.md, "FSDS update"):
 * Sparse rows touch only the columns they have entries in (``_on_columns``): ``X S^T`` and the
   rows' share of the recovery are formed on those columns alone, and the sketch stays in its
   own layout (``ell x m``, C order), read once per super-block by the product that recovers
-  its share (and by its Gram, unless ``singular_values`` gives it).
+  its share, and once per call by its Gram unless ``singular_values`` gives it.
 * The floor is the flops: per row ``2 ell m`` (``X S^T``) + ``2 ell m`` (recovering ``S``) +
   ``(B + 2 ell^2 / B) m``, at least ``6.8 ell m``, plus the small ``eigh`` of each shrink.
 """
