@@ -328,7 +328,8 @@ def _row_side(
         r = gram_ss.shape[0]
         if sparse_input:
             columns, xq = _on_columns(cast(sp.csr_matrix, xq))
-            gram_q, dq = _super_block_gram(xq, basis[:, columns], gram_ss, False, None)
+            touched = basis if columns is None else basis[:, columns]
+            gram_q, dq = _super_block_gram(xq, touched, gram_ss, False, None)
         else:
             gram_q, dq = _super_block_gram(xq, basis, gram_ss, normalize_dense, weights_q)
         squared_norm += float(np.trace(gram_q[r:, r:]))
@@ -346,7 +347,11 @@ def _row_side(
             else:
                 out[:] = 0.0
             # coef_x X on X's columns: (X^T coef_x^T)^T, a sparse-times-dense product.
-            out[:, columns] += np.asarray(xq.T @ coef_x.T).T
+            share = np.asarray(xq.T @ coef_x.T).T
+            if columns is None:
+                out += share
+            else:
+                out[:, columns] += share
         else:
             np.matmul(coef_x, xq, out=out)
             if r:
@@ -359,12 +364,20 @@ def _row_side(
     return SketchUpdate(sketch, _pad(s_values, ell), shrinkage, squared_norm)
 
 
-def _on_columns(rows: sp.csr_matrix) -> tuple[np.ndarray, sp.csr_matrix]:
-    """The columns ``rows`` has entries in (ascending) and ``rows`` on those columns alone."""
-    columns, inverse = np.unique(rows.indices, return_inverse=True)
+def _on_columns(rows: sp.csr_matrix) -> tuple[np.ndarray | None, sp.csr_matrix]:
+    """The columns ``rows`` has entries in (ascending) and ``rows`` on those columns alone;
+    ``None`` and ``rows`` as they are when they touch most columns (gathering nearly every
+    column of the sketch costs more than reading it whole: 8-10% of an update of BASEHOCK's
+    1000-row chunks, which touch 92% of its 4,862 columns per super-block)."""
+    touched = np.zeros(rows.shape[1], dtype=bool)
+    touched[rows.indices] = True
+    columns = np.flatnonzero(touched)
+    if 2 * columns.size > rows.shape[1]:
+        return None, rows
+    # Each column's place among the touched ones (no sort: a count over the columns).
+    place = np.cumsum(touched, dtype=rows.indices.dtype) - 1
     compact = sp.csr_matrix(
-        (rows.data, inverse.astype(rows.indices.dtype, copy=False), rows.indptr),
-        shape=(rows.shape[0], columns.size),
+        (rows.data, place[rows.indices], rows.indptr), shape=(rows.shape[0], columns.size)
     )
     return columns, compact
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from service.algorithms.sketching import (
     SketchUpdate,
+    _on_columns,
     frequent_directions_update,
     normalize_sparse_rows,
     paper_svd_update,
@@ -114,9 +115,19 @@ def test_exact_when_rank_below_ell() -> None:
 
 
 @pytest.mark.parametrize("block_rows", [None, 4, 10_000])
-@pytest.mark.parametrize(("m", "ell"), [(400, 12), (30, 8)])
+@pytest.mark.parametrize(("m", "ell"), [(400, 12), (30, 8), (2000, 12)])
 def test_sparse_input_gives_the_dense_sketch(block_rows: int | None, m: int, ell: int) -> None:
-    y = sp.random(250, m, density=0.05, random_state=np.random.default_rng(5), format="csr")
+    """Rows that touch most columns are folded in over the whole sketch, rows that touch few
+    (m = 2,000 here: 400 of its columns, spread) over the columns they touch; both give the
+    dense rows' sketch."""
+    rng = np.random.default_rng(5)
+    y = sp.random(250, min(m, 400), density=0.05, random_state=rng, format="csr")
+    if m > y.shape[1]:
+        spread = rng.permutation(m)[: y.shape[1]]
+        y = sp.csr_matrix((y.data, spread[y.indices], y.indptr), shape=(250, m))
+    few, _ = _on_columns(y)
+    many, _ = _on_columns(sp.csr_matrix(np.ones((2, m))))
+    assert many is None and (few is None) == (m < 2000)
     sparse_sketch, sparse_total, _ = stream(y, ell, 60, block_rows, normalize_rows=True)
     dense_sketch, dense_total, _ = stream(y.toarray(), ell, 60, block_rows, normalize_rows=True)
     scale = float(np.linalg.norm(dense_sketch, 2)) ** 2
