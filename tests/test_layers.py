@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.support.harness import modules_imported
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"service": ROOT / "service", "siftstream": ROOT / "client" / "siftstream"}
@@ -117,12 +117,7 @@ def test_starting_the_service_leaves_the_heavy_statistics_libraries_out() -> Non
     """What a start imports is what every restart and takeover waits for: the service's app
     reaches for ``scipy.special``'s functions, never ``scipy.stats`` (half a second of imports
     on this machine) nor scikit-learn."""
-    probe = (
-        "import sys; import service.api.app, service.server; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn' "
-        "or m.startswith('scipy.stats')))"
+    imported = modules_imported(
+        "import service.api.app, service.server", ("sklearn", "scipy.stats")
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
-    )
-    assert done.stdout.strip() == "[]", done.stdout
+    assert imported == []

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import subprocess
-import sys
 
 import httpx
 import numpy as np
@@ -17,7 +15,7 @@ from siftstream._api import OPERATION_MODULES, selectors
 from siftstream.clients import Operation, Operations
 from siftstream.results import ChunkReceipt
 from tests.support.api import make_settings, running_app
-from tests.support.harness import REPO_ROOT, ServiceProcess
+from tests.support.harness import ServiceProcess, modules_imported
 
 
 async def test_both_clients_offer_every_operation_with_one_signature() -> None:
@@ -97,15 +95,11 @@ async def test_async_client_on_the_app_in_process(redis_url: str, redis_client: 
 def test_the_client_never_imports_the_server() -> None:
     """Importing the client (and its command line) loads no server layer and nothing beyond
     httpx, numpy and scipy: it works where only those are installed."""
-    probe = (
-        "import sys, siftstream, siftstream.cli, siftstream.commands\n"
-        "siftstream.cli.build_parser()  # loads the installed server's `serve` too\n"
-        "heavy = ('service.api', 'service.selectors', 'service.store', 'service.algorithms',\n"
-        "         'service.applier', 'sklearn', 'pandas', 'pyarrow', 'fastapi', 'redis',\n"
-        "         'uvicorn', 'pydantic', 'orjson')\n"
-        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    heavy = ("service.api", "service.selectors", "service.store", "service.algorithms",
+             "service.applier", "sklearn", "pandas", "pyarrow", "fastapi", "redis",
+             "uvicorn", "pydantic", "orjson")  # fmt: skip
+    statements = (
+        "import siftstream, siftstream.cli, siftstream.commands\n"
+        "siftstream.cli.build_parser()  # loads the installed server's `serve` too"
     )
-    loaded = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO_ROOT
-    )
-    assert loaded.stdout.strip() == "[]", loaded.stdout
+    assert modules_imported(statements, heavy) == []

@@ -905,3 +905,16 @@ def describe(url: str, name: str) -> dict[str, Any] | None:
     except httpx.TransportError:
         return None
     return dict(response.json()) if response.status_code == 200 else None
+
+
+def modules_imported(statements: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The modules named by (or under) ``prefixes`` that a fresh interpreter has imported
+    after running ``statements`` in this checkout: what a start or an import pulls in."""
+    probe = (
+        f"import sys\n{statements}\n"
+        f"print('\\n'.join(sorted(m for m in sys.modules if m.startswith({prefixes!r}))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO_ROOT
+    )
+    return done.stdout.split()
