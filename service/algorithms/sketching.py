@@ -366,9 +366,8 @@ def _row_side(
 
 def _on_columns(rows: sp.csr_matrix) -> tuple[np.ndarray | None, sp.csr_matrix]:
     """The columns ``rows`` has entries in (ascending) and ``rows`` on those columns alone;
-    ``None`` and ``rows`` as they are when they touch most columns (gathering nearly every
-    column of the sketch costs more than reading it whole: 8-10% of an update of BASEHOCK's
-    1000-row chunks, which touch 92% of its 4,862 columns per super-block)."""
+    ``None`` and ``rows`` as they are when they touch more than half of the columns (gathering
+    most columns of the sketch and adding back into them costs more than reading it whole)."""
     touched = np.zeros(rows.shape[1], dtype=bool)
     touched[rows.indices] = True
     columns = np.flatnonzero(touched)

@@ -320,11 +320,11 @@ class FSDS(ResampledMergeable[FSDSParams]):
         return kept_subsample(fields, params)
 
     def subsample_state_sizes(self, params: FSDSParams) -> dict[str, int]:
-        cfg = subsample_config(params)
+        sizes = self.core_state_sizes(subsample_config(params))
         itemsize = np.dtype(subsample_dtype(params)).itemsize
         return {
-            "sketch_rows": itemsize * cfg.ell * cfg.width(params.size),
-            "singular_values": 8 * cfg.ell,
+            "sketch_rows": sizes["sketch_rows"] // 8 * itemsize,
+            "singular_values": sizes["singular_values"],
         }
 
     def subsample_update(
