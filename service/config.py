@@ -207,6 +207,17 @@ class Settings(BaseSettings):
             "big selector at a time."
         ),
     )
+    update_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Threads one update may use for its independent parts (a resampled method's "
+            "whole stream and its subsamples, when their arrays are large), each with "
+            "blas_threads BLAS threads. Default: the cores this process may use over "
+            "blas_threads. Replays use as many, and the replay budget counts what the parts "
+            "keep the cores busy (SIFT_CHECKPOINT_REPLAY_SECONDS)."
+        ),
+    )
     applier_linger_seconds: float = Field(
         default=2.0,
         ge=0,
@@ -447,6 +458,15 @@ class Settings(BaseSettings):
         if self.max_archive_bytes is not None:
             return self.max_archive_bytes
         return self.max_state_bytes + 64 * 1024**2
+
+    @property
+    def parts_threads(self) -> int:
+        """Threads one update may use for its parts (``update_threads``, or its default)."""
+        if self.update_threads is not None:
+            return self.update_threads
+        affinity = getattr(os, "sched_getaffinity", None)
+        cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+        return max(1, cores // self.blas_threads)
 
     @property
     def cors_origin_list(self) -> list[str]:

@@ -28,6 +28,7 @@ from typing import Any
 from threadpoolctl import threadpool_limits
 
 from service import tracing
+from service.algorithms import parallel
 from service.applier import Applier
 from service.auth import Authenticator
 from service.config import Settings
@@ -102,6 +103,7 @@ class Runtime:
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_SECONDS)
         # Concurrent updates must not oversubscribe the cores with BLAS threads (config.py).
         threadpool_limits(settings.blas_threads, user_api="blas")
+        parallel.configure(settings.parts_threads)
         url = settings.redis_url or await self._start_embedded(stack)
         client = connect(url, cluster=settings.redis_cluster)
         stack.push_async_callback(self._close_client, client)

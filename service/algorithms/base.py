@@ -379,6 +379,12 @@ class EstimatesStability(Protocol):
         before resamples existed, or with ``resamples: 0``) or one has seen no row yet."""
         ...
 
+    @property
+    def replay_takes(self) -> tuple[str, ...]:
+        """Fields a replay takes from the version it rebuilds instead of computing them on the
+        way (``resampling.replaying``): scores of the subsamples that cost an update."""
+        ...
+
 
 #: What each capability is called where clients discover it (``GET /v1/methods``), and what it
 #: serves; ``Mergeable`` also makes partitioned selectors. (``StoresSegments`` and

@@ -42,11 +42,16 @@ Selectors created before this existed keep no subsamples; they keep working and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from service.algorithms import parallel
 from service.algorithms.base import MethodBase, State, published_fields
 from service.algorithms.params import MethodParams
 from service.algorithms.subsamples import (
@@ -68,6 +73,11 @@ from service.algorithms.subsamples import (
     whole_of,
 )
 from service.errors import Inconsistent, InvalidInput
+
+#: A subsample's arrays of at least this many bytes (on average) make its update worth a thread
+#: of its own beside the whole stream's (``update_with_subsamples``): below it, handing the
+#: parts out costs about what running them does.
+PARALLEL_PART_BYTES = 256 * 1024
 
 __all__ = [
     "ResampledMergeable",
@@ -158,7 +168,8 @@ class ResampledMethod(MethodBase[RP]):
         self, subsample: State, params: RP, chunk: Any, whole: State, dealt: SubsampleRows
     ) -> State:
         """Fold the subsample's rows of ``chunk`` (``dealt``) into it; ``whole`` is the whole
-        stream's state after the same chunk. A new state."""
+        stream's state before the same chunk (the update of the whole runs beside it). A new
+        state."""
         raise NotImplementedError
 
     def update_with_subsamples(
@@ -170,18 +181,32 @@ class ResampledMethod(MethodBase[RP]):
         dealt: np.ndarray,
     ) -> tuple[State, list[State]]:
         """The whole stream's state and each stored subsample's after a chunk (``dealt``: the
-        subsample of each of its rows): the method's update, then ``subsample_update`` of each
-        subsample dealt rows. A method whose subsamples' statistics share the work of the whole
-        stream's (variance's squared deviations) computes them together instead."""
-        new = self.core_update(state, params, chunk)
-        out = []
+        subsample of each of its rows): the method's update and ``subsample_update`` of each
+        subsample dealt rows, independent parts, run on the update's threads
+        (``parallel.run_parts``) when the subsamples' arrays are large enough to repay a
+        thread (``PARALLEL_PART_BYTES``). A method whose subsamples' statistics share the work
+        of the whole stream's (variance's squared deviations) computes them together instead."""
+        calls: list[Callable[[], State]] = [partial(self.core_update, state, params, chunk)]
+        dealt_to: list[int] = []
         for g, subsample in enumerate(subsamples):
             rows = np.flatnonzero(dealt == g)
             if rows.size:
-                subsample = self.subsample_update(
-                    subsample, params, chunk, new, SubsampleRows(rows, dealt.size)
+                calls.append(
+                    partial(
+                        self.subsample_update,
+                        subsample,
+                        params,
+                        chunk,
+                        state,
+                        SubsampleRows(rows, dealt.size),
+                    )
                 )
-            out.append(subsample)
+                dealt_to.append(g)
+        worth = _array_bytes(subsamples) >= PARALLEL_PART_BYTES * max(len(subsamples), 1)
+        new, *updated = parallel.run_parts(calls) if worth else [call() for call in calls]
+        out = list(subsamples)
+        for g, subsample in zip(dealt_to, updated, strict=True):
+            out[g] = subsample
         return new, out
 
     def subsample_scores(self, subsample: State, params: RP) -> np.ndarray:
@@ -270,18 +295,30 @@ class ResampledMethod(MethodBase[RP]):
         if not self.caches_resample_scores or COUNTS_FIELD not in state:
             return state
         rows = int(np.asarray(state[COUNTS_FIELD]).sum())
+        deferred = getattr(_replaying, "active", False)
         if previous is not None and SCORES_FIELD in previous:
             computed_at = int(previous.get(SCORES_ROWS_FIELD) or 0)
-            if not scores_due(computed_at, rows):
+            if deferred or not scores_due(computed_at, rows):
                 return {
                     **state,
                     SCORES_FIELD: previous[SCORES_FIELD],
                     SCORES_ROWS_FIELD: computed_at,
                 }
+        if deferred:
+            return {**state, **self._no_scores(state, groups_in(state))}
+        started = time.thread_time()
         scores = self.computed_resample_scores(state, params)
+        # A replay takes the kept scores from the version it rebuilds (``replaying``).
+        parallel.not_replayed(time.thread_time() - started)
         if scores is None:
             return {**state, **self._no_scores(state, groups_in(state))}
         return {**state, SCORES_FIELD: kept_scores(scores), SCORES_ROWS_FIELD: rows}
+
+    @property
+    def replay_takes(self) -> tuple[str, ...]:
+        """Fields a replay takes from the version it rebuilds (``replaying``): the kept scores,
+        which it does not compute again on the way."""
+        return (SCORES_FIELD, SCORES_ROWS_FIELD) if self.caches_resample_scores else ()
 
     def check_consistency(
         self,
@@ -409,6 +446,22 @@ class ResampledMergeable(ResampledMethod[RP]):
         return self.with_scores(new, params, None)  # a merge's scores are computed afresh
 
 
+_replaying = threading.local()
+
+
+@contextlib.contextmanager
+def replaying() -> Iterator[None]:
+    """Updates on this thread re-apply versions whose every field of ``replay_takes`` the
+    caller will take from the last of them: the kept scores are carried, not computed (they
+    cost about an update, and only the last version's are kept)."""
+    outer = getattr(_replaying, "active", False)
+    _replaying.active = True
+    try:
+        yield
+    finally:
+        _replaying.active = outer
+
+
 def resample_fields(method: Any, k: int, params: MethodParams | None = None) -> list[str]:
     """The array fields ``resample_scores`` reads of a state of ``k`` subsamples (besides its
     scalars): the scores it keeps (``caches_resample_scores``), else
@@ -473,3 +526,8 @@ def published_state_fields(method: Any, state: State) -> set[str]:
         read = resample_fields(method, k)
         out.update(f for f in read if not served_from_checkpoint(served, f))
     return out
+
+
+def _array_bytes(states: list[State]) -> int:
+    """Bytes of the arrays of ``states``."""
+    return sum(v.nbytes for state in states for v in state.values() if isinstance(v, np.ndarray))

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from service import tracing
-from service.algorithms import get_method
+from service.algorithms import get_method, parallel
 from service.algorithms.base import State
 from service.applier.basis import Basis
 from service.applier.state import HeldState
@@ -29,9 +29,12 @@ from service.applier.updates import (
     publish,
     rank,
     replay,
+    replay_takes,
     state_sizes,
+    taken_fields,
 )
 from service.errors import Conflict, StaleApplier
+from service.store.codec import SCALARS_FIELD
 from service.store.monitoring_records import HistoryEntry
 from service.store.records import (
     Head,
@@ -56,8 +59,9 @@ INLINE_COMPUTE_SECONDS = 0.003
 
 @dataclass(frozen=True)
 class Computed:
-    """What an update took: seconds on the clock, and of CPU (None: not read, or not all of
-    it on the thread's clock)."""
+    """What an update took: seconds on the clock, and of CPU: the thread's, with what its
+    parallel parts kept the cores busy beyond it (``parallel.counting_cpu``); None: not
+    read, or not all of it on the threads' clocks (BLAS threads beside them)."""
 
     wall: float
     cpu: float | None
@@ -135,9 +139,11 @@ class Committer:
             else []
         )
 
+        taken = await self._taken(meta, head) if records else None
+
         def rebuild() -> tuple[State, int]:
             state = decode_checkpoint(meta, fields)
-            return replay(meta, state, point.items_seen, records, entries)
+            return replay(meta, state, point.items_seen, records, entries, taken)
 
         state, items_seen = await asyncio.to_thread(rebuild)
         if items_seen != head.items_seen:
@@ -173,6 +179,17 @@ class Committer:
         self._held.put(meta.name, held)
         return held
 
+    async def _taken(self, meta: SelectorMeta, head: Head) -> State | None:
+        """What a replay to ``head`` takes from it as published (``replay_takes``); None if
+        nothing, or if it is not there to take (the replay then computes it)."""
+        takes = replay_takes(meta)
+        if not takes:
+            return None
+        at, published = await self.store.checkpoints.read_state_fields(
+            meta.name, [*takes, SCALARS_FIELD]
+        )
+        return taken_fields(meta, published) if at.version == head.version else None
+
     async def compute(
         self, held: HeldState, folded: Sequence[Folded], merge: bool, items: int
     ) -> tuple[Update, Computed]:
@@ -188,15 +205,18 @@ class Committer:
 
         def computed_update() -> tuple[Update, float | None]:
             cpu_started = time.thread_time() if sampled else 0.0
-            update = compute_update(
-                held.meta,
-                held.state,
-                list(folded),
-                self.settings.max_state_bytes,
-                merge,
-                self.settings.history_top,
-            )
-            return update, time.thread_time() - cpu_started if sampled else None
+            with parallel.counting_cpu() as parts:
+                update = compute_update(
+                    held.meta,
+                    held.state,
+                    list(folded),
+                    self.settings.max_state_bytes,
+                    merge,
+                    self.settings.history_top,
+                )
+            if not sampled:
+                return update, None
+            return update, max(0.0, time.thread_time() - cpu_started + parts.adjustment)
 
         with tracing.span("sift.compute", {"sift.rows": items, "sift.inline": inline}):
             if inline:

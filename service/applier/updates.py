@@ -13,6 +13,7 @@ and ``StateUnreadable`` (storage damage: nobody's entry is to blame).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from service.algorithms.base import (
     top_per_view,
 )
 from service.algorithms.drift import stable_h
-from service.algorithms.resampling import published_state_fields
+from service.algorithms.resampling import published_state_fields, replaying
 from service.algorithms.stability import (
     ResampledRanking,
     Stability,
@@ -317,15 +318,38 @@ def rank(meta: SelectorMeta, state: State, h: int) -> list[RankedList] | None:
         return None
 
 
+def replay_takes(meta: SelectorMeta) -> tuple[str, ...]:
+    """The fields a replay of ``meta``'s log takes from the version it rebuilds, as that
+    version published them, instead of computing them on the way (``replay``)."""
+    method = get_method(meta.method)
+    return tuple(method.replay_takes) if offers(method, EstimatesStability) else ()
+
+
+def taken_fields(meta: SelectorMeta, published: Mapping[str, bytes]) -> State | None:
+    """The ``replay_takes`` fields of a version's published fields (its scalars among them),
+    decoded; None unless every one is there."""
+    wanted = replay_takes(meta)
+    try:
+        decoded = decode_state(published)
+    except CodecError:
+        return None
+    if not wanted or any(field not in decoded for field in wanted):
+        return None
+    return {field: decoded[field] for field in wanted}
+
+
 def replay(
     meta: SelectorMeta,
     state: State,
     items_seen: int,
     records: Sequence[CommitRecord],
     entries: Sequence[LogEntry],
+    taken: State | None = None,
 ) -> tuple[State, int]:
     """``state`` (of a checkpoint, having seen ``items_seen`` items) with the log entries
     re-applied as the commit records say; returns the state and the items it has seen.
+    ``taken``: the ``replay_takes`` fields of the last version, as it published them, which
+    the updates on the way then do not compute (``resampling.replaying``).
 
     Each record covers the entries after the previous record's cursor up to its own: joined
     into one update as they were first (FSDS's sketch depends on where the shrinks fall), or,
@@ -333,6 +357,18 @@ def replay(
     Raises StateUnreadable if records and entries do not fit together, or an update that once
     succeeded fails now.
     """
+    with replaying() if taken else contextlib.nullcontext():
+        state, items_seen = _replayed(meta, state, items_seen, records, entries)
+    return ({**state, **taken} if taken and records else state), items_seen
+
+
+def _replayed(
+    meta: SelectorMeta,
+    state: State,
+    items_seen: int,
+    records: Sequence[CommitRecord],
+    entries: Sequence[LogEntry],
+) -> tuple[State, int]:
     kind = chunk_format(get_method(meta.method).chunk_kind)
     position = 0
     for record in records:

@@ -336,11 +336,17 @@ class FSDS(ResampledMergeable[FSDSParams]):
         dealt: SubsampleRows,
     ) -> State:
         """Steps 1-4 on the subsample's rows (``subsample_config``), each weighed as in the
-        whole stream; in gaussian mode with the whole stream's bandwidth (the median heuristic
-        on its own first rows would pick another feature map)."""
+        whole stream; in gaussian mode with the whole stream's bandwidth: kept, or the one the
+        whole stream takes from this chunk, its first (the median heuristic on the
+        subsample's own first rows would pick another feature map)."""
         cfg = subsample_config(params)
-        bandwidth = _state_float(whole, "kernel_bandwidth")
-        if cfg.gaussian and cfg.kernel_bandwidth is None and bandwidth > 0:
+        if cfg.gaussian and cfg.kernel_bandwidth is None:
+            bandwidth = _state_float(whole, "kernel_bandwidth")
+            if bandwidth <= 0.0:
+                head = chunk[:BANDWIDTH_SAMPLE_ROWS]
+                bandwidth = _bandwidth(
+                    cfg, 0.0, _dense(normalize_rows(head) if cfg.normalize_rows else head)
+                )
             cfg = cfg.model_copy(update={"kernel_bandwidth": bandwidth})
         folded = _fold(subsample, cfg, params.size, dealt.of(chunk), dealt)[1]
         return kept_subsample(folded, params)
