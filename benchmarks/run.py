@@ -52,6 +52,7 @@ for the sizes and the context they share); this script is the runner: it lists t
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -93,6 +94,7 @@ from suite.streams import bench_streams
 from suite.takeover import bench_takeover
 from suite.variance import bench_variance
 
+from service.algorithms import parallel
 from service.store.embedded import find_redis_server
 
 
@@ -272,6 +274,13 @@ def main(argv: list[str] | None = None) -> int:
         help="BLAS threads for this process and the services (default 1, the service's "
         "SIFT_BLAS_THREADS default, so that in-process and HTTP figures compare like for like)",
     )
+    parser.add_argument(
+        "--update-threads",
+        type=int,
+        default=None,
+        help="threads of one update's parts for this process and the services (default: the "
+        "service's SIFT_UPDATE_THREADS default, the cores over the BLAS threads)",
+    )
     args = parser.parse_args(argv)
     # SIGTERM unwinds like Ctrl-C, so every redis-server and service started is stopped.
     signal.signal(signal.SIGTERM, stop_on_sigterm)
@@ -287,7 +296,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--service-root {service_root} holds no service package")
 
     threadpoolctl.threadpool_limits(args.blas_threads)
-    env = {"SIFT_BLAS_THREADS": str(args.blas_threads)}
+    update_threads = args.update_threads or max(
+        1, len(os.sched_getaffinity(0)) // args.blas_threads
+    )
+    parallel.configure(update_threads)
+    env = {"SIFT_BLAS_THREADS": str(args.blas_threads), "SIFT_UPDATE_THREADS": str(update_threads)}
     for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env[variable] = str(args.blas_threads)
     previous = output.read_text() if output is not None and output.is_file() else ""
