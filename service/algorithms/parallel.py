@@ -156,7 +156,10 @@ def run_parts(calls: Sequence[Callable[[], T]]) -> list[T]:
     section = _Section(calls)
     pool = _executor()
     for _ in range(min(_threads, len(calls)) - 1):
-        pool.submit(section.take)
+        try:
+            pool.submit(section.take)
+        except RuntimeError:  # reconfigured meanwhile: this thread takes what is left
+            break
     own = section.take()
     section.done.wait()
     if section.errors:
