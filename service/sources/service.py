@@ -134,7 +134,7 @@ class Sources:
         definition = await self.records.get(name)
         await self.records.delete(name, Target.of(definition["into"]), str(definition["id"]))
         await self._stop(name)
-        await self.records.forget_status(name)
+        await self.records.forget_status(name, str(definition["id"]))
         log.info("source '%s' deleted", name)
 
     async def restart(self, name: str, start: str, visible: Callable[[str], bool]) -> SourceOut:
@@ -159,9 +159,7 @@ class Sources:
         source_id = str(definition["id"])
         # The status first: a consumer writes it after the progress it speaks of, so a reset
         # it reports is in the progress read next.
-        status = await self.records.read_status(name)
-        if status is not None and status.get("id") != source_id:
-            status = None
+        status = await self.records.read_status(name, source_id)
         progress = await self.records.progress(name, target)
         rejects = await self.records.rejects(name, source_id, target, REJECTS_SHOWN)
         lags = dict((status or {}).get("lag") or {})

@@ -67,7 +67,8 @@ and the Lua scripts (``service/store/lua/``) stay valid on Redis Cluster::
     {prefix}:{name}:source_rejects   list of JSON entries those sources set aside, capped
 
 ``{prefix}:sources`` (``sources_registry_key``) holds the sources' definitions;
-``{prefix}:source:{s}:lease`` and ``:status`` the consuming process's lease and last word.
+``{prefix}:source:{s}:lease`` and ``:status:{id}`` the consuming process's lease and last word
+(under the source's id: a consumer of a source deleted and created again speaks only of its own).
 
 ``{prefix}:outboxes`` (``outboxes_key``) marks the selectors whose outbox may hold an event
 due, scored by when to look (ms), in its own slot like the registry.
@@ -359,14 +360,16 @@ def source_members_key(prefix: str, name: str) -> str:
     return f"{prefix}:source:{{{name}}}:members"
 
 
-def source_statuses_key(prefix: str, name: str) -> str:
+def source_statuses_key(prefix: str, name: str, source_id: str) -> str:
     """What each consumer of a shared source last said: holder -> JSON, as a status."""
-    return f"{prefix}:source:{{{name}}}:statuses"
+    return f"{prefix}:source:{{{name}}}:statuses:{source_id}"
 
 
-def source_status_key(prefix: str, name: str) -> str:
-    """What the consumer of source ``name`` last said of it (state, error, lag, rate)."""
-    return f"{prefix}:source:{{{name}}}:status"
+def source_status_key(prefix: str, name: str, source_id: str) -> str:
+    """What the consumer of source ``name`` (the one of id ``source_id``: a consumer of a
+    source deleted and created again speaks only of its own) last said of it (state, error,
+    lag, rate)."""
+    return f"{prefix}:source:{{{name}}}:status:{source_id}"
 
 
 def commits_channel(prefix: str) -> str:

@@ -375,24 +375,29 @@ class SourceStore:
     async def write_status(
         self, name: str, status: dict[str, Any], holder: str | None = None
     ) -> None:
-        """The consumer's status (of a shared source: this holder's, beside the others')."""
+        """The consumer's status (of a shared source: this holder's, beside the others'),
+        under the source's id (``status["id"]``)."""
+        source_id = str(status["id"])
         if holder is None:
             await self.redis.set(
-                source_status_key(self.prefix, name), json.dumps(status), px=STATUS_TTL_MS
+                source_status_key(self.prefix, name, source_id),
+                json.dumps(status),
+                px=STATUS_TTL_MS,
             )
             return
-        key = source_statuses_key(self.prefix, name)
+        key = source_statuses_key(self.prefix, name, source_id)
         await self.redis.hset(key, holder, json.dumps(status))
         await self.redis.pexpire(key, STATUS_TTL_MS)
 
     @map_redis_errors
-    async def read_status(self, name: str) -> dict[str, Any] | None:
-        """The consumer's status; of a shared source, its consumers' together: every
-        partition's lag, the rows per second summed, running if one runs."""
-        raw = await self.redis.get(source_status_key(self.prefix, name))
+    async def read_status(self, name: str, source_id: str) -> dict[str, Any] | None:
+        """The status of the consumer of source ``name`` of id ``source_id``; of a shared
+        source, its consumers' together: every partition's lag, the rows per second summed,
+        running if one runs."""
+        raw = await self.redis.get(source_status_key(self.prefix, name, source_id))
         if raw is not None:
             return dict(json.loads(raw))
-        held = await self.redis.hgetall(source_statuses_key(self.prefix, name))
+        held = await self.redis.hgetall(source_statuses_key(self.prefix, name, source_id))
         fresh_after = time.time() - STATUS_TTL_MS / 1000 / 3
         statuses = [json.loads(v) for v in held.values()]
         statuses = [s for s in statuses if float(s.get("at") or 0) >= fresh_after]
@@ -414,6 +419,6 @@ class SourceStore:
         }
 
     @map_redis_errors
-    async def forget_status(self, name: str) -> None:
-        await self.redis.delete(source_status_key(self.prefix, name))
-        await self.redis.delete(source_statuses_key(self.prefix, name))
+    async def forget_status(self, name: str, source_id: str) -> None:
+        await self.redis.delete(source_status_key(self.prefix, name, source_id))
+        await self.redis.delete(source_statuses_key(self.prefix, name, source_id))

@@ -487,7 +487,11 @@ async def test_a_password_never_shows_whatever_it_holds(reach_world, caplog, bef
     assert len(encoded) >= 11, answers
     for body in created:
         await retrying(http, body["name"], 30.0)
-    statuses = [await reach_world["records"].read_status(body["name"]) for body in created]
+    records = reach_world["records"]
+    statuses = [
+        await records.read_status(b["name"], str((await records.get(b["name"]))["id"]))
+        for b in created
+    ]
     seen = [
         *answers,
         (await http.get("/v1/sources")).text,

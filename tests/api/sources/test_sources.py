@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from service.store.redis_store import SelectorStore
+from service.store.sources import SourceStore
 from tests.support.api import assert_problem
 from tests.support.nats import add_stream, publish
 from tests.support.sources import LOOPBACK, applied, settled, source_body, until, write
@@ -77,6 +79,31 @@ async def test_a_redis_stream_lands_exactly_and_bad_entries_are_set_aside(client
     metrics = (await http.get("/metrics")).text
     assert f'sift_source_rows_total{{source="s"}} {float(len(good))}' in metrics
     assert f'sift_source_rejected_total{{source="s"}} {float(len(bad))}' in metrics
+
+
+async def test_a_consumer_of_a_replaced_source_does_not_speak_for_the_new_one(
+    client, bus, bus_url, redis_client
+):
+    """A consumer of an earlier source of the same name (deleted and created again: another
+    id) that writes its last word late does not change what the new source says."""
+    http = client
+    body = {"name": "v", "method": "variance", "n_features": 4, "feature_names": NAMES}
+    assert (await http.post("/v1/selectors", json=body)).status_code == 201
+    rows = np.random.default_rng(5).normal(size=(30, 4))
+    await write(bus, "events", [dict(zip(NAMES, map(repr, r.tolist()), strict=True)) for r in rows])
+    answer = await http.post(
+        "/v1/sources", json=source_body("s", bus_url, "events", into={"selector": "v"})
+    )
+    assert answer.status_code == 201, answer.text
+    described = await settled(http, "s", 30)
+    assert described["state"] in ("running", "paused"), described
+    records = SourceStore(SelectorStore(redis_client, prefix="sift"))
+    current = str((await records.get("s"))["id"])
+    stale = {"id": secrets.token_hex(8), "state": "failed", "last_error": "stale", "at": 0.0}
+    assert stale["id"] != current
+    await records.write_status("s", stale)
+    again = (await http.get("/v1/sources/s")).json()
+    assert again["state"] == described["state"] and again["last_error"] is None, again
 
 
 async def test_labelled_rows_take_their_label_from_the_label_field(client, bus, bus_url):
