@@ -52,7 +52,6 @@ for the sizes and the context they share); this script is the runner: it lists t
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import time
@@ -95,6 +94,7 @@ from suite.takeover import bench_takeover
 from suite.variance import bench_variance
 
 from service.algorithms import parallel
+from service.config import default_update_threads
 from service.store.embedded import find_redis_server
 
 
@@ -296,9 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--service-root {service_root} holds no service package")
 
     threadpoolctl.threadpool_limits(args.blas_threads)
-    update_threads = args.update_threads or max(
-        1, len(os.sched_getaffinity(0)) // args.blas_threads
-    )
+    update_threads = args.update_threads or default_update_threads(args.blas_threads)
     parallel.configure(update_threads)
     env = {"SIFT_BLAS_THREADS": str(args.blas_threads), "SIFT_UPDATE_THREADS": str(update_threads)}
     for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):

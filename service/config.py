@@ -10,6 +10,13 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+def default_update_threads(blas_threads: int) -> int:
+    """``update_threads``' default: the cores this process may use over ``blas_threads``."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+    return max(1, cores // blas_threads)
+
+
 def _default_data_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(
         os.path.expanduser("~"), ".local", "share"
@@ -464,9 +471,7 @@ class Settings(BaseSettings):
         """Threads one update may use for its parts (``update_threads``, or its default)."""
         if self.update_threads is not None:
             return self.update_threads
-        affinity = getattr(os, "sched_getaffinity", None)
-        cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
-        return max(1, cores // self.blas_threads)
+        return default_update_threads(self.blas_threads)
 
     @property
     def cors_origin_list(self) -> list[str]:

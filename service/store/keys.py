@@ -361,7 +361,8 @@ def source_members_key(prefix: str, name: str) -> str:
 
 
 def source_statuses_key(prefix: str, name: str, source_id: str) -> str:
-    """What each consumer of a shared source last said: holder -> JSON, as a status."""
+    """What each consumer of a shared source (of id ``source_id``) last said: holder -> JSON,
+    as a status."""
     return f"{prefix}:source:{{{name}}}:statuses:{source_id}"
 
 

@@ -403,8 +403,6 @@ class SourceStore:
         statuses = [s for s in statuses if float(s.get("at") or 0) >= fresh_after]
         if not statuses:
             return None
-        newest = max(statuses, key=lambda s: float(s.get("at") or 0))
-        statuses = [s for s in statuses if s.get("id") == newest.get("id")]
         order = ("running", "paused", "retrying", "reset", "starting", "failed")
         best = min(statuses, key=lambda s: order.index(s["state"]) if s["state"] in order else 9)
         lag: dict[str, Any] = {}
