@@ -54,6 +54,7 @@ from service.algorithms.labels import (
     grow_rows,
     stored_classes,
 )
+from service.algorithms.resampling import RP
 from service.algorithms.statistics import StatisticsMethod
 from service.algorithms.subsamples import ResampledParams
 from service.errors import Inconsistent, InvalidInput
@@ -199,11 +200,6 @@ def remove_classes(whole: State, part: State) -> State:
     return {**rest, COUNTS_FIELD: counts, SUMS_FIELD: sums}
 
 
-def _no_spread(params: ResampledParams) -> State:
-    """The per-class ``M2`` of no class, for states that keep it (``standardize``)."""
-    return {M2_FIELD: np.zeros((0, params.size))} if getattr(params, "standardize", False) else {}
-
-
 def check_spread(state: State) -> None:
     """``check_classes``, and the per-class ``M2`` where the state keeps it."""
     check_classes(state, SUMS_FIELD)
@@ -230,7 +226,85 @@ class OCFSParams(ResampledParams):
     )
 
 
-class OCFS(StatisticsMethod[OCFSParams]):
+class ClassStatisticsMethod(StatisticsMethod[RP]):
+    """A labelled row method whose statistics are the class counts and class sums, and, where
+    ``keeps_spread``, every class's ``M2`` (``class_moments``): a subclass says its scores.
+    Counts and sums add exactly, ``M2`` by Chan's update; both merge and take a subsample out of
+    the whole stream."""
+
+    chunk_kind: ChunkKind = "labelled rows"
+    describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
+    #: Class counts and sums add exactly (``plus``, ``minus``) ...
+    statistics_fields: ClassVar[tuple[str, ...]] = (COUNTS_FIELD, SUMS_FIELD)
+    #: ... and, where kept, every class's M2 (Chan's update).
+    optional_fields: ClassVar[tuple[str, ...]] = (M2_FIELD,)
+
+    def keeps_spread(self, params: RP) -> bool:
+        """Whether the statistics hold every class's ``M2``."""
+        raise NotImplementedError
+
+    def keeps_optional(self, params: RP) -> bool:
+        return self.keeps_spread(params)
+
+    def empty(self, params: RP) -> State:
+        spread = {M2_FIELD: np.zeros((0, params.size))} if self.keeps_spread(params) else {}
+        return {
+            CLASSES_FIELD: encode_classes([]),
+            COUNTS_FIELD: np.zeros(0, dtype=np.int64),
+            SUMS_FIELD: np.zeros((0, params.size)),
+            **spread,
+        }
+
+    def empty_sizes(self, params: RP) -> dict[str, int]:
+        return {}  # counts and sums (and M2) grow by one row per class found
+
+    def fold(self, statistics: State, params: RP, chunk: LabelledRows) -> State:
+        """The chunk's class counts and sums (and M2) folded in."""
+        return add_classes(statistics, chunk)
+
+    def fold_dealt(
+        self,
+        statistics: list[State],
+        params: RP,
+        chunk: LabelledRows,
+        dealt: np.ndarray,
+    ) -> list[State]:
+        """The chunk's class counts and sums for the whole stream and for each subsample's rows
+        in one product (``class_totals_of``: the chunk is read once); where kept, each one's M2
+        around its own class means (a second pass)."""
+        plans = [class_tally(statistics[0], chunk)]
+        for g, subsample in enumerate(statistics[1:]):
+            plans.append(class_tally(subsample, chunk, np.flatnonzero(dealt == g)))
+        totals = class_totals_of(chunk.rows, [tally for _, tally in plans], chunk.multiplicity)
+        return [
+            fold_classes(
+                before, classes, counts, sums, spread_of(before, chunk, tally, counts, sums)
+            )
+            for before, (classes, tally), (counts, sums) in zip(
+                statistics, plans, totals, strict=True
+            )
+        ]
+
+    def plus(self, statistics: State, params: RP, other: State) -> State:
+        """Counts and sums added, and M2 by Chan's update (classes matched by label, new ones
+        appended in the other's order)."""
+        return merge_classes(statistics, other)
+
+    def minus(self, whole: State, params: RP, part: State) -> State:
+        return remove_classes(whole, part)
+
+    def rows_of(self, statistics: State) -> int:
+        return int(np.asarray(statistics[COUNTS_FIELD]).sum())
+
+    def check(self, state: State, params: RP) -> None:
+        """One count and one row of sums (and of M2) per class."""
+        check_spread(state)
+
+    def describe(self, state: State) -> dict[str, Any]:
+        return describe_classes(state)
+
+
+class OCFS(ClassStatisticsMethod[OCFSParams]):
     """OCFS over labelled row chunks: the statistics are the class counts and class sums (and,
     with ``standardize``, every class's ``M2``), scored by Table 2, steps 1-3.
 
@@ -248,86 +322,24 @@ class OCFS(StatisticsMethod[OCFSParams]):
         'Yan et al., "Effective and Efficient Dimensionality Reduction for Large-Scale and '
         'Streaming Data Preprocessing", TKDE 2006 (Table 2, eq. 2)'
     )
-    chunk_kind: ChunkKind = "labelled rows"
     params_model = OCFSParams
     examples: tuple[Example, ...] = (
         Example({"n_features": 4}, items=10),
         Example({"n_features": 4}, {"standardize": True}, items=10),
     )
     score_field = "scores"
-    describe_fields: tuple[str, ...] = (COUNTS_FIELD,)
-    #: Class counts and sums add exactly (``plus``, ``minus``) ...
-    statistics_fields: ClassVar[tuple[str, ...]] = (COUNTS_FIELD, SUMS_FIELD)
-    #: ... and, with ``standardize``, every class's M2 (Chan's update).
-    optional_fields: ClassVar[tuple[str, ...]] = (M2_FIELD,)
     stability_estimate = (
         "the class counts and sums of K interleaved subsamples of the rows (K - 1 stored, the "
         "last the whole stream's minus theirs), scored by Table 2, their spread scaled to "
         "resamples of every row seen"
     )
 
-    def keeps_optional(self, params: OCFSParams) -> bool:
+    def keeps_spread(self, params: OCFSParams) -> bool:
         return params.standardize
-
-    def empty(self, params: OCFSParams) -> State:
-        return {
-            CLASSES_FIELD: encode_classes([]),
-            COUNTS_FIELD: np.zeros(0, dtype=np.int64),
-            SUMS_FIELD: np.zeros((0, params.size)),
-            **_no_spread(params),
-        }
-
-    def empty_sizes(self, params: OCFSParams) -> dict[str, int]:
-        return {}  # counts and sums (and M2) grow by one row per class found
-
-    def fold(self, statistics: State, params: OCFSParams, chunk: LabelledRows) -> State:
-        """The chunk's class counts and sums (and M2) folded in."""
-        return add_classes(statistics, chunk)
-
-    def fold_dealt(
-        self,
-        statistics: list[State],
-        params: OCFSParams,
-        chunk: LabelledRows,
-        dealt: np.ndarray,
-    ) -> list[State]:
-        """The chunk's class counts and sums for the whole stream and for each subsample's rows
-        in one product (``class_totals_of``: the chunk is read once); with ``standardize``,
-        each one's M2 around its own class means (a second pass)."""
-        plans = [class_tally(statistics[0], chunk)]
-        for g, subsample in enumerate(statistics[1:]):
-            plans.append(class_tally(subsample, chunk, np.flatnonzero(dealt == g)))
-        totals = class_totals_of(chunk.rows, [tally for _, tally in plans], chunk.multiplicity)
-        return [
-            fold_classes(
-                before, classes, counts, sums, spread_of(before, chunk, tally, counts, sums)
-            )
-            for before, (classes, tally), (counts, sums) in zip(
-                statistics, plans, totals, strict=True
-            )
-        ]
 
     def scores(self, statistics: State, params: OCFSParams) -> np.ndarray:
         """Table 2, steps 1-3 (standardized where the statistics keep M2), O(cm)."""
         return class_scores(statistics)
-
-    def plus(self, statistics: State, params: OCFSParams, other: State) -> State:
-        """Counts and sums added, and M2 by Chan's update (classes matched by label, new ones
-        appended in the other's order)."""
-        return merge_classes(statistics, other)
-
-    def minus(self, whole: State, params: OCFSParams, part: State) -> State:
-        return remove_classes(whole, part)
-
-    def rows_of(self, statistics: State) -> int:
-        return int(np.asarray(statistics[COUNTS_FIELD]).sum())
-
-    def check(self, state: State, params: OCFSParams) -> None:
-        """One count and one row of sums (and of M2) per class."""
-        check_spread(state)
-
-    def describe(self, state: State) -> dict[str, Any]:
-        return describe_classes(state)
 
 
 def summary_rows(state: State) -> LabelledRows:
