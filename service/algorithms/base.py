@@ -386,6 +386,39 @@ class EstimatesStability(Protocol):
         ...
 
 
+@runtime_checkable
+class TestsSignificance(Protocol):
+    """Scores that are a statistical test's statistics, with every feature's p-value in the
+    state (``service.algorithms.univariate``): answers carry them and can select by them
+    (``GET .../top?alpha=``). Both are NaN where the test is undefined (scikit-learn's
+    answer), the only state values that need not be finite; the method's own check
+    (``ChecksState``) holds them to the test of the statistics."""
+
+    #: The state field of the p-values.
+    p_value_field: str
+    #: What its readers read (the p-values).
+    p_value_fields: tuple[str, ...]
+
+
+@runtime_checkable
+class RefusesValues(Protocol):
+    """Refuses values its maths does not take (chi-squared: negative ones), when a chunk is
+    validated, before anything is written."""
+
+    def refuse_values(self, chunk: Any) -> None:
+        """``InvalidInput`` saying which value of ``chunk`` (a decoded chunk) is refused."""
+        ...
+
+
+def not_always_finite(method: Method[Any, Any]) -> frozenset[str]:
+    """The state fields of ``method`` that may hold NaN or infinity: a test's scores and
+    p-values (``TestsSignificance``), derived afresh from the statistics by every update."""
+    score_field = method.score_field
+    if offers(method, TestsSignificance):
+        return frozenset({score_field, method.p_value_field})
+    return frozenset()
+
+
 #: What each capability is called where clients discover it (``GET /v1/methods``), and what it
 #: serves; ``Mergeable`` also makes partitioned selectors. (``StoresSegments`` and
 #: ``ChecksState`` are how a method is stored and imported, not what it offers.)
@@ -396,6 +429,7 @@ CAPABILITIES: tuple[tuple[type, str], ...] = (
     (Mergeable, "merge"),
     (Projects, "projection"),
     (EstimatesStability, "stability"),
+    (TestsSignificance, "p-values"),
 )
 
 
@@ -430,6 +464,7 @@ _READER_FIELDS: tuple[tuple[type, str], ...] = (
     (SelectsColumns, "pivot_fields"),
     (Mergeable, "summary_fields"),
     (Projects, "projection_fields"),
+    (TestsSignificance, "p_value_fields"),
 )
 
 
@@ -445,13 +480,15 @@ def check_state(
     For a state that did not come from the method itself (an imported archive): the applier and
     the readers assume what this checks, so a crafted state must never get in. Derived from
     ``initial_state``: the same fields; every scalar of the same JSON type (an integer may stand
-    for a float); every array of the same dtype and number of axes, finite, and as long as the
+    for a float); every array of the same dtype and number of axes, finite (but a test's scores
+    and p-values, ``TestsSignificance``), and as long as the
     initial one on every axis that is not empty there (those grow with the stream) unless the
     method says it grows (``ChecksState.growing_axes``). Then the method's own rules
     (``ChecksState``) and its segments (``StoresSegments``): exactly the ones it refers to.
     """
     initial = method.initial_state(params)
     growing = method.growing_axes(params) if isinstance(method, ChecksState) else {}
+    loose = not_always_finite(method)
     missing = sorted(set(initial) - set(state))
     unexpected = sorted(set(state) - set(initial))
     if missing or unexpected:
@@ -462,7 +499,7 @@ def check_state(
     for field, expected in initial.items():
         value = state[field]
         if isinstance(expected, np.ndarray):
-            _check_array(field, value, expected, growing.get(field, ()))
+            _check_array(field, value, expected, growing.get(field, ()), field not in loose)
         elif not _same_scalar_type(value, expected):
             raise Inconsistent(
                 f"state scalar '{field}' must be of type {type(expected).__name__}; got "
@@ -494,7 +531,9 @@ def check_state(
         method.check_consistency(state, params, given)
 
 
-def _check_array(field: str, value: object, expected: np.ndarray, growing: tuple[int, ...]) -> None:
+def _check_array(
+    field: str, value: object, expected: np.ndarray, growing: tuple[int, ...], finite: bool
+) -> None:
     if not isinstance(value, np.ndarray):
         raise Inconsistent(f"state field '{field}' must be an array; got {type(value).__name__}")
     if value.dtype != expected.dtype or value.ndim != expected.ndim:
@@ -510,6 +549,8 @@ def _check_array(field: str, value: object, expected: np.ndarray, growing: tuple
             )
     # In double precision: the bound does not fit a float32 (whose finite values are all in it).
     magnitudes = np.abs(value).astype(np.float64, copy=False) if value.dtype.kind == "f" else None
+    if magnitudes is not None and not finite:
+        magnitudes = magnitudes[np.isfinite(magnitudes)]
     if magnitudes is not None and not (magnitudes <= MAX_STATE_MAGNITUDE).all():
         raise Inconsistent(
             f"state field '{field}' holds NaN, infinity or values beyond "
@@ -548,15 +589,16 @@ def published_fields(method: Method[Any, Any]) -> tuple[str, ...]:
 
 def order_by_score(scores: np.ndarray, h: int) -> np.ndarray:
     """The ``h`` highest scores' indices, ties broken by the lower index (deterministic, where
-    argpartition would pick arbitrarily among ties at the cut). Every ranking of ``weights``
-    (the top h, the ranking history) orders this way."""
+    argpartition would pick arbitrarily among ties at the cut), NaN scores last. Every ranking
+    of ``weights`` (the top h, the ranking history) orders this way."""
     h = max(0, min(h, scores.size))
     if 0 < h < scores.size // 4:
         # Sort only the candidates at or above the h-th largest score (every tie at the cut
         # included, so the answer is the same): O(n) instead of O(n log n) for a short top.
         threshold = np.partition(scores, scores.size - h)[scores.size - h]
         candidates = np.flatnonzero(scores >= threshold)
-        return candidates[np.lexsort((candidates, -scores[candidates]))][:h]
+        if candidates.size >= h:  # else NaN scores (undefined tests) took places: sort all
+            return candidates[np.lexsort((candidates, -scores[candidates]))][:h]
     return np.lexsort((np.arange(scores.size), -scores))[:h]
 
 

@@ -28,6 +28,8 @@ class StatisticsMethod(ResampledMergeable[RP]):
     * ``fold``: the statistics with a chunk's rows folded in;
     * ``scores``: every feature's score from the statistics (the state keeps them as
       ``score_field``, the ranking);
+    * ``derive`` and ``derived_fields``: what else the state keeps of the statistics and their
+      scores (a test's p-values);
     * ``plus``: the statistics of both operands' rows (a merge); ``minus``, where it is exact:
       the statistics of the rows of ``whole`` that ``part`` has not seen;
     * ``rows_of`` and ``check``: the rows statistics have seen, and their rules.
@@ -45,6 +47,9 @@ class StatisticsMethod(ResampledMergeable[RP]):
     score_field: str
     #: ``Mergeable``: the statistics (set from ``statistics_fields``).
     summary_fields: tuple[str, ...]
+    #: Fields besides the scores that the state derives from the statistics (``derive``:
+    #: p-values), one float per feature each.
+    derived_fields: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -86,6 +91,10 @@ class StatisticsMethod(ResampledMergeable[RP]):
         """The rows the statistics have seen."""
         raise NotImplementedError
 
+    def derive(self, statistics: State, scores: np.ndarray, params: RP) -> State:
+        """The ``derived_fields`` of the statistics and their scores; none by default."""
+        return {}
+
     def check(self, state: State, params: RP) -> None:
         """``Inconsistent`` unless the statistics (and their scores, where ``state`` holds
         them) obey the method's rules; none by default."""
@@ -107,11 +116,18 @@ class StatisticsMethod(ResampledMergeable[RP]):
 
     def statistics_of(self, state: State) -> State:
         """The whole stream's statistics of ``state`` (without its scores and resamples)."""
-        return {f: v for f, v in whole_of(state).items() if f != self.score_field}
+        derived = {self.score_field, *self.derived_fields}
+        return {f: v for f, v in whole_of(state).items() if f not in derived}
 
     def scored(self, statistics: State, params: RP) -> State:
-        """The whole stream's state of these statistics."""
-        return {**statistics, self.score_field: self.scores(statistics, params)}
+        """The whole stream's state of these statistics: them, their scores and what derives
+        from both."""
+        scores = self.scores(statistics, params)
+        return {
+            **statistics,
+            self.score_field: scores,
+            **self.derive(statistics, scores, params),
+        }
 
     def weights(self, state: State, params: RP) -> np.ndarray:
         return np.array(state[self.score_field], dtype=np.float64)
@@ -120,7 +136,8 @@ class StatisticsMethod(ResampledMergeable[RP]):
         return self.scored(self.empty(params), params)
 
     def core_state_sizes(self, params: RP) -> dict[str, int]:
-        return {**self.empty_sizes(params), self.score_field: 8 * params.size}
+        derived = dict.fromkeys((self.score_field, *self.derived_fields), 8 * params.size)
+        return {**self.empty_sizes(params), **derived}
 
     def core_update(self, state: State, params: RP, chunk: Any) -> State:
         return self.scored(self.fold(self.statistics_of(state), params, chunk), params)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -27,6 +27,7 @@ from service.algorithms.base import (
     EstimatesStability,
     Mergeable,
     State,
+    not_always_finite,
     offers,
     order_by_score,
     top_per_view,
@@ -78,14 +79,15 @@ class StateUnreadable(Exception):
     brought back: storage damage, not the fault of any log entry."""
 
 
-def require_finite(state: State) -> None:
-    """UpdateFailed unless every float array and scalar of ``state`` is finite.
+def require_finite(state: State, exempt: Collection[str] = ()) -> None:
+    """UpdateFailed unless every float array and scalar of ``state`` is finite, but the
+    ``exempt`` fields (``not_always_finite``: derived afresh by every update).
 
     A NaN or an infinity would never leave the state again (every later update folds it in), so
     such a state is never committed; the entry that produced it is rejected instead.
     """
     for field, value in state.items():
-        if isinstance(value, str | bool | int) or value is None:
+        if field in exempt or isinstance(value, str | bool | int) or value is None:
             continue
         array = np.asarray(value)
         if array.dtype.kind == "f" and not np.isfinite(array).all():
@@ -227,7 +229,7 @@ def compute_update(
     decode, a method that refuses it or fails on it, a result that is not finite or too large).
     """
     new_state = fold(meta, state, payloads, merge)
-    require_finite(new_state)
+    require_finite(new_state, not_always_finite(get_method(meta.method)))
     kept = {f: v for f, v in new_state.items() if not f.startswith(SEGMENT_PREFIX)}
     ranking = rank(meta, kept, top) if top else None
     resampled, stability = assess_resamples(meta, kept, top) if top else (None, None)

@@ -19,7 +19,7 @@ from typing import Literal, TypeVar
 
 from service import tracing
 from service.algorithms import get_method
-from service.algorithms.base import DecidesOnArrival, offers
+from service.algorithms.base import DecidesOnArrival, RefusesValues, offers
 from service.algorithms.labels import Label, stored_classes
 from service.applier import Applier, is_applied
 from service.config import Settings
@@ -246,7 +246,8 @@ class Ingest:
         The first chunk that names its columns names a target created without names
         (``adopt``: the names it took); a chunk that named them otherwise at the same moment
         lost the race and is decoded again against the names taken. A labelled chunk keeps
-        each of ``class_holders`` within its class budget."""
+        each of ``class_holders`` within its class budget and holds only values each one's
+        method takes (``RefusesValues``)."""
         try:
             decoded = await self.decode(kind, push, target)
             if decoded.adopt is not None:
@@ -257,6 +258,9 @@ class Ingest:
             if decoded.classes:
                 for selector in await class_holders(target):
                     await self.check_class_budget(selector, decoded.classes)
+                    method = get_method(selector.method)
+                    if offers(method, RefusesValues):
+                        method.refuse_values(decoded.chunk)
         except InvalidInput as exc:
             self.metrics.chunks_rejected.labels(str(exc.status)).inc()
             raise

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from service import tracing
+from service.algorithms import require_capability
 from service.algorithms.base import (
     AnyMethod,
     EstimatesStability,
     SelectsColumns,
     State,
+    TestsSignificance,
     offers,
     order_by_score,
     top_per_view,
@@ -27,6 +29,7 @@ from service.algorithms.stability import (
     assess_views,
 )
 from service.algorithms.subsamples import COUNTS_FIELD, resample_count
+from service.algorithms.univariate import Correction, significant
 from service.applier import (
     RANKING_INDEX_FIELD,
     RANKING_SCORE_FIELD,
@@ -43,6 +46,15 @@ from service.store.codec import decode_array
 from service.store.parts.checkpoints import Checkpoints
 from service.store.records import Head, SelectorMeta, default_name
 from service.wire.kinds import ChunkFormat
+
+
+@dataclass(frozen=True)
+class Significance:
+    """A selection by p-value (``GET .../top?alpha=``): its level and correction."""
+
+    alpha: float
+    correction: Correction = "none"
+
 
 #: Ranking strategies of ``GET .../top``: individual scores, or pivoted QR's spanning selection.
 STRATEGIES = ("score", "diverse")
@@ -110,10 +122,12 @@ class Rankings:
         strategy: str = "score",
         candidates: int | None = None,
         view: str | None = None,
+        test: Significance | None = None,
     ) -> TopOut:
         """The h best features: by score, or the h columns pivoted QR selects (``diverse``,
         and always for a method that ranks that way), i.e. h features that together span the
-        data. Multi-view selectors rank each view (or the one asked for)."""
+        data. Multi-view selectors rank each view (or the one asked for). ``test``: only the
+        features a test at its level selects (methods with p-values), by score."""
         if strategy not in STRATEGIES:
             raise InvalidInput(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
         with tracing.span("sift.read", {"sift.selector": name, "sift.read": "head"}) as span:
@@ -128,11 +142,19 @@ class Rankings:
                 f"l (IQRP's candidate list) applies to pivoted selections (strategy=diverse); "
                 f"selector '{name}' ranks by score"
             )
-        cached = self._answers.get((name, head.state_key, h, view))
+        cached = self._answers.get((name, head.state_key, h, view, test))
         if cached is not None:
             return cached
         stability: StabilityOut | None = None
-        if view is not None or meta.views is not None:
+        p_field = method.p_value_field if offers(method, TestsSignificance) else None
+        if test is not None and p_field is None:
+            require_capability(method, TestsSignificance, "alpha selects by p-value", name)
+        if test is not None and p_field is not None:
+            at, scored = await self.reader.state(name, [method.score_field, p_field])
+            features = await asyncio.to_thread(
+                self._significant, meta, method.score_field, p_field, scored, h, test
+            )
+        elif view is not None or meta.views is not None:
             at, scored = await self.reader.state(name, scored_fields(method, meta))
             features, assessed = await asyncio.to_thread(
                 self._by_view, meta, method, scored, h, view
@@ -140,7 +162,7 @@ class Rankings:
             if assessed is not None:
                 stability = stability_out(method, meta, assessed, h)
         else:
-            at, order, top_scores, assessment = await self._best(meta, method, h)
+            at, order, top_scores, assessment, p_values = await self._best(meta, method, h)
             names = await self.reader.item_names(meta, kind, order)
             band_of = assessment.bands.tolist() if assessment is not None else None
             features = [
@@ -149,6 +171,7 @@ class Rankings:
                     index=index,
                     name=label,
                     score=score,
+                    p_value=None if p_values is None else float(p_values[index]),
                     band=None if band_of is None else band_of[rank - 1],
                 )
                 for rank, (index, label, score) in enumerate(
@@ -168,19 +191,47 @@ class Rankings:
             versions=versions_of(at),
             stability=stability,
         )
-        self._answers.put((name, at.state_key, h, view), answer)
+        self._answers.put((name, at.state_key, h, view, test), answer)
         return answer
+
+    @staticmethod
+    def _significant(
+        meta: SelectorMeta,
+        score_field: str,
+        p_field: str,
+        scored: State,
+        h: int,
+        test: Significance,
+    ) -> list[RankedFeature]:
+        """The ``h`` best features by score among those ``test`` selects by p-value."""
+        scores = np.asarray(scored[score_field], dtype=np.float64)
+        p_values = np.asarray(scored[p_field], dtype=np.float64)
+        chosen = np.flatnonzero(significant(p_values, test.alpha, test.correction))
+        order = chosen[order_by_score(scores[chosen], h)]
+        return [
+            RankedFeature(
+                rank=rank,
+                index=int(index),
+                name=meta.feature_names[index] if meta.feature_names else default_name(index),
+                score=float(scores[index]),
+                p_value=float(p_values[index]),
+            )
+            for rank, index in enumerate(order.tolist(), start=1)
+        ]
 
     async def _best(
         self, meta: SelectorMeta, method: AnyMethod, h: int
-    ) -> tuple[Head, list[int], list[float], Assessment | None]:
-        """The indices and scores of the ``h`` best features of the current version, and what
-        its resamples say of them: from the ranking the version published (a few KiB) when it
-        holds ``h``, else from every score (a partitioned selector's merged scores, say)."""
+    ) -> tuple[Head, list[int], list[float], Assessment | None, np.ndarray | None]:
+        """The indices and scores of the ``h`` best features of the current version, what its
+        resamples say of them, and every feature's p-value (methods with p-values): from the
+        ranking the version published (a few KiB) when it holds ``h``, else from every score
+        (a partitioned selector's merged scores, say)."""
         raw: dict[str, bytes] = {}
+        p_field = method.p_value_field if offers(method, TestsSignificance) else None
         if not meta.partitioned:
+            wanted = PUBLISHED_TOP if p_field is None else [*PUBLISHED_TOP, p_field]
             with tracing.span("sift.read", {"sift.selector": meta.name, "sift.read": "top"}):
-                head, raw = await self.checkpoints.read_state_fields(meta.name, PUBLISHED_TOP)
+                head, raw = await self.checkpoints.read_state_fields(meta.name, wanted)
         if RANKING_INDEX_FIELD in raw and RANKING_SCORE_FIELD in raw:
             indices, scores = (
                 decode_array(raw[f]) for f in (RANKING_INDEX_FIELD, RANKING_SCORE_FIELD)
@@ -194,20 +245,27 @@ class Rankings:
                 )
             # Fewer than published means every feature is there: any h is answered.
             every = indices.size < self.published_top
-            if (h <= indices.size or every) and (resampled is None or resampled.answers(h)):
+            has_p = p_field is None or p_field in raw
+            if (
+                (h <= indices.size or every)
+                and (resampled is None or resampled.answers(h))
+                and has_p
+            ):
                 assessment = None if resampled is None else resampled.assess(h)
                 top = [int(i) for i in indices[:h]], [float(x) for x in scores[:h]]
-                return head, *top, assessment
+                p_values = None if p_field is None else decode_array(raw[p_field])
+                return head, *top, assessment, p_values
         head, scored = await self.reader.state(meta.name, scored_fields(method, meta))
 
-        def ranked() -> tuple[list[int], list[float], Assessment | None]:
+        def ranked() -> tuple[list[int], list[float], Assessment | None, np.ndarray | None]:
             weights = np.asarray(scored[method.score_field], dtype=np.float64)
             order = [int(i) for i in order_by_score(weights, h)]
             resampled = resample_scores(method, meta, scored)
             assessment = None
             if resampled is not None:
                 assessment = assess(weights, resampled, h, corrected(method))
-            return order, [float(weights[i]) for i in order], assessment
+            p_values = None if p_field is None else np.asarray(scored[p_field])
+            return order, [float(weights[i]) for i in order], assessment, p_values
 
         return head, *await asyncio.to_thread(ranked)
 
@@ -283,6 +341,8 @@ def scored_fields(method: AnyMethod, meta: SelectorMeta) -> list[str]:
     fields, the whole stream's its derivation reads, the counts) when the selector keeps
     resamples (``ResampledMethod``); read with the scalars."""
     fields = [method.score_field]
+    if offers(method, TestsSignificance):
+        fields.append(method.p_value_field)
     params = resolved_params(meta)
     k = resample_count(params)
     fields.extend(f for f in resample_fields(method, k, params) if f not in fields)

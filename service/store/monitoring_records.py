@@ -57,9 +57,11 @@ class HistoryEntry:
             entry["updated_at"] = self.updated_at
         if self.stability is not None:
             entry["stability"] = self.stability
-        entry["top"] = [[r.view, r.indices, r.scores] for r in self.rankings]
-        if not all(math.isfinite(x) for r in self.rankings for x in r.scores):
-            raise ValueError("a history entry holds a score that is not finite")
+        # A test's score that is not a number (``TestsSignificance``) is kept as null.
+        entry["top"] = [
+            [r.view, r.indices, [x if math.isfinite(x) else None for x in r.scores]]
+            for r in self.rankings
+        ]
         return orjson.dumps(entry).decode()  # compact, as the commit script extends it
 
     @classmethod
@@ -74,7 +76,7 @@ class HistoryEntry:
                     RankedList(
                         None if view is None else str(view),
                         [int(i) for i in indices],
-                        [float(x) for x in scores],
+                        [math.nan if x is None else float(x) for x in scores],
                     )
                     for view, indices, scores in data["top"]
                 ],

@@ -78,7 +78,7 @@ def make_chunk(method: AnyMethod, rng: np.random.Generator, items: int, sparse: 
     if method.chunk_kind == "columns":
         return rng.standard_normal((SIZE, items))
     rows = rng.random((items, SIZE)) * (rng.random((items, SIZE)) < 0.6)
-    if method.chunk_kind != "views":
+    if method.examples[0].low < 0:  # else a method of nonnegative values (omvfs, chi2)
         rows = rows * rng.choice([-1.0, 1.0], size=rows.shape)
     matrix: Any = sp.csr_matrix(rows) if sparse else rows
     if method.chunk_kind == "labelled rows":

@@ -388,7 +388,7 @@ def test_params_must_be_a_mapping() -> None:
 def test_registry() -> None:
     assert get_method("fsds") is METHODS["fsds"]
     assert get_method("fsds").name == "fsds"
-    with pytest.raises(InvalidInput, match="unknown method 'x'; expected one of: fsds"):
+    with pytest.raises(InvalidInput, match="unknown method 'x'; expected one of: anova, chi2"):
         get_method("x")
 
 

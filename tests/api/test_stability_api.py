@@ -30,6 +30,9 @@ def chunk(rng: np.random.Generator, n: int = 200) -> np.ndarray:
 
 def body_of(method: str, x: np.ndarray, rng: np.random.Generator) -> dict[str, Any]:
     kind = METHODS[method].chunk_kind
+    if METHODS[method].examples[0].low >= 0 and kind == "labelled rows":  # chi2: counts
+        labels = (x[:, 0] > 0).astype(int) + 2 * (x[:, 1] > 0).astype(int)
+        return {"rows": np.abs(x).tolist(), "labels": labels.tolist()}
     if kind == "labelled rows":
         labels = (x[:, 0] > 0).astype(int) + 2 * (x[:, 1] > 0).astype(int)
         return {"rows": x.tolist(), "labels": labels.tolist()}

@@ -78,7 +78,7 @@ async def weights(http: httpx.AsyncClient, name: str) -> np.ndarray:
 async def test_one_push_is_applied_by_every_selector_as_a_direct_push_would_be(client):
     created = await create_stream(client, n_features=6, labelled=True)
     assert created["chunk_kind"] == "labelled rows"
-    assert created["methods"] == ["fsds", "ioc", "ocfs", "variance"]
+    assert created["methods"] == ["anova", "chi2", "fsds", "ioc", "ocfs", "variance"]
     for method in ("fsds", "variance", "ocfs"):
         await attach(client, f"on-{method}", method)
         # The same method fed directly: the reference.

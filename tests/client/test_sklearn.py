@@ -3,6 +3,8 @@ against a real service, whose ``/top`` is what the selector keeps."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -334,3 +336,39 @@ def test_a_delete_that_fails_is_logged_not_raised(caplog: pytest.LogCaptureFixtu
     with unreachable, caplog.at_level("WARNING", logger="siftstream"):
         SiftSelector._let_go(unreachable, "gone-1234")
     assert "could not delete its selector 'gone-1234'" in caplog.text
+
+
+@pytest.mark.parametrize("method, test", [("anova", "f_classif"), ("chi2", "chi2")])
+def test_a_pipeline_selects_what_select_k_best_selects(
+    service: ServiceProcess, selector_name: str, method: str, test: str
+) -> None:
+    """``SiftSelector(method="anova")`` and ``SelectKBest(f_classif)`` (and chi2 alike) keep
+    the same features on the same rows, and the classifiers after them agree."""
+    from sklearn.datasets import load_digits
+    from sklearn.feature_selection import SelectKBest, chi2, f_classif
+
+    x, y = load_digits(return_X_y=True)
+    x_train, x_test, y_train, _ = train_test_split(x, y, test_size=0.3, random_state=0)
+    score_func = {"f_classif": f_classif, "chi2": chi2}[test]
+    sift = Pipeline(
+        [
+            (
+                "select",
+                SiftSelector(
+                    selector_name, method=method, n_features_to_select=20, url=service.url
+                ),
+            ),
+            ("model", LogisticRegression(max_iter=3000)),
+        ]
+    )
+    batch = Pipeline(
+        [("select", SelectKBest(score_func, k=20)), ("model", LogisticRegression(max_iter=3000))]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scikit-learn's constant-feature warnings
+        sift.fit(x_train, y_train)
+        batch.fit(x_train, y_train)
+    np.testing.assert_array_equal(
+        sift.named_steps["select"].get_support(), batch.named_steps["select"].get_support()
+    )
+    np.testing.assert_array_equal(sift.predict(x_test), batch.predict(x_test))

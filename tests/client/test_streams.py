@@ -128,7 +128,7 @@ def test_sift_stream_create_push_top_ls_rm(
     assert status == 0, err
     assert out == (
         f"created stream {stream}: labelled rows, 4 features; methods that may attach: "
-        "fsds, ioc, ocfs, variance\n"
+        "anova, chi2, fsds, ioc, ocfs, variance\n"
     )
     for method in ("ocfs", "variance"):
         status, out, err = sift(

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
+from service.algorithms.univariate import Correction
 from service.api.deps import (
     SelectorName,
     get_selectors,
@@ -19,6 +20,7 @@ from service.api.guard import GuardedRoute
 from service.api.schemas import NAME_PATTERN, PROBLEM_RESPONSES, at_most_setting
 from service.auth import requires
 from service.selectors import Selectors
+from service.selectors.rankings import Significance
 from service.selectors.results import HistoryOut, TopOut, WeightsOut
 
 router = APIRouter(prefix="/v1/selectors", tags=["rankings"], route_class=GuardedRoute)
@@ -46,13 +48,32 @@ async def top_features(
         str | None,
         Query(pattern=NAME_PATTERN, description="Multi-view selectors: rank this view only."),
     ] = None,
+    alpha: Annotated[
+        float | None,
+        Query(
+            gt=0,
+            le=1,
+            description="Methods with p-values (anova, chi2): only the features a test at this "
+            "level selects, the h best of them by score (no stability).",
+        ),
+    ] = None,
+    correction: Annotated[
+        Correction,
+        Query(
+            description="How alpha selects, as scikit-learn's selectors: none (SelectFpr: p < "
+            "alpha), fdr (SelectFdr: Benjamini-Hochberg), fwe (SelectFwe: p < alpha / "
+            "n_features)."
+        ),
+    ] = "none",
 ) -> Response:
-    """The h best features of the committed state (rank, index, name, score).
+    """The h best features of the committed state (rank, index, name, score; and the p-value
+    for methods with p-values).
 
     For ``iqrp`` selectors (and ``strategy=diverse``) the answer is the exact pivoted-QR order
     with the pivots as scores and the pass account (passes, IO-passes, blocks read, flops).
     """
-    return result_response(await service.rankings.top(name, h, strategy, candidates, view))
+    test = None if alpha is None else Significance(alpha, correction)
+    return result_response(await service.rankings.top(name, h, strategy, candidates, view, test))
 
 
 @router.get(

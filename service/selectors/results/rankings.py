@@ -29,7 +29,17 @@ class RankedFeature(Result):
     view: str | None = Field(default=None, description="Multi-view selectors: the feature's view.")
     index: int
     name: str
-    score: float = Field(description="The method's score, or the pivot |R_jj| for pivoted-qr.")
+    score: float = Field(
+        description="The method's score, or the pivot |R_jj| for pivoted-qr; null where the "
+        "method's test is not a finite number (anova, chi2: NaN for a feature with no spread or "
+        "one class seen, ranked last; infinite for a feature that separates the classes "
+        "perfectly, ranked first, p-value 0)."
+    )
+    p_value: float | None = Field(
+        default=None,
+        description="Methods with p-values (anova, chi2): the test's p-value of the feature "
+        "(null where its score is).",
+    )
     band: list[int] | None = Field(
         default=None,
         min_length=2,
