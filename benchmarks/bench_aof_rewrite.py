@@ -38,8 +38,10 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from benchmarks.live import PING_INTERVAL_S, PingProbe  # noqa: E402
+from live import PING_INTERVAL_S, PingProbe  # noqa: E402
+
 from service.algorithms import get_method  # noqa: E402
 from service.store.codec import PIECE_BYTES  # noqa: E402
 from tests.support.harness import RedisProcess  # noqa: E402

@@ -33,6 +33,8 @@ Benchmarks (``--only`` takes these names, or the keys of the target rows they me
 * ``memory``: service RSS and Redis ``used_memory`` every 100,000 rows over 1,000,000 rows
   (fsds m = 2,000, sparse 1000-row chunks);
 * ``variance``: Sift's ``variance`` method against River's ``stats.Var`` per feature;
+* ``univariate``: ``anova`` and ``chi2`` in-process and over HTTP against scikit-learn's
+  ``f_classif`` and ``chi2`` on the whole array, with their largest relative difference;
 * ``streams``: one push to a stream with fsds, variance and ocfs attached against three direct
   pushes of the same labelled chunks: client bytes, Redis bytes and commands, rows/s.
 * ``big-chunk``: a waited dense chunk of 500 rows x 1024 features (4 MB), ocfs ``.npz`` and
@@ -91,6 +93,7 @@ from suite.sources import bench_sources
 from suite.stability import bench_stability
 from suite.streams import bench_streams
 from suite.takeover import bench_takeover
+from suite.univariate import bench_univariate
 from suite.variance import bench_variance
 
 from service.algorithms import parallel
@@ -134,6 +137,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "takeover": Benchmark(bench_takeover, ("takeover",)),
     "memory": Benchmark(bench_memory, ("memory",)),
     "variance": Benchmark(bench_variance, ()),
+    "univariate": Benchmark(bench_univariate, ()),
     "stability": Benchmark(bench_stability, ()),
     "request-path": Benchmark(
         bench_request_path,

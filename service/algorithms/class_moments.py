@@ -93,7 +93,8 @@ def chunk_class_m2(rows: Matrix, tally: Tally, counts: np.ndarray, sums: np.ndar
     dense = np.asarray(rows, dtype=np.float64)
     if tally.among is not None:
         dense = dense[at]
-    squared = (dense - means[codes]) ** 2
+    squared = np.subtract(dense, means[codes])
+    np.square(squared, out=squared)  # in place: one array of the chunk's size, not two
     indicator = sp.csr_matrix(
         (np.ones(at.size), (np.arange(at.size), codes)), shape=(at.size, c), dtype=np.float64
     )

@@ -18,7 +18,14 @@ from sklearn.feature_selection import SelectFdr, SelectFpr, SelectFwe, chi2, f_c
 from service.algorithms import METHODS
 from service.algorithms.base import check_state, order_by_score
 from service.algorithms.labels import labelled
-from service.algorithms.univariate import P_VALUES_FIELD, significant
+from service.algorithms.univariate import (
+    ANOVA,
+    P_VALUES_FIELD,
+    Chi2,
+    Correction,
+    UnivariateTest,
+    significant,
+)
 from service.errors import Inconsistent, InvalidInput
 
 REFERENCES = {"anova": f_classif, "chi2": chi2}
@@ -70,7 +77,7 @@ def test_scores_and_p_values_are_scikit_learns_for_any_chunking(
 
 @pytest.mark.parametrize("name", ["anova", "chi2"])
 def test_a_merge_and_a_subsample_taken_out_are_exact(name: str) -> None:
-    method = METHODS[name]
+    method: UnivariateTest[Any] = ANOVA() if name == "anova" else Chi2()
     x, y = data(name)
     params = method.resolve_params({}, x.shape[1])
     half = x.shape[0] // 2
@@ -123,8 +130,8 @@ def test_chi2_names_the_first_negative_value(sparse: bool) -> None:
     x[2, 1] = -0.5
     rows: Any = sp.csr_matrix(x) if sparse else x
     with pytest.raises(InvalidInput, match=r"got -0.5 at row 2, feature 1"):
-        METHODS["chi2"].refuse_values(labelled(rows, [0, 1, 0, 1]))
-    METHODS["chi2"].refuse_values(labelled(np.abs(rows), [0, 1, 0, 1]))
+        Chi2().refuse_values(labelled(rows, [0, 1, 0, 1]))
+    Chi2().refuse_values(labelled(np.abs(rows), [0, 1, 0, 1]))
     # An entry that did not pass through validation (a source's) is refused when applied.
     method = METHODS["chi2"]
     params = method.resolve_params({}, 3)
@@ -136,7 +143,12 @@ def test_chi2_names_the_first_negative_value(sparse: bool) -> None:
 def test_selections_by_p_value_are_scikit_learns(alpha: float) -> None:
     x, y = data("chi2")
     _, p = reference("chi2", x, y)
-    for correction, selector in (("none", SelectFpr), ("fdr", SelectFdr), ("fwe", SelectFwe)):
+    selectors: list[tuple[Correction, Any]] = [
+        ("none", SelectFpr),
+        ("fdr", SelectFdr),
+        ("fwe", SelectFwe),
+    ]
+    for correction, selector in selectors:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             expected = selector(chi2, alpha=alpha).fit(x, y).get_support()
