@@ -19,6 +19,7 @@ own batch references.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -113,6 +114,32 @@ def chi2_scores(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
     scores, _ = chi2(x, y)
     return np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=0.0)
+
+
+def raw_chi2(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """scikit-learn's chi2 statistic per feature as it answers (NaN for a feature of zeros)."""
+    from sklearn.feature_selection import chi2
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return np.asarray(chi2(x, y)[0], dtype=np.float64)
+
+
+def f_classif_scores(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """scikit-learn's ANOVA F per feature as it answers (NaN for a constant feature)."""
+    from sklearn.feature_selection import f_classif
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return np.asarray(f_classif(x, y)[0], dtype=np.float64)
+
+
+def largest_difference(found: np.ndarray, exact: np.ndarray) -> float:
+    """The largest relative difference where both are finite and the reference not zero."""
+    both = np.isfinite(found) & np.isfinite(exact) & (exact != 0)
+    if not both.any():
+        return 0.0
+    return float(np.max(np.abs(found[both] - exact[both]) / np.abs(exact[both])))
 
 
 #: Equal-width bins of a [0, 1]-scaled feature for the information-gain estimate.

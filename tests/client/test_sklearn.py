@@ -372,3 +372,32 @@ def test_a_pipeline_selects_what_select_k_best_selects(
         sift.named_steps["select"].get_support(), batch.named_steps["select"].get_support()
     )
     np.testing.assert_array_equal(sift.predict(x_test), batch.predict(x_test))
+
+
+def test_the_client_reads_p_values_undefined_tests_and_selections_by_alpha(
+    service: ServiceProcess, selector_name: str
+) -> None:
+    """``Client.top`` on a chi2 selector: each feature's p-value (scikit-learn's); for the
+    pixels that are always 0 a NaN score and no p-value; and ``alpha`` with ``correction``
+    as ``SelectFdr``."""
+    from sklearn.datasets import load_digits
+    from sklearn.feature_selection import SelectFdr, chi2
+
+    x, y = load_digits(return_X_y=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, p = chi2(x, y)
+        support = SelectFdr(chi2, alpha=1e-3).fit(x, y).get_support()
+    with Client(service.url) as sift:
+        sift.create(selector_name, "chi2", n_features=x.shape[1])
+        sift.push(selector_name, x, y)
+        every = sift.top(selector_name, h=64)
+        chosen = sift.top(selector_name, h=64, alpha=1e-3, correction="fdr")
+        sift.delete(selector_name)
+    constant = set(np.flatnonzero(x.max(axis=0) == 0).tolist())
+    for feature in every.features:
+        if feature.index in constant:
+            assert np.isnan(feature.score) and feature.p_value is None
+        else:
+            assert feature.p_value == pytest.approx(p[feature.index], rel=1e-9, abs=1e-300)
+    assert sorted(chosen.indices.tolist()) == np.flatnonzero(support).tolist()

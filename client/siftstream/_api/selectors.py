@@ -412,10 +412,15 @@ def top(
     strategy: str | None = None,
     l: int | None = None,  # noqa: E741 (IQRP's candidate list length, as the API names it)
     view: str | None = None,
+    alpha: float | None = None,
+    correction: str | None = None,
 ) -> Call[Top]:
     """The h best features of the committed state. ``strategy="diverse"`` (fsds): pivoted
-    QR on the sketch; ``l``: IQRP's candidate list length; ``view``: one view only."""
-    query = _drop_none(h=h, strategy=strategy, l=l, view=view)
+    QR on the sketch; ``l``: IQRP's candidate list length; ``view``: one view only;
+    ``alpha`` (anova, chi2): only the features a test at that level selects, with
+    ``correction`` ``"none"``, ``"fdr"`` or ``"fwe"`` (scikit-learn's ``SelectFpr``,
+    ``SelectFdr``, ``SelectFwe``)."""
+    query = _drop_none(h=h, strategy=strategy, l=l, view=view, alpha=alpha, correction=correction)
     return _read(name, ("top",), Top.from_json, query)
 
 

@@ -3,6 +3,7 @@ capabilities' answers (projections, transforms, clusterings)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,13 +14,18 @@ from siftstream.results._common import Answer, Json, _seen, array
 
 @dataclass(frozen=True)
 class RankedFeature(Answer):
-    """One feature of a ranking: its rank (1 = best), index, name, score (and view)."""
+    """One feature of a ranking: its rank (1 = best), index, name, score (and view, and the
+    p-value for methods with p-values)."""
 
     rank: int
     index: int
     name: str
-    score: float
+    #: NaN where the service answers null: a test's statistic that is not a finite number
+    #: (anova, chi2: a feature with no spread; or infinite, with ``p_value`` 0).
+    score: float = math.nan
     view: str | None = None
+    #: The test's p-value (anova, chi2); None for other methods and where the test is undefined.
+    p_value: float | None = None
     #: The lowest and highest rank the feature takes in this ranking and in the resampled ones
     #: (``Top.stability``); None when the answer has no stability.
     band: tuple[int, int] | None = None
