@@ -77,33 +77,45 @@ def _present(statistics: State) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return counts[present], sums[present], spread
 
 
-def anova_f(statistics: State) -> tuple[np.ndarray, float, float]:
-    """Every feature's F, and its degrees of freedom ``(k - 1, n - k)``."""
+def _classes_seen(statistics: State) -> int:
+    """``k``: the classes with rows."""
+    return int(np.count_nonzero(np.asarray(statistics[COUNTS_FIELD]) > 0))
+
+
+def anova_degrees(statistics: State) -> tuple[float, float]:
+    """F's degrees of freedom, ``(k - 1, n - k)`` (``(0, 0)`` before any row)."""
+    k = _classes_seen(statistics)
+    n = int(np.asarray(statistics[COUNTS_FIELD]).sum())
+    return (float(k - 1), float(n - k)) if k else (0.0, 0.0)
+
+
+def anova_f(statistics: State) -> np.ndarray:
+    """Every feature's F."""
     counts, sums, m2 = _present(statistics)
     k, n = counts.size, counts.sum()
     size = sums.shape[1]
     if not k:
-        return np.full(size, np.nan), 0.0, 0.0
+        return np.full(size, np.nan)
     between = (counts[:, None] * (sums / counts[:, None] - sums.sum(axis=0) / n) ** 2).sum(axis=0)
     within = m2.sum(axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         f = (between / (k - 1)) / (within / (n - k))
-    return np.asarray(f, dtype=np.float64), float(k - 1), float(n - k)
+    return np.asarray(f, dtype=np.float64)
 
 
-def chi_squared(statistics: State) -> tuple[np.ndarray, float]:
-    """Every feature's chi-squared statistic, and its degrees of freedom ``k - 1``."""
+def chi_squared(statistics: State) -> np.ndarray:
+    """Every feature's chi-squared statistic (``k - 1`` degrees of freedom)."""
     counts, observed, _ = _present(statistics)
     k = counts.size
     if not k:
-        return np.full(observed.shape[1], np.nan), 0.0
+        return np.full(observed.shape[1], np.nan)
     # scikit-learn's one-class stream: its label binarizer adds an empty class (0 / 0).
     expected = (counts / counts.sum())[:, None] * observed.sum(axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         chi2 = ((observed - expected) ** 2 / expected).sum(axis=0)
     if k == 1:
         chi2 = np.full(observed.shape[1], np.nan)
-    return np.asarray(chi2, dtype=np.float64), float(max(k - 1, 1))
+    return np.asarray(chi2, dtype=np.float64)
 
 
 class ANOVAParams(ResampledParams):
@@ -125,21 +137,30 @@ TP = TypeVar("TP", bound=ResampledParams)
 
 class UnivariateTest(ClassStatisticsMethod[TP]):
     """A test of every feature against the class on the class statistics: a subclass says its
-    statistic and p-values (``test``); the state keeps both (``TestsSignificance``)."""
+    statistic and the p-values of it; the state keeps both (``TestsSignificance``)."""
 
     derived_fields: ClassVar[tuple[str, ...]] = (P_VALUES_FIELD,)
     p_value_field = P_VALUES_FIELD
     p_value_fields: tuple[str, ...] = (P_VALUES_FIELD,)
 
-    def test(self, statistics: State) -> tuple[np.ndarray, np.ndarray]:
-        """Every feature's statistic and p-value."""
+    def statistic(self, statistics: State) -> np.ndarray:
+        """Every feature's statistic."""
         raise NotImplementedError
 
+    def p_values(self, statistics: State, statistic: np.ndarray) -> np.ndarray:
+        """Every feature's p-value of its ``statistic``."""
+        raise NotImplementedError
+
+    def test(self, statistics: State) -> tuple[np.ndarray, np.ndarray]:
+        """Every feature's statistic and p-value."""
+        statistic = self.statistic(statistics)
+        return statistic, self.p_values(statistics, statistic)
+
     def scores(self, statistics: State, params: TP) -> np.ndarray:
-        return self.test(statistics)[0]
+        return self.statistic(statistics)
 
     def derive(self, statistics: State, scores: np.ndarray, params: TP) -> State:
-        return {P_VALUES_FIELD: self.test(statistics)[1]}
+        return {P_VALUES_FIELD: self.p_values(statistics, scores)}
 
     def check(self, state: State, params: TP) -> None:
         """The class statistics' rules, and scores and p-values that are the test's of them
@@ -190,9 +211,12 @@ class ANOVA(UnivariateTest[ANOVAParams]):
     def keeps_spread(self, params: ANOVAParams) -> bool:
         return True
 
-    def test(self, statistics: State) -> tuple[np.ndarray, np.ndarray]:
-        f, dfb, dfw = anova_f(statistics)
-        return f, np.asarray(special.fdtrc(dfb, dfw, f), dtype=np.float64)
+    def statistic(self, statistics: State) -> np.ndarray:
+        return anova_f(statistics)
+
+    def p_values(self, statistics: State, statistic: np.ndarray) -> np.ndarray:
+        dfb, dfw = anova_degrees(statistics)
+        return np.asarray(special.fdtrc(dfb, dfw, statistic), dtype=np.float64)
 
 
 class Chi2(UnivariateTest[Chi2Params]):
@@ -225,9 +249,12 @@ class Chi2(UnivariateTest[Chi2Params]):
     def keeps_spread(self, params: Chi2Params) -> bool:
         return False
 
-    def test(self, statistics: State) -> tuple[np.ndarray, np.ndarray]:
-        chi2, df = chi_squared(statistics)
-        return chi2, np.asarray(special.chdtrc(df, chi2), dtype=np.float64)
+    def statistic(self, statistics: State) -> np.ndarray:
+        return chi_squared(statistics)
+
+    def p_values(self, statistics: State, statistic: np.ndarray) -> np.ndarray:
+        df = max(_classes_seen(statistics) - 1, 1)
+        return np.asarray(special.chdtrc(df, statistic), dtype=np.float64)
 
     def fold(self, statistics: State, params: Chi2Params, chunk: LabelledRows) -> State:
         """The class counts and sums with the chunk's folded in, if its values are counts."""

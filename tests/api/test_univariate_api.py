@@ -13,17 +13,13 @@ import scipy.sparse as sp
 from sklearn.datasets import load_digits, load_wine
 from sklearn.feature_selection import SelectFdr, chi2, f_classif
 
-from tests.support.api import npz_labelled
+from tests.support.api import create_selector, npz_labelled
 
 pytestmark = pytest.mark.asyncio
 
 
 async def create(http: httpx.AsyncClient, name: str, method: str, m: int, **body: Any) -> Any:
-    response = await http.post(
-        "/v1/selectors", json={"name": name, "method": method, "n_features": m, **body}
-    )
-    assert response.status_code == 201, response.text
-    return response.json()
+    return await create_selector(http, name, m, method=method, **body)
 
 
 async def push(http: httpx.AsyncClient, name: str, x: np.ndarray, y: np.ndarray) -> httpx.Response:
