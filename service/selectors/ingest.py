@@ -256,11 +256,17 @@ class Ingest:
                     target = dataclasses.replace(target, feature_names=adopted)
                     decoded = await self.decode(kind, push, target)
             if decoded.classes:
+                refusing: dict[str, RefusesValues] = {}
                 for selector in await class_holders(target):
                     await self.check_class_budget(selector, decoded.classes)
                     method = get_method(selector.method)
                     if offers(method, RefusesValues):
-                        method.refuse_values(decoded.chunk)
+                        refusing[selector.method] = method
+                for refuser in refusing.values():  # once per method, off the loop when large
+                    if len(push.body) <= INLINE_DECODE_BYTES:
+                        refuser.refuse_values(decoded.chunk)
+                    else:
+                        await asyncio.to_thread(refuser.refuse_values, decoded.chunk)
         except InvalidInput as exc:
             self.metrics.chunks_rejected.labels(str(exc.status)).inc()
             raise
