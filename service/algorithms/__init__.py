@@ -11,6 +11,7 @@ from service.algorithms.iqrp import IQRP
 from service.algorithms.ocfs import OCFS
 from service.algorithms.ofs import OFS
 from service.algorithms.omvfs import OMVFS
+from service.algorithms.regression import Correlation, FRegression
 from service.algorithms.univariate import ANOVA, Chi2
 from service.algorithms.variance import Variance
 from service.errors import InvalidInput, SelectorMismatch
@@ -29,6 +30,8 @@ METHODS: dict[str, AnyMethod] = {
     "variance": Variance(),
     "anova": ANOVA(),
     "chi2": Chi2(),
+    "f_regression": FRegression(),
+    "correlation": Correlation(),
 }
 
 

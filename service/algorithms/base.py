@@ -80,12 +80,13 @@ MAX_STATE_COUNT = 2**53 - 1
 #:
 #: * ``"rows"``: new samples over the selector's ``n_features`` features (``POST .../chunks``);
 #: * ``"labelled rows"``: the same, with one class label per row;
+#: * ``"rows with a target"``: the same, with one numeric target value per row;
 #: * ``"views"``: the rows of every view side by side (multi-view selectors);
 #: * ``"columns"``: new feature columns over the selector's ``n_samples`` fixed samples
 #:   (``POST .../features``); features are counted (and may be named) as they arrive.
-ChunkKind: TypeAlias = Literal["rows", "labelled rows", "views", "columns"]
+ChunkKind: TypeAlias = Literal["rows", "labelled rows", "rows with a target", "views", "columns"]
 
-#: The chunk type a method's ``update`` takes (``Matrix``, or ``LabelledRows``).
+#: The chunk type a method's ``update`` takes (``Matrix``, ``LabelledRows`` or ``TargetRows``).
 C = TypeVar("C", contravariant=True)
 #: A method's resolved parameters (its ``MethodParams``, resolved for one stream's size).
 P = TypeVar("P", bound=MethodParams)
@@ -411,11 +412,13 @@ class RefusesValues(Protocol):
 
 
 def not_always_finite(method: Method[Any, Any]) -> frozenset[str]:
-    """The state fields of ``method`` that may hold NaN or infinity: a test's scores and
-    p-values (``TestsSignificance``), derived afresh from the statistics by every update."""
+    """The state fields of ``method`` that may hold NaN or infinity: a test's scores, p-values
+    and what else it derives (``TestsSignificance``), afresh from the statistics by every
+    update."""
     score_field = method.score_field
     if offers(method, TestsSignificance):
-        return frozenset({score_field, method.p_value_field})
+        derived = getattr(method, "derived_fields", ())
+        return frozenset({score_field, method.p_value_field, *derived})
     return frozenset()
 
 
@@ -548,9 +551,11 @@ def _check_array(
                 f"{expected.shape}, axes of length 0 grow); got shape {value.shape}"
             )
     # In double precision: the bound does not fit a float32 (whose finite values are all in it).
-    magnitudes = np.abs(value).astype(np.float64, copy=False) if value.dtype.kind == "f" else None
-    if magnitudes is not None and not finite:
-        magnitudes = magnitudes[np.isfinite(magnitudes)]
+    # Fields that need not be finite are a test's, derived from the statistics and held to
+    # them by the method's own check: any float (F of a perfect fit is the largest one).
+    magnitudes = (
+        np.abs(value).astype(np.float64, copy=False) if value.dtype.kind == "f" and finite else None
+    )
     if magnitudes is not None and not (magnitudes <= MAX_STATE_MAGNITUDE).all():
         raise Inconsistent(
             f"state field '{field}' holds NaN, infinity or values beyond "

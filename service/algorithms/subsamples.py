@@ -31,6 +31,7 @@ from pydantic import PrivateAttr, ValidationInfo, model_validator
 from service.algorithms.base import Matrix, State
 from service.algorithms.labels import LabelledRows
 from service.algorithms.params import MethodParams, computed
+from service.algorithms.targets import TargetRows
 from service.errors import InvalidParams
 
 __all__ = [
@@ -232,13 +233,13 @@ def groups_of_rows(first: int, n: int, k: int) -> np.ndarray:
     return np.asarray(dealt.reshape(-1)[start : start + n], dtype=np.int64)
 
 
-def rows_in(chunk: Matrix | LabelledRows) -> int:
-    return chunk.n_rows if isinstance(chunk, LabelledRows) else int(chunk.shape[0])
+def rows_in(chunk: Matrix | LabelledRows | TargetRows) -> int:
+    return chunk.n_rows if isinstance(chunk, LabelledRows | TargetRows) else int(chunk.shape[0])
 
 
 def take_rows(chunk: Any, rows: np.ndarray) -> Any:
     """The chunk's ``rows`` (positions, in order), of the same type."""
-    if isinstance(chunk, LabelledRows):
+    if isinstance(chunk, LabelledRows | TargetRows):
         return chunk.take(rows)
     if sp.issparse(chunk):
         return chunk[rows]

@@ -36,10 +36,19 @@ from service.algorithms.class_moments import M2_FIELD
 from service.algorithms.examples import Example
 from service.algorithms.labels import COUNTS_FIELD, LabelledRows
 from service.algorithms.ocfs import SUMS_FIELD, ClassStatisticsMethod
+from service.algorithms.statistics import StatisticsMethod
 from service.algorithms.subsamples import ResampledParams
 from service.errors import Inconsistent, InvalidInput
 
-__all__ = ["ANOVA", "P_VALUES_FIELD", "Chi2", "Correction", "UnivariateTest", "significant"]
+__all__ = [
+    "ANOVA",
+    "P_VALUES_FIELD",
+    "Chi2",
+    "Correction",
+    "StatisticalTest",
+    "UnivariateTest",
+    "significant",
+]
 
 #: The state field holding every feature's p-value.
 P_VALUES_FIELD = "p_values"
@@ -135,49 +144,50 @@ class Chi2Params(ResampledParams):
 TP = TypeVar("TP", bound=ResampledParams)
 
 
-class UnivariateTest(ClassStatisticsMethod[TP]):
-    """A test of every feature against the class on the class statistics: a subclass says its
-    statistic and the p-values of it; the state keeps both (``TestsSignificance``)."""
+class StatisticalTest(StatisticsMethod[TP]):
+    """A test of every feature on statistics that merge exactly: a subclass says its statistic
+    and the p-values of it; the state keeps both (``TestsSignificance``), and whatever else
+    ``derive`` gives."""
 
     derived_fields: ClassVar[tuple[str, ...]] = (P_VALUES_FIELD,)
     p_value_field = P_VALUES_FIELD
     p_value_fields: tuple[str, ...] = (P_VALUES_FIELD,)
 
-    def statistic(self, statistics: State) -> np.ndarray:
+    def statistic(self, statistics: State, params: TP) -> np.ndarray:
         """Every feature's statistic."""
         raise NotImplementedError
 
-    def p_values(self, statistics: State, statistic: np.ndarray) -> np.ndarray:
+    def p_values(self, statistics: State, statistic: np.ndarray, params: TP) -> np.ndarray:
         """Every feature's p-value of its ``statistic``."""
         raise NotImplementedError
 
-    def test(self, statistics: State) -> tuple[np.ndarray, np.ndarray]:
-        """Every feature's statistic and p-value."""
-        statistic = self.statistic(statistics)
-        return statistic, self.p_values(statistics, statistic)
-
     def scores(self, statistics: State, params: TP) -> np.ndarray:
-        return self.statistic(statistics)
+        return self.statistic(statistics, params)
 
     def derive(self, statistics: State, scores: np.ndarray, params: TP) -> State:
-        return {P_VALUES_FIELD: self.p_values(statistics, scores)}
+        return {P_VALUES_FIELD: self.p_values(statistics, scores, params)}
 
     def check(self, state: State, params: TP) -> None:
-        """The class statistics' rules, and scores and p-values that are the test's of them
+        """The statistics' rules, and scores and derived fields that are the test's of them
         (NaN where the test's are: the state's only values that need not be finite)."""
         super().check(state, params)
         if self.score_field not in state:
             return  # a subsample: statistics only
-        scores, p_values = self.test(state)
-        for field, expected in ((self.score_field, scores), (P_VALUES_FIELD, p_values)):
+        expected = self.scored(self.statistics_of(state), params)
+        for field in (self.score_field, *self.derived_fields):
             given = np.asarray(state[field], dtype=np.float64)
-            if given.shape != expected.shape or not np.allclose(
-                given, expected, rtol=1e-9, atol=0.0, equal_nan=True
+            wanted = np.asarray(expected[field], dtype=np.float64)
+            if given.shape != wanted.shape or not np.allclose(
+                given, wanted, rtol=1e-9, atol=0.0, equal_nan=True
             ):
                 raise Inconsistent(
-                    f"a {type(self).__name__} state's {field} are the test's of its class "
+                    f"a {type(self).__name__} state's {field} are the test's of its "
                     "statistics; this one's disagree"
                 )
+
+
+class UnivariateTest(StatisticalTest[TP], ClassStatisticsMethod[TP]):
+    """A test of every feature against the class on the class statistics."""
 
 
 class ANOVA(UnivariateTest[ANOVAParams]):
@@ -211,10 +221,10 @@ class ANOVA(UnivariateTest[ANOVAParams]):
     def keeps_spread(self, params: ANOVAParams) -> bool:
         return True
 
-    def statistic(self, statistics: State) -> np.ndarray:
+    def statistic(self, statistics: State, params: ANOVAParams) -> np.ndarray:
         return anova_f(statistics)
 
-    def p_values(self, statistics: State, statistic: np.ndarray) -> np.ndarray:
+    def p_values(self, statistics: State, statistic: np.ndarray, params: ANOVAParams) -> np.ndarray:
         dfb, dfw = anova_degrees(statistics)
         return np.asarray(special.fdtrc(dfb, dfw, statistic), dtype=np.float64)
 
@@ -249,10 +259,10 @@ class Chi2(UnivariateTest[Chi2Params]):
     def keeps_spread(self, params: Chi2Params) -> bool:
         return False
 
-    def statistic(self, statistics: State) -> np.ndarray:
+    def statistic(self, statistics: State, params: Chi2Params) -> np.ndarray:
         return chi_squared(statistics)
 
-    def p_values(self, statistics: State, statistic: np.ndarray) -> np.ndarray:
+    def p_values(self, statistics: State, statistic: np.ndarray, params: Chi2Params) -> np.ndarray:
         df = max(_classes_seen(statistics) - 1, 1)
         return np.asarray(special.chdtrc(df, statistic), dtype=np.float64)
 

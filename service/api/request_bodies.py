@@ -19,7 +19,13 @@ from service.algorithms.base import MAX_ABS_VALUE, AnyMethod, Mergeable
 from service.api.schemas import NAME_PATTERN
 from service.selectors.lifecycle import MAX_EXPIRES_AFTER, STREAM_STARTS
 from service.store.records import MAX_PARTITIONS
-from service.wire.kinds import CHUNK_FORMATS, MAX_FEATURES, ChunkFormat, chunk_format
+from service.wire.kinds import (
+    CHUNK_FORMATS,
+    MAX_FEATURES,
+    STREAM_FLAGS,
+    ChunkFormat,
+    chunk_format,
+)
 from service.wire.media import ARROW, CSV
 from service.wire.names import FEATURE_NAMES, MAX_NAME_LENGTH
 from service.wire.rows import MAX_CHUNK_ROWS
@@ -357,10 +363,18 @@ COLUMN_BODY = {
 # -- streams ----------------------------------------------------------------------------------
 
 
+_FLAG_DESCRIPTIONS = {
+    "labelled": "Rows with one label each (they feed labelled methods, and unlabelled row "
+    "methods with the labels left out).",
+    "targets": "Rows with one numeric target each (they feed methods of rows with a target, "
+    "and row methods with the targets left out).",
+}
+
+
 def stream_create_body() -> dict[str, Any]:
     """The OpenAPI ``requestBody`` of ``POST /v1/streams``: a name and, for every chunk kind,
     the shape fields of a selector's creation (``ChunkFormat.create_schema``); ``labelled: true``
-    makes a stream of labelled rows."""
+    makes a stream of labelled rows, ``targets: true`` one of rows with a target."""
     shapes = []
     examples = {}
     for kind in CHUNK_FORMATS.values():
@@ -368,21 +382,23 @@ def stream_create_body() -> dict[str, Any]:
         properties = {
             "name": NAME_PROPERTY,
             **shape["properties"],
-            "labelled": {
-                "type": "boolean",
-                "const": kind.labelled,
-                "description": "Rows with one label each (they feed labelled methods, and "
-                "unlabelled row methods with the labels left out).",
+            **{
+                flag: {
+                    "type": "boolean",
+                    "const": kind.flag == flag,
+                    "description": _FLAG_DESCRIPTIONS[flag],
+                }
+                for flag in STREAM_FLAGS
             },
         }
-        required = ["name", *shape["required"], *(["labelled"] if kind.labelled else [])]
+        required = ["name", *shape["required"], *([kind.flag] if kind.flag else [])]
         shapes.append({**shape, "properties": properties, "required": required})
         examples[kind.name] = {
             "summary": f"a stream of {kind.name}",
             "value": {
                 "name": f"my-{kind.name.replace(' ', '-')}",
                 **kind.example(),
-                **({"labelled": True} if kind.labelled else {}),
+                **({kind.flag: True} if kind.flag else {}),
             },
         }
     return {

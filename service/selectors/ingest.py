@@ -99,13 +99,15 @@ Answer = TypeVar("Answer")
 @dataclass(frozen=True)
 class Push:
     """A chunk as its producer sent it: the body and its media type, its Idempotency-Key,
-    whether the producer waits until it is applied, and the label column of a table body."""
+    whether the producer waits until it is applied, and the label (or target) column of a
+    table body."""
 
     body: bytes
     media_type: str
     idempotency_key: str | None = None
     wait: bool = True
     labels: str | None = None
+    target: str | None = None
 
 
 async def once_more_if_stale(
@@ -281,8 +283,10 @@ class Ingest:
             "sift.validate", {"sift.bytes": len(body), "sift.media_type": media_type}
         ):
             if len(body) <= INLINE_DECODE_BYTES and media_type not in INFLATING_MEDIA_TYPES:
-                return kind.decode(body, media_type, meta, limit, push.labels)
-            return await asyncio.to_thread(kind.decode, body, media_type, meta, limit, push.labels)
+                return kind.decode(body, media_type, meta, limit, push.labels, push.target)
+            return await asyncio.to_thread(
+                kind.decode, body, media_type, meta, limit, push.labels, push.target
+            )
 
     async def submit(
         self, meta: SelectorMeta, entry: Entry, wait: bool, chunk: Chunk | None = None

@@ -129,7 +129,7 @@ async def describe_target(
         raise CannotFeed(
             f"{target.kind} '{target.name}' takes {kind.name}: a source feeds rows or labelled rows"
         )
-    is_labelled = kind.labelled
+    is_labelled = kind.flag == "labelled"
     if is_labelled and label_field is None:
         raise CannotFeed(
             f"{target.kind} '{target.name}' takes labelled rows: expected label_field, the "

@@ -32,12 +32,13 @@ from service.algorithms import METHODS
 from service.algorithms.base import AnyMethod, ChunkKind, Matrix
 from service.algorithms.labels import Label, LabelledRows, join
 from service.algorithms.params import VIEW_NAME
+from service.algorithms.targets import TargetRows, join_targets
 from service.errors import CodecError, Inconsistent, InvalidInput, SelectorMismatch, shown
 from service.store.codec import encode_matrix
 from service.store.keys import NAME_PATTERN
 from service.store.records import SelectorMeta
 from service.wire.columns import decode_columns
-from service.wire.labelled import decode_labelled_rows
+from service.wire.labelled import decode_labelled_rows, decode_target_rows
 from service.wire.log import encode_chunk
 from service.wire.media import COLUMN_MEDIA_TYPES, JSON, ROW_MEDIA_TYPES
 from service.wire.names import MAX_NAME_LENGTH, validate_names
@@ -61,7 +62,7 @@ MAX_FEATURES = 10_000_000
 #: Upper bound on samples of a feature-stream selector (OFS keeps an n x n factor at worst).
 MAX_SAMPLES = 100_000
 
-Chunk = Matrix | LabelledRows
+Chunk = Matrix | LabelledRows | TargetRows
 
 #: Documented shape fields (JSON Schema) of creation bodies.
 FEATURES = {
@@ -170,8 +171,9 @@ class ChunkFormat:
     #: The fields of a creation body that give this kind's shape (a stream's body says its
     #: kind by them, ``stream_kind``) ...
     shape_fields: tuple[str, ...] = ("n_features",)
-    #: ... and whether its rows carry labels (a stream's ``labelled``).
-    labelled = False
+    #: ... and what its rows carry beside them: the field of a stream's creation body that says
+    #: so (``"labelled": true``, ``"targets": true``), or None for nothing.
+    flag: str | None = None
     #: Whether a source feeds this kind: a bus entry is one row (its label in a field).
     from_sources = False
 
@@ -219,10 +221,17 @@ class ChunkFormat:
         raise NotImplementedError
 
     def decode(
-        self, body: bytes, media: str, meta: ChunkTarget, max_bytes: int, labels: str | None = None
+        self,
+        body: bytes,
+        media: str,
+        meta: ChunkTarget,
+        max_bytes: int,
+        labels: str | None = None,
+        target: str | None = None,
     ) -> ValidChunk:
         """A body of media type ``media`` validated as a chunk for ``meta``; ``labels`` names
-        the label column of a table body (``text/csv``, Arrow), where labelled rows have one."""
+        the label column of a table body (``text/csv``, Arrow), where labelled rows have one,
+        and ``target`` the target column, where rows with a target have one."""
         raise NotImplementedError
 
     def join(self, chunks: Sequence[Chunk]) -> Chunk:
@@ -318,9 +327,15 @@ class RowsFormat(ChunkFormat):
         return {"n_features": 4862}
 
     def decode(
-        self, body: bytes, media: str, meta: ChunkTarget, max_bytes: int, labels: str | None = None
+        self,
+        body: bytes,
+        media: str,
+        meta: ChunkTarget,
+        max_bytes: int,
+        labels: str | None = None,
+        target: str | None = None,
     ) -> ValidChunk:
-        named = decode_rows(body, media, meta.size, max_bytes, meta.feature_names, labels)
+        named = decode_rows(body, media, meta.size, max_bytes, meta.feature_names, labels, target)
         return _matrix_decoded(named.rows, adopt=_adopted(meta, named.names))
 
     def taken(self, chunk: Chunk) -> Chunk:
@@ -331,12 +346,14 @@ class RowsFormat(ChunkFormat):
             if chunk.multiplicity is not None:
                 raise CodecError("a chunk whose rows stand for several samples has no rows alone")
             return chunk.rows
+        if isinstance(chunk, TargetRows):
+            return chunk.rows
         return chunk
 
 
 class LabelledRowsFormat(RowsFormat):
     name: ChunkKind = "labelled rows"
-    labelled = True
+    flag = "labelled"
 
     @property
     def feeds(self) -> tuple[ChunkKind, ...]:
@@ -344,8 +361,15 @@ class LabelledRowsFormat(RowsFormat):
         return (self.name, "rows")
 
     def decode(
-        self, body: bytes, media: str, meta: ChunkTarget, max_bytes: int, labels: str | None = None
+        self,
+        body: bytes,
+        media: str,
+        meta: ChunkTarget,
+        max_bytes: int,
+        labels: str | None = None,
+        target: str | None = None,
     ) -> ValidChunk:
+        _refuse_target(target, self)
         chunk, names = decode_labelled_rows(
             body, media, meta.size, max_bytes, meta.feature_names, labels
         )
@@ -376,6 +400,68 @@ class LabelledRowsFormat(RowsFormat):
 
     def expects(self, meta: ChunkTarget) -> str:
         return f"labelled rows at POST /v1/selectors/{meta.name}/chunks"
+
+
+class TargetRowsFormat(RowsFormat):
+    name: ChunkKind = "rows with a target"
+    flag = "targets"
+    from_sources = False
+
+    @property
+    def feeds(self) -> tuple[ChunkKind, ...]:
+        """Rows with a target feed row methods too (``RowsFormat.taken`` keeps the rows)."""
+        return (self.name, "rows")
+
+    def decode(
+        self,
+        body: bytes,
+        media: str,
+        meta: ChunkTarget,
+        max_bytes: int,
+        labels: str | None = None,
+        target: str | None = None,
+    ) -> ValidChunk:
+        if labels is not None:
+            raise SelectorMismatch(
+                f"labels={labels!r} names a label column; {self.expects(meta)} name their "
+                "target column with ?target=<column>"
+            )
+        chunk, names = decode_target_rows(
+            body, media, meta.size, max_bytes, meta.feature_names, target
+        )
+        payload = encode_chunk(chunk)
+        adopt = _adopted(meta, names)
+        return ValidChunk(
+            chunk,
+            chunk.n_rows,
+            payload,
+            hashlib.sha256(payload).hexdigest(),
+            adopt=None if adopt is None else tuple(adopt),
+        )
+
+    def probe_body(self, meta: ChunkTarget) -> dict[str, Any] | list[Any]:
+        return {"rows": [[1.0] * meta.size], "targets": [0.0]}
+
+    def taken(self, chunk: Chunk) -> Chunk:
+        return chunk
+
+    def join(self, chunks: Sequence[Chunk]) -> Chunk:
+        """Targets stay with their rows."""
+        return join_targets(cast(Sequence[TargetRows], chunks))
+
+    def items_of(self, chunk: Chunk) -> int:
+        return cast(TargetRows, chunk).n_rows
+
+    def expects(self, meta: ChunkTarget) -> str:
+        return f"rows with a target at POST /v1/selectors/{meta.name}/chunks"
+
+
+def _refuse_target(target: str | None, kind: ChunkFormat) -> None:
+    if target is not None:
+        raise SelectorMismatch(
+            f"target={target!r} names a target column; targets apply to methods of rows with a "
+            f"target, and this selector takes {kind.name}"
+        )
 
 
 class ViewsFormat(ChunkFormat):
@@ -422,8 +508,15 @@ class ViewsFormat(ChunkFormat):
         return {"views": {view: [[1.0] * dim] for view, dim in meta.views or ()}}
 
     def decode(
-        self, body: bytes, media: str, meta: ChunkTarget, max_bytes: int, labels: str | None = None
+        self,
+        body: bytes,
+        media: str,
+        meta: ChunkTarget,
+        max_bytes: int,
+        labels: str | None = None,
+        target: str | None = None,
     ) -> ValidChunk:
+        _refuse_target(target, self)
         views = list(meta.views or ())
         rows, names = decode_views(body, media, views, max_bytes, meta.feature_names, labels)
         return _matrix_decoded(rows, adopt=_adopted(meta, names))
@@ -487,7 +580,13 @@ class ColumnsFormat(ChunkFormat):
         return {"n_samples": 1440}
 
     def decode(
-        self, body: bytes, media: str, meta: ChunkTarget, max_bytes: int, labels: str | None = None
+        self,
+        body: bytes,
+        media: str,
+        meta: ChunkTarget,
+        max_bytes: int,
+        labels: str | None = None,
+        target: str | None = None,
     ) -> ValidChunk:
         columns, names = decode_columns(body, media, meta.size)
         decoded = _matrix_decoded(columns, names or ())
@@ -536,7 +635,14 @@ def validate_views(views: Any) -> tuple[tuple[str, int], ...]:
 
 
 CHUNK_FORMATS: dict[ChunkKind, ChunkFormat] = {
-    kind.name: kind for kind in (RowsFormat(), LabelledRowsFormat(), ViewsFormat(), ColumnsFormat())
+    kind.name: kind
+    for kind in (
+        RowsFormat(),
+        LabelledRowsFormat(),
+        TargetRowsFormat(),
+        ViewsFormat(),
+        ColumnsFormat(),
+    )
 }
 
 
@@ -570,28 +676,40 @@ def creation_shape(meta: DeclaredShape) -> dict[str, Any]:
     return {"n_features": meta.n_features, "feature_names": meta.feature_names}
 
 
+#: The fields of a stream's creation body that say what its rows carry (``ChunkFormat.flag``).
+STREAM_FLAGS = tuple(sorted({kind.flag for kind in CHUNK_FORMATS.values() if kind.flag}))
 #: The fields of a stream's creation body besides the shape's.
-STREAM_FIELDS = ("name", "labelled")
+STREAM_FIELDS = ("name", *STREAM_FLAGS)
 
 
 def stream_kind(document: dict[str, Any]) -> tuple[ChunkFormat, Shape]:
     """The kind of a stream and its shape, from its creation body: the kind whose shape
     fields it gives (``n_features``, ``views``, ``n_samples``), labelled rows when it says
-    ``"labelled": true``; InvalidInput for a body that gives no shape, or several."""
-    labelled = document.get("labelled", False)
-    if not isinstance(labelled, bool):
-        raise InvalidInput(f"labelled must be true or false; got {shown(labelled)}")
+    ``"labelled": true``, rows with a target for ``"targets": true``; InvalidInput for a body
+    that gives no shape, or several."""
+    flags = []
+    for name in STREAM_FLAGS:
+        value = document.get(name, False)
+        if not isinstance(value, bool):
+            raise InvalidInput(f"{name} must be true or false; got {shown(value)}")
+        if value:
+            flags.append(name)
+    if len(flags) > 1:
+        raise Inconsistent(
+            f"a stream's rows carry one thing beside them; got {' and '.join(flags)}"
+        )
+    flag: str | None = flags[0] if flags else None
     given = {
         kind.name: [f for f in kind.shape_fields if document.get(f) is not None]
         for kind in CHUNK_FORMATS.values()
-        if kind.labelled == labelled
+        if kind.flag == flag
     }
     chosen = [name for name, fields in given.items() if fields]
     if len(chosen) != 1:
-        expected = "n_features" if labelled else "one of n_features, views or n_samples"
-        if labelled and document.get("n_features") is None:
+        expected = "n_features" if flag else "one of n_features, views or n_samples"
+        if flag and document.get("n_features") is None:
             raise InvalidInput(
-                "labelled applies to streams of rows (n_features); expected n_features, got "
+                f"{flag} applies to streams of rows (n_features); expected n_features, got "
                 + (", ".join(f for fields in given.values() for f in fields) or "none")
             )
         got = [f for fields in given.values() for f in fields]

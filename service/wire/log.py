@@ -13,7 +13,16 @@ An unlabelled chunk is a matrix blob (``codec.encode_matrix``). A labelled chunk
     40      8     length of the classes JSON (UTF-8 list of integers and strings)
     48            the four parts in that order, each padded with zeros to 8 bytes
 
-The matrix and array parts carry their own checksums.
+The matrix and array parts carry their own checksums. A chunk of rows with a target
+(``TargetRows``) is a blob of the same layout with two parts::
+
+    offset  size  field
+    0       8     magic b"SIFTTGT1"
+    8       4     reserved, 0
+    12      4     crc32 of this header (crc field read as 0)
+    16      8     length of the matrix blob
+    24      8     length of the targets array blob (float64, one per row)
+    32            the two parts in that order, each padded with zeros to 8 bytes
 
 What the log stores is that payload, or, when it saves at least a fifth, the payload compressed
 (``pack_payload``: magic b"SIFTZLB1", the payload's length as u64, then zlib at level 1): term
@@ -27,28 +36,34 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from typing import Any
 
 import numpy as np
 
 from service.algorithms.base import Matrix
 from service.algorithms.labels import LabelledRows
+from service.algorithms.targets import TargetRows
 from service.errors import CodecError
 from service.store.codec import decode_array, decode_matrix, encode_array, encode_matrix
 
 LABELLED_MAGIC = b"SIFTLAB1"
+TARGET_MAGIC = b"SIFTTGT1"
 ZLIB_MAGIC = b"SIFTZLB1"
 _ZLIB_HEADER = struct.Struct("<8sQ")
 #: Payloads smaller than this are stored as they are (compressing them saves too little).
 COMPRESS_FROM_BYTES = 16 * 1024
 _HEADER = struct.Struct("<8sIIQQQQ")
+_TARGET_HEADER = struct.Struct("<8sIIQQ")
 
 
 def _pad(part: bytes) -> bytes:
     return part + b"\0" * (-len(part) % 8)
 
 
-def encode_chunk(chunk: Matrix | LabelledRows) -> bytes:
-    """The log payload of a chunk: a matrix blob, or a labelled blob around one."""
+def encode_chunk(chunk: Matrix | LabelledRows | TargetRows) -> bytes:
+    """The log payload of a chunk: a matrix blob, or a labelled or target blob around one."""
+    if isinstance(chunk, TargetRows):
+        return _encode_targets(chunk)
     if not isinstance(chunk, LabelledRows):
         return encode_matrix(chunk)
     if chunk.codes.shape != (chunk.n_rows,):
@@ -66,6 +81,16 @@ def encode_chunk(chunk: Matrix | LabelledRows) -> bytes:
     )
     struct.pack_into("<I", header, 12, zlib.crc32(classes, zlib.crc32(header)))
     return b"".join([bytes(header), *(_pad(p) for p in (matrix, codes, multiplicity, classes))])
+
+
+def _encode_targets(chunk: TargetRows) -> bytes:
+    if chunk.targets.shape != (chunk.n_rows,):
+        raise CodecError(f"expected one target per row ({chunk.n_rows}); got {chunk.targets.shape}")
+    matrix = encode_matrix(chunk.rows)
+    targets = encode_array(np.asarray(chunk.targets, dtype=np.float64))
+    header = bytearray(_TARGET_HEADER.pack(TARGET_MAGIC, 0, 0, len(matrix), len(targets)))
+    struct.pack_into("<I", header, 12, zlib.crc32(header))
+    return b"".join([bytes(header), _pad(matrix), _pad(targets)])
 
 
 def pack_payload(payload: bytes) -> bytes:
@@ -102,31 +127,20 @@ def unpack_payload(stored: bytes | bytearray | memoryview) -> bytes | bytearray 
     return payload
 
 
-def decode_chunk(blob: bytes | bytearray | memoryview) -> Matrix | LabelledRows:
+def decode_chunk(blob: bytes | bytearray | memoryview) -> Matrix | LabelledRows | TargetRows:
     """Decode a log payload (:func:`encode_chunk`, maybe packed by :func:`pack_payload`);
     CodecError if it is neither kind."""
     view = memoryview(unpack_payload(blob)).cast("B")
-    if bytes(view[:8]) != LABELLED_MAGIC:
+    magic = bytes(view[:8])
+    if magic == TARGET_MAGIC:
+        return _decode_targets(view)
+    if magic != LABELLED_MAGIC:
         return decode_matrix(view)
-    if len(view) < _HEADER.size:
-        raise CodecError(f"labelled chunk too short: {len(view)} bytes")
-    _, reserved, crc, *lengths = _HEADER.unpack_from(view, 0)
-    parts = []
-    offset = _HEADER.size
-    for length in lengths:
-        if offset + length > len(view):
-            raise CodecError(f"labelled chunk truncated: {len(view)} bytes")
-        parts.append(view[offset : offset + length])
-        padding = view[offset + length : offset + length + (-length % 8)]
-        if any(padding):
-            raise CodecError("corrupt labelled chunk: non-zero padding")
-        offset += length + (-length % 8)
-    if offset != len(view) or reserved != 0:
-        raise CodecError("corrupt labelled chunk: bad layout")
-    matrix, codes, multiplicity, classes = parts
+    _, reserved, crc, *lengths = _unpack_header(view, _HEADER, "labelled")
+    matrix, codes, multiplicity, classes = _parts(view, _HEADER.size, lengths, "labelled")
     header = bytearray(view[: _HEADER.size])
     header[12:16] = b"\0\0\0\0"
-    if zlib.crc32(classes, zlib.crc32(header)) != crc:
+    if reserved != 0 or zlib.crc32(classes, zlib.crc32(header)) != crc:
         raise CodecError("labelled chunk checksum mismatch")
     rows = decode_matrix(matrix)
     codes_array = decode_array(codes)
@@ -141,3 +155,39 @@ def decode_chunk(blob: bytes | bytearray | memoryview) -> Matrix | LabelledRows:
     if counts is not None and counts.shape != (rows.shape[0],):
         raise CodecError("corrupt labelled chunk: one multiplicity per row expected")
     return LabelledRows(rows, tuple(labels), np.array(codes_array), counts)
+
+
+def _decode_targets(view: memoryview) -> TargetRows:
+    _, reserved, crc, *lengths = _unpack_header(view, _TARGET_HEADER, "target")
+    matrix, targets = _parts(view, _TARGET_HEADER.size, lengths, "target")
+    header = bytearray(view[: _TARGET_HEADER.size])
+    header[12:16] = b"\0\0\0\0"
+    if reserved != 0 or zlib.crc32(header) != crc:
+        raise CodecError("target chunk checksum mismatch")
+    rows = decode_matrix(matrix)
+    values = decode_array(targets)
+    if values.shape != (rows.shape[0],) or values.dtype != np.float64:
+        raise CodecError("corrupt target chunk: one float64 target per row expected")
+    return TargetRows(rows, np.array(values))
+
+
+def _unpack_header(view: memoryview, header: struct.Struct, what: str) -> tuple[Any, ...]:
+    if len(view) < header.size:
+        raise CodecError(f"{what} chunk too short: {len(view)} bytes")
+    return header.unpack_from(view, 0)
+
+
+def _parts(view: memoryview, offset: int, lengths: list[int], what: str) -> list[memoryview]:
+    """The parts of a blob after its header, each padded with zeros to 8 bytes."""
+    parts = []
+    for length in lengths:
+        if offset + length > len(view):
+            raise CodecError(f"{what} chunk truncated: {len(view)} bytes")
+        parts.append(view[offset : offset + length])
+        padding = view[offset + length : offset + length + (-length % 8)]
+        if any(padding):
+            raise CodecError(f"corrupt {what} chunk: non-zero padding")
+        offset += length + (-length % 8)
+    if offset != len(view):
+        raise CodecError(f"corrupt {what} chunk: bad layout")
+    return parts

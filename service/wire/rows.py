@@ -101,18 +101,25 @@ def decode_rows(
     max_bytes: int,
     selector_names: Sequence[str] | None = None,
     labels: str | None = None,
+    target: str | None = None,
 ) -> NamedRows:
     """Decode and fully validate a chunk of rows for a selector with ``n_features`` columns
     (named ``selector_names``, if it has names): a chunk that names its columns is matched to
     them (``service.wire.names``).
 
     ``max_bytes`` is the body limit: an ``.npz`` (or the floats of a table) may inflate to at
-    most that much. ``labels`` (a table's label column) is refused: these rows have none.
+    most that much. ``labels`` and ``target`` (a table's label or target column) are refused:
+    these rows have neither.
     """
     if labels is not None:
         raise SelectorMismatch(
-            f"labels={labels!r} names a label column; labels apply to labelled methods (ocfs, "
-            "ioc) and this selector takes rows only"
+            f"labels={labels!r} names a label column; labels apply to labelled methods and "
+            "this selector takes rows only"
+        )
+    if target is not None:
+        raise SelectorMismatch(
+            f"target={target!r} names a target column; targets apply to methods of rows with a "
+            "target and this selector takes rows only"
         )
     names: list[str] | None = None
     if media_type in TABLE_MEDIA_TYPES:
@@ -162,7 +169,11 @@ def rows_from_json(document: Any, n_features: int) -> Matrix:
     if isinstance(document, dict):
         if "labels" in document:
             raise SelectorMismatch(
-                "labels apply to labelled methods (ocfs, ioc); this selector takes rows only"
+                "labels apply to labelled methods; this selector takes rows only"
+            )
+        if "targets" in document:
+            raise SelectorMismatch(
+                "targets apply to methods of rows with a target; this selector takes rows only"
             )
         if "rows" in document:
             unknown = sorted(set(document) - {"rows", FEATURE_NAMES})

@@ -36,6 +36,7 @@ from service.algorithms.labels import labelled
 from service.algorithms.params import MethodParams
 from service.algorithms.resampling import ResampledMethod, summary_fields_of
 from service.algorithms.subsamples import COUNTS_FIELD
+from service.algorithms.targets import TargetRows
 from service.errors import Inconsistent, InvalidParams
 from service.store.codec import decode_state, encode_state
 from service.wire.kinds import chunk_format
@@ -83,6 +84,8 @@ def make_chunk(method: AnyMethod, rng: np.random.Generator, items: int, sparse: 
     matrix: Any = sp.csr_matrix(rows) if sparse else rows
     if method.chunk_kind == "labelled rows":
         return labelled(matrix, [int(label) for label in rng.integers(0, 4, size=items)])
+    if method.chunk_kind == "rows with a target":
+        return TargetRows(matrix, rows @ rng.standard_normal(SIZE) + rng.standard_normal(items))
     return matrix
 
 
@@ -322,8 +325,8 @@ def test_states_the_method_reaches_pass_its_own_check(name: str, extra: dict[str
 
 
 def scaled(chunk: Any, factor: float) -> Any:
-    """A chunk with its values multiplied by ``factor`` (labels kept)."""
-    if hasattr(chunk, "rows") and hasattr(chunk, "codes"):
+    """A chunk with its values multiplied by ``factor`` (labels and targets kept)."""
+    if hasattr(chunk, "rows"):
         return dataclasses.replace(chunk, rows=chunk.rows * factor)
     return chunk * factor
 

@@ -35,6 +35,7 @@ from service.algorithms.subsamples import (
     groups_of_rows,
     resample_count,
 )
+from service.algorithms.targets import TargetRows
 from service.applier import state_sizes
 from service.errors import Inconsistent
 from tests.support.states import array_field
@@ -67,6 +68,9 @@ def rows_of(rng: np.random.Generator, n: int, shift: float = 0.0) -> np.ndarray:
 def chunk_of(name: str, rows: np.ndarray, labels: np.ndarray) -> Any:
     if METHODS[name].chunk_kind == "labelled rows":
         return labelled(rows, [int(v) for v in labels])
+    if METHODS[name].chunk_kind == "rows with a target":
+        first = sp.csr_matrix(rows)[:, [0]].toarray().ravel() if sp.issparse(rows) else rows[:, 0]
+        return TargetRows(rows, first + labels.astype(np.float64))
     return rows
 
 

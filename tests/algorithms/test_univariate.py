@@ -120,7 +120,7 @@ def test_a_state_whose_tests_disagree_with_its_statistics_is_refused() -> None:
     for field in ("f", P_VALUES_FIELD):
         tampered = dict(state)
         tampered[field] = np.array(state[field]) * 1.5
-        with pytest.raises(Inconsistent, match="test's of its class statistics"):
+        with pytest.raises(Inconsistent, match=r"test.s of its statistics"):
             check_state(method, tampered, params)
 
 

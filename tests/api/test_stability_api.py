@@ -36,6 +36,8 @@ def body_of(method: str, x: np.ndarray, rng: np.random.Generator) -> dict[str, A
     if kind == "labelled rows":
         labels = (x[:, 0] > 0).astype(int) + 2 * (x[:, 1] > 0).astype(int)
         return {"rows": x.tolist(), "labels": labels.tolist()}
+    if kind == "rows with a target":
+        return {"rows": x.tolist(), "targets": (x[:, 0] + 0.5 * x[:, 1]).tolist()}
     if kind == "views":
         return {"views": {"a": np.abs(x[:, :6]).tolist(), "b": np.abs(x[:, 6:]).tolist()}}
     return {"rows": x.tolist()}

@@ -53,6 +53,11 @@ def labels(seed: int, n: int) -> list[Any]:
     return [["a", 1, "b", 2][i] for i in np.random.default_rng(seed).integers(0, 4, n)]
 
 
+def targets_of(seed: int, n: int) -> list[float]:
+    """Noise for the targets of example rows (a target is the row's sum plus this)."""
+    return [float(v) for v in np.random.default_rng(seed + 1000).standard_normal(n)]
+
+
 def example_chunk(method: AnyMethod, example: Example, i: int) -> Any:
     """The JSON body of chunk ``i`` of a selector made as ``example`` (by the method's chunk
     kind: rows, labelled rows, every view's rows, or named feature columns)."""
@@ -68,6 +73,10 @@ def example_chunk(method: AnyMethod, example: Example, i: int) -> Any:
         }
     if method.chunk_kind == "labelled rows":
         return {"rows": rows(i, n, shape["n_features"], low), "labels": labels(i, n)}
+    if method.chunk_kind == "rows with a target":
+        x = rows(i, n, shape["n_features"], low)
+        targets = [sum(row) + float(r) for row, r in zip(x, targets_of(i, n), strict=True)]
+        return {"rows": x, "targets": targets}
     return rows(i, n, shape["n_features"], low)
 
 
