@@ -4,6 +4,7 @@ JSON documents, counts and a selector's size as text. Formatting only: no reques
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -39,7 +40,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
     return "\n".join([line(headers), *(line(row) for row in rows)])
 
 
-def top_table(top: Top) -> str:
+def top_table(top: Top, test: tuple[float, str] | None = None) -> str:
+    """A ranking as ``sift top`` prints it: a title line, then a row per feature (with its
+    p-value when the answer has p-values), then its stability. ``test``: the level and the
+    correction the features were selected by (``--alpha``, ``--correction``)."""
     seen = (
         f"{top.rows_seen:,} rows seen"
         if top.rows_seen is not None
@@ -51,8 +55,20 @@ def top_table(top: Top) -> str:
         return f"{title}\nno data yet: push to {top.name} (POST /v1/selectors/{top.name}/{where})"
     if top.strategy:
         title += f"  ({top.strategy})"
+    if test is not None:
+        title += f"  (alpha {test[0]:g}, correction {test[1]})"
+        if not top.features:
+            return f"{title}\nno feature passes the test"
     multi_view = any(f.view is not None for f in top.features)
-    headers = ["rank", *(["view"] if multi_view else []), "index", "name", "score"]
+    tested = any(f.p_value is not None for f in top.features)
+    headers = [
+        "rank",
+        *(["view"] if multi_view else []),
+        "index",
+        "name",
+        "score",
+        *(["p-value"] if tested else []),
+    ]
     rows = [
         [
             str(f.rank),
@@ -60,11 +76,13 @@ def top_table(top: Top) -> str:
             str(f.index),
             f.name,
             f"{f.score:.6g}",
+            # A test that is not a number (a feature with no spread) has a null p-value.
+            *([f"{math.nan if f.p_value is None else f.p_value:.3g}"] if tested else []),
         ]
         for f in top.features
     ]
-    first_numbers = {0, len(headers) - 1, len(headers) - 3}
-    return title + "\n" + table(headers, rows, first_numbers) + stability_lines(top)
+    numbers = {headers.index(h) for h in ("rank", "index", "score", "p-value") if h in headers}
+    return title + "\n" + table(headers, rows, numbers) + stability_lines(top)
 
 
 def stability_lines(top: Top) -> str:

@@ -135,6 +135,7 @@ def _add_ranking_commands(commands: Any, common: list[argparse.ArgumentParser]) 
     """``sift top|watch|drift|baseline``."""
     top = _counted(commands, "top", common, "Print a selector's top features.", default_h=20)
     _ranking_options(top)
+    _significance_options(top)
     _json_option(top)
 
     watch = _counted(commands, "watch", common, "Show a selector's top features, refreshed live.")
@@ -601,6 +602,23 @@ def _ranking_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strategy", choices=["score", "diverse"], help="fsds: diverse = IQRP")
     parser.add_argument("--l", type=int, metavar="L", help="IQRP's candidate list length.")
     parser.add_argument("--view", help="Multi-view selectors: this view only.")
+
+
+def _significance_options(parser: argparse.ArgumentParser) -> None:
+    """``--alpha`` and ``--correction``: a selection by p-value, as the API's."""
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        metavar="A",
+        help="Methods with p-values (anova, chi2): only the features a test at level A "
+        "(0 < A <= 1) selects, the h best of them by score.",
+    )
+    parser.add_argument(
+        "--correction",
+        choices=["none", "fdr", "fwe"],
+        help="With --alpha: how A selects, as scikit-learn's SelectFpr (none, the default: "
+        "p < A), SelectFdr (fdr: Benjamini-Hochberg) or SelectFwe (fwe: p < A / n_features).",
+    )
 
 
 def shape_of(args: argparse.Namespace) -> dict[str, Any]:

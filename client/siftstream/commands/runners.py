@@ -75,16 +75,54 @@ def _create(args: argparse.Namespace, client: Client, console: Console) -> int:
     return 0
 
 
-def _fetch_top(args: argparse.Namespace, client: Client) -> Top:
-    return client.top(args.name, args.h, strategy=args.strategy, l=args.l, view=args.view)
+def _fetch_top(
+    args: argparse.Namespace,
+    client: Client,
+    alpha: float | None = None,
+    correction: str | None = None,
+) -> Top:
+    return client.top(
+        args.name,
+        args.h,
+        strategy=args.strategy,
+        l=args.l,
+        view=args.view,
+        alpha=alpha,
+        correction=correction,
+    )
+
+
+def _significance(args: argparse.Namespace) -> tuple[float | None, str | None]:
+    """``sift top``'s ``--alpha`` and ``--correction``, checked. The service ignores a
+    correction without a level, and answers ``strategy=diverse`` (pivoted QR, of methods
+    without p-values) without the test: both are refused here rather than printed as if they
+    applied."""
+    if args.alpha is None:
+        if args.correction is not None:
+            raise CommandError(
+                f"--correction {args.correction} corrects the level of --alpha: give --alpha "
+                "too (without it every feature is ranked by score, with no test)"
+            )
+        return None, None
+    if not 0 < args.alpha <= 1:
+        raise CommandError(f"--alpha must be in (0, 1]; got {args.alpha:g}")
+    if args.strategy == "diverse":
+        raise CommandError(
+            "--alpha selects by p-value among the features ranked by score: it does not "
+            "apply with --strategy diverse"
+        )
+    return args.alpha, args.correction
 
 
 def _top(args: argparse.Namespace, client: Client, console: Console) -> int:
-    top = _fetch_top(args, client)
+    alpha, correction = _significance(args)
+    top = _fetch_top(args, client, alpha, correction)
     if args.json:
         print_json(console.out, top.raw)
     else:
-        console.out.write(top_table(top) + "\n")
+        # Without --correction the service corrects nothing (SelectFpr's p < alpha).
+        test = None if alpha is None else (alpha, correction or "none")
+        console.out.write(top_table(top, test) + "\n")
     return 0
 
 
