@@ -49,8 +49,19 @@ LabelColumn = Annotated[
     Query(
         min_length=1,
         max_length=MAX_NAME_LENGTH,
-        description="Labelled methods (ocfs, ioc), text/csv and Arrow bodies: the column that "
-        "holds the labels (not a feature). JSON and .npz chunks carry their labels themselves.",
+        description="Labelled methods, text/csv and Arrow bodies: the column that holds the "
+        "labels (not a feature). JSON and .npz chunks carry their labels themselves.",
+    ),
+]
+
+#: ``?target=<column>``: which column of a table body holds the targets.
+TargetColumn = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description="Methods of rows with a target, text/csv and Arrow bodies: the column that "
+        "holds the targets (not a feature). JSON and .npz chunks carry their targets themselves.",
     ),
 ]
 
@@ -209,15 +220,17 @@ async def push_items(
     idempotency_key: str | None,
     wait: bool,
     labels: str | None = None,
+    target: str | None = None,
 ) -> Response:
     """``POST .../<route>`` of chunks of ``kind`` (rows or feature columns): the media type
     and the selector are checked before a large body is read; 200 with the version that holds
-    the items, or 202. ``labels`` names the label column of a table body."""
+    the items, or 202. ``labels`` and ``target`` name the label or target column of a table
+    body."""
     media_type = require_media_type(request.headers.get("content-type"), kind.media_types)
     # 404 before reading a large body for nothing; the description as cached (the append
     # checks that it is still the selector's).
     meta = await service.store.registry.cached_meta(name)
     body = await read_body(request, body_limit(get_settings(request), media_type))
-    push = Push(body, media_type, idempotency_key, wait, labels)
+    push = Push(body, media_type, idempotency_key, wait, labels, target)
     receipt = await service.ingest.push(meta, kind.route, push)
     return result_response(receipt.result, 200 if receipt.applied else 202)

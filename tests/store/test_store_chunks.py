@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.algorithms.labels import LabelledRows, labelled
+from service.algorithms.targets import TargetRows
 from service.errors import CodecError
 from service.store.codec import encode_matrix
 from service.wire.log import ZLIB_MAGIC, decode_chunk, encode_chunk, pack_payload, unpack_payload
@@ -106,3 +107,31 @@ def test_a_damaged_compressed_payload_is_refused_not_inflated(damage):
         stored += b"extra"
     with pytest.raises(CodecError):
         decode_chunk(bytes(stored))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12), m=st.integers(1, 5), sparse=st.booleans()
+)
+def test_chunks_with_a_target_round_trip(seed, n, m, sparse):
+    rng = np.random.default_rng(seed)
+    rows = rng.standard_normal((n, m))
+    chunk = TargetRows(sp.csr_matrix(rows) if sparse else rows, rng.standard_normal(n))
+    out = decode_chunk(encode_chunk(chunk))
+    assert isinstance(out, TargetRows)
+    dense = out.rows if isinstance(out.rows, np.ndarray) else out.rows.toarray()
+    np.testing.assert_array_equal(dense, rows)
+    np.testing.assert_array_equal(out.targets, chunk.targets)
+    assert out.targets.dtype == np.float64
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_damage_to_a_chunk_with_a_target_is_detected(data):
+    blob = bytearray(encode_chunk(TargetRows(np.eye(3), np.array([1.0, -2.0, 0.5]))))
+    at = data.draw(st.integers(8, len(blob) - 1))
+    blob[at] ^= 1 << data.draw(st.integers(0, 7))
+    with pytest.raises(CodecError):
+        decode_chunk(bytes(blob))
+    with pytest.raises(CodecError, match=r"truncated|short|layout"):
+        decode_chunk(bytes(blob[: data.draw(st.integers(8, len(blob) - 1))]))

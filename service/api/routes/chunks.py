@@ -12,6 +12,7 @@ from service.api.deps import (
     LabelColumn,
     LogId,
     SelectorName,
+    TargetColumn,
     get_selectors,
     push_items,
     result_response,
@@ -43,14 +44,18 @@ async def push_chunk(
     wait: Wait = True,
     idempotency_key: IdempotencyKey = None,
     labels: LabelColumn = None,
+    target: TargetColumn = None,
 ) -> Response:
     """Append a chunk of rows; by default answer once it is applied, with that version.
 
     With ``wait=false`` (or when applying takes longer than the configured bound) the answer
     is 202 with the log ID. A repeated ``Idempotency-Key`` returns the first answer. A
-    ``text/csv`` or Arrow chunk for a labelled method names its label column with ``labels``.
+    ``text/csv`` or Arrow chunk for a labelled method names its label column with ``labels``,
+    for a method of rows with a target its target column with ``target``.
     """
-    return await push_items(request, service, name, RowsFormat, idempotency_key, wait, labels)
+    return await push_items(
+        request, service, name, RowsFormat, idempotency_key, wait, labels, target
+    )
 
 
 @router.get("/{name}/chunks/{log_id}", responses={200: {"model": ChunkStatus}, **PROBLEM_RESPONSES})

@@ -15,6 +15,7 @@ from service.api.deps import (
     IdempotencyKey,
     LabelColumn,
     LogId,
+    TargetColumn,
     body_limit,
     get_principal,
     get_quotas,
@@ -141,6 +142,7 @@ async def push_stream_chunk(
     ] = True,
     idempotency_key: IdempotencyKey = None,
     labels: LabelColumn = None,
+    target: TargetColumn = None,
 ) -> Response:
     """Append a chunk to the stream's log, once: every selector attached to it applies it,
     exactly once. By default answer once each has (200, with each one's version), else 202.
@@ -154,7 +156,7 @@ async def push_stream_chunk(
         request.headers.get("content-type"), chunk_format(meta.kind).media_types
     )
     body = await read_body(request, body_limit(get_settings(request), media_type))
-    push = Push(body, media_type, idempotency_key, wait, labels)
+    push = Push(body, media_type, idempotency_key, wait, labels, target)
     receipt = await service.streams.push(name, push, caller.sees)
     return result_response(receipt.result, 200 if receipt.applied else 202)
 
