@@ -29,12 +29,14 @@ def diabetes() -> tuple[np.ndarray, np.ndarray]:
 
 def npz_targets(rows: Any, targets: Any, key: str = "targets") -> bytes:
     buffer = io.BytesIO()
+    arrays: dict[str, Any] = {key: np.asarray(targets)}
     if sp.issparse(rows):
         csr = sp.csr_matrix(rows)
-        parts = {"data": csr.data, "indices": csr.indices, "indptr": csr.indptr}
-        np.savez(buffer, **parts, shape=np.array(csr.shape), **{key: np.asarray(targets)})
+        arrays |= {"data": csr.data, "indices": csr.indices, "indptr": csr.indptr}
+        arrays["shape"] = np.array(csr.shape)
     else:
-        np.savez(buffer, rows=np.asarray(rows), **{key: np.asarray(targets)})
+        arrays["rows"] = np.asarray(rows)
+    np.savez(buffer, **arrays)
     return buffer.getvalue()
 
 
