@@ -1,20 +1,24 @@
-"""``univariate``: Sift's ``anova`` and ``chi2`` in-process and over HTTP against scikit-learn's
-``f_classif`` and ``chi2`` on the whole array (the peer: batch, in-process), with the largest
-relative difference of the scores and p-values."""
+"""``univariate``: Sift's ``anova``, ``chi2``, ``f_regression`` and ``correlation`` in-process and
+over HTTP against scikit-learn's ``f_classif``, ``chi2``, ``f_regression`` and ``r_regression`` on
+the whole array (the peer: batch, in-process), with the largest relative difference of the
+scores and p-values."""
 
 from __future__ import annotations
 
+import io
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from report import Peer, table
-from sklearn.feature_selection import chi2, f_classif
+from sklearn.feature_selection import chi2, f_classif, f_regression, r_regression
 
 from service.algorithms import METHODS
 from service.algorithms.labels import labelled
+from service.algorithms.targets import TargetRows
 from service.algorithms.univariate import P_VALUES_FIELD
 from suite.context import NPZ, SEED, Context
 from tests.support.api import npz_labelled
@@ -26,24 +30,61 @@ CHUNK_ROWS = 10_000
 HTTP_CHUNKS = 10
 
 
+def _labelled(rows: np.ndarray, labels: np.ndarray) -> Any:
+    return labelled(rows, labels.tolist())
+
+
 def difference(found: np.ndarray, exact: np.ndarray) -> float:
     """The largest relative difference where both are finite and not zero."""
     both = np.isfinite(found) & np.isfinite(exact) & (exact != 0)
     return float(np.max(np.abs(found[both] - exact[both]) / np.abs(exact[both])))
 
 
+def npz_targets(rows: np.ndarray, targets: np.ndarray) -> bytes:
+    """Rows with a target as numpy.savez writes them."""
+    buffer = io.BytesIO()
+    np.savez(buffer, rows=rows, targets=targets)
+    return buffer.getvalue()
+
+
+def abs_r(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's |r| (what Sift ranks by) and the F-test's p-values."""
+    return np.abs(r_regression(x, y)), f_regression(x, y)[1]
+
+
+@dataclass(frozen=True)
+class Case:
+    """A method, its scikit-learn reference and the chunks of its kind."""
+
+    name: str
+    reference: Callable[..., Any]
+    reference_name: str
+    chunk: Callable[[np.ndarray, np.ndarray], Any]
+    body: Callable[[np.ndarray, np.ndarray], bytes]
+    side: str
+
+
 def bench_univariate(ctx: Context) -> None:
     rows, m = 10 * ctx.sizes.variance_rows, ctx.sizes.variance_features
     rng = np.random.default_rng([SEED, rows, m])
     y = rng.integers(0, CLASSES, rows)
-    # Counts for chi2 (Poisson, with a class effect on a third of the features).
+    # Counts for chi2 (Poisson, with a class effect on a third of the features), and a target
+    # of a tenth of them with noise for the regression tests.
     effect = np.where(np.arange(m) < m // 3, 1.0, 0.0)
     x = rng.poisson(2.0 + effect * (y[:, None] % 3)).astype(np.float64)
+    target = x[:, : m // 10] @ rng.standard_normal(m // 10) + 3 * rng.standard_normal(rows)
     starts = range(0, rows, CHUNK_ROWS)
-    chunks = [labelled(x[s : s + CHUNK_ROWS], y[s : s + CHUNK_ROWS].tolist()) for s in starts]
     lines, peers = [], []
-    references: dict[str, Callable[..., Any]] = {"anova": f_classif, "chi2": chi2}
-    for name, reference in references.items():
+    cases = (
+        Case("anova", f_classif, "f_classif", _labelled, npz_labelled, "labels"),
+        Case("chi2", chi2, "chi2", _labelled, npz_labelled, "labels"),
+        Case("f_regression", f_regression, "f_regression", TargetRows, npz_targets, "target"),
+        Case("correlation", abs_r, "r_regression", TargetRows, npz_targets, "target"),
+    )
+    for case in cases:
+        name = case.name
+        side = y if case.side == "labels" else target
+        chunks = [case.chunk(x[i : i + CHUNK_ROWS], side[i : i + CHUNK_ROWS]) for i in starts]
         method = METHODS[name]
         params = method.resolve_params({}, m)
         started = time.perf_counter()
@@ -54,7 +95,7 @@ def bench_univariate(ctx: Context) -> None:
         started = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            scores, p_values = reference(x, y)
+            scores, p_values = case.reference(x, side)
         batch = rows / (time.perf_counter() - started)
         error = max(
             difference(np.asarray(state[method.score_field]), scores),
@@ -63,7 +104,7 @@ def bench_univariate(ctx: Context) -> None:
         with ctx.stack() as s:
             s.create({"name": name, "method": name, "n_features": m})
             sent = list(starts)[:HTTP_CHUNKS]
-            bodies = [npz_labelled(x[i : i + CHUNK_ROWS], y[i : i + CHUNK_ROWS]) for i in sent]
+            bodies = [case.body(x[i : i + CHUNK_ROWS], side[i : i + CHUNK_ROWS]) for i in sent]
             started = time.perf_counter()
             for i, body in enumerate(bodies):
                 s.post(f"/v1/selectors/{name}/chunks", body, NPZ, f"{name}-{i}")
@@ -71,20 +112,21 @@ def bench_univariate(ctx: Context) -> None:
         lines.append(
             [f"`{name}`", f"{local:,.0f}", f"{http:,.0f}", f"{batch:,.0f}", f"{error:.1e}"]
         )
+        what = f"{CLASSES} classes" if case.side == "labels" else "a numeric target"
         peers.append(
             Peer(
-                f"{name}, {m} features, {CLASSES} classes, {CHUNK_ROWS:,}-row chunks",
+                f"{name}, {m} features, {what}, {CHUNK_ROWS:,}-row chunks",
                 "rows/s",
                 local,
                 http,
-                f"scikit-learn {reference.__name__} (batch)",
+                f"scikit-learn {case.reference_name} (batch)",
                 batch,
                 f"largest relative difference of scores and p-values: {error:.1e}",
             )
         )
     ctx.report.section(
-        f"univariate: {rows:,} rows x {m} count features, {CLASSES} classes, {CHUNK_ROWS:,}-row "
-        f"labelled chunks (HTTP: the first {HTTP_CHUNKS} as waited `.npz` chunks)",
+        f"univariate: {rows:,} rows x {m} count features, {CLASSES} classes or a numeric target, "
+        f"{CHUNK_ROWS:,}-row chunks (HTTP: the first {HTTP_CHUNKS} as waited `.npz` chunks)",
         table(
             [
                 "method",

@@ -64,11 +64,13 @@ def grouped_moments(rows: Matrix, groups: np.ndarray, count: int) -> tuple[Momen
     mean = dense.mean(axis=0)
     squared = (dense - mean) ** 2
     whole = (n, mean, squared.sum(axis=0))
-    parts = []
-    for g in range(count):
-        member = (groups == g).astype(np.float64)
-        parts.append(_around(int(member.sum()), member @ dense, member @ squared, mean))
-    return whole, parts
+    if not count:
+        return whole, []
+    # Every group's sums and sums of squared deviations in two products over the chunk.
+    members = (np.asarray(groups)[None, :] == np.arange(count)[:, None]).astype(np.float64)
+    totals, arounds = members @ dense, members @ squared
+    sizes = members.sum(axis=1)
+    return whole, [_around(int(sizes[g]), totals[g], arounds[g], mean) for g in range(count)]
 
 
 def _around(n: int, total: np.ndarray, around: np.ndarray, centre: np.ndarray) -> Moments:

@@ -41,7 +41,13 @@ from scipy import special
 
 from service.algorithms.base import MAX_ABS_VALUE, ChunkKind, State
 from service.algorithms.examples import Example
-from service.algorithms.moments import chunk_moments, combine, separate
+from service.algorithms.moments import (
+    Moments,
+    chunk_moments,
+    combine,
+    grouped_moments,
+    separate,
+)
 from service.algorithms.subsamples import ResampledParams
 from service.algorithms.targets import TargetRows
 from service.algorithms.univariate import P_VALUES_FIELD, StatisticalTest
@@ -57,7 +63,12 @@ R_FIELD = "r"
 
 def chunk_joint(chunk: TargetRows) -> Joint:
     """A chunk's moments of the features and the target, and its co-moments."""
-    n, mean_x, m2_x = chunk_moments(chunk.rows)
+    return _with_target(chunk, chunk_moments(chunk.rows))
+
+
+def _with_target(chunk: TargetRows, moments: Moments) -> Joint:
+    """The chunk's joint moments, from its features' ``moments``."""
+    n, mean_x, m2_x = moments
     y = chunk.targets
     mean_y = float(y.mean())
     centred = y - mean_y
@@ -69,6 +80,40 @@ def chunk_joint(chunk: TargetRows) -> Joint:
     # rounding of the two terms above.
     comoment[(m2_x == 0) | (m2_y == 0)] = 0.0
     return n, np.append(mean_x, mean_y), np.append(m2_x, m2_y), comoment
+
+
+def grouped_joint(chunk: TargetRows, groups: np.ndarray, count: int) -> tuple[Joint, list[Joint]]:
+    """A chunk's ``chunk_joint``, and that of its rows in each of groups ``0 .. count - 1``
+    (``groups``: every row's group), from one product over the chunk: around the chunk's means
+    ``c``, ``C_g = sum_g (x - c_x)(y - c_y) - n_g (mean_x,g - c_x)(mean_y,g - c_y)``, the
+    bivariate form of ``moments.grouped_moments``' identity (as accurate while a group's means
+    are near the chunk's, which interleaved rows' are)."""
+    x_whole, x_parts = grouped_moments(chunk.rows, groups, count)
+    whole = _with_target(chunk, x_whole)
+    centre = whole[1]
+    around = chunk.targets - centre[-1]
+    member = np.asarray(groups)[:, None] == np.arange(count)[None, :]
+    weighted = member * around[:, None]
+    rows = chunk.rows
+    products = np.asarray(rows.T @ weighted if sp.issparse(rows) else weighted.T @ rows)
+    products = products.T if sp.issparse(rows) else products
+    parts = []
+    for g, (n_g, mean_x, m2_x) in enumerate(x_parts):
+        if not n_g:
+            parts.append((0, np.zeros(centre.size), np.zeros(centre.size), np.zeros(m2_x.size)))
+            continue
+        y_g = chunk.targets[member[:, g]]
+        mean_y = float(y_g.mean())
+        m2_y = float(((y_g - mean_y) ** 2).sum())
+        shift_y = mean_y - centre[-1]
+        comoment = (
+            np.asarray(products[g]).ravel()
+            - centre[:-1] * float(weighted[:, g].sum())
+            - n_g * (mean_x - centre[:-1]) * shift_y
+        )
+        comoment[(m2_x == 0) | (m2_y == 0)] = 0.0
+        parts.append((n_g, np.append(mean_x, mean_y), np.append(m2_x, m2_y), comoment))
+    return whole, parts
 
 
 def combine_joint(a: Joint, b: Joint) -> Joint:
@@ -186,6 +231,17 @@ class TargetTest(StatisticalTest[TT]):
 
     def fold(self, statistics: State, params: TT, chunk: TargetRows) -> State:
         return _statistics(combine_joint(_joint(statistics), chunk_joint(chunk)))
+
+    def fold_dealt(
+        self, statistics: list[State], params: TT, chunk: TargetRows, dealt: np.ndarray
+    ) -> list[State]:
+        """The chunk's moments and co-moments for the whole stream and for each subsample's
+        rows, from one product over the chunk (``grouped_joint``)."""
+        whole, parts = grouped_joint(chunk, dealt, len(statistics) - 1)
+        return [
+            _statistics(combine_joint(_joint(before), joint))
+            for before, joint in zip(statistics, [whole, *parts], strict=True)
+        ]
 
     def plus(self, statistics: State, params: TT, other: State) -> State:
         return _statistics(combine_joint(_joint(statistics), _joint(other)))
