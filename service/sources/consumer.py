@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.algorithms import get_method
-from service.algorithms.labels import labelled
 from service.applier import Applier
 from service.errors import NotFound, SelectorMismatch, SiftError, StaleMeta, Unavailable
 from service.metrics import Metrics
@@ -47,7 +46,7 @@ from service.store.parts.appends import SourceStep
 from service.store.records import Attachment, Entry
 from service.store.redis_store import SelectorStore
 from service.store.sources import Gone, Moved, PartitionMove, Progress, SourceStore, Target
-from service.wire.kinds import ChunkTarget, chunk_format
+from service.wire.kinds import CHUNK_FORMATS, ENTRY_SIDES, ChunkFormat, ChunkTarget, chunk_format
 from service.wire.log import encode_chunk
 
 log = logging.getLogger("sift.sources")
@@ -88,10 +87,11 @@ class CannotFeed(SelectorMismatch):
 
 @dataclass
 class Feeding:
-    """What the consumer knows of its target: how an entry must look, and who applies it."""
+    """What the consumer knows of its target: how an entry must look, the kind of chunk its
+    batches make, and who applies it."""
 
     shape: EntryShape
-    labelled: bool
+    kind: ChunkFormat
     incarnation: str
     #: The selectors that apply the target's log, with their incarnations.
     selectors: list[tuple[str, str]]
@@ -100,10 +100,10 @@ class Feeding:
 async def describe_target(
     store: SelectorStore, target: Target, definition: Mapping[str, Any]
 ) -> Feeding:
-    """How the entries of a source (its ``definition``: its label field, its format) must
-    look for ``target``; NotFound if it does not exist, CannotFeed if a source cannot feed
-    it."""
-    label_field: str | None = definition.get("label_field")
+    """How the entries of a source (its ``definition``: its label or target field, its format)
+    must look for ``target``; NotFound if it does not exist, CannotFeed if a source cannot feed
+    it, or the source names a field the target's kind does not take (or not the one it
+    needs)."""
     shaped: ChunkTarget
     if target.kind == "stream":
         stream = await store.streams.get_stream(target.name)
@@ -125,23 +125,37 @@ async def describe_target(
         kind = chunk_format(get_method(meta.method).chunk_kind)
         shaped, incarnation = meta, meta.incarnation
         selectors = [(meta.name, meta.incarnation)]
+    what = f"{target.kind} '{target.name}' takes {kind.name}"
     if not kind.from_sources:
-        raise CannotFeed(
-            f"{target.kind} '{target.name}' takes {kind.name}: a source feeds rows or labelled rows"
-        )
-    is_labelled = kind.flag == "labelled"
-    if is_labelled and label_field is None:
-        raise CannotFeed(
-            f"{target.kind} '{target.name}' takes labelled rows: expected label_field, the "
-            "field holding each entry's label"
-        )
-    if not is_labelled and label_field is not None:
-        raise CannotFeed(
-            f"{target.kind} '{target.name}' takes unlabelled rows: expected no label_field"
-        )
+        fed = [k.name for k in CHUNK_FORMATS.values() if k.from_sources]
+        raise CannotFeed(f"{what}: a source feeds {', '.join(fed[:-1])} or {fed[-1]}")
+    # What an entry holds beside its features, in the field the source names: the kind says.
+    side = kind.entry_side
+    needed = None if side is None else f"{side.setting}, the field holding each entry's {side.what}"
+    for other in ENTRY_SIDES:
+        if other != side and definition.get(other.setting) is not None:
+            takers = " or ".join(k.name for k in CHUNK_FORMATS.values() if k.entry_side == other)
+            expected = f"{needed}, and no {other.setting}" if needed else f"no {other.setting}"
+            raise CannotFeed(f"{what}: expected {expected} ({other.setting} is for {takers})")
     names = shaped.feature_names or [f"f{i}" for i in range(shaped.size)]
-    shape = EntryShape(names, label_field, str(definition.get("format") or "json"))
-    return Feeding(shape, is_labelled, incarnation, selectors)
+    field: str | None = None
+    if side is not None:
+        field = definition.get(side.setting)
+        if field is None:
+            raise CannotFeed(f"{what}: expected {needed}")
+        if field in names:
+            raise CannotFeed(
+                f"{what}: {side.setting} '{field}' is one of its feature names: expected the "
+                f"field holding each entry's {side.what}, apart from the features"
+            )
+    numeric = side is not None and side.numeric
+    shape = EntryShape(
+        names,
+        None if numeric else field,
+        str(definition.get("format") or "json"),
+        target_field=field if numeric else None,
+    )
+    return Feeding(shape, kind, incarnation, selectors)
 
 
 @dataclass(frozen=True)
@@ -484,7 +498,7 @@ class Consumer:
         rows = converted.rows
         payload, chunk = None, None
         if len(rows):
-            chunk = rows if not feeding.labelled else labelled(rows, converted.labels or [])
+            chunk = feeding.kind.from_entries(rows, converted.labels or [])
             payload = encode_chunk(chunk)
         step = SourceStep(
             self.name,

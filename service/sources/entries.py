@@ -2,12 +2,15 @@
 bad entry is set aside with its position and reason and the others go on.
 
 An entry holds one field per feature name (in any order), and the label field for a labelled
-target. A message's value (``BusEntry.raw``) is written in the source's ``format``: JSON (an
-object keyed by feature name, or an array of numbers by position, for a selector without
-names) or msgpack (a map, or an array, alike). What it may not hold: an unknown field, a
-missing one, a value that is not a number, a number that is not finite or beyond
-``MAX_ABS_VALUE`` (the checks every chunk passes, ``service.wire.rows``), a label that is not
-an integer or a string of 1-256 characters.
+target, or the target field for one of rows with a target. A message's value
+(``BusEntry.raw``) is written in the source's ``format``: JSON (an object keyed by feature
+name, or an array of numbers by position, for a selector without names) or msgpack (a map, or
+an array, alike). What it may not hold: an unknown field, a missing one, a value that is not a
+number, a number that is not finite or beyond ``MAX_ABS_VALUE`` (the checks every chunk
+passes, ``service.wire.rows``), a label that is not an integer or a string of 1-256
+characters. A target is a number like the features: it is read as one more numeric column
+after them, by the same paths and checks (its rows come out one column wider, the target
+last).
 
 The common case is converted in bulk: a Redis entry whose fields come in the expected order is
 recognised by one list comparison, any other entry's values gathered by one ``itemgetter``;
@@ -50,8 +53,9 @@ _JSON_NUMBER_TEXT = b"0123456789.eE+-,[]"
 
 @dataclass(frozen=True)
 class Rows:
-    """What a batch of entries gave: the good rows in bus order, their labels (a labelled
-    target), and the entries set aside, as (position, reason)."""
+    """What a batch of entries gave: the good rows in bus order (their target as a last
+    column, for a target field), their labels (a labelled target), and the entries set aside,
+    as (position, reason)."""
 
     rows: np.ndarray
     labels: list[Label] | None
@@ -59,14 +63,29 @@ class Rows:
 
 
 class EntryShape:
-    """What an entry must hold for one target: its feature names, and its label field; and
-    what a message's value is written in (``format``: ``json`` or ``msgpack``, the source's)."""
+    """What an entry must hold for one target: its feature names, and its label field or its
+    target field (a number, read as a last column: ``names`` ends with it); and what a
+    message's value is written in (``format``: ``json`` or ``msgpack``, the source's)."""
 
-    def __init__(self, names: Sequence[str], label_field: str | None, format: str = "json") -> None:
+    def __init__(
+        self,
+        names: Sequence[str],
+        label_field: str | None,
+        format: str = "json",
+        target_field: str | None = None,
+    ) -> None:
         if format not in _FORMATS:
             raise ValueError(f"expected format to be one of {sorted(_FORMATS)}; got {format!r}")
-        self.names = list(names)
+        if label_field is not None and target_field is not None:
+            raise ValueError("an entry holds a label field or a target field, not both")
+        #: The numeric columns: the features, then the target field if any.
+        self.names = [*names, *([target_field] if target_field is not None else [])]
         self.label_field = label_field
+        self.target_field = target_field
+        #: How a reason names each numeric column.
+        self._described = [f"field '{name}'" for name in names] + (
+            [f"target field '{target_field}'"] if target_field is not None else []
+        )
         self.format = _FORMATS[format]
         self.width = len(self.names) + (label_field is not None)
         self._expected = set(self.names) | ({label_field} if label_field else set())
@@ -111,8 +130,7 @@ class EntryShape:
                 rejects.append(
                     (
                         positions[good[row]],
-                        f"field '{self.names[column]}': "
-                        f"{value_problem(float(matrix[row, column]))}",
+                        f"{self._described[column]}: {value_problem(float(matrix[row, column]))}",
                     )
                 )
             matrix = matrix[ok]
@@ -144,7 +162,7 @@ class EntryShape:
             rows = np.empty((len(gathered), n))
             good: list[int] = []
             for i, values in enumerate(gathered):
-                problem = _parse_one(values[:n], self.names, rows[i])
+                problem = _parse_one(values[:n], self._described, rows[i])
                 if problem is None:
                     good.append(i)
                 else:
@@ -212,11 +230,16 @@ class EntryShape:
         given = {k.decode("utf-8", "replace") if isinstance(k, bytes) else str(k) for k in fields}
         unknown = sorted(given - self._expected)
         if unknown:
-            return f"unknown field '{unknown[0][:200]}': expected the target's feature names" + (
-                f" and the label field '{self.label_field}'" if self.label_field else ""
-            )
-        missing = [name for name in (*self.names, self.label_field) if name and name not in given]
-        return f"missing field '{missing[0]}'"
+            side = ""
+            if self.label_field is not None:
+                side = f" and the label field '{self.label_field}'"
+            elif self.target_field is not None:
+                side = f" and the target field '{self.target_field}'"
+            return f"unknown field '{unknown[0][:200]}': expected the target's feature names{side}"
+        for name, described in zip(self.names, self._described, strict=True):
+            if name not in given:
+                return f"missing {described}"
+        return f"missing field '{self.label_field}'"
 
 
 class _StructDecoders:
@@ -570,10 +593,11 @@ def _parse_text(rows: list[Sequence[Any]], n: int) -> np.ndarray | None:
     return matrix if matrix.shape == (len(rows), n) else None
 
 
-def _parse_one(values: Sequence[Any], names: Sequence[str], into: np.ndarray) -> str | None:
-    """Parse one entry's values into ``into``; the problem with the first bad one, if any.
-    A Redis entry's values are text (bytes) and are parsed; a JSON or msgpack message's must
-    be numbers (a string is not, even one that spells a number, nor msgpack's bin)."""
+def _parse_one(values: Sequence[Any], described: Sequence[str], into: np.ndarray) -> str | None:
+    """Parse one entry's values into ``into``; the problem with the first bad one, if any
+    (``described`` names each column: ``field 'a'``). A Redis entry's values are text (bytes)
+    and are parsed; a JSON or msgpack message's must be numbers (a string is not, even one
+    that spells a number, nor msgpack's bin)."""
     for column, value in enumerate(values):
         try:
             if isinstance(value, bytes):  # a Redis entry's value is text, read as CSV's is
@@ -584,9 +608,9 @@ def _parse_one(values: Sequence[Any], names: Sequence[str], into: np.ndarray) ->
                 raise ValueError
         except (ValueError, OverflowError):
             if isinstance(value, bytearray):  # a msgpack bin value (``msgpack_fields``)
-                return f"field '{names[column]}' is not a number: got binary data"
+                return f"{described[column]} is not a number: got binary data"
             given = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-            return f"field '{names[column]}' is not a number: got {shown(given)}"
+            return f"{described[column]} is not a number: got {shown(given)}"
     return None
 
 

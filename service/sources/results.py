@@ -72,6 +72,9 @@ class SourceOut(Result):
     batch_ms: int
     start: str
     label_field: str | None
+    target_field: str | None = Field(
+        None, description="The field holding each entry's target (rows with a target)."
+    )
     format: Literal["json", "msgpack"] = Field(
         "json", description="What each message's value is written in: json or msgpack."
     )

@@ -190,6 +190,7 @@ class Sources:
             batch_ms=int(definition["batch_ms"]),
             start=str(definition["start"]),
             label_field=definition.get("label_field"),
+            target_field=definition.get("target_field"),
             format=definition.get("format") or "json",
             value_field=definition.get("value_field"),
             on_reset=definition.get("on_reset") or "stop",

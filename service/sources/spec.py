@@ -157,6 +157,13 @@ class SourceBase(BaseModel):
         max_length=256,
         description="The field holding each entry's label (labelled selectors and streams).",
     )
+    target_field: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="The field holding each entry's target, a finite number checked as the "
+        "features are (selectors and streams of rows with a target).",
+    )
     format: Format = Field(
         "json",
         description="What each message's value is written in: json (an object keyed by "
@@ -179,9 +186,9 @@ class SourceBase(BaseModel):
 
 
 class RedisStreamSource(SourceBase):
-    """A Redis stream: each entry holds one field per feature name (and the label field), as
-    text; or, with ``value_field``, that one field, holding the entry's message in the
-    source's format."""
+    """A Redis stream: each entry holds one field per feature name (and the label or target
+    field), as text; or, with ``value_field``, that one field, holding the entry's message in
+    the source's format."""
 
     # The rule of ``_format_in_a_field``, stated in the schema: a client (and a contract
     # test) that reads it knows a msgpack source names its value_field.
@@ -217,9 +224,9 @@ class RedisStreamSource(SourceBase):
         max_length=1024,
         description="The one field of each entry that holds its message, in the source's "
         "format (as producers write `XADD key * data '{\"a\": 1, ...}'`: value_field "
-        "data): an object keyed by feature name (and the label field), or an array of "
-        "numbers. Without it, each entry holds one field per feature name, as text. An entry "
-        "without that field, or with another, is set aside.",
+        "data): an object keyed by feature name (and the label or target field), or an "
+        "array of numbers. Without it, each entry holds one field per feature name, as text. "
+        "An entry without that field, or with another, is set aside.",
     )
 
     @model_validator(mode="after")

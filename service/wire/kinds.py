@@ -11,6 +11,8 @@ object here knows the rest, so that nothing outside the methods asks which metho
 * what a rejected chunk leaves behind (``placeholder``: nothing for rows; zero columns for
   feature columns, which are numbered when appended and must keep their indices);
 * how answers count what was seen (``seen_field``) and whether items are named as they arrive;
+* what a source's bus entry holds beside its features (``entry_side``: a label, a numeric
+  target) and how a batch of entries becomes a chunk (``from_entries``);
 * which methods a stream of the kind feeds (``feeds``, ``taken``: a stream of labelled rows
   feeds unlabelled row methods too, with the rows alone), how a stream's creation body picks
   its kind (``stream_kind``) and where a selector's feature lies in its stream
@@ -30,7 +32,7 @@ import scipy.sparse as sp
 
 from service.algorithms import METHODS
 from service.algorithms.base import AnyMethod, ChunkKind, Matrix
-from service.algorithms.labels import Label, LabelledRows, join
+from service.algorithms.labels import Label, LabelledRows, join, labelled
 from service.algorithms.params import VIEW_NAME
 from service.algorithms.targets import TargetRows, join_targets
 from service.errors import CodecError, Inconsistent, InvalidInput, SelectorMismatch, shown
@@ -47,10 +49,12 @@ from service.wire.views import decode_views, validate_view_names
 
 __all__ = [
     "CHUNK_FORMATS",
+    "ENTRY_SIDES",
     "MAX_FEATURES",
     "MAX_SAMPLES",
     "ChunkFormat",
     "ChunkTarget",
+    "EntrySide",
     "Shape",
     "ValidChunk",
     "chunk_format",
@@ -132,6 +136,23 @@ class ValidChunk:
     adopt: tuple[str, ...] | None = None
 
 
+@dataclass(frozen=True)
+class EntrySide:
+    """What a source's bus entry holds beside its features, in a field the source names."""
+
+    #: The source's setting that names that field (``label_field``).
+    setting: str
+    #: What the field holds, for messages ("label").
+    what: str
+    #: Whether it is a number, read as one more numeric column of the entry (after the
+    #: features: validated as they are), rather than a label read apart.
+    numeric: bool
+
+
+LABEL_SIDE = EntrySide("label_field", "label", numeric=False)
+TARGET_SIDE = EntrySide("target_field", "numeric target", numeric=True)
+
+
 def validate_size(value: Any, field: str, upper: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(f"{field} must be an integer; got {value!r}")
@@ -174,8 +195,12 @@ class ChunkFormat:
     #: ... and what its rows carry beside them: the field of a stream's creation body that says
     #: so (``"labelled": true``, ``"targets": true``), or None for nothing.
     flag: str | None = None
-    #: Whether a source feeds this kind: a bus entry is one row (its label in a field).
+    #: Whether a source feeds this kind: a bus entry is one row (its label or its target in a
+    #: field, ``entry_side``).
     from_sources = False
+    #: What a source's entry holds beside its features, in the field the source names (None:
+    #: nothing).
+    entry_side: EntrySide | None = None
 
     @property
     def feeds(self) -> tuple[ChunkKind, ...]:
@@ -233,6 +258,11 @@ class ChunkFormat:
         the label column of a table body (``text/csv``, Arrow), where labelled rows have one,
         and ``target`` the target column, where rows with a target have one."""
         raise NotImplementedError
+
+    def from_entries(self, rows: np.ndarray, labels: Sequence[Label]) -> Chunk:
+        """A source's batch as a chunk of this kind: ``rows`` converted from its entries (a
+        numeric ``entry_side`` as their last column), and their labels (a label side)."""
+        return rows
 
     def join(self, chunks: Sequence[Chunk]) -> Chunk:
         """Pending chunks in log order as one update (rows stacked, CSR if any is sparse)."""
@@ -354,6 +384,7 @@ class RowsFormat(ChunkFormat):
 class LabelledRowsFormat(RowsFormat):
     name: ChunkKind = "labelled rows"
     flag = "labelled"
+    entry_side = LABEL_SIDE
 
     @property
     def feeds(self) -> tuple[ChunkKind, ...]:
@@ -388,6 +419,9 @@ class LabelledRowsFormat(RowsFormat):
     def probe_body(self, meta: ChunkTarget) -> dict[str, Any] | list[Any]:
         return {"rows": [[1.0] * meta.size], "labels": [0]}
 
+    def from_entries(self, rows: np.ndarray, labels: Sequence[Label]) -> Chunk:
+        return labelled(rows, labels)
+
     def taken(self, chunk: Chunk) -> Chunk:
         return chunk
 
@@ -405,7 +439,8 @@ class LabelledRowsFormat(RowsFormat):
 class TargetRowsFormat(RowsFormat):
     name: ChunkKind = "rows with a target"
     flag = "targets"
-    from_sources = False
+    from_sources = True
+    entry_side = TARGET_SIDE
 
     @property
     def feeds(self) -> tuple[ChunkKind, ...]:
@@ -441,6 +476,10 @@ class TargetRowsFormat(RowsFormat):
 
     def probe_body(self, meta: ChunkTarget) -> dict[str, Any] | list[Any]:
         return {"rows": [[1.0] * meta.size], "targets": [0.0]}
+
+    def from_entries(self, rows: np.ndarray, labels: Sequence[Label]) -> Chunk:
+        """The target is the entries' last numeric column."""
+        return TargetRows(np.ascontiguousarray(rows[:, :-1]), np.ascontiguousarray(rows[:, -1]))
 
     def taken(self, chunk: Chunk) -> Chunk:
         return chunk
@@ -644,6 +683,17 @@ CHUNK_FORMATS: dict[ChunkKind, ChunkFormat] = {
         ColumnsFormat(),
     )
 }
+
+
+#: What the entries of the kinds sources feed hold beside their features (``entry_side``), once
+#: each: the settings a source may name them by.
+ENTRY_SIDES = tuple(
+    dict.fromkeys(
+        kind.entry_side
+        for kind in CHUNK_FORMATS.values()
+        if kind.from_sources and kind.entry_side is not None
+    )
+)
 
 
 def chunk_format(chunk_kind: ChunkKind) -> ChunkFormat:
