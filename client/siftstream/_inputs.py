@@ -121,13 +121,25 @@ def split_labels(data: Any, y: Any) -> tuple[Any, list[Label] | None]:
     return data, labels_of(y)
 
 
+def _one_per_row(y: Any) -> np.ndarray:
+    """``y`` as a numpy array, each value as it was given: a Series' or an array's own, and a
+    list's items as they are (``np.asarray`` would make ``[1, "a"]`` two strings)."""
+    if is_series(y):
+        return np.asarray(y.to_numpy())
+    if isinstance(y, np.ndarray):
+        return y
+    values = np.asarray(y)
+    return values if values.dtype.kind in "biuf" else np.asarray(y, dtype=object)
+
+
 def labels_of(y: Any) -> list[Label]:
     """Labels as the service takes them: integers (64-bit) or strings, one per row.
 
     Floats that are whole numbers (a pandas column of integers with a missing value becomes
-    float) are integers; other floats, booleans and missing values are refused.
+    float) are integers; other floats, booleans and missing values are refused. A list that
+    mixes integers and strings keeps them apart (1 and "1" are two classes).
     """
-    values = y.to_numpy() if is_series(y) else np.asarray(y)
+    values = _one_per_row(y)
     if values.ndim != 1:
         raise ValueError(f"expected one label per row (1-D); got shape {values.shape}")
     labels: list[Label] = []
