@@ -3,13 +3,15 @@ bodies.
 
 * ``as_matrix`` makes any accepted input a float64 matrix (dense C-ordered, or CSR) and keeps a
   DataFrame's column names as feature names;
-* ``split_labels`` takes labels from ``y`` (an array, a list, a pandas Series) or from a column
-  of a DataFrame named by ``y``;
+* ``split_side`` takes what rows carry beside them, one per row (``Side``: ``LABELS``, class
+  labels, or ``TARGETS``, a numeric target), from ``y`` (an array, a list, a pandas Series) or
+  from a column of a DataFrame named by ``y``;
 * ``rows_per_chunk`` sizes chunks so that each body stays near a byte budget (the service
   refuses bodies over ``SIFT_MAX_BODY_BYTES``, 64 MiB by default);
 * the ``*_body`` functions encode one chunk the way the service reads it fastest: dense rows as
-  ``.npy``, sparse rows as ``scipy.sparse.save_npz`` (CSR), labelled rows as the ``.npz`` of
-  ``numpy.savez`` with ``rows`` (or the CSR parts) and ``labels``, views as ``numpy.savez``
+  ``.npy``, sparse rows as ``scipy.sparse.save_npz`` (CSR), labelled rows (rows with a target)
+  as the ``.npz`` of ``numpy.savez`` with ``rows`` (or the CSR parts) and ``labels``
+  (``targets``), views as ``numpy.savez``
   (dense) or JSON (any view sparse, or named), feature columns as ``.npy`` (or JSON when
   named). Rows whose columns have names (a DataFrame's, a file's header) carry them
   (``feature_names``): the service matches them to the selector's, so a column never lands on
@@ -22,15 +24,18 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator, Mapping, Sequence
+import numbers
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import numpy as np
 import scipy.sparse as sp
 
 Matrix: TypeAlias = np.ndarray | sp.csr_matrix
 Label = int | str
+#: What rows carry beside them, one per row: class labels, or targets (float64).
+Values: TypeAlias = list[Label] | np.ndarray
 
 JSON = "application/json"
 NPY = "application/x-npy"
@@ -106,28 +111,43 @@ def width_of(data: Any) -> int:
     return int(shape[1])
 
 
-def split_labels(data: Any, y: Any) -> tuple[Any, list[Label] | None]:
-    """``data`` without its label column, and the labels (None when ``y`` is None).
+def split_side(data: Any, y: Any, side: Side) -> tuple[Any, Values | None]:
+    """``data`` without its ``side`` column, and its values (None when ``y`` is None): labels
+    or targets, as ``side`` reads them.
 
-    ``y`` is a sequence (list, numpy array, pandas Series) of one label per row, or, for a
+    ``y`` is a sequence (list, numpy array, pandas Series) of one value per row, or, for a
     DataFrame, the name of the column that holds them (dropped from the features).
     """
     if y is None:
         return data, None
     if isinstance(y, str) and is_dataframe(data):
         if y not in data.columns:
-            raise ValueError(f"no column {y!r} to take labels from; columns: {list(data.columns)}")
-        return data.drop(columns=[y]), labels_of(data[y])
-    return data, labels_of(y)
+            raise ValueError(
+                f"no column {y!r} to take {side.key} from; columns: {list(data.columns)}"
+            )
+        return data.drop(columns=[y]), side.of(data[y])
+    return data, side.of(y)
+
+
+def _one_per_row(y: Any) -> np.ndarray:
+    """``y`` as a numpy array, each value as it was given: a Series' or an array's own, and a
+    list's items as they are (``np.asarray`` would make ``[1, "a"]`` two strings)."""
+    if is_series(y):
+        return np.asarray(y.to_numpy())
+    if isinstance(y, np.ndarray):
+        return y
+    values = np.asarray(y)
+    return values if values.dtype.kind in "biuf" else np.asarray(y, dtype=object)
 
 
 def labels_of(y: Any) -> list[Label]:
     """Labels as the service takes them: integers (64-bit) or strings, one per row.
 
     Floats that are whole numbers (a pandas column of integers with a missing value becomes
-    float) are integers; other floats, booleans and missing values are refused.
+    float) are integers; other floats, booleans and missing values are refused. A list that
+    mixes integers and strings keeps them apart (1 and "1" are two classes).
     """
-    values = y.to_numpy() if is_series(y) else np.asarray(y)
+    values = _one_per_row(y)
     if values.ndim != 1:
         raise ValueError(f"expected one label per row (1-D); got shape {values.shape}")
     labels: list[Label] = []
@@ -142,6 +162,63 @@ def labels_of(y: Any) -> list[Label]:
             value = int(value)
         labels.append(value if isinstance(value, int) else str(value))
     return labels
+
+
+def targets_of(y: Any) -> np.ndarray:
+    """Targets as the service takes them: one finite number per row, as float64.
+
+    Integers and floats are numbers; booleans, strings (class labels), missing values, NaN and
+    infinities are refused.
+    """
+    values = _one_per_row(y)
+    if values.ndim != 1:
+        raise ValueError(f"expected one target per row (1-D); got shape {values.shape}")
+    if values.dtype.kind not in "iuf":
+        for position, value in enumerate(values.tolist()):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise ValueError(f"targets must be numbers; target {position} is {value!r}")
+    try:
+        targets = values.astype(np.float64)
+    except (OverflowError, TypeError, ValueError):
+        raise ValueError("targets must be numbers within float64's range") from None
+    offending = np.flatnonzero(~np.isfinite(targets))
+    if offending.size:
+        position = int(offending[0])
+        raise ValueError(
+            f"targets must be finite numbers; target {position} is {targets[position]}"
+        )
+    return np.ascontiguousarray(targets)
+
+
+@dataclass(frozen=True)
+class Side:
+    """What a chunk of rows carries beside them, one value per row: ``LABELS`` (class labels:
+    the chunk kind ``labelled rows``) or ``TARGETS`` (a numeric target: ``rows with a
+    target``). ``key`` names them in a body (and is ``push_chunk``'s parameter), ``one`` names
+    one of them, ``expects`` says what each is; ``of`` reads and checks them."""
+
+    kind: str
+    key: str
+    one: str
+    expects: str
+    read: Callable[[Any], Values]
+
+    def of(self, y: Any) -> Values:
+        """``y``'s values, one per row, checked as the service checks them."""
+        return self.read(y)
+
+    def array(self, values: Values) -> np.ndarray | None:
+        """The values as one numpy array for an ``.npz``; None when only JSON can carry them
+        (labels that mix integers and strings)."""
+        if self is TARGETS:
+            return np.asarray(values, dtype=np.float64)
+        return _label_array(cast(Sequence[Label], values))
+
+
+LABELS = Side("labelled rows", "labels", "label", "one integer or string label per row", labels_of)
+TARGETS = Side("rows with a target", "targets", "target", "one finite number per row", targets_of)
+#: The side of each chunk kind that has one.
+SIDES: dict[str, Side] = {side.kind: side for side in (LABELS, TARGETS)}
 
 
 def rows_per_chunk(matrix: Matrix, target_bytes: int = DEFAULT_CHUNK_BYTES) -> int:
@@ -232,28 +309,29 @@ def _label_array(labels: Sequence[Label]) -> np.ndarray | None:
     return None
 
 
-def labelled_body(
-    rows: Matrix, labels: Sequence[Label], names: Sequence[str] | None = None
+def sided_body(
+    rows: Matrix, side: Side, values: Values, names: Sequence[str] | None = None
 ) -> Body:
-    """Labelled rows: the ``.npz`` the service's labelled route reads (``rows`` or the CSR
-    parts, ``labels`` and, with ``names``, ``feature_names``); JSON when labels mix integers
-    and strings."""
-    if len(labels) != rows.shape[0]:
-        raise ValueError(f"expected {rows.shape[0]} labels (one per row); got {len(labels)}")
-    array = _label_array(labels)
+    """Rows with their labels or targets (``side``): the ``.npz`` the service reads for that
+    chunk kind (``rows`` or the CSR parts, ``labels`` or ``targets`` and, with ``names``,
+    ``feature_names``); JSON when labels mix integers and strings."""
+    if len(values) != rows.shape[0]:
+        raise ValueError(f"expected {rows.shape[0]} {side.key} (one per row); got {len(values)}")
+    array = side.array(values)
     named = {} if names is None else {"feature_names": _names_array(names, int(rows.shape[1]))}
     if array is None:
         document: dict[str, Any] = (
             {**_csr_json(rows)} if sp.issparse(rows) else {"rows": np.asarray(rows).tolist()}
         )
-        document["labels"] = list(labels)
+        document[side.key] = list(values)
         if names is not None:
             document["feature_names"] = [str(name) for name in names]
         return Body(json.dumps(document).encode(), JSON)
     if sp.issparse(rows):
-        return Body(_savez(**_csr_parts(sp.csr_matrix(rows)), labels=array, **named), NPZ)
+        parts = _csr_parts(sp.csr_matrix(rows))
+        return Body(_savez(**parts, **{side.key: array}, **named), NPZ)
     dense = np.ascontiguousarray(rows, dtype=np.float64)
-    return Body(_savez(rows=dense, labels=array, **named), NPZ)
+    return Body(_savez(rows=dense, **{side.key: array}, **named), NPZ)
 
 
 def views_body(

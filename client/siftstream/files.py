@@ -4,13 +4,15 @@
   loaded whole);
 * ``.npy``: one 2-D numeric array (memory-mapped: only the chunk being sent is in memory);
 * ``.npz``: a ``scipy.sparse.save_npz`` matrix, or ``numpy.savez`` with ``rows`` (dense) or the
-  CSR parts ``data``, ``indices``, ``indptr``, ``shape``, and optionally a labels array;
+  CSR parts ``data``, ``indices``, ``indptr``, ``shape``, and optionally an array of labels (or
+  of targets);
 * Parquet: numeric columns (needs pyarrow: ``pip install pyarrow``), read by record
   batches.
 
-``labels`` names the column (CSV, Parquet) or array (``.npz``) that holds the labels, which is
-then not a feature. A CSV label that reads as an integer (``-?[0-9]+``) is sent as one, any other
-as a string: the same rule for every row, however the file is cut into chunks.
+``labels`` names the column (CSV, Parquet) or array (``.npz``) that holds the labels, ``target``
+the one that holds a numeric target; that column is then not a feature. A CSV label that reads
+as an integer (``-?[0-9]+``) is sent as one, any other as a string: the same rule for every
+row, however the file is cut into chunks. A target is a finite number.
 
 Files are opened with ``allow_pickle=False``: nothing is ever unpickled.
 """
@@ -27,7 +29,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from siftstream._inputs import Label, Matrix, labels_of
+from siftstream._inputs import LABELS, TARGETS, Label, Matrix, Side, Values
 
 _INTEGER = re.compile(r"-?[0-9]+")
 _CSR_PARTS = ("data", "indices", "indptr", "shape")
@@ -40,18 +42,22 @@ class FileFormatError(ValueError):
 
 @dataclass(frozen=True)
 class Block:
-    """Consecutive rows of a file and, if the file has them, their labels."""
+    """Consecutive rows of a file and, if the file has them, their labels or targets (as the
+    file's ``side`` reads them)."""
 
     rows: Matrix
-    labels: list[Label] | None
+    values: Values | None
 
 
 class DataFile:
-    """A data file: its shape, feature names and rows in blocks (``blocks``)."""
+    """A data file: its shape, feature names and rows in blocks (``blocks``). ``column`` names
+    the column (``.npz``: array) of what the rows carry beside them, ``side`` says what that
+    is: labels (``LABELS``) or a target (``TARGETS``)."""
 
-    def __init__(self, path: Path, labels: str | None = None) -> None:
+    def __init__(self, path: Path, column: str | None = None, side: Side = LABELS) -> None:
         self.path = path
-        self.labels = labels
+        self.column = column
+        self.side = side
 
     #: Rows in the file (CSV: counted by lines, so a quoted value with a line break miscounts).
     n_rows: int
@@ -103,12 +109,25 @@ class DataFile:
             if sp.issparse(blocks[0].rows)
             else np.vstack([b.rows for b in blocks])
         )
-        labels = None if blocks[0].labels is None else [x for b in blocks for x in b.labels or []]
-        return Block(rows, labels)
+        return Block(rows, _joined([b.values for b in blocks]))
 
 
-def open_data(path: str | Path, labels: str | None = None) -> DataFile:
-    """The reader for ``path``, chosen by its suffix."""
+def _joined(parts: list[Values | None]) -> Values | None:
+    if parts[0] is None:
+        return None
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate([np.asarray(part) for part in parts])
+    return [x for part in parts for x in part or []]
+
+
+def open_data(path: str | Path, labels: str | None = None, target: str | None = None) -> DataFile:
+    """The reader for ``path``, chosen by its suffix; ``labels`` or ``target`` names the column
+    (array) that holds the labels or the target (not both: rows carry one of them)."""
+    if labels is not None and target is not None:
+        raise ValueError(
+            f"name a labels column or a target column, not both; got labels={labels!r} and "
+            f"target={target!r}"
+        )
     path = Path(path)
     if not path.is_file():
         raise FileFormatError(f"{path}: no such file")
@@ -123,7 +142,7 @@ def open_data(path: str | Path, labels: str | None = None) -> DataFile:
         raise FileFormatError(
             f"{path}: expected a file ending in {', '.join(SUFFIXES)}; got '{path.suffix}'"
         )
-    return reader(path, labels)
+    return reader(path, target, TARGETS) if target is not None else reader(path, labels, LABELS)
 
 
 def _csv_label(text: str) -> Label:
@@ -131,22 +150,22 @@ def _csv_label(text: str) -> Label:
 
 
 class CsvFile(DataFile):
-    def __init__(self, path: Path, labels: str | None = None) -> None:
-        super().__init__(path, labels)
+    def __init__(self, path: Path, column: str | None = None, side: Side = LABELS) -> None:
+        super().__init__(path, column, side)
         with open(path, newline="", encoding="utf-8") as handle:
             header = next(csv.reader(handle), None)
             if not header:
                 raise FileFormatError(f"{path}: empty; expected a header of feature names")
             lines = sum(1 for line in handle if line.strip())
         self.header = [name.strip() for name in header]
-        self.label_position: int | None = None
-        if labels is not None:
-            if labels not in self.header:
+        self.side_position: int | None = None
+        if column is not None:
+            if column not in self.header:
                 raise FileFormatError(
-                    f"{path}: no column {labels!r} to take labels from; columns: {self.header}"
+                    f"{path}: no column {column!r} to take {side.key} from; columns: {self.header}"
                 )
-            self.label_position = self.header.index(labels)
-        self.names = [n for i, n in enumerate(self.header) if i != self.label_position]
+            self.side_position = self.header.index(column)
+        self.names = [n for i, n in enumerate(self.header) if i != self.side_position]
         self.feature_names = self.names
         self.n_features = len(self.names)
         self.n_rows = lines
@@ -156,7 +175,7 @@ class CsvFile(DataFile):
             reader = csv.reader(handle)
             next(reader)
             cells: list[list[str]] = []
-            labels: list[Label] = []
+            sides: list[str] = []
             # The file's line of every data row (blank lines are skipped; a quoted value may
             # span lines): what an editor shows.
             self._lines: list[int] = []
@@ -169,16 +188,16 @@ class CsvFile(DataFile):
                         f"{self.path}, line {reader.line_num}: expected {len(self.header)} "
                         f"values (as the header has); got {len(record)}"
                     )
-                if self.label_position is not None:
-                    labels.append(_csv_label(record.pop(self.label_position)))
+                if self.side_position is not None:
+                    sides.append(record.pop(self.side_position))
                 cells.append(record)
                 self._lines.append(reader.line_num)
                 if len(cells) == chunk_rows:
-                    yield self._block(cells, labels, rows_before)
+                    yield self._block(cells, sides, rows_before)
                     rows_before += len(cells)
-                    cells, labels, self._lines = [], [], []
+                    cells, sides, self._lines = [], [], []
             if cells:
-                yield self._block(cells, labels, rows_before)
+                yield self._block(cells, sides, rows_before)
 
     def row_label(self, row: int) -> str:
         return f"line {self._line_of(row)}"
@@ -187,14 +206,37 @@ class CsvFile(DataFile):
         """The file line of data row ``row`` (within the block being read)."""
         return self._lines[row - self._first_row]
 
-    def _block(self, cells: list[list[str]], labels: list[Label], rows_before: int) -> Block:
+    def _block(self, cells: list[list[str]], sides: list[str], rows_before: int) -> Block:
         self._first_row = rows_before
         try:
             rows = np.array(cells, dtype=np.float64)
         except ValueError:
             raise FileFormatError(self._bad_value(cells, rows_before)) from None
-        block = Block(rows, labels if self.label_position is not None else None)
-        return self.finite(block, rows_before)
+        values = None if self.side_position is None else self._side_values(sides, rows_before)
+        return self.finite(Block(rows, values), rows_before)
+
+    def _side_values(self, texts: list[str], rows_before: int) -> Values:
+        """The labels column's cells as labels (integers where they read as one), or the
+        target column's as finite numbers (else a FileFormatError naming the line)."""
+        if self.side is LABELS:
+            return [_csv_label(text) for text in texts]
+        where = f"target column {self.column!r}"
+        targets = np.empty(len(texts), dtype=np.float64)
+        for offset, text in enumerate(texts):
+            try:
+                targets[offset] = float(text)
+            except ValueError:
+                raise FileFormatError(
+                    f"{self.path}, {self.row_label(rows_before + offset)}, {where}: {text!r} "
+                    "is not a number"
+                ) from None
+            if not np.isfinite(targets[offset]):
+                raise FileFormatError(
+                    f"{self.path}, {self.row_label(rows_before + offset)}, {where}: "
+                    f"{text.strip()} is not a finite number (the service takes no NaN or "
+                    "infinity)"
+                )
+        return targets
 
     def _bad_value(self, cells: list[list[str]], rows_before: int) -> str:
         for offset, record in enumerate(cells):
@@ -210,12 +252,12 @@ class CsvFile(DataFile):
 
 
 class NpyFile(DataFile):
-    def __init__(self, path: Path, labels: str | None = None) -> None:
-        super().__init__(path, labels)
-        if labels is not None:
+    def __init__(self, path: Path, column: str | None = None, side: Side = LABELS) -> None:
+        super().__init__(path, column, side)
+        if column is not None:
             raise FileFormatError(
-                f"{path}: a .npy holds one array and no labels; use a CSV or Parquet file with a "
-                "labels column, or an .npz with rows and labels"
+                f"{path}: a .npy holds one array and no {side.key}; use a CSV or Parquet file "
+                f"with a {side.one} column, or an .npz with rows and {side.key}"
             )
         try:
             self.array = np.load(path, mmap_mode="r", allow_pickle=False)
@@ -235,30 +277,40 @@ class NpyFile(DataFile):
 
 
 class NpzFile(DataFile):
-    def __init__(self, path: Path, labels: str | None = None) -> None:
-        super().__init__(path, labels)
+    def __init__(self, path: Path, column: str | None = None, side: Side = LABELS) -> None:
+        super().__init__(path, column, side)
         try:
             with np.load(path, allow_pickle=False) as archive:
                 arrays = {key: archive[key] for key in archive.files}
         except ValueError as exc:
             raise FileFormatError(f"{path}: not a numeric .npz file: {exc}") from None
-        self.label_values: list[Label] | None = None
-        if labels is not None:
-            if labels not in arrays:
+        self.side_values: Values | None = None
+        if column is not None:
+            if column not in arrays:
                 raise FileFormatError(
-                    f"{path}: no array {labels!r} to take labels from; arrays: {sorted(arrays)}"
+                    f"{path}: no array {column!r} to take {side.key} from; arrays: {sorted(arrays)}"
                 )
-            self.label_values = labels_of(arrays.pop(labels))
+            self.side_values = _read_side(path, f"array {column!r}", side, arrays.pop(column))
         self.matrix = _npz_matrix(path, arrays)
         self.n_rows, self.n_features = (int(n) for n in self.matrix.shape)
-        if self.label_values is not None and len(self.label_values) != self.n_rows:
-            raise FileFormatError(f"{path}: {len(self.label_values)} labels for {self.n_rows} rows")
+        if self.side_values is not None and len(self.side_values) != self.n_rows:
+            raise FileFormatError(
+                f"{path}: {len(self.side_values)} {side.key} for {self.n_rows} rows"
+            )
 
     def blocks(self, chunk_rows: int) -> Iterator[Block]:
         for start in range(0, self.n_rows, chunk_rows):
             stop = start + chunk_rows
-            labels = None if self.label_values is None else self.label_values[start:stop]
-            yield self.finite(Block(self.matrix[start:stop], labels), start)
+            values = None if self.side_values is None else self.side_values[start:stop]
+            yield self.finite(Block(self.matrix[start:stop], values), start)
+
+
+def _read_side(path: Path, where: str, side: Side, raw: Any) -> Values:
+    """A file's labels or targets, as ``side`` reads them; a FileFormatError saying where."""
+    try:
+        return side.of(raw)
+    except ValueError as exc:
+        raise FileFormatError(f"{path}, {where}: {exc}") from None
 
 
 def _npz_matrix(path: Path, arrays: dict[str, np.ndarray]) -> Matrix:
@@ -290,8 +342,8 @@ def _npz_matrix(path: Path, arrays: dict[str, np.ndarray]) -> Matrix:
 
 
 class ParquetFile(DataFile):
-    def __init__(self, path: Path, labels: str | None = None) -> None:
-        super().__init__(path, labels)
+    def __init__(self, path: Path, column: str | None = None, side: Side = LABELS) -> None:
+        super().__init__(path, column, side)
         try:
             import pyarrow.parquet as pq
         except ImportError:
@@ -300,11 +352,11 @@ class ParquetFile(DataFile):
             ) from None
         self.file: Any = pq.ParquetFile(path)
         names = [str(n) for n in self.file.schema_arrow.names]
-        if labels is not None and labels not in names:
+        if column is not None and column not in names:
             raise FileFormatError(
-                f"{path}: no column {labels!r} to take labels from; columns: {names}"
+                f"{path}: no column {column!r} to take {side.key} from; columns: {names}"
             )
-        self.columns = [n for n in names if n != labels]
+        self.columns = [n for n in names if n != column]
         self.feature_names = self.columns
         self.n_features = len(self.columns)
         self.n_rows = int(self.file.metadata.num_rows)
@@ -323,8 +375,9 @@ class ParquetFile(DataFile):
                 raise FileFormatError(
                     f"{self.path}: a feature column is not numeric: {exc}"
                 ) from None
-            labels = None
-            if self.labels is not None:
-                labels = labels_of(batch.column(self.labels).to_numpy(zero_copy_only=False))
-            yield self.finite(Block(rows, labels), rows_before)
+            values = None
+            if self.column is not None:
+                raw = batch.column(self.column).to_numpy(zero_copy_only=False)
+                values = _read_side(self.path, f"column {self.column!r}", self.side, raw)
+            yield self.finite(Block(rows, values), rows_before)
             rows_before += int(rows.shape[0])

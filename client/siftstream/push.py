@@ -105,7 +105,8 @@ class Piece:
 
 
 def content_digest(*parts: Any) -> str:
-    """A digest of a chunk's content: its values (dense or CSR), labels and names."""
+    """A digest of a chunk's content: its values (dense or CSR), labels or targets, and
+    names."""
     hasher = hashlib.sha256()
     for part in parts:
         if isinstance(part, np.ndarray):
@@ -144,12 +145,16 @@ class Target(Protocol):
     def labelled(self) -> bool: ...
 
     @property
+    def takes_targets(self) -> bool: ...
+
+    @property
     def is_feature_stream(self) -> bool: ...
 
 
-#: Sends one chunk under an Idempotency-Key: rows (with labels and the file's column names),
-#: or feature columns (with their names).
-SendRows = Callable[[Any, Any, str, Any], Receipt]
+#: Sends one chunk under an Idempotency-Key: rows (with their labels or targets, as
+#: ``push_chunk`` takes them, and the file's column names), or feature columns (with their
+#: names).
+SendRows = Callable[[Any, dict[str, Any], str, Any], Receipt]
 SendColumns = Callable[[Any, Any, str], Receipt]
 
 
@@ -157,8 +162,10 @@ def run_push(args: argparse.Namespace, client: Client, console: Console) -> int:
     """``sift push``: a file to a selector."""
     info = client.describe(args.name)
 
-    def rows(rows: Any, labels: Any, key: str, names: Any) -> Receipt:
-        return client.push_chunk(args.name, rows, labels, idempotency_key=key, feature_names=names)
+    def rows(rows: Any, carried: dict[str, Any], key: str, names: Any) -> Receipt:
+        return client.push_chunk(
+            args.name, rows, **carried, idempotency_key=key, feature_names=names
+        )
 
     def columns(columns: Any, names: Any, key: str) -> Receipt:
         return client.push_feature_chunk(args.name, columns, names, idempotency_key=key)
@@ -170,9 +177,9 @@ def run_stream_push(args: argparse.Namespace, client: Client, console: Console) 
     """``sift stream push``: a file to a stream, once for every selector attached to it."""
     info = client.describe_stream(args.name)
 
-    def rows(rows: Any, labels: Any, key: str, names: Any) -> Receipt:
+    def rows(rows: Any, carried: dict[str, Any], key: str, names: Any) -> Receipt:
         return client.push_stream_chunk(
-            args.name, rows, labels, idempotency_key=key, feature_names=names
+            args.name, rows, **carried, idempotency_key=key, feature_names=names
         )
 
     def columns(columns: Any, names: Any, key: str) -> Receipt:
@@ -192,7 +199,6 @@ def push_file(
 ) -> int:
     """Push ``args.file`` to ``info`` (named ``identity`` in progress records) in chunks,
     resumably (the module says how)."""
-    data = open_data(args.file, args.labels)
     if info.views is not None:
         raise CommandError(
             f"{args.name} takes multi-view chunks: push its views with the Python client "
@@ -200,10 +206,13 @@ def push_file(
         )
     if args.chunk_rows is not None and args.chunk_rows < 1:
         raise CommandError(f"--chunk-rows must be at least 1; got {args.chunk_rows}")
+    # What the rows send beside them is settled before the file is read.
+    side = None if info.is_feature_stream else _side(args, info)
+    data = open_data(args.file, args.labels, args.target)
     if info.is_feature_stream:
         unit, total, pieces = _column_pieces(args, info, data, send_columns)
     else:
-        unit, total, pieces = _row_pieces(args, info, data, send_rows)
+        unit, total, pieces = _row_pieces(args, info, data, side, send_rows)
     # The creation identifies it: a name deleted and created again is another one.
     selector = f"{identity}@{info.created_at!r}"
     record = None if args.no_resume else PushRecord.load(url, args.name, args.file, selector)
@@ -312,41 +321,75 @@ def default_chunk_rows(width: int) -> int:
 
 
 def _row_pieces(
-    args: argparse.Namespace, info: Target, data: DataFile, send_rows: SendRows
+    args: argparse.Namespace,
+    info: Target,
+    data: DataFile,
+    side: inputs.Side | None,
+    send_rows: SendRows,
 ) -> tuple[str, int, Iterator[Piece]]:
     if data.feature_names is None and data.n_features != info.n_features:
         raise CommandError(
             f"{args.file} has {data.n_features} feature columns; {args.name} takes "
             f"{info.n_features}"
-            + (" (is --labels missing?)" if data.n_features == (info.n_features or 0) + 1 else "")
+            + (
+                " (is --labels or --target missing?)"
+                if data.n_features == (info.n_features or 0) + 1
+                else ""
+            )
         )
-    if info.labelled and args.labels is None:
-        raise CommandError(f"{args.name} takes labelled rows: name the labels column with --labels")
     chunk = args.chunk_rows or default_chunk_rows(data.n_features)
-    # The labels column is never a feature; methods without classes do not take the labels.
-    labelled = info.labelled
     # The file's column names go with every chunk: the service puts each column on the feature
     # of its name, or refuses the first chunk (nothing applied) when the names are not its own.
     names = data.feature_names
 
     def pieces() -> Iterator[Piece]:
         for block in data.blocks(chunk):
-            labels = block.labels if labelled else None
+            values = block.values if side is not None else None
+            carried = {} if side is None else {side.key: values}
 
-            def send(key: str, rows: Any = block.rows, labels: Any = labels) -> Receipt:
-                return send_rows(rows, labels, key, names)
+            def send(key: str, rows: Any = block.rows, carried: Any = carried) -> Receipt:
+                return send_rows(rows, carried, key, names)
 
-            digest = content_digest(block.rows, labels, names)
+            digest = content_digest(block.rows, values, names)
             yield Piece(int(block.rows.shape[0]), digest, send)
 
     return "rows", data.n_rows, pieces()
 
 
+def _side(args: argparse.Namespace, info: Target) -> inputs.Side | None:
+    """What the file's rows send beside them: the labels column for a labelled selector, the
+    target column for one of rows with a target, nothing for the others (the column, named,
+    is never a feature: methods without classes or a target do not take it)."""
+    if info.labelled:
+        if args.target is not None:
+            raise CommandError(
+                f"{args.name} takes labelled rows (class labels), not a target: name the labels "
+                "column with --labels"
+            )
+        if args.labels is None:
+            raise CommandError(
+                f"{args.name} takes labelled rows: name the labels column with --labels"
+            )
+        return inputs.LABELS
+    if info.takes_targets:
+        if args.labels is not None:
+            raise CommandError(
+                f"{args.name} takes rows with a target (a number per row), not labels: name the "
+                "target column with --target"
+            )
+        if args.target is None:
+            raise CommandError(
+                f"{args.name} takes rows with a target: name the target column with --target"
+            )
+        return inputs.TARGETS
+    return None
+
+
 def _column_pieces(
     args: argparse.Namespace, info: Target, data: DataFile, send_columns: SendColumns
 ) -> tuple[str, int, Iterator[Piece]]:
-    if args.labels is not None:
-        raise CommandError(f"{args.name} takes feature columns, which carry no labels")
+    if args.labels is not None or args.target is not None:
+        raise CommandError(f"{args.name} takes feature columns, which carry no labels or target")
     whole = data.read_all().rows
     matrix = whole.toarray() if not isinstance(whole, np.ndarray) else whole
     if matrix.shape[0] != info.n_samples:

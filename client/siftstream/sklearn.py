@@ -36,7 +36,9 @@ in ``/top``'s order first, then the others by score), ``scores_`` (every feature
 ``top_`` (the ``/top`` answer), ``selector_name_``, ``selector_kept_``.
 
 Methods: those whose chunks are rows (``fsds``, ``variance``) ignore ``y``; labelled methods
-(``ocfs``, ``ioc``: their chunk kind says so) require it, so a Pipeline passes it on. The
+(``ocfs``, ``ioc``, ``anova``, ``chi2``: their chunk kind says so) require it as class labels,
+and methods of rows with a target (``f_regression``, ``correlation``) as a numeric target, so a
+Pipeline passes it on (``SelectKBest(f_regression)``'s selection, for one). The
 methods whose chunks are feature columns over fixed samples (``ofs``, ``iqrp``) and the
 multi-view ones (``omvfs``) do not stream rows of one matrix: they are refused with the
 service's explanation (use ``Client.push_features`` or ``Client.push`` with views).
@@ -146,7 +148,7 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
         return self
 
     def partial_fit(self, X: Any, y: Any = None) -> SiftSelector:
-        """Stream X's rows (and their labels y) to ``selector_name_`` once fitted (with
+        """Stream X's rows (and their labels or target y) to ``selector_name_`` once fitted (with
         ``keep=True``), else to the selector named ``name`` (created if needed), and read the
         selection again."""
         fitted = hasattr(self, "selector_name_")
@@ -198,9 +200,11 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
         names = column_names(X)
         rows = validate_data(self, X, reset=reset, accept_sparse="csr", dtype=np.float64)
         info = self._selector(client, name, int(rows.shape[1]), names, existing, own)
-        if info.labelled and y is None:
-            raise ValueError(f"selector '{name}' ({info.method}) learns from labelled rows: pass y")
-        client.push(name, rows, y if info.labelled else None, feature_names=names)
+        carried = info.labelled or info.takes_targets
+        if carried and y is None:
+            what = "labelled rows" if info.labelled else "rows with a numeric target"
+            raise ValueError(f"selector '{name}' ({info.method}) learns from {what}: pass y")
+        client.push(name, rows, y if carried else None, feature_names=names)
         self._learn(client, name)
 
     def _selector(
@@ -240,7 +244,7 @@ class SiftSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
                     f"a '{self.method}' selector over {width} features: {exc.detail}"
                 ) from exc
             info = client.describe(name)
-        if info.chunk_kind not in ("rows", "labelled rows"):
+        if info.chunk_kind not in ("rows", "labelled rows", "rows with a target"):
             raise ValueError(
                 f"selector '{name}' ({info.method}) takes "
                 + ("feature columns over fixed samples" if info.is_feature_stream else "views")

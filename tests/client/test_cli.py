@@ -143,6 +143,104 @@ def test_push_labels_to_labelled_and_unlabelled_selectors(
         np.testing.assert_allclose(client.weights(plain).weights, x.var(axis=0), rtol=1e-12)
 
 
+def test_push_a_target_column_to_the_selectors_that_take_it(
+    cli_env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path, selector_name: str
+) -> None:
+    """--target names the column of a numeric target: never a feature, sent to f_regression
+    (whose scores are then scikit-learn's), left out for a row method, refused for a labelled
+    one; a selector of rows with a target says to name it, and takes no labels."""
+    from sklearn.feature_selection import f_regression
+
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(240, 3))
+    y = 3.0 * x[:, 1] - x[:, 2] + rng.normal(scale=0.5, size=240)
+    path = tmp_path / "rows.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["f0", "price", "f1", "f2"])
+        for value, row in zip(y, x, strict=True):
+            writer.writerow([repr(float(row[0])), repr(float(value)), *map(repr, row[1:].tolist())])
+    regressor, plain, labelled = (f"{selector_name}-{kind}" for kind in ("r", "p", "l"))
+    created = ("create", regressor, "--method", "f_regression", "--like", str(path))
+    status, out, err = sift(capsys, *created, "--target", "price")
+    assert status == 0 and "f_regression, 3 features" in out, err
+    assert sift(capsys, "create", plain, "--method", "variance", "--n-features", "3")[0] == 0
+    assert sift(capsys, "create", labelled, "--method", "anova", "--n-features", "3")[0] == 0
+
+    status, _, err = sift(capsys, "push", regressor, str(path))
+    assert status == 1 and "takes rows with a target" in err and "--target" in err
+    status, _, err = sift(capsys, "push", regressor, str(path), "--labels", "price")
+    assert status == 1 and "not labels: name the target column with --target" in err
+    status, _, err = sift(capsys, "push", labelled, str(path), "--target", "price")
+    assert status == 1 and "takes labelled rows (class labels), not a target" in err
+    status, _, err = sift(capsys, "push", plain, str(path), "--labels", "price", "--target", "p")
+    assert status == 2 and "not allowed with argument" in err
+    for name in (regressor, plain):
+        status, out, err = sift(
+            capsys, "push", name, str(path), "--target", "price", "--chunk-rows", "100"
+        )
+        assert status == 0 and "pushed 240 rows in 3 chunks" in out, err
+    with Client(cli_env["SIFT_URL"]) as client:
+        np.testing.assert_allclose(
+            client.weights(regressor).weights, f_regression(x, y)[0], rtol=1e-9
+        )
+        np.testing.assert_allclose(client.weights(plain).weights, x.var(axis=0), rtol=1e-12)
+    status, out, _ = sift(capsys, "top", regressor, "-h", "2")
+    assert status == 0 and "p-value" in out and "f1" in out.splitlines()[2]
+
+    # A target that is not a number stops the push where it is, before anything is sent.
+    path.write_text("f0,price,f1,f2\n1,2,3,4\n5,cheap,7,8\n")
+    status, _, err = sift(capsys, "push", regressor, str(path), "--target", "price")
+    assert status == 1 and "line 3, target column 'price': 'cheap' is not a number" in err
+    # An .npz's target array.
+    npz = tmp_path / "rows.npz"
+    np.savez(npz, rows=x, y=y)
+    status, _, err = sift(capsys, "push", regressor, str(npz), "--target", "y")
+    assert status == 0, err
+    with Client(cli_env["SIFT_URL"]) as client:
+        twice = f_regression(np.vstack([x, x]), np.concatenate([y, y]))[0]
+        np.testing.assert_allclose(client.weights(regressor).weights, twice, rtol=1e-9)
+
+
+def test_a_stream_of_rows_with_a_target(
+    cli_env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path, selector_name: str
+) -> None:
+    from sklearn.feature_selection import r_regression
+
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=(150, 3))
+    y = x[:, 0] - 2.0 * x[:, 2] + rng.normal(scale=0.3, size=150)
+    path = tmp_path / "rows.csv"
+    np.savetxt(path, np.column_stack([x, y]), delimiter=",", header="a,b,c,y", comments="")
+    stream = f"{selector_name}-s"
+    status, out, err = sift(
+        capsys, "stream", "create", stream, "--like", str(path), "--target", "y"
+    )
+    assert status == 0 and f"created stream {stream}: rows with a target, 3 features" in out, err
+    status, out, err = sift(
+        capsys, "stream", "create", f"{stream}-n", "--n-features", "3", "--targets"
+    )
+    assert status == 0 and "rows with a target" in out, err
+    both = ("stream", "create", f"{stream}-x", "--n-features", "3", "--targets", "--labelled")
+    status, _, err = sift(capsys, *both)
+    assert status == 2 and "not allowed with argument" in err
+    alone = ("stream", "create", f"{stream}-y", "--n-features", "3", "--target", "y")
+    status, _, err = sift(capsys, *alone)
+    assert status == 1 and "--target applies with --like" in err
+    correlation = f"{selector_name}-c"
+    assert (
+        sift(capsys, "create", correlation, "--method", "correlation", "--stream", stream)[0] == 0
+    )
+    status, _, err = sift(capsys, "stream", "push", stream, str(path))
+    assert status == 1 and "--target" in err
+    status, out, err = sift(capsys, "stream", "push", stream, str(path), "--target", "y")
+    assert status == 0 and "pushed 150 rows" in out, err
+    with Client(cli_env["SIFT_URL"]) as client:
+        np.testing.assert_allclose(
+            client.weights(correlation).weights, np.abs(r_regression(x, y)), rtol=1e-9
+        )
+
+
 @pytest.mark.parametrize("kind", ["npy", "npz", "parquet"])
 def test_push_binary_files(
     cli_env: dict[str, str],

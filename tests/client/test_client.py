@@ -124,6 +124,8 @@ def test_labelled_rows_from_a_series_or_a_column(
     described = sift.describe(selector_name)
     assert described.classes is not None
     assert sorted(c.count for c in described.classes) == sorted(np.bincount(classes).tolist())
+    if labels_from == "mixed":  # the integers stay integers, the string a string
+        assert {c.label for c in described.classes} == {0, 1, "2"}
     np.testing.assert_allclose(
         sift.weights(selector_name).weights, ocfs_scores(x, classes), rtol=1e-9, atol=1e-12
     )

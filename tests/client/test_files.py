@@ -1,5 +1,5 @@
-"""Data files for ``sift push``: CSV, .npy, .npz and Parquet read in chunks, labels taken out,
-and errors that say where; the progress line."""
+"""Data files for ``sift push``: CSV, .npy, .npz and Parquet read in chunks, labels or a target
+taken out, and errors that say where; the progress line."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_csv_header_names_labels_and_chunks(tmp_path: Path) -> None:
     assert [b.rows.shape for b in blocks] == [(2, 2), (1, 2)]
     np.testing.assert_array_equal(stacked([b.rows for b in blocks]), [[1, 2.5], [3, -4], [5, 60]])
     # A label that reads as an integer is one, whatever chunk it falls in; others are strings.
-    assert [x for b in blocks for x in b.labels or []] == [7, "spam", -2]
+    assert [x for b in blocks for x in b.values or []] == [7, "spam", -2]
 
 
 def test_csv_without_labels_and_its_errors(tmp_path: Path) -> None:
@@ -95,7 +95,7 @@ def test_npz_layouts_with_labels(tmp_path: Path, layout: str) -> None:
     blocks = list(data.blocks(4))
     np.testing.assert_allclose(stacked([b.rows for b in blocks]), matrix.toarray())
     if has_labels:
-        assert [x for b in blocks for x in b.labels or []] == labels.tolist()
+        assert [x for b in blocks for x in b.values or []] == labels.tolist()
 
 
 def test_npz_without_a_matrix_is_refused(tmp_path: Path) -> None:
@@ -113,9 +113,68 @@ def test_parquet_batches_and_labels(tmp_path: Path) -> None:
     assert (data.n_rows, data.feature_names) == (3, ["a", "b"])
     blocks = list(data.blocks(2))
     np.testing.assert_array_equal(stacked([b.rows for b in blocks]), [[1, 4], [2, 5], [3, 6]])
-    assert [x for b in blocks for x in b.labels or []] == ["x", "y", "x"]
+    assert [x for b in blocks for x in b.values or []] == ["x", "y", "x"]
     with pytest.raises(FileFormatError, match="not numeric"):
         list(open_data(path).blocks(2))  # the label column read as a feature
+
+
+def test_a_target_column_or_array_in_every_format(tmp_path: Path) -> None:
+    """A target is read as float64 numbers (integers too), one per row, whatever the chunks;
+    the column is not a feature."""
+    csv = tmp_path / "data.csv"
+    csv.write_text("a,price,b\n1,7,2.5\n3,-0.25,-4\n\n5,1e3,6e1\n")
+    npz = tmp_path / "data.npz"
+    np.savez(npz, rows=np.array([[1, 2.5], [3, -4], [5, 60]]), y=np.array([7, -0.25, 1e3]))
+    parquet = tmp_path / "data.parquet"
+    table = pa.table({"a": [1.0, 3.0, 5.0], "price": [7, 0, 1000], "b": [2.5, -4.0, 60.0]})
+    pq.write_table(table, parquet, row_group_size=2)
+    for path, column, targets in (
+        (csv, "price", [7.0, -0.25, 1e3]),
+        (npz, "y", [7.0, -0.25, 1e3]),
+        (parquet, "price", [7.0, 0.0, 1e3]),
+    ):
+        data = open_data(path, target=column)
+        assert (data.n_rows, data.n_features) == (3, 2)
+        blocks = list(data.blocks(2))
+        np.testing.assert_array_equal(
+            stacked([b.rows for b in blocks]), [[1, 2.5], [3, -4], [5, 60]]
+        )
+        values = [b.values for b in blocks]
+        assert all(isinstance(v, np.ndarray) and v.dtype == np.float64 for v in values)
+        np.testing.assert_array_equal(np.concatenate(values), targets)  # type: ignore[arg-type]
+        whole = data.read_all().values
+        assert isinstance(whole, np.ndarray) and whole.tolist() == targets
+    assert open_data(csv, target="price").feature_names == ["a", "b"]
+
+
+def test_a_target_that_is_not_a_finite_number_is_refused_where_it_is(tmp_path: Path) -> None:
+    csv = tmp_path / "data.csv"
+    csv.write_text("a,price\n1,2\n\n3,cheap\n")
+    with pytest.raises(
+        FileFormatError, match=r"line 4, target column 'price': 'cheap' is not a number"
+    ):
+        list(open_data(csv, target="price").blocks(10))
+    csv.write_text("a,price\n1,2\n3,4\n5,inf\n")
+    with pytest.raises(FileFormatError, match=r"line 4, target column 'price': inf is not a fin"):
+        list(open_data(csv, target="price").blocks(2))
+    with pytest.raises(FileFormatError, match="no column 'cost' to take targets from"):
+        open_data(csv, target="cost")
+    npz = tmp_path / "data.npz"
+    np.savez(npz, rows=np.ones((2, 2)), y=np.array(["a", "b"]))
+    with pytest.raises(FileFormatError, match="array 'y': targets must be numbers; target 0"):
+        open_data(npz, target="y")
+    np.savez(npz, rows=np.ones((2, 2)), y=np.ones(3))
+    with pytest.raises(FileFormatError, match="3 targets for 2 rows"):
+        open_data(npz, target="y")
+    parquet = tmp_path / "data.parquet"
+    pq.write_table(pa.table({"a": [1.0, 2.0], "price": [1.0, None]}), parquet)
+    with pytest.raises(FileFormatError, match="column 'price': targets must be finite numbers"):
+        list(open_data(parquet, target="price").blocks(2))
+    np.save(tmp_path / "rows.npy", np.ones((2, 2)))
+    with pytest.raises(FileFormatError, match=r"a \.npy holds one array and no targets"):
+        open_data(tmp_path / "rows.npy", target="y")
+    with pytest.raises(ValueError, match="a labels column or a target column, not both"):
+        open_data(csv, labels="a", target="price")
 
 
 def test_unknown_suffix(tmp_path: Path) -> None:

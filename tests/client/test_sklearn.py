@@ -401,3 +401,89 @@ def test_the_client_reads_p_values_undefined_tests_and_selections_by_alpha(
         else:
             assert feature.p_value == pytest.approx(p[feature.index], rel=1e-9, abs=1e-300)
     assert sorted(chosen.indices.tolist()) == np.flatnonzero(support).tolist()
+
+
+def _abs_r(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """|r| of every feature: what ``correlation`` ranks by (the sign is the direction)."""
+    from sklearn.feature_selection import r_regression
+
+    scores: np.ndarray = np.abs(r_regression(x, y))
+    return scores
+
+
+@pytest.mark.parametrize("method", ["f_regression", "correlation"])
+def test_a_regression_pipeline_selects_what_select_k_best_selects(
+    service: ServiceProcess, selector_name: str, method: str
+) -> None:
+    """``SiftSelector(method="f_regression")`` and ``SelectKBest(f_regression)`` keep the same
+    5 of the diabetes data's 10 features, and the regressions after them predict alike;
+    ``correlation`` as ``SelectKBest`` on |r|. The Pipeline passes the numeric y on; the
+    scores are scikit-learn's, and so are the p-values of the top."""
+    from sklearn.datasets import load_diabetes
+    from sklearn.feature_selection import SelectKBest, f_regression
+    from sklearn.linear_model import LinearRegression
+
+    x, y = load_diabetes(return_X_y=True, as_frame=True)
+    x_train, x_test, y_train, _ = train_test_split(x, y, test_size=0.3, random_state=0)
+    score_func = f_regression if method == "f_regression" else _abs_r
+    sift = Pipeline(
+        [
+            (
+                "select",
+                SiftSelector(selector_name, method=method, n_features_to_select=5, url=service.url),
+            ),
+            ("model", LinearRegression()),
+        ]
+    )
+    batch = Pipeline([("select", SelectKBest(score_func, k=5)), ("model", LinearRegression())])
+    sift.fit(x_train, y_train)
+    batch.fit(x_train, y_train)
+    selector: SiftSelector = sift.named_steps["select"]
+    kbest = batch.named_steps["select"]
+    np.testing.assert_array_equal(selector.get_support(), kbest.get_support())
+    assert list(selector.get_feature_names_out()) == list(kbest.get_feature_names_out())
+    np.testing.assert_array_equal(selector.transform(x_test), kbest.transform(x_test))
+    np.testing.assert_allclose(sift.predict(x_test), batch.predict(x_test), rtol=1e-9)
+    np.testing.assert_allclose(selector.scores_, kbest.scores_, rtol=1e-9)
+    assert selector.seen_ == len(x_train) and not selector.selector_kept_
+    # The top's p-values are the F-test's (both methods: r and F test the same thing).
+    _, p = f_regression(x_train, y_train)
+    top = selector.top_
+    assert [f.name for f in top.features] == list(x.columns[np.argsort(-kbest.scores_)[:5]])
+    for feature in top.features:
+        assert feature.p_value == pytest.approx(p[feature.index], rel=1e-9, abs=1e-300)
+
+
+def test_a_regression_pipeline_on_sparse_rows(service: ServiceProcess, selector_name: str) -> None:
+    """Sparse X and a numeric y: the rows stay sparse, the selection is SelectKBest's."""
+    import scipy.sparse as sp
+    from sklearn.feature_selection import SelectKBest, f_regression
+
+    x = sp.random(400, 30, density=0.2, format="csr", random_state=9)
+    coefficients = np.zeros(30)
+    coefficients[[2, 7, 11, 19, 23]] = [5.0, -4.0, 3.0, 2.0, -6.0]
+    y = np.asarray(x @ coefficients).ravel() + np.random.default_rng(9).normal(scale=0.2, size=400)
+    selector = SiftSelector(
+        selector_name, method="f_regression", n_features_to_select=5, url=service.url
+    )
+    selector.fit(x, y)
+    kbest = SelectKBest(f_regression, k=5).fit(x, y)
+    np.testing.assert_array_equal(selector.get_support(), kbest.get_support())
+    assert sorted(selector.get_support(indices=True).tolist()) == [2, 7, 11, 19, 23]
+    np.testing.assert_allclose(selector.scores_, kbest.scores_, rtol=1e-9)
+    assert sp.issparse(selector.transform(x)) and selector.transform(x).shape == (400, 5)
+
+
+def test_regression_methods_require_a_numeric_y(
+    service: ServiceProcess, selector_name: str
+) -> None:
+    x = np.random.default_rng(10).normal(size=(60, 4))
+    selector = SiftSelector(selector_name, method="f_regression", url=service.url)
+    with pytest.raises(ValueError, match=r"\(f_regression\) learns from rows with a numeric "):
+        selector.fit(x)
+    with pytest.raises(ValueError, match=r"takes rows with a target .*target 0 is 'up'"):
+        selector.fit(x, np.where(np.arange(60) % 2, "down", "up"))
+    with Client(service.url) as sift:  # each failed fit deleted its selector
+        assert not [s for s in sift.list_selectors() if s.name.startswith(selector_name)]
+    selector.set_params(n_features_to_select=1).fit(x, x[:, 2] * 2.0 + 1.0)
+    assert selector.seen_ == 60 and selector.get_support(indices=True).tolist() == [2]

@@ -261,7 +261,9 @@ def _stream_bodies(
     feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None,
 ) -> Iterator[inputs.Body]:
     """The chunks of an input pushed to ``stream``: feature columns for a stream of them (as
-    ``push_features`` cuts them), else rows (as ``push`` does)."""
+    ``push_features`` cuts them), else rows (as ``push`` does, with ``y`` the labels or the
+    targets the stream's rows carry)."""
+    side = None if y is None else side_for(stream.chunk_kind, f"stream '{stream.name}'")
     if stream.is_feature_stream:
         names = feature_names if feature_names is not None else inputs.column_names(data)
         flat = None if names is None or isinstance(names, Mapping) else list(names)
@@ -273,8 +275,9 @@ def _stream_bodies(
             yield inputs.columns_body(matrix[:, part], None if flat is None else flat[part])
         return
     names = feature_names if feature_names is not None else _names_of(data, y)
-    for rows, labels in _row_chunks(data, y, chunk_rows, chunk_bytes):
-        yield _rows_body(rows, labels, names)
+    chunks = _row_chunks(data, y, side, chunk_rows, chunk_bytes, f"stream '{stream.name}'")
+    for rows, values in chunks:
+        yield _rows_body(rows, side, values, names)
 
 
 def _names(names: Sequence[str] | Mapping[str, Sequence[str]]) -> Any:
@@ -296,11 +299,33 @@ def _rejected(name: str, status: ChunkStatus) -> ChunkRejectedError:
     return ChunkRejectedError(422, problem, "GET", selector_path(name, "chunks", status.log_id))
 
 
+#: What each chunk kind without labels or a target holds, for messages.
+_CARRIES_NOTHING = {
+    "rows": "rows without labels or a target",
+    "views": "views, without labels or a target",
+    "columns": "feature columns, which carry no labels or target",
+}
+
+
+def side_for(chunk_kind: str, what: str) -> inputs.Side:
+    """What a ``y`` pushed to ``what`` (a selector or a stream whose chunks are
+    ``chunk_kind``) is: its labels (``labelled rows``) or its targets (``rows with a
+    target``); a ``ValueError`` saying what it takes for any other kind."""
+    side = inputs.SIDES.get(chunk_kind)
+    if side is None:
+        takes = _CARRIES_NOTHING.get(chunk_kind, chunk_kind)
+        raise ValueError(f"{what} takes {takes}: push without y")
+    return side
+
+
 def _rows_body(
     rows: Any,
-    labels: Sequence[inputs.Label] | None,
+    side: inputs.Side | None,
+    values: inputs.Values | None,
     names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
 ) -> inputs.Body:
+    """One chunk's body: rows (with their ``side``'s values: labels or targets), or
+    {view: rows}."""
     if isinstance(rows, Mapping):
         by_view = names if isinstance(names, Mapping) else inputs.view_names(rows)
         return inputs.views_body(inputs.views_of(rows), by_view)
@@ -308,70 +333,128 @@ def _rows_body(
     if flat is None:
         flat = inputs.column_names(rows)
     matrix = inputs.as_matrix(rows)
-    if labels is None:
+    if side is None or values is None:
         return inputs.rows_body(matrix, flat)
-    return inputs.labelled_body(matrix, labels, flat)
+    return inputs.sided_body(matrix, side, values, flat)
 
 
-def opened(data: Any, y: Any) -> Any:
+def chunk_side(
+    labels: Sequence[inputs.Label] | None, targets: Any
+) -> tuple[inputs.Side | None, inputs.Values | None]:
+    """What one chunk pushed as it is carries: its ``labels`` or its ``targets`` (not both),
+    checked as ``push`` checks them."""
+    if labels is not None and targets is not None:
+        raise ValueError("a chunk carries labels or targets, not both")
+    if targets is not None:
+        return inputs.TARGETS, inputs.targets_of(targets)
+    if labels is not None:
+        return inputs.LABELS, inputs.labels_of(labels)
+    return None, None
+
+
+def opened(data: Any, y: Any, side: inputs.Side | None = None) -> Any:
     """``data`` as ``push`` reads it: a path (``str`` or ``os.PathLike``) is opened with the
     reader of ``sift push`` (``siftstream.files``: CSV, Parquet, ``.npy``, ``.npz``; ``y`` a
-    string names its labels column or array); anything else is returned as it is."""
+    string names its labels column or array, or its target's with ``side`` ``TARGETS``);
+    anything else is returned as it is."""
     if isinstance(data, str | os.PathLike):
-        return open_data(os.fspath(data), y if isinstance(y, str) else None)
+        column = y if isinstance(y, str) else None
+        if side is inputs.TARGETS:
+            return open_data(os.fspath(data), target=column)
+        return open_data(os.fspath(data), column)
     return data
 
 
 def _names_of(data: Any, y: Any) -> list[str] | dict[str, list[str]] | None:
-    """The feature names of pushed rows: a DataFrame's columns (without a labels column named
-    by ``y``), every view's (all views DataFrames), or a file's header."""
+    """The feature names of pushed rows: a DataFrame's columns (without the column of labels
+    or targets named by ``y``), every view's (all views DataFrames), or a file's header."""
     if isinstance(data, DataFile):
         return data.feature_names
     if isinstance(data, Mapping):
         return inputs.view_names(data)
-    features, _labels = inputs.split_labels(data, y) if isinstance(y, str) else (data, None)
-    return inputs.column_names(features)
+    if isinstance(y, str) and inputs.is_dataframe(data) and y in data.columns:
+        data = data.drop(columns=[y])
+    return inputs.column_names(data)
 
 
 def _row_chunks(
-    data: Any, y: Any, chunk_rows: int | None, chunk_bytes: int
-) -> Iterator[tuple[Any, list[inputs.Label] | None]]:
-    """``data`` (rows, {view: rows} or an opened file) and its labels cut into chunks of
-    rows."""
+    data: Any,
+    y: Any,
+    side: inputs.Side | None,
+    chunk_rows: int | None,
+    chunk_bytes: int,
+    what: str,
+) -> Iterator[tuple[Any, inputs.Values | None]]:
+    """``data`` (rows, {view: rows} or an opened file) and its labels or targets (``y``, read
+    as ``side`` says) cut into chunks of rows. ``y`` is read and checked at once, before any
+    chunk: a ``ValueError`` says what ``what`` (the selector or stream) takes."""
     if isinstance(data, DataFile):
-        yield from _file_chunks(data, y, chunk_rows, chunk_bytes)
-        return
+        return _file_chunks(data, y, side, chunk_rows, chunk_bytes, what)
     if isinstance(data, Mapping):
-        views = inputs.views_of(data)
-        widest = max(views.values(), key=lambda v: v.shape[1])
-        n_rows = int(widest.shape[0])
-        step = chunk_rows or inputs.rows_per_chunk(widest, chunk_bytes // max(len(views), 1))
-        for part in inputs.row_slices(n_rows, step):
-            yield {view: rows[part] for view, rows in views.items()}, None
-        return
-    features, labels = inputs.split_labels(data, y)
+        return _view_chunks(data, chunk_rows, chunk_bytes)
+    if side is None:
+        features, values = data, None
+    else:
+        try:
+            features, values = inputs.split_side(data, y, side)
+        except ValueError as exc:
+            raise _refused(what, side, exc) from None
     matrix = inputs.as_matrix(features)
-    if labels is not None and len(labels) != matrix.shape[0]:
-        raise ValueError(f"expected {matrix.shape[0]} labels (one per row); got {len(labels)}")
+    if side is not None and values is not None and len(values) != matrix.shape[0]:
+        got = f"expected {matrix.shape[0]} {side.key} (one per row); got {len(values)}"
+        raise _refused(what, side, got)
     step = chunk_rows or inputs.rows_per_chunk(matrix, chunk_bytes)
-    for part in inputs.row_slices(int(matrix.shape[0]), step):
-        yield matrix[part], None if labels is None else labels[part]
+    return (
+        (matrix[part], None if values is None else values[part])
+        for part in inputs.row_slices(int(matrix.shape[0]), step)
+    )
+
+
+def _refused(what: str, side: inputs.Side, problem: object) -> ValueError:
+    """A ``y`` that is not what ``what`` takes, and what it takes."""
+    return ValueError(f"{what} takes {side.kind} ({side.expects}): {problem}")
+
+
+def _view_chunks(
+    data: Mapping[str, Any], chunk_rows: int | None, chunk_bytes: int
+) -> Iterator[tuple[Any, None]]:
+    views = inputs.views_of(data)
+    widest = max(views.values(), key=lambda v: v.shape[1])
+    n_rows = int(widest.shape[0])
+    step = chunk_rows or inputs.rows_per_chunk(widest, chunk_bytes // max(len(views), 1))
+    for part in inputs.row_slices(n_rows, step):
+        yield {view: rows[part] for view, rows in views.items()}, None
 
 
 def _file_chunks(
-    data: DataFile, y: Any, chunk_rows: int | None, chunk_bytes: int
-) -> Iterator[tuple[Any, list[inputs.Label] | None]]:
-    """An opened file's rows in chunks, with its labels column (``y`` its name) or ``y``'s
-    labels (one per row of the file)."""
-    given = None if y is None or isinstance(y, str) else inputs.labels_of(y)
-    if given is not None and len(given) != data.n_rows:
-        raise ValueError(
-            f"expected {data.n_rows} labels (one per row of {data.path}); got {len(given)}"
-        )
+    data: DataFile,
+    y: Any,
+    side: inputs.Side | None,
+    chunk_rows: int | None,
+    chunk_bytes: int,
+    what: str,
+) -> Iterator[tuple[Any, inputs.Values | None]]:
+    """An opened file's rows in chunks, with its column of labels or targets (``y`` its name)
+    or ``y``'s values (one per row of the file)."""
+    given: inputs.Values | None = None
+    if side is not None and y is not None and not isinstance(y, str):
+        try:
+            given = side.of(y)
+        except ValueError as exc:
+            raise _refused(what, side, exc) from None
+        if len(given) != data.n_rows:
+            got = (
+                f"expected {data.n_rows} {side.key} (one per row of {data.path}); got {len(given)}"
+            )
+            raise _refused(what, side, got)
     step = chunk_rows or max(1, chunk_bytes // (8 * max(data.n_features, 1)))
-    start = 0
-    for block in data.blocks(step):
-        n_rows = int(block.rows.shape[0])
-        labels = block.labels if given is None else given[start : start + n_rows]
-        yield block.rows, labels
-        start += n_rows
+
+    def chunks() -> Iterator[tuple[Any, inputs.Values | None]]:
+        start = 0
+        for block in data.blocks(step):
+            n_rows = int(block.rows.shape[0])
+            values = block.values if given is None else given[start : start + n_rows]
+            yield block.rows, values
+            start += n_rows
+
+    return chunks()

@@ -36,11 +36,13 @@ from siftstream._api.core import (
     _row_chunks,
     _rows_body,
     _shape_document,
+    chunk_side,
     json_body,
     new_key,
     npy_array,
     opened,
     selector_path,
+    side_for,
 )
 from siftstream._http import Call, Sleep, Steps
 from siftstream.errors import (
@@ -243,10 +245,17 @@ def push(
     api: Api, name: str, data: Any, y: Any = None, **options: Unpack[PushOptions[ChunkReceipt]]
 ) -> Steps[PushSummary]:
     """Push rows in chunks (in order): a numpy array, a scipy sparse matrix or a DataFrame;
-    ``y`` the labels for labelled methods (a sequence, a Series, or a DataFrame column's
-    name); or a mapping {view: rows} for multi-view selectors; or the path of a data file,
-    read as ``sift push`` reads it (CSV with a header of feature names, Parquet, ``.npy``,
-    ``.npz``; ``y`` names its labels column or array), in chunks, never whole.
+    ``y`` one value per row for the methods whose rows carry one (a sequence, a Series, or a
+    DataFrame column's name): the class labels of labelled methods (integers or strings), the
+    target of methods of rows with a target (finite numbers); or a mapping {view: rows} for
+    multi-view selectors; or the path of a data file, read as ``sift push`` reads it (CSV with
+    a header of feature names, Parquet, ``.npy``, ``.npz``; ``y`` names its column or array of
+    labels or targets), in chunks, never whole.
+
+    With ``y``, the selector's description says what it is (one request before the chunks); a
+    ``y`` for a selector whose rows carry nothing, or that does not read as what they carry
+    (class labels for a target, say), raises ``ValueError`` saying what the selector takes,
+    before any chunk is sent.
 
     Chunks hold ``chunk_rows`` rows (default: about 8 MiB each); ``key_prefix``, ``wait``
     and ``on_chunk``: ``ChunkingOptions``.
@@ -256,18 +265,28 @@ def push(
     does not have (before any row is applied).
     """
     _only(options, PushOptions, "push")
-    data = opened(data, y)
+    side: inputs.Side | None = None
+    what = f"selector '{name}'"
+    if y is not None:
+        info: SelectorInfo = yield describe(api, name)
+        what = f"selector '{name}' ({info.method})"
+        side = side_for(info.chunk_kind, what)
+    data = opened(data, y, side)
     names = options.get("feature_names")
     if names is None:
         names = _names_of(data, y)
-    chunks = _row_chunks(data, y, options.get("chunk_rows"), api.chunk_bytes)
+    chunks = _row_chunks(data, y, side, options.get("chunk_rows"), api.chunk_bytes, what)
     prefix = options.get("key_prefix") or new_key()
     wait = options.get("wait", True)
     pushes = (
-        push_chunk(
-            api, name, rows, labels, idempotency_key=f"{prefix}-{i}", wait=wait, feature_names=names
+        _push_body(
+            api,
+            name,
+            _rows_body(rows, side, values, names),
+            idempotency_key=f"{prefix}-{i}",
+            wait=wait,
         )
-        for i, (rows, labels) in enumerate(chunks)
+        for i, (rows, values) in enumerate(chunks)
     )
     summary = yield from _pushed(
         pushes, options.get("on_chunk"), "nothing to push: the input has no rows"
@@ -281,18 +300,28 @@ def push_chunk(
     rows: Any,
     labels: Sequence[inputs.Label] | None = None,
     *,
+    targets: Any = None,
     idempotency_key: str | None = None,
     wait: bool = True,
     feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
 ) -> Steps[ChunkReceipt]:
-    """Push one chunk as it is (no splitting): rows, rows and labels, or {view: rows}.
+    """Push one chunk as it is (no splitting): rows, rows and labels, rows and ``targets``
+    (one finite number per row), or {view: rows}.
 
     ``feature_names`` name the columns ({view: names} for views; a DataFrame's columns by
     default): the service matches them to the selector's names (see ``push``).
     With ``wait`` (the default) the answer is the applied receipt, polling if the service
     answered 202; a chunk the service set aside raises ``ChunkRejectedError``.
     """
-    body = _rows_body(rows, labels, feature_names)
+    side, values = chunk_side(labels, targets)
+    body = _rows_body(rows, side, values, feature_names)
+    receipt = yield from _push_body(api, name, body, idempotency_key=idempotency_key, wait=wait)
+    return receipt
+
+
+def _push_body(
+    api: Api, name: str, body: inputs.Body, *, idempotency_key: str | None, wait: bool
+) -> Steps[ChunkReceipt]:
     receipt = yield from _write(
         api, name, "chunks", ChunkReceipt.from_json, body, idempotency_key, wait
     )

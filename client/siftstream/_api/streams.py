@@ -27,6 +27,7 @@ from siftstream._api.core import (
     _shape_document,
     _shapeless,
     _stream_bodies,
+    chunk_side,
     new_key,
     stream_path,
 )
@@ -47,6 +48,7 @@ class StreamOptions(ShapeOptions, total=False):
     """``create_stream``'s options (its docstring tells each one)."""
 
     labelled: bool
+    targets: bool
     data: Any
     y: Any
 
@@ -54,21 +56,26 @@ class StreamOptions(ShapeOptions, total=False):
 def create_stream(api: Api, name: str, **options: Unpack[StreamOptions]) -> Steps[StreamInfo]:
     """Create a stream: one log that several selectors apply (attach them with
     ``create(..., stream=name)``). Its shape is a selector's: ``n_features`` (rows;
-    ``labelled=True``: rows with one label each), ``views`` or ``n_samples`` (feature
-    columns). ``data``: rows to come, whose width and (DataFrame) column names it takes
-    (without the labels column named by ``y``, which makes it labelled).
+    ``labelled=True``: rows with one label each; ``targets=True``: rows with one numeric
+    target each), ``views`` or ``n_samples`` (feature columns). ``data``: rows to come, whose
+    width and (DataFrame) column names it takes, without the column named by ``y``: its labels,
+    which makes it labelled, or with ``targets=True`` its target.
 
     A retry after a lost answer that meets "name exists" answers the stream the first
     attempt created."""
     _only(options, StreamOptions, "create_stream")
     data, y = options.get("data"), options.get("y")
     labelled = options.get("labelled", False)
+    targets = options.get("targets", False)
     if data is not None and _shapeless(options):
-        data, labels = inputs.split_labels(data, y) if isinstance(y, str) else (data, y)
-        labelled = labelled or labels is not None
+        side = inputs.TARGETS if targets else inputs.LABELS
+        data, values = inputs.split_side(data, y, side) if isinstance(y, str) else (data, y)
+        labelled = labelled or (values is not None and not targets)
     document: dict[str, Any] = {"name": name, **_shape_document(options, data)}
     if labelled:
         document["labelled"] = True
+    if targets:
+        document["targets"] = True
     created: StreamInfo | None = yield _created("/v1/streams", document, StreamInfo.from_json)
     if created is not None:
         return created
@@ -118,9 +125,11 @@ def push_stream(
     api: Api, name: str, data: Any, y: Any = None, **options: Unpack[PushOptions[StreamReceipt]]
 ) -> Steps[PushSummary]:
     """Push an input to a stream in chunks, once for every selector attached to it: the
-    inputs of ``push`` (rows, ``y`` labels for a labelled stream, {view: rows}), or for a
-    stream of feature columns those of ``push_features`` (n_samples x c, ``feature_names``
-    naming the columns; ``chunk_rows`` then counts columns). Chunk ``i`` carries the
+    inputs of ``push`` (rows, ``y`` the labels of a labelled stream or the targets of a
+    stream of rows with a target, {view: rows}), or for a stream of feature columns those of
+    ``push_features`` (n_samples x c, ``feature_names`` naming the columns; ``chunk_rows``
+    then counts columns). A ``y`` the stream's rows do not carry raises ``ValueError``, as
+    ``push``'s. Chunk ``i`` carries the
     Idempotency-Key ``<key_prefix>-<i>``. Each receipt says, per selector, what became of
     its chunk; a chunk every selector set aside raises ``ChunkRejectedError``."""
     _only(options, PushOptions, "push_stream")
@@ -146,12 +155,15 @@ def push_stream_chunk(
     rows: Any,
     labels: Sequence[inputs.Label] | None = None,
     *,
+    targets: Any = None,
     idempotency_key: str | None = None,
     wait: bool = True,
     feature_names: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
 ) -> Steps[StreamReceipt]:
-    """Push one chunk of rows (rows and labels, or {view: rows}) to a stream as it is."""
-    body = _rows_body(rows, labels, feature_names)
+    """Push one chunk of rows (rows and labels, rows and ``targets``, or {view: rows}) to a
+    stream as it is."""
+    side, values = chunk_side(labels, targets)
+    body = _rows_body(rows, side, values, feature_names)
     receipt = yield from _push_stream_body(api, name, body, idempotency_key, wait)
     return receipt
 

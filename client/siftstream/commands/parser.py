@@ -86,8 +86,12 @@ def _add_create_command(commands: Any, common: list[argparse.ArgumentParser]) ->
         help="with --stream: every chunk the stream holds (start, the default) or those pushed "
         "from now on",
     )
-    create.add_argument(
+    carried = create.add_mutually_exclusive_group()
+    carried.add_argument(
         "--labels", metavar="COLUMN", help="with --like: the labels column (not a feature)"
+    )
+    carried.add_argument(
+        "--target", metavar="COLUMN", help="with --like: the target column (not a feature)"
     )
     create.add_argument(
         "--param",
@@ -119,10 +123,17 @@ def _add_push_command(commands: Any, common: list[argparse.ArgumentParser]) -> N
         metavar="N",
         help="Rows per chunk (columns, for feature-column selectors); default about 8 MiB.",
     )
-    push.add_argument(
+    carried = push.add_mutually_exclusive_group()
+    carried.add_argument(
         "--labels",
         metavar="COLUMN",
         help="The column (.npz: array) of labels: never a feature; sent to labelled methods.",
+    )
+    carried.add_argument(
+        "--target",
+        metavar="COLUMN",
+        help="The column (.npz: array) of a numeric target: never a feature; sent to methods "
+        "of rows with a target (f_regression, correlation).",
     )
     push.add_argument(
         "--no-resume",
@@ -339,15 +350,27 @@ def _add_stream_commands(commands: Any, common: list[argparse.ArgumentParser]) -
         help="Create a stream.",
         description="Create a stream. Its shape, as a selector's: --n-features, --n-samples, "
         "--views, or --like FILE; --labelled (or --like with --labels): rows with a label "
-        "each, which feed labelled methods (ocfs, ioc) and row methods (fsds, variance) alike.",
+        "each, which feed labelled methods (ocfs, ioc) and row methods (fsds, variance) alike; "
+        "--targets (or --like with --target): rows with a numeric target each, which feed "
+        "f_regression, correlation and the row methods.",
     )
     create.add_argument("name")
     shape = create.add_mutually_exclusive_group(required=True)
     _shape_options(shape)
-    create.add_argument(
+    column = create.add_mutually_exclusive_group()
+    column.add_argument(
         "--labels", metavar="COLUMN", help="with --like: the labels column (makes it labelled)"
     )
-    create.add_argument("--labelled", action="store_true", help="Rows carry one label each.")
+    column.add_argument(
+        "--target",
+        metavar="COLUMN",
+        help="with --like: the target column (makes its rows carry targets)",
+    )
+    carried = create.add_mutually_exclusive_group()
+    carried.add_argument("--labelled", action="store_true", help="Rows carry one label each.")
+    carried.add_argument(
+        "--targets", action="store_true", help="Rows carry one numeric target each."
+    )
     _json_option(create)
 
     push = actions.add_parser(
@@ -360,7 +383,11 @@ def _add_stream_commands(commands: Any, common: list[argparse.ArgumentParser]) -
     push.add_argument("name")
     push.add_argument("file")
     push.add_argument("--chunk-rows", type=int, metavar="N", help="Rows (or columns) per chunk.")
-    push.add_argument("--labels", metavar="COLUMN", help="The labels column (labelled streams).")
+    carried = push.add_mutually_exclusive_group()
+    carried.add_argument("--labels", metavar="COLUMN", help="The labels column (labelled streams).")
+    carried.add_argument(
+        "--target", metavar="COLUMN", help="The target column (streams of rows with a target)."
+    )
     push.add_argument("--no-resume", action="store_true", help="Push as new data.")
 
     top = _counted(
@@ -624,7 +651,7 @@ def _significance_options(parser: argparse.ArgumentParser) -> None:
 def shape_of(args: argparse.Namespace) -> dict[str, Any]:
     """The shape options of ``create`` (and ``stream create``) as creation fields."""
     if args.like:
-        data = open_data(args.like, args.labels)
+        data = open_data(args.like, args.labels, args.target)
         return {"n_features": data.n_features, "feature_names": data.feature_names}
     if args.views:
         return {"views": dict(parse_view(text) for text in args.views.split(","))}

@@ -23,9 +23,14 @@ def run_stream(args: argparse.Namespace, client: Client, console: Console) -> in
 
 def _stream_create(args: argparse.Namespace, client: Client, console: Console) -> int:
     labelled = args.labelled or (args.like is not None and args.labels is not None)
+    targets = args.targets or (args.like is not None and args.target is not None)
     if args.labels is not None and args.like is None:
         raise CommandError("--labels applies with --like (the labels column of the file)")
-    info = client.create_stream(args.name, labelled=labelled, **shape_of(args))
+    if args.target is not None and args.like is None:
+        raise CommandError("--target applies with --like (the target column of the file)")
+    if labelled and targets:
+        raise CommandError("a stream's rows carry labels or a target, not both")
+    info = client.create_stream(args.name, labelled=labelled, targets=targets, **shape_of(args))
     if args.json:
         print_json(console.out, info.raw)
         return 0

@@ -28,8 +28,8 @@ class SelectorInfo(Answer):
     created_at: float
     updated_at: float
     has_feature_names: bool
-    #: What one chunk holds (``MethodInfo.chunk_kind``): ``rows``, ``labelled rows``, ``views``
-    #: or ``columns``.
+    #: What one chunk holds (``MethodInfo.chunk_kind``): ``rows``, ``labelled rows``, ``rows
+    #: with a target``, ``views`` or ``columns``.
     chunk_kind: str = "rows"
     #: Seconds without a commit after which the service deletes it (None: never).
     expires_after: float | None = None
@@ -60,8 +60,13 @@ class SelectorInfo(Answer):
 
     @property
     def labelled(self) -> bool:
-        """Whether chunks are rows with one class label each (``push(..., y=...)``)."""
+        """Whether chunks are rows with one class label each (``push(..., y=labels)``)."""
         return self.chunk_kind == "labelled rows"
+
+    @property
+    def takes_targets(self) -> bool:
+        """Whether chunks are rows with one numeric target each (``push(..., y=targets)``)."""
+        return self.chunk_kind == "rows with a target"
 
 
 @dataclass(frozen=True)

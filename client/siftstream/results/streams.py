@@ -59,6 +59,11 @@ class StreamInfo(Answer):
         """Whether its rows carry one class label each."""
         return self.chunk_kind == "labelled rows"
 
+    @property
+    def takes_targets(self) -> bool:
+        """Whether its rows carry one numeric target each."""
+        return self.chunk_kind == "rows with a target"
+
 
 class StreamPage(Page[StreamInfo]):
     """One page of the stream list (``GET /v1/streams``)."""
