@@ -243,7 +243,8 @@ def source_lines(source: Source) -> str:
         f"consumed: {_entries(source.entries)}: {count(source.rows, 'row')} appended, "
         f"{source.rejected:,} rejected; {source.rows_per_second:,.1f} rows/s",
         f"batches: up to {count(source.batch_rows, 'row')} or {source.batch_ms} ms; start "
-        f"{source.start}; label field {source.label_field or '-'}; on reset {source.on_reset}",
+        f"{source.start}; label field {source.label_field or '-'}; target field "
+        f"{source.target_field or '-'}; on reset {source.on_reset}",
         "updated: " + ("never" if source.updated_at is None else _when(source.updated_at)),
     ]
     if source.rejected_entries:

@@ -29,6 +29,7 @@ MODELS: dict[str, tuple[str, ...]] = {
     "ChunkReceipt": ("ChunkOut", "ChunkPending", "MergeOut"),
     "ChunkStatus": ("ChunkStatus",),
     "ClassCount": ("ClassCount",),
+    "TargetSummary": ("TargetSummary",),
     "Clustering": ("ClusterOut",),
     "CreatedAlert": ("AlertCreated",),
     "CreatedKey": ("KeyOut",),

@@ -375,7 +375,8 @@ def test_sift_source_create_ls_show_rm(
         r"consumed: 40 entries: 39 rows appended, 1 rejected; [0-9.,]+ rows/s", lines[4]
     ), lines[4]
     assert lines[5] == (
-        "batches: up to 8 rows or 50 ms; start earliest; label field -; on reset stop"
+        "batches: up to 8 rows or 50 ms; start earliest; label field -; target field -; on "
+        "reset stop"
     )
     assert lines[6].startswith("updated: ")
     assert lines[7] == "rejected entries (the newest 1 of 1):"
@@ -553,3 +554,37 @@ def test_the_lag_is_unknown_while_the_bus_is_down(
         sift.delete_source(name)
     finally:
         down.kill()
+
+
+def test_a_source_reads_each_entrys_target_into_an_f_regression_selector(
+    sift: Client, bus: Bus, selector_name: str
+) -> None:
+    """``target_field``: the client creates the source and shows the field; the selector's
+    F and p-values are scikit-learn's on the rows and targets the entries held."""
+    from sklearn.feature_selection import f_regression
+
+    sift.create(selector_name, "f_regression", n_features=3, feature_names=NAMES)
+    rng = np.random.default_rng(9)
+    rows = rng.normal(size=(150, 3))
+    target = 3 * rows[:, 0] - rows[:, 2] + rng.normal(size=150)
+    key, name = f"{selector_name}-bus", f"{selector_name}-src"
+    bus.write(
+        key, [{**as_fields(row), "y": repr(float(t))} for row, t in zip(rows, target, strict=True)]
+    )
+    created = sift.create_source(
+        name, "redis-stream", bus.url, key=key, into_selector=selector_name, target_field="y"
+    )
+    try:
+        assert created.target_field == "y" and created.label_field is None
+        consumed(sift, name, 150)
+        applied(sift, selector_name, 150)
+        top = sift.top(selector_name, h=3)
+        f, p = f_regression(rows, target)
+        by_index = {feature.index: feature for feature in top.features}
+        np.testing.assert_allclose([by_index[i].score for i in range(3)], f, rtol=1e-9)
+        np.testing.assert_allclose(
+            [float(by_index[i].p_value or 0) for i in range(3)], p, rtol=1e-9
+        )
+        assert sift.describe(selector_name).target is not None
+    finally:
+        sift.delete_source(name)

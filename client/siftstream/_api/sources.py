@@ -41,6 +41,7 @@ class SourceOptions(TypedDict, total=False):
     batch_ms: int | None
     start: str | None
     label_field: str | None
+    target_field: str | None
     on_reset: str | None
     format: str | None
     value_field: str | None
@@ -71,7 +72,8 @@ def create_source(
     ``password`` and ``mechanism``, and ``tls``.
     ``format``: what a message is written in, ``json`` (the default) or ``msgpack`` (a map
     keyed by feature name; an array of numbers, as in JSON, for a selector without names).
-    A labelled target takes each entry's label from ``label_field``. Entries become chunks
+    A labelled target takes each entry's label from ``label_field``, one of rows with a target
+    its numeric target from ``target_field``. Entries become chunks
     of up to ``batch_rows`` rows and about ``batch_bytes`` of entries (8 MiB by default), or
     what ``batch_ms`` milliseconds gathered; ``start``:
     ``earliest`` (the default), ``latest``, or after this position (a Redis entry id, a

@@ -561,6 +561,12 @@ def _source_read_options(create: Any) -> None:
         help="The field holding each entry's label (labelled selectors and streams).",
     )
     create.add_argument(
+        "--target-field",
+        metavar="FIELD",
+        help="The field holding each entry's numeric target (selectors and streams of rows "
+        "with a target).",
+    )
+    create.add_argument(
         "--format",
         choices=["json", "msgpack"],
         help="What each message is written in (default json; a Redis stream's --value-field).",

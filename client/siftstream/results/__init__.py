@@ -68,6 +68,7 @@ from siftstream.results.selectors import (
     Receipt,
     SelectorInfo,
     SelectorPage,
+    TargetSummary,
 )
 from siftstream.results.sources import (
     RejectedEntry,
@@ -128,6 +129,7 @@ __all__ = [
     "StreamRankings",
     "StreamReceipt",
     "StreamSelectorInfo",
+    "TargetSummary",
     "TenantQuota",
     "Top",
     "Transformed",

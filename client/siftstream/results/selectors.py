@@ -17,6 +17,14 @@ class ClassCount(Answer):
 
 
 @dataclass(frozen=True)
+class TargetSummary(Answer):
+    """The targets a selector of rows with a target has seen."""
+
+    mean: float
+    variance: float
+
+
+@dataclass(frozen=True)
 class SelectorInfo(Answer):
     """A selector (create, list, describe, import). Describe adds ``state``, ``classes``, ..."""
 
@@ -40,6 +48,7 @@ class SelectorInfo(Answer):
     n_samples: int | None = None
     views: dict[str, int] | None = None
     classes: list[ClassCount] | None = None
+    target: TargetSummary | None = None
     features_kept: int | None = None
     state: dict[str, Any] | None = None
     #: The stream it is attached to (it applies the stream's chunks), and the stream's items

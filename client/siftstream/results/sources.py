@@ -79,6 +79,7 @@ class Source(Answer):
     group: str | None = None
     partition_lag: dict[str, int | None] = field(default_factory=dict)
     label_field: str | None = None
+    target_field: str | None = None
     #: What each message's value is written in (json or msgpack), and the one field of a Redis
     #: entry holding it (None: a field per feature name).
     format: str = "json"

@@ -18,6 +18,11 @@ class ClassCount(Result):
     count: int
 
 
+class TargetSummary(Result):
+    mean: float = Field(description="The mean of the targets seen.")
+    variance: float = Field(description="Their population variance.")
+
+
 class SelectorOut(Result):
     """A selector: what it is, and (describe) what its state holds. Methods may add fields."""
 
@@ -26,8 +31,9 @@ class SelectorOut(Result):
     name: str
     method: str
     chunk_kind: str = Field(
-        description="What one chunk holds: 'rows', 'labelled rows', 'views' (POST .../chunks) "
-        "or 'columns' (POST .../features); GET /v1/methods says it of every method."
+        description="What one chunk holds: 'rows', 'labelled rows', 'rows with a target', "
+        "'views' (POST .../chunks) or 'columns' (POST .../features); GET /v1/methods says it "
+        "of every method."
     )
     n_features: int = Field(
         description="Features: fixed for row streams, seen so far for feature streams."
@@ -62,6 +68,10 @@ class SelectorOut(Result):
     classes: list[ClassCount] | None = Field(
         default=None, description="Labelled methods (describe only): classes seen, in order."
     )
+    target: TargetSummary | None = Field(
+        default=None,
+        description="Methods of rows with a target (describe only): the targets seen.",
+    )
     features_kept: int | None = Field(
         default=None, description="OFS: columns kept in A~ (describe only)."
     )
@@ -92,7 +102,8 @@ class MethodOut(Result):
     name: str
     paper: str = Field(description="The publication it implements, and where in it.")
     chunk_kind: str = Field(
-        description="What one chunk holds: 'rows', 'labelled rows', 'views' or 'columns'."
+        description="What one chunk holds: 'rows', 'labelled rows', 'rows with a target', "
+        "'views' or 'columns'."
     )
     route: str = Field(
         description="Where its chunks go: POST /v1/selectors/{name}/<route> ('chunks' or "

@@ -55,7 +55,8 @@ class StreamOut(Result):
     )
     name: str
     chunk_kind: str = Field(
-        description="What one chunk holds: 'rows', 'labelled rows', 'views' or 'columns'."
+        description="What one chunk holds: 'rows', 'labelled rows', 'rows with a target', "
+        "'views' or 'columns'."
     )
     n_features: int | None = Field(default=None, description="Row streams: the width.")
     n_samples: int | None = Field(default=None, description="Feature-column streams.")
