@@ -13,7 +13,8 @@ the formats themselves and guarantee:
 * ``read_npz``: at most ``MAX_MEMBERS`` arrays, each a stored or deflated ``<key>.npy`` member
   read with ``read_npy``; the members together inflate to at most ``max_inflated`` bytes,
   checked against the declared sizes before anything is inflated and again while inflating, in
-  bounded pieces (zip headers may lie).
+  bounded pieces (zip headers may lie). A stored member is read where its local header puts it
+  in the body, as a view, after its size and CRC are checked.
 
 Rejections: 400 (``BadRequest``) for bytes that do not parse, 413 (``PayloadTooLarge``) for an
 archive over its inflation budget, 422 (``InvalidInput``) for well-formed content Sift does not
@@ -218,7 +219,10 @@ def read_npz(
             arrays = {}
             budget = max_inflated
             for key, member in zip(keys, members, strict=True):
-                raw = _inflate(archive, member, budget)
+                if member.compress_type == zipfile.ZIP_STORED:
+                    raw: bytes | memoryview = _stored(body, member)
+                else:
+                    raw = _inflate(archive, member, budget)
                 budget -= len(raw)
                 try:
                     arrays[key] = read_npy(raw, allow_strings=allow_strings, max_ndim=max_ndim)
@@ -236,6 +240,36 @@ def _member_key(filename: str) -> str:
             f"every member of an .npz must be an array named <key>.npy; got {filename[:80]!r}"
         )
     return match.group(1)
+
+
+#: A zip local file header: its signature, then (after 22 bytes) the lengths of its name and of
+#: its extra field; the member's data follows them.
+_LOCAL_HEADER = struct.Struct("<4s22xHH")
+_LOCAL_SIGNATURE = b"PK\x03\x04"
+
+
+def _stored(body: bytes, member: zipfile.ZipInfo) -> memoryview:
+    """A stored member's bytes as a view of the body (what ``numpy.savez`` writes: no copy of
+    a large array), where its local header puts them, checked against its size and CRC."""
+    start = member.header_offset
+    if member.flag_bits & 1:
+        raise BadRequest(f"body is not a valid .npz archive: '{member.filename}' is encrypted")
+    if not 0 <= start <= len(body) - _LOCAL_HEADER.size:
+        raise BadRequest(
+            f"body is not a valid .npz archive: '{member.filename}' has no local header"
+        )
+    signature, name_length, extra_length = _LOCAL_HEADER.unpack_from(body, start)
+    begin = start + _LOCAL_HEADER.size + name_length + extra_length
+    end = begin + member.compress_size
+    if signature != _LOCAL_SIGNATURE or member.compress_size != member.file_size or end > len(body):
+        raise BadRequest(
+            f"body is not a valid .npz archive: '{member.filename}' does not lie where its "
+            "headers say"
+        )
+    data = memoryview(body)[begin:end]
+    if zlib.crc32(data) != member.CRC:
+        raise BadRequest(f"body is not a valid .npz archive: '{member.filename}' fails its CRC")
+    return data
 
 
 def _inflate(archive: zipfile.ZipFile, member: zipfile.ZipInfo, budget: int) -> bytes:

@@ -73,6 +73,28 @@ def zip_of(members: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
+def stored_zip(members: dict[str, bytes]) -> bytes:
+    """A zip of stored members, as ``numpy.savez`` writes them."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def damaged_stored_zip(where: str) -> bytes:
+    """A stored ``.npz`` of one good array with a byte of its data flipped (``data``: its CRC
+    fails), or its central directory pointing its local header elsewhere (``offset``)."""
+    member = raw_npy(np.ones((2, 4)))
+    patched = bytearray(stored_zip({"data.npy": member}))
+    if where == "data":
+        patched[len(patched) // 3] ^= 0x01
+    else:
+        central = patched.rfind(b"PK\x01\x02")
+        patched[central + 42 : central + 46] = struct.pack("<I", 7)
+    return bytes(patched)
+
+
 def sparse_npz(fmt: str, shape: tuple[int, int], **parts: Any) -> bytes:
     """A ``scipy.sparse.save_npz`` archive with any parts and shape."""
     members = {f"{key}.npy": raw_npy(np.asarray(value)) for key, value in parts.items()}
@@ -360,6 +382,8 @@ NPZ_CASES = [
     ("member-garbage", zip_of({"data.npy": b"\x93NUMPY garbage"}), 400, "array 'data'"),
     ("member-object", zip_of({"data.npy": raw_npy(np.array([None]))}), 422, "pickle"),
     ("not-a-zip", b"PK\x03\x04 not a zip", 400, "valid .npz"),
+    ("stored-crc", damaged_stored_zip("data"), 400, "fails its CRC"),
+    ("stored-misplaced", damaged_stored_zip("offset"), 400, "does not lie where its headers"),
 ]
 
 
