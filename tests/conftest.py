@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 
 from service.store.connection import RedisClient, connect
 from service.store.embedded import EmbeddedRedis
@@ -106,6 +107,22 @@ def bus_redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis
         yield RedisServer(url=server.url, server=server)
     finally:
         server.stop()
+
+
+@pytest.fixture
+async def bus(bus_redis_server: RedisServer) -> AsyncIterator[aioredis.Redis]:
+    """The bus: a redis-server of its own (never Sift's), emptied afterwards."""
+    client = aioredis.from_url(bus_redis_server.url)
+    try:
+        yield client
+    finally:
+        await client.flushall()
+        await client.aclose()
+
+
+@pytest.fixture
+def bus_url(bus_redis_server: RedisServer) -> str:
+    return bus_redis_server.url
 
 
 @pytest.fixture(scope="session")

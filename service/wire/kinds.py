@@ -323,6 +323,26 @@ def _adopted(meta: ChunkTarget, names: list[str] | None) -> list[str] | None:
     return names if meta.feature_names is None else None
 
 
+def _with_side(
+    chunk: LabelledRows | TargetRows,
+    meta: ChunkTarget,
+    names: list[str] | None,
+    classes: tuple[Label, ...] = (),
+) -> ValidChunk:
+    """A decoded chunk of rows with a label or a target each, ready for the log: its blob is
+    its payload and its identity."""
+    payload = encode_chunk(chunk)
+    adopt = _adopted(meta, names)
+    return ValidChunk(
+        chunk,
+        chunk.n_rows,
+        payload,
+        hashlib.sha256(payload).hexdigest(),
+        classes=classes,
+        adopt=None if adopt is None else tuple(adopt),
+    )
+
+
 class RowsFormat(ChunkFormat):
     name: ChunkKind = "rows"
     from_sources = True
@@ -404,17 +424,7 @@ class LabelledRowsFormat(RowsFormat):
         chunk, names = decode_labelled_rows(
             body, media, meta.size, max_bytes, meta.feature_names, labels
         )
-        payload = encode_chunk(chunk)
-        digest = hashlib.sha256(payload).hexdigest()
-        adopt = _adopted(meta, names)
-        return ValidChunk(
-            chunk,
-            chunk.n_rows,
-            payload,
-            digest,
-            classes=chunk.classes,
-            adopt=None if adopt is None else tuple(adopt),
-        )
+        return _with_side(chunk, meta, names, chunk.classes)
 
     def probe_body(self, meta: ChunkTarget) -> dict[str, Any] | list[Any]:
         return {"rows": [[1.0] * meta.size], "labels": [0]}
@@ -464,15 +474,7 @@ class TargetRowsFormat(RowsFormat):
         chunk, names = decode_target_rows(
             body, media, meta.size, max_bytes, meta.feature_names, target
         )
-        payload = encode_chunk(chunk)
-        adopt = _adopted(meta, names)
-        return ValidChunk(
-            chunk,
-            chunk.n_rows,
-            payload,
-            hashlib.sha256(payload).hexdigest(),
-            adopt=None if adopt is None else tuple(adopt),
-        )
+        return _with_side(chunk, meta, names)
 
     def probe_body(self, meta: ChunkTarget) -> dict[str, Any] | list[Any]:
         return {"rows": [[1.0] * meta.size], "targets": [0.0]}

@@ -9,11 +9,9 @@ from typing import Any
 
 import httpx
 import pytest
-import redis.asyncio as aioredis
 
 from tests.support.api import make_settings, running_app
 from tests.support.nats import NatsServer
-from tests.support.redis import RedisServer
 from tests.support.sources import LOOPBACK
 
 
@@ -23,22 +21,6 @@ async def client(redis_url: str, redis_client: Any) -> AsyncIterator[httpx.Async
     flushes Sift's Redis afterwards)."""
     async with running_app(make_settings(redis_url, source_private=LOOPBACK)) as (_, http):
         yield http
-
-
-@pytest.fixture
-async def bus(bus_redis_server: RedisServer) -> AsyncIterator[aioredis.Redis]:
-    """The bus: a redis-server of its own (never Sift's), emptied afterwards."""
-    client = aioredis.from_url(bus_redis_server.url)
-    try:
-        yield client
-    finally:
-        await client.flushall()
-        await client.aclose()
-
-
-@pytest.fixture
-def bus_url(bus_redis_server: RedisServer) -> str:
-    return bus_redis_server.url
 
 
 @pytest.fixture(scope="module")

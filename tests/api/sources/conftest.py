@@ -8,10 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
-import redis.asyncio as aioredis
 
 from tests.support.nats import NatsServer
-from tests.support.redis import RedisServer
 from tests.support.sources import LOOPBACK
 
 
@@ -20,22 +18,6 @@ async def client(app_factory: Callable[..., Any]) -> AsyncIterator[httpx.AsyncCl
     """The app, its sources allowed to reach the tests' buses on loopback."""
     async with app_factory(source_private=LOOPBACK) as (_, http):
         yield http
-
-
-@pytest.fixture
-async def bus(bus_redis_server: RedisServer) -> AsyncIterator[aioredis.Redis]:
-    """The bus: a redis-server of its own (never Sift's), emptied afterwards."""
-    client = aioredis.from_url(bus_redis_server.url)
-    try:
-        yield client
-    finally:
-        await client.flushall()
-        await client.aclose()
-
-
-@pytest.fixture
-def bus_url(bus_redis_server: RedisServer) -> str:
-    return bus_redis_server.url
 
 
 @pytest.fixture(scope="module")
